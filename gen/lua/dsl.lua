@@ -1,0 +1,335 @@
+-- The spec DSL: loads one specs/*.lua file in a sandbox, validates it and
+-- expands it into a sorted list of variants.
+--
+-- A spec is a list of statements, one per line, so that every mistake can be
+-- reported at the line that made it:
+--
+--   family "cross_entropy"
+--   ops { "fwd", "bwd", "fwd_bwd" }
+--   specialize "dtype" { "f32", "bf16" }
+--   runtime "weights"
+--   exclude { op = "bwd", dtype = "f64" }
+--
+-- This file is policy only; it is embedded in xentgen (which renders and writes
+-- files) and run by the Bazel repository rule that must know every output file
+-- name before the build starts. Both call load_spec() and get the same list.
+
+local M = {}
+
+-- What each family may declare. `axes` is the canonical key order. An axis
+-- with `choice` values names what each compile-time value means; axes marked
+-- `type_axis` must be specialized (they change C types, not just a branch).
+M.schemas = {
+  cross_entropy = {
+    prefix = "ce",
+    template = "cross_entropy.tmpl",
+    ops = { "fwd", "bwd", "fwd_bwd" },
+    axes = {
+      { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
+      { name = "label", values = { "i32", "i64" }, type_axis = true },
+      { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
+      { name = "weights", values = { "unweighted", "weighted" } },
+      { name = "label_smoothing", values = { "nosmooth", "smooth" } },
+      { name = "ignore_index", values = { "noignore", "ignore" } },
+    },
+  },
+}
+
+M.targets = { "cuda", "hip" }
+
+local function index_of(list, value)
+  for i, v in ipairs(list) do
+    if v == value then return i end
+  end
+  return nil
+end
+
+local function axis_of(schema, name)
+  for i, a in ipairs(schema.axes) do
+    if a.name == name then return a, i end
+  end
+  return nil
+end
+
+local function quoted_list(list)
+  local out = {}
+  for _, v in ipairs(list) do out[#out + 1] = tostring(v) end
+  return table.concat(out, ", ")
+end
+
+-- Raised errors carry "file:line: message" already; this marks them so the
+-- loader does not prefix a second position.
+local function fail_at(where, msg)
+  error({ xent = true, msg = where .. ": " .. msg }, 0)
+end
+
+-- Builds the statement functions a spec may call. `st` collects the
+-- declarations; `where()` is the file:line of the statement being run.
+local function make_env(path, st)
+  local function where(level)
+    local info = debug.getinfo(level or 3, "l")
+    return path .. ":" .. tostring(info and info.currentline or 0)
+  end
+
+  local function need_family(name)
+    if not st.schema then
+      fail_at(where(4), "'" .. name .. "' before 'family': a spec starts with family \"<name>\"")
+    end
+  end
+
+  local function string_list(value, what, here)
+    if type(value) ~= "table" then
+      fail_at(here, what .. " expects a list in braces, got " .. type(value))
+    end
+    local seen = {}
+    for k, v in pairs(value) do
+      if type(k) ~= "number" then
+        fail_at(here, what .. " expects a plain list, got a field '" .. tostring(k) .. "'")
+      end
+      if type(v) ~= "string" then
+        fail_at(here, what .. " expects strings, got " .. type(v))
+      end
+      if seen[v] then fail_at(here, what .. " lists '" .. v .. "' twice") end
+      seen[v] = true
+    end
+    if #value == 0 then fail_at(here, what .. " must not be empty") end
+    return value
+  end
+
+  local env = {}
+
+  function env.family(name)
+    local here = where()
+    if st.schema then fail_at(here, "a spec declares one family; '" .. st.family .. "' was declared at line " .. st.family_line) end
+    if type(name) ~= "string" then fail_at(here, "family expects a name in quotes") end
+    local schema = M.schemas[name]
+    if not schema then
+      local known = {}
+      for k in pairs(M.schemas) do known[#known + 1] = k end
+      table.sort(known)
+      fail_at(here, "unknown family '" .. name .. "' (known: " .. quoted_list(known) .. ")")
+    end
+    st.schema, st.family, st.family_line = schema, name, here:match(":(%d+)$")
+    st.family_where = here
+  end
+
+  function env.ops(list)
+    need_family("ops")
+    local here = where()
+    if st.ops then fail_at(here, "ops declared twice") end
+    string_list(list, "ops", here)
+    for _, op in ipairs(list) do
+      if not index_of(st.schema.ops, op) then
+        fail_at(here, "unknown op '" .. op .. "' (family " .. st.family .. " has " .. quoted_list(st.schema.ops) .. ")")
+      end
+    end
+    st.ops = list
+  end
+
+  local function declare_axis(name, here, how)
+    if type(name) ~= "string" then fail_at(here, how .. " expects an axis name in quotes") end
+    local axis = axis_of(st.schema, name)
+    if not axis then
+      local names = {}
+      for _, a in ipairs(st.schema.axes) do names[#names + 1] = a.name end
+      fail_at(here, "unknown axis '" .. name .. "' (family " .. st.family .. " has " .. quoted_list(names) .. ")")
+    end
+    if st.axes[name] then
+      fail_at(here, "axis '" .. name .. "' declared twice (first at line " .. st.axes[name].line .. ")")
+    end
+    return axis
+  end
+
+  -- specialize "axis" { values }: one kernel per value, no run-time branch.
+  function env.specialize(name)
+    need_family("specialize")
+    local here = where()
+    local axis = declare_axis(name, here, "specialize")
+    return function(values)
+      local here2 = where()
+      string_list(values, "specialize \"" .. name .. "\"", here2)
+      for _, v in ipairs(values) do
+        if not index_of(axis.values, v) then
+          fail_at(here2, "unknown " .. name .. " '" .. v .. "' (expected one of " .. quoted_list(axis.values) .. ")")
+        end
+      end
+      st.axes[name] = { mode = "specialize", values = values, line = here2:match(":(%d+)$") }
+    end
+  end
+
+  -- runtime "axis": one kernel serves every value, read at run time.
+  function env.runtime(name)
+    need_family("runtime")
+    local here = where()
+    local axis = declare_axis(name, here, "runtime")
+    if axis.type_axis then
+      fail_at(here, "axis '" .. name .. "' changes C types and cannot be a run-time parameter; use specialize \"" .. name .. "\" { ... }")
+    end
+    st.axes[name] = { mode = "runtime", line = here:match(":(%d+)$") }
+  end
+
+  -- exclude { field = value or {values}, ... }: drops matching combinations.
+  function env.exclude(rule)
+    need_family("exclude")
+    local here = where()
+    if type(rule) ~= "table" then fail_at(here, "exclude expects a table of axis = value") end
+    local clean = {}
+    for k, v in pairs(rule) do
+      if type(k) ~= "string" then fail_at(here, "exclude expects axis = value fields, not a list") end
+      local allowed
+      if k == "op" then
+        allowed = st.schema.ops
+      else
+        local axis = axis_of(st.schema, k)
+        if not axis then fail_at(here, "exclude names unknown axis '" .. k .. "'") end
+        allowed = axis.values
+      end
+      local vs = type(v) == "table" and v or { v }
+      for _, x in ipairs(vs) do
+        if not index_of(allowed, x) then
+          fail_at(here, "exclude: unknown " .. k .. " '" .. tostring(x) .. "' (expected one of " .. quoted_list(allowed) .. ")")
+        end
+      end
+      clean[k] = vs
+    end
+    if next(clean) == nil then fail_at(here, "exclude {} would drop every variant") end
+    st.excludes[#st.excludes + 1] = { rule = clean, where = here }
+  end
+
+  -- min_arch { cuda = 70, hip = "gfx90a" }: the oldest device a kernel needs.
+  function env.min_arch(t)
+    need_family("min_arch")
+    local here = where()
+    if type(t) ~= "table" then fail_at(here, "min_arch expects { cuda = <sm number>, hip = \"gfx...\" }") end
+    for k, v in pairs(t) do
+      if k == "cuda" then
+        if math.type(v) ~= "integer" or v < 50 or v > 200 then
+          fail_at(here, "min_arch.cuda must be an SM number such as 70 or 90")
+        end
+      elseif k == "hip" then
+        if type(v) ~= "string" or not v:match("^gfx%x+$") then
+          fail_at(here, "min_arch.hip must be a gfx name such as \"gfx90a\"")
+        end
+      else
+        fail_at(here, "min_arch: unknown target '" .. tostring(k) .. "' (expected cuda, hip)")
+      end
+    end
+    st.min_arch = t
+  end
+
+  -- Sandboxed standard library: string/table/math only (no io, os, load, require).
+  env.string, env.table, env.math = string, table, math
+  env.ipairs, env.pairs, env.tostring, env.tonumber, env.type = ipairs, pairs, tostring, tonumber, type
+
+  return setmetatable(env, {
+    __index = function(_, k)
+      fail_at(where(3), "unknown name '" .. tostring(k) .. "' (not part of the spec DSL)")
+    end,
+    __newindex = function(_, k)
+      fail_at(where(3), "assignment to global '" .. tostring(k) .. "' (specs may only call DSL statements; use local)")
+    end,
+  })
+end
+
+-- A variant's canonical key: prefix, op, then each specialized axis in schema
+-- order. Run-time axes never appear: one kernel serves all their values.
+local function key_of(schema, v)
+  local parts = { schema.prefix, v.op }
+  for _, a in ipairs(schema.axes) do
+    if v[a.name] ~= "runtime" then parts[#parts + 1] = v[a.name] end
+  end
+  return table.concat(parts, "_")
+end
+
+local function excluded(excludes, v)
+  for _, e in ipairs(excludes) do
+    local all = true
+    for k, vs in pairs(e.rule) do
+      if not index_of(vs, v[k]) then all = false break end
+    end
+    if all then
+      e.used = true
+      return true
+    end
+  end
+  return false
+end
+
+local function expand(path, st)
+  local schema = st.schema
+  if not st.ops then fail_at(st.family_where, "family '" .. st.family .. "' declares no ops { ... }") end
+  for _, a in ipairs(schema.axes) do
+    if not st.axes[a.name] then
+      local how = "specialize \"" .. a.name .. "\" { ... }"
+      if not a.type_axis then how = how .. " or runtime \"" .. a.name .. "\"" end
+      fail_at(st.family_where, "axis '" .. a.name .. "' is not declared: add " .. how)
+    end
+  end
+  local list = { {} }
+  local function product(name, values)
+    local out = {}
+    for _, partial in ipairs(list) do
+      for _, value in ipairs(values) do
+        local v = {}
+        for k, x in pairs(partial) do v[k] = x end
+        v[name] = value
+        out[#out + 1] = v
+      end
+    end
+    list = out
+  end
+  product("op", st.ops)
+  for _, a in ipairs(schema.axes) do
+    local decl = st.axes[a.name]
+    product(a.name, decl.mode == "runtime" and { "runtime" } or decl.values)
+  end
+  local variants, seen = {}, {}
+  for _, v in ipairs(list) do
+    if not excluded(st.excludes, v) then
+      v.key = key_of(schema, v)
+      if not seen[v.key] then
+        seen[v.key] = true
+        v.family = st.family
+        v.prefix = schema.prefix
+        v.template = schema.template
+        v.spec = path
+        v.min_arch_cuda = (st.min_arch and st.min_arch.cuda) or 70
+        v.min_arch_hip = (st.min_arch and st.min_arch.hip) or "gfx90a"
+        variants[#variants + 1] = v
+      end
+    end
+  end
+  for _, e in ipairs(st.excludes) do
+    if not e.used then fail_at(e.where, "exclude matches no variant (a stale or misspelt rule)") end
+  end
+  if #variants == 0 then fail_at(st.family_where, "every variant is excluded") end
+  table.sort(variants, function(a, b) return a.key < b.key end)
+  return variants
+end
+
+-- Loads, validates and expands one spec. Returns the sorted variant list, or
+-- nil and "path:line: message".
+function M.load_spec(path, text)
+  local st = { axes = {}, excludes = {} }
+  local env = make_env(path, st)
+  local chunk, err = load(text, "@" .. path, "t", env)
+  if not chunk then return nil, err end
+  local ok, res = pcall(function()
+    chunk()
+    if not st.schema then fail_at(path .. ":1", "spec declares no family (start with family \"<name>\")") end
+    return expand(path, st)
+  end)
+  if ok then return res end
+  if type(res) == "table" and res.xent then return nil, res.msg end
+  return nil, tostring(res)
+end
+
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+return M

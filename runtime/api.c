@@ -1,0 +1,193 @@
+/* The public entry points: validate every argument (naming it on error),
+   then route to the handle's backend. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+size_t xent_dtype_bytes(xent_dtype dtype) {
+  switch (dtype) {
+    case XENT_F32: return 4;
+    case XENT_F64: return 8;
+    case XENT_F16:
+    case XENT_BF16: return 2;
+  }
+  return 0;
+}
+
+size_t xent_acc_bytes(xent_dtype dtype) { return dtype == XENT_F64 ? 8 : 4; }
+
+const char* xent_dtype_name(xent_dtype dtype) {
+  switch (dtype) {
+    case XENT_F32: return "f32";
+    case XENT_F64: return "f64";
+    case XENT_F16: return "f16";
+    case XENT_BF16: return "bf16";
+  }
+  return "?";
+}
+
+void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtype dtype, xent_label_type label_type,
+                       xent_reduction reduction) {
+  if (!d) return;
+  memset(d, 0, sizeof *d);
+  d->rows = rows;
+  d->classes = classes;
+  d->dtype = dtype;
+  d->label_type = label_type;
+  d->reduction = reduction;
+  d->ignore_index = -100;
+  d->label_smoothing = 0.0;
+  d->all_ignored_zero = 0;
+}
+
+const char* xent_backend_name(xent_backend_kind kind) {
+  switch (kind) {
+    case XENT_BACKEND_AUTO: return "auto";
+    case XENT_BACKEND_CPU: return "cpu";
+    case XENT_BACKEND_CUDA: return "cuda";
+    case XENT_BACKEND_HIP: return "hip";
+  }
+  return "?";
+}
+
+xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
+  xent_clear_error();
+  if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: handle is NULL");
+  *handle = NULL;
+  if (kind < XENT_BACKEND_AUTO || kind > XENT_BACKEND_HIP)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: kind %d is not a xent_backend_kind", (int)kind);
+  xent_handle* h = calloc(1, sizeof *h);
+  if (!h) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
+  xent_status status = XENT_OK;
+  if (kind == XENT_BACKEND_AUTO) {
+    /* The first GPU backend that is built in and finds a device. */
+    if (xent_cuda_open(h) == XENT_OK) h->kind = XENT_BACKEND_CUDA;
+    else if (xent_hip_open(h) == XENT_OK) h->kind = XENT_BACKEND_HIP;
+    else h->kind = XENT_BACKEND_CPU;
+    xent_clear_error();
+  } else {
+    h->kind = kind;
+    if (kind == XENT_BACKEND_CUDA) status = xent_cuda_open(h);
+    if (kind == XENT_BACKEND_HIP) status = xent_hip_open(h);
+  }
+  if (status != XENT_OK) {
+    free(h);
+    return status;
+  }
+  *handle = h;
+  return XENT_OK;
+}
+
+void xent_destroy(xent_handle* handle) { free(handle); }
+
+xent_backend_kind xent_handle_backend(const xent_handle* handle) {
+  return handle ? handle->kind : XENT_BACKEND_AUTO;
+}
+
+static xent_status check_desc(const char* fn, const xent_handle* h, const xent_ce_desc* d) {
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+  if (d->rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)d->rows);
+  if (d->classes < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)d->classes);
+  if (d->rows > 0 && d->classes > INT64_MAX / 8 / d->rows)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
+  if (d->dtype < XENT_F32 || d->dtype > XENT_F64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)d->dtype);
+  if (d->label_type != XENT_I32 && d->label_type != XENT_I64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_type %d is not a xent_label_type", fn, (int)d->label_type);
+  if (d->reduction < XENT_REDUCTION_NONE || d->reduction > XENT_REDUCTION_MEAN)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->reduction %d is not a xent_reduction", fn, (int)d->reduction);
+  if (!(d->label_smoothing >= 0.0 && d->label_smoothing <= 1.0))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_smoothing is %g, must be in [0, 1]", fn, d->label_smoothing);
+  return XENT_OK;
+}
+
+static xent_status workspace_size(const xent_handle* h, const xent_ce_desc* d, xent_op op, size_t* bytes) {
+  switch (h->kind) {
+    case XENT_BACKEND_CUDA: return xent_cuda_ce_workspace(d, op, bytes);
+    case XENT_BACKEND_HIP: return xent_hip_ce_workspace(d, op, bytes);
+    default: return xent_cpu_ce_workspace(d, op, bytes);
+  }
+}
+
+xent_status xent_ce_workspace_size(const xent_handle* h, const xent_ce_desc* d, xent_op op, size_t* bytes) {
+  xent_clear_error();
+  xent_status s = check_desc("xent_ce_workspace_size", h, d);
+  if (s != XENT_OK) return s;
+  if (op < XENT_OP_FORWARD || op > XENT_OP_FORWARD_BACKWARD)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: op %d is not a xent_op", (int)op);
+  if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: bytes is NULL");
+  return workspace_size(h, d, op, bytes);
+}
+
+/* Byte ranges [p, p + n) overlap. */
+static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return a && b && an && bn && x < y + bn && y < x + an;
+}
+
+static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
+  xent_clear_error();
+  xent_status s = check_desc(fn, h, d);
+  if (s != XENT_OK) return s;
+  const int has_rows = d->rows > 0;
+  const size_t logits_bytes = (size_t)(d->rows * d->classes) * xent_dtype_bytes(d->dtype);
+  if (has_rows && !c->logits) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: logits is NULL", fn);
+  if (has_rows && !c->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", fn);
+  if (c->op != XENT_OP_BACKWARD) {
+    if (!c->loss && (has_rows || d->reduction != XENT_REDUCTION_NONE))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: loss is NULL", fn);
+  }
+  if (c->op == XENT_OP_BACKWARD && has_rows && !c->lse_in)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (pass the lse saved by xent_ce_forward)", fn);
+  if (c->op != XENT_OP_FORWARD && has_rows) {
+    if (!c->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
+    const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && c->grad == c->logits;
+    if (!in_place && overlaps(c->grad, logits_bytes, c->logits, logits_bytes))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: grad overlaps logits (only grad == logits, in place, with xent_ce_forward_backward)", fn);
+  }
+  size_t need = 0;
+  s = workspace_size(h, d, c->op, &need);
+  if (s != XENT_OK) return s;
+  if (c->workspace_bytes < need)
+    return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, this call needs %zu (xent_ce_workspace_size)",
+                     fn, c->workspace_bytes, need);
+  if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
+  switch (h->kind) {
+    case XENT_BACKEND_CUDA: return xent_cuda_ce_run(h, d, c);
+    case XENT_BACKEND_HIP: return xent_hip_ce_run(h, d, c);
+    default: return xent_cpu_ce_run(h, d, c);
+  }
+}
+
+xent_status xent_ce_forward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
+                            const void* weights, void* loss, void* lse, void* workspace, size_t workspace_bytes,
+                            void* stream) {
+  const xent_ce_call c = {.op = XENT_OP_FORWARD, .logits = logits, .labels = labels, .weights = weights,
+                          .loss = loss, .lse_out = lse, .workspace = workspace,
+                          .workspace_bytes = workspace_bytes, .stream = stream};
+  return run("xent_ce_forward", h, d, &c);
+}
+
+xent_status xent_ce_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
+                             const void* weights, const void* lse, const void* dloss, void* grad, void* workspace,
+                             size_t workspace_bytes, void* stream) {
+  const xent_ce_call c = {.op = XENT_OP_BACKWARD, .logits = logits, .labels = labels, .weights = weights,
+                          .lse_in = lse, .dloss = dloss, .grad = grad, .workspace = workspace,
+                          .workspace_bytes = workspace_bytes, .stream = stream};
+  return run("xent_ce_backward", h, d, &c);
+}
+
+xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
+                                     const void* weights, const void* dloss, void* loss, void* lse, void* grad,
+                                     void* workspace, size_t workspace_bytes, void* stream) {
+  const xent_ce_call c = {.op = XENT_OP_FORWARD_BACKWARD, .logits = logits, .labels = labels, .weights = weights,
+                          .dloss = dloss, .loss = loss, .lse_out = lse, .grad = grad, .workspace = workspace,
+                          .workspace_bytes = workspace_bytes, .stream = stream};
+  return run("xent_ce_forward_backward", h, d, &c);
+}

@@ -1,0 +1,64 @@
+/* The CUDA backend: finds the generated kernel in xent_cuda_dispatch and
+   calls its launcher on the caller's stream. No host synchronisation. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+#include "dispatch.h"
+#include "internal.h"
+
+xent_status xent_cuda_open(xent_handle* h) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: no CUDA device (%s)",
+                     err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+  }
+  int major = 0, minor = 0;
+  if (cudaGetDevice(&h->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, h->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, h->device) != cudaSuccess) {
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query the current device");
+  }
+  h->arch = major * 10 + minor;
+  return XENT_OK;
+}
+
+xent_status xent_cuda_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
+  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
+  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
+  return XENT_OK;
+}
+
+xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
+  char key[160];
+  const xent_dispatch_entry* e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", d, call->op,
+                                                call->weights != NULL, key, sizeof key);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  if (h->arch < e->min_arch) {
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", key,
+                     e->min_arch, h->arch);
+  }
+  const xent_ce_args args = {
+      .rows = d->rows,
+      .classes = d->classes,
+      .logits = call->logits,
+      .labels = call->labels,
+      .weights = call->weights,
+      .lse_in = call->lse_in,
+      .dloss = call->dloss,
+      .loss = call->loss,
+      .lse_out = call->lse_out,
+      .grad = call->grad,
+      .workspace = call->workspace,
+      .ignore_index = d->ignore_index,
+      .label_smoothing = d->label_smoothing,
+      .all_ignored_zero = d->all_ignored_zero,
+      .stream = call->stream,
+  };
+  const int err = e->launch(&args);
+  if (err != 0) {
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", key,
+                     cudaGetErrorString((cudaError_t)err));
+  }
+  return XENT_OK;
+}

@@ -1,0 +1,70 @@
+/* The HIP backend: finds the generated kernel in xent_hip_dispatch and calls
+   its launcher on the caller's stream. No host synchronisation. */
+#include <hip/hip_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "internal.h"
+
+/* Declared by the HIP rendering of xent_launch.h; the runtime includes the
+   CUDA rendering, whose types are identical. */
+extern const xent_dispatch_entry xent_hip_dispatch[];
+extern const size_t xent_hip_dispatch_count;
+
+xent_status xent_hip_open(xent_handle* h) {
+  int count = 0;
+  hipError_t err = hipGetDeviceCount(&count);
+  if (err != hipSuccess || count == 0) {
+    return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: no HIP device (%s)",
+                     err != hipSuccess ? hipGetErrorString(err) : "device count is 0");
+  }
+  hipDeviceProp_t prop;
+  if (hipGetDevice(&h->device) != hipSuccess || hipGetDeviceProperties(&prop, h->device) != hipSuccess) {
+    return xent_fail(XENT_ERROR_DEVICE, "hip backend: cannot query the current device");
+  }
+  /* "gfx90a:sramecc+:xnack-" -> 0x90a */
+  h->arch = strncmp(prop.gcnArchName, "gfx", 3) == 0 ? (int)strtol(prop.gcnArchName + 3, NULL, 16) : 0;
+  return XENT_OK;
+}
+
+xent_status xent_hip_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
+  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
+  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
+  return XENT_OK;
+}
+
+xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
+  char key[160];
+  const xent_dispatch_entry* e = xent_ce_lookup(xent_hip_dispatch, xent_hip_dispatch_count, "hip", d, call->op,
+                                                call->weights != NULL, key, sizeof key);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  if (h->arch < e->min_arch) {
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", key,
+                     e->min_arch, h->arch);
+  }
+  const xent_ce_args args = {
+      .rows = d->rows,
+      .classes = d->classes,
+      .logits = call->logits,
+      .labels = call->labels,
+      .weights = call->weights,
+      .lse_in = call->lse_in,
+      .dloss = call->dloss,
+      .loss = call->loss,
+      .lse_out = call->lse_out,
+      .grad = call->grad,
+      .workspace = call->workspace,
+      .ignore_index = d->ignore_index,
+      .label_smoothing = d->label_smoothing,
+      .all_ignored_zero = d->all_ignored_zero,
+      .stream = call->stream,
+  };
+  const int err = e->launch(&args);
+  if (err != 0) {
+    return xent_fail(XENT_ERROR_DEVICE, "hip backend: launching %s failed: %s", key,
+                     hipGetErrorString((hipError_t)err));
+  }
+  return XENT_OK;
+}

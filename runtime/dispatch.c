@@ -1,0 +1,68 @@
+#include "dispatch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key) {
+  size_t lo = 0, hi = count;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int cmp = strcmp(table[mid].key, key);
+    if (cmp == 0) return &table[mid];
+    if (cmp < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return NULL;
+}
+
+static const char* op_token(xent_op op) {
+  switch (op) {
+    case XENT_OP_FORWARD: return "fwd";
+    case XENT_OP_BACKWARD: return "bwd";
+    case XENT_OP_FORWARD_BACKWARD: return "fwd_bwd";
+  }
+  return "?";
+}
+
+static const char* reduction_token(xent_reduction r) {
+  switch (r) {
+    case XENT_REDUCTION_NONE: return "none";
+    case XENT_REDUCTION_SUM: return "sum";
+    case XENT_REDUCTION_MEAN: return "mean";
+  }
+  return "?";
+}
+
+void xent_ce_base_key(const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
+  snprintf(buf, cap, "ce_%s_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
+           d->label_type == XENT_I32 ? "i32" : "i64", reduction_token(d->reduction));
+}
+
+const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                       const xent_ce_desc* d, xent_op op, int has_weights, char* key,
+                                       size_t key_cap) {
+  char base[96];
+  xent_ce_base_key(d, op, base, sizeof base);
+  /* The option axes in key order (weights, label_smoothing, ignore_index) and
+     the specialized value this call needs for each. */
+  const char* wanted[3] = {
+      has_weights ? "weighted" : "unweighted",
+      d->label_smoothing != 0 ? "smooth" : "nosmooth",
+      d->ignore_index != XENT_NO_IGNORE_INDEX ? "ignore" : "noignore",
+  };
+  /* Bit i set = axis i specialized in the key; try all specialized first. */
+  for (int mask = 7; mask >= 0; --mask) {
+    int len = snprintf(key, key_cap, "%s", base);
+    for (int axis = 0; axis < 3; ++axis) {
+      if (mask & (1 << axis)) len += snprintf(key + len, key_cap > (size_t)len ? key_cap - (size_t)len : 0, "_%s", wanted[axis]);
+    }
+    const xent_dispatch_entry* e = xent_table_find(table, count, key);
+    if (e) return e;
+  }
+  snprintf(key, key_cap, "%s", base);
+  xent_fail(XENT_ERROR_NOT_GENERATED,
+            "no %s kernel was generated for %s (weights: %s, label_smoothing: %s, ignore_index: %s): add it "
+            "to the spec of family cross_entropy (specs/cross_entropy.lua) and rebuild",
+            target, base, wanted[0], wanted[1], wanted[2]);
+  return NULL;
+}

@@ -1,0 +1,28 @@
+/* Finding a generated kernel: the call is turned into canonical keys (the
+   same format as gen/lua/dsl.lua's key_of) and looked up by binary search in
+   a generated table (xent_dispatch_<target>.c). */
+#ifndef XENT_DISPATCH_H
+#define XENT_DISPATCH_H
+
+#include <stddef.h>
+
+#include "internal.h"
+
+/* The generated launch contract: xent_ce_args, xent_dispatch_entry. It is
+   the same for every target; the runtime includes the CUDA rendering. */
+#include "xent_launch.h"
+
+/* Binary search for an exact key; NULL if absent. */
+const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key);
+
+/* The entry for a call: the most specialized key first (option axes named),
+   then keys with those axes left to run time. On failure returns NULL with
+   the failure recorded (XENT_ERROR_NOT_GENERATED, naming the key and spec). */
+const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                       const xent_ce_desc* desc, xent_op op, int has_weights,
+                                       char* key_out, size_t key_cap);
+
+/* The base key ce_<op>_<dtype>_<label>_<reduction> of a call. */
+void xent_ce_base_key(const xent_ce_desc* desc, xent_op op, char* buf, size_t cap);
+
+#endif

@@ -1,0 +1,57 @@
+/* Shared inside the runtime: the handle, one call's pointers, error
+   reporting, and the backend entry points that api.c routes to. */
+#ifndef XENT_INTERNAL_H
+#define XENT_INTERNAL_H
+
+#include "xent.h"
+
+struct xent_handle {
+  xent_backend_kind kind;
+  int device;     /* GPU ordinal */
+  int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
+};
+
+/* The pointers of one call; which are used depends on the op. */
+typedef struct xent_ce_call {
+  xent_op op;
+  const void* logits;
+  const void* labels;
+  const void* weights;
+  const void* lse_in;
+  const void* dloss;
+  void* loss;
+  void* lse_out;
+  void* grad;
+  void* workspace;
+  size_t workspace_bytes;
+  void* stream;
+} xent_ce_call;
+
+/* Records the message for xent_last_error() and returns status. */
+xent_status xent_fail(xent_status status, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void xent_clear_error(void);
+
+/* Bytes of one element of the accumulation type (weights, lse). */
+size_t xent_acc_bytes(xent_dtype dtype);
+size_t xent_dtype_bytes(xent_dtype dtype);
+const char* xent_dtype_name(xent_dtype dtype);
+
+/* Backends. Each validates nothing api.c already validated. */
+xent_status xent_cpu_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
+xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
+
+/* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
+   or no device is present. */
+xent_status xent_cuda_open(xent_handle* h);
+xent_status xent_cuda_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
+xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
+
+xent_status xent_hip_open(xent_handle* h);
+xent_status xent_hip_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
+xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
+
+#endif

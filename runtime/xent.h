@@ -1,0 +1,124 @@
+/* xent: fused softmax cross-entropy kernels, generated from specs/.
+ *
+ * A handle picks a backend (a CUDA or HIP GPU, or the CPU); a descriptor
+ * says what to compute; the calls take device pointers (host pointers on the
+ * CPU backend) and an opaque stream. Nothing inside a call synchronises with
+ * the host, and every size and offset is 64-bit.
+ *
+ *   xent_handle* h;
+ *   xent_create(&h, XENT_BACKEND_AUTO);
+ *   xent_ce_desc d;
+ *   xent_ce_desc_init(&d, rows, classes, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
+ *   size_t ws_bytes;
+ *   xent_ce_workspace_size(h, &d, XENT_OP_FORWARD_BACKWARD, &ws_bytes);
+ *   xent_ce_forward_backward(h, &d, logits, labels, NULL, NULL, loss, lse, grad, ws, ws_bytes, stream);
+ *
+ * Semantics are PyTorch's F.cross_entropy with hard labels (README,
+ * "Semantics"). Errors are status codes; xent_last_error() holds a message
+ * naming the argument at fault (per thread).
+ */
+#ifndef XENT_H
+#define XENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum xent_status {
+  XENT_OK = 0,
+  XENT_ERROR_INVALID_ARGUMENT = 1,   /* a NULL pointer, a bad size or enum value */
+  XENT_ERROR_NOT_GENERATED = 2,      /* no kernel for this variant: edit the spec */
+  XENT_ERROR_UNSUPPORTED_DEVICE = 3, /* the kernel needs a newer GPU architecture */
+  XENT_ERROR_BACKEND_UNAVAILABLE = 4,/* backend not built in, or no device present */
+  XENT_ERROR_WORKSPACE_TOO_SMALL = 5,
+  XENT_ERROR_DEVICE = 6,             /* the GPU runtime reported an error */
+  XENT_ERROR_OUT_OF_MEMORY = 7
+} xent_status;
+
+typedef enum xent_dtype { XENT_F32 = 0, XENT_F16 = 1, XENT_BF16 = 2, XENT_F64 = 3 } xent_dtype;
+
+typedef enum xent_label_type { XENT_I32 = 0, XENT_I64 = 1 } xent_label_type;
+
+typedef enum xent_reduction {
+  XENT_REDUCTION_NONE = 0, /* loss[N] */
+  XENT_REDUCTION_SUM = 1,  /* loss[1] = sum of row losses */
+  XENT_REDUCTION_MEAN = 2  /* loss[1] = sum of row losses / sum of w[label] over non-ignored rows */
+} xent_reduction;
+
+typedef enum xent_op {
+  XENT_OP_FORWARD = 0,
+  XENT_OP_BACKWARD = 1,
+  XENT_OP_FORWARD_BACKWARD = 2
+} xent_op;
+
+typedef enum xent_backend_kind {
+  XENT_BACKEND_AUTO = 0, /* a GPU backend that was built in and has a device, else the CPU */
+  XENT_BACKEND_CPU = 1,  /* host memory, no GPU needed */
+  XENT_BACKEND_CUDA = 2,
+  XENT_BACKEND_HIP = 3
+} xent_backend_kind;
+
+/* ignore_index value that matches no label (ONNX: ignore_index absent). */
+#define XENT_NO_IGNORE_INDEX INT64_MIN
+
+typedef struct xent_ce_desc {
+  int64_t rows;            /* N >= 0 */
+  int64_t classes;         /* C >= 1 */
+  xent_dtype dtype;        /* logits, loss, dloss and grad; weights and lse use f32 (f64 for XENT_F64) */
+  xent_label_type label_type;
+  xent_reduction reduction;
+  int64_t ignore_index;    /* default -100 (PyTorch); any value, or XENT_NO_IGNORE_INDEX */
+  double label_smoothing;  /* epsilon in [0, 1], default 0 */
+  int all_ignored_zero;    /* mean over no (weighted) rows: 0 if set (ONNX Runtime), NaN if not (PyTorch, default) */
+} xent_ce_desc;
+
+/* PyTorch's defaults: ignore_index -100, no smoothing, NaN for an all-ignored mean. */
+void xent_ce_desc_init(xent_ce_desc* desc, int64_t rows, int64_t classes, xent_dtype dtype,
+                       xent_label_type label_type, xent_reduction reduction);
+
+typedef struct xent_handle xent_handle;
+
+xent_status xent_create(xent_handle** handle, xent_backend_kind kind);
+void xent_destroy(xent_handle* handle);
+/* The backend a handle runs on (never XENT_BACKEND_AUTO). */
+xent_backend_kind xent_handle_backend(const xent_handle* handle);
+const char* xent_backend_name(xent_backend_kind kind);
+
+/* Bytes of scratch device memory a call needs (0 is possible). The
+   workspace holds O(rows) values, never O(rows * classes). */
+xent_status xent_ce_workspace_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,
+                                   size_t* bytes);
+
+/* Forward. logits [N, C]; labels [N]; weights [C] or NULL; loss [N] for
+   'none', else [1]; lse [N] or NULL: the per-row log-sum-exp that backward
+   takes. */
+xent_status xent_ce_forward(xent_handle* handle, const xent_ce_desc* desc, const void* logits,
+                            const void* labels, const void* weights, void* loss, void* lse, void* workspace,
+                            size_t workspace_bytes, void* stream);
+
+/* Backward from the saved lse. dloss: [N] for 'none', else [1], or NULL for
+   1. grad [N, C] must not overlap logits. */
+xent_status xent_ce_backward(xent_handle* handle, const xent_ce_desc* desc, const void* logits,
+                             const void* labels, const void* weights, const void* lse, const void* dloss,
+                             void* grad, void* workspace, size_t workspace_bytes, void* stream);
+
+/* Loss and gradient in one pass. loss and lse as in forward (lse may be
+   NULL); dloss as in backward. grad may equal logits (in place: the logits
+   are overwritten by their gradient); any other overlap is an error. */
+xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* desc, const void* logits,
+                                     const void* labels, const void* weights, const void* dloss, void* loss,
+                                     void* lse, void* grad, void* workspace, size_t workspace_bytes,
+                                     void* stream);
+
+const char* xent_status_string(xent_status status);
+/* The message of the last failed call on this thread ("" if none). */
+const char* xent_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

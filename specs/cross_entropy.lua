@@ -1,0 +1,27 @@
+-- Softmax cross entropy with hard integer labels, class axis last: logits
+-- [N, C], labels [N]. Semantics are PyTorch's F.cross_entropy (README,
+-- "Semantics"). Every line below is one statement; xentgen reports a mistake
+-- as specs/cross_entropy.lua:<line>.
+family "cross_entropy"
+
+-- fwd: loss (per row or reduced) and the per-row log-sum-exp for backward.
+-- bwd: gradient from dloss and the saved log-sum-exp.
+-- fwd_bwd: loss and gradient in one pass over the logits.
+ops { "fwd", "bwd", "fwd_bwd" }
+
+-- Types change the generated C, so they are always compile-time axes.
+specialize "dtype" { "f32", "f16", "bf16", "f64" }
+specialize "label" { "i32", "i64" }
+-- The reduction decides what the kernel writes (per-row losses, or block
+-- partials for a deterministic two-stage sum), so it is compile time too.
+specialize "reduction" { "none", "sum", "mean" }
+
+-- Options that cost one uniform branch per row (or a scalar read): run time,
+-- so that 3 x 4 x 2 x 3 = 72 kernels per target cover every combination.
+runtime "weights"          -- null pointer = unweighted; weights[y] is one load per row
+runtime "label_smoothing"  -- epsilon = 0 skips the per-row sum of logits
+runtime "ignore_index"     -- one integer compare per row
+
+-- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
+-- the kernels assume (every shuffle names its mask).
+min_arch { cuda = 70, hip = "gfx90a" }
