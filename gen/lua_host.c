@@ -3,7 +3,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "lua_modules.h"
+#include "gen/lua_modules.h"
 
 /* package.preload loader for one embedded module (upvalue 1: the entry). */
 static int load_embedded(lua_State* L) {
