@@ -40,6 +40,9 @@ function M.for_variant(v, target)
     has_fwd = v.op == "fwd" or v.op == "fwd_bwd",
     has_bwd = v.op == "bwd" or v.op == "fwd_bwd",
     reduced = v.reduction ~= "none",
+    -- Threads per block of the row kernel. f64's fused gradient needs more
+    -- than the 64 registers a 1024-thread block leaves each thread.
+    row_threads = v.dtype == "f64" and 512 or 1024,
   }
 end
 

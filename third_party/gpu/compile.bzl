@@ -52,7 +52,7 @@ def _gpu_objects_impl(ctx):
         logs.append(log)
     ctx.actions.write(manifest, "compiler: %s\narchs: %s\n" % (compiler, " ".join(archs)))
     return [
-        DefaultInfo(files = depset(objects)),
+        DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
         OutputGroupInfo(logs = depset(logs + [manifest])),
     ]
 

@@ -1,0 +1,244 @@
+"""xentgen: spec mistakes (one test per kind, each checking the file:line
+message and that nothing is written), expansion, filtering, canonical keys,
+determinism and all-or-nothing output, and golden files for a few variants.
+
+Regenerate the golden files after an intended template change with
+  ./bazelw run //tests:update_golden
+and review the diff like any other code change."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
+XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
+SPEC = os.path.join(RUNFILES, "specs", "cross_entropy.lua")
+TEMPLATES = os.path.join(RUNFILES, "templates")
+GOLDEN = os.path.join(RUNFILES, "tests", "golden")
+GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f16_i64_sum"]
+
+HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
+AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\n')
+
+
+def xentgen(*args, cwd=None):
+    return subprocess.run([XENTGEN, *args], capture_output=True, text=True, cwd=cwd)
+
+
+class SpecErrors(unittest.TestCase):
+    """Each kind of mistake: exit status 1, "specs/bad.lua:<line>: <what>",
+    and the output directory is not created."""
+
+    def check(self, text, line, what):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "specs"))
+            with open(os.path.join(tmp, "specs", "bad.lua"), "w") as f:
+                f.write(text)
+            out = os.path.join(tmp, "out")
+            r = xentgen("--spec", "specs/bad.lua", "--target", "cuda", "--templates", TEMPLATES, "--out", out, cwd=tmp)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"specs/bad.lua:{line}: ", r.stderr)
+            self.assertIn(what, r.stderr)
+            self.assertFalse(os.path.exists(out), "a bad spec must write nothing")
+            self.assertEqual(r.stdout, "")
+
+    def test_unknown_value(self):
+        self.check(HEADER + AXES.replace('{ "f32" }', '{ "f32", "f8" }'), 3, "unknown dtype 'f8'")
+
+    def test_unknown_axis(self):
+        self.check(HEADER + AXES + 'runtime "temperature"\n', 9, "unknown axis 'temperature'")
+
+    def test_unknown_op(self):
+        self.check('family "cross_entropy"\nops { "fwd", "fwdd" }\n' + AXES, 2, "unknown op 'fwdd'")
+
+    def test_unknown_family(self):
+        self.check('family "crossentropy"\n', 1, "unknown family 'crossentropy'")
+
+    def test_typo_is_an_error_not_nil(self):
+        self.check(HEADER + 'specialise "dtype" { "f32" }\n', 3, "unknown name 'specialise'")
+
+    def test_global_assignment(self):
+        self.check(HEADER + "dtypes = 1\n", 3, "assignment to global 'dtypes'")
+
+    def test_no_io_in_the_sandbox(self):
+        self.check(HEADER + 'local f = io.open("/etc/passwd")\n', 3, "unknown name 'io'")
+
+    def test_syntax_error(self):
+        self.check(HEADER + 'specialize "dtype" { "f32"\n', 4, "expected")
+
+    def test_axis_declared_twice(self):
+        self.check(HEADER + AXES + 'runtime "weights"\n', 9, "axis 'weights' declared twice (first at line 6)")
+
+    def test_missing_axis(self):
+        self.check(HEADER + AXES.replace('runtime "ignore_index"\n', ""), 1, "axis 'ignore_index' is not declared")
+
+    def test_type_axis_at_run_time(self):
+        self.check(HEADER + 'runtime "dtype"\n', 3, "cannot be a run-time parameter")
+
+    def test_value_listed_twice(self):
+        self.check(HEADER + 'specialize "label" { "i32", "i32" }\n', 3, "lists 'i32' twice")
+
+    def test_statement_before_family(self):
+        self.check('ops { "fwd" }\n', 1, "'ops' before 'family'")
+
+    def test_stale_exclude(self):
+        self.check(HEADER + AXES + 'exclude { dtype = "f64" }\n', 9, "exclude matches no variant")
+
+    def test_exclude_unknown_value(self):
+        self.check(HEADER + AXES + 'exclude { reduction = "avg" }\n', 9, "exclude: unknown reduction 'avg'")
+
+    def test_everything_excluded(self):
+        self.check(HEADER + AXES + 'exclude { dtype = "f32" }\n', 1, "every variant is excluded")
+
+    def test_bad_min_arch(self):
+        self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", 9, "min_arch.cuda must be an SM number")
+
+    def test_runtime_error_in_spec(self):
+        self.check(HEADER + "local x = nil + 1\n", 3, "attempt to perform arithmetic")
+
+
+class Expansion(unittest.TestCase):
+    def list_keys(self, *extra, spec=SPEC):
+        r = xentgen("--spec", spec, "--list", *extra)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.split()
+
+    def test_default_spec_has_every_combination_once_sorted(self):
+        keys = self.list_keys()
+        expected = sorted(f"ce_{op}_{dt}_{lt}_{red}" for op in ("fwd", "bwd", "fwd_bwd")
+                          for dt in ("f32", "f16", "bf16", "f64") for lt in ("i32", "i64")
+                          for red in ("none", "sum", "mean"))
+        self.assertEqual(keys, expected)
+
+    def test_kernels_and_exclude_patterns(self):
+        keys = self.list_keys("--kernels", "ce_fwd_bf16_*,ce_bwd_*_i32_mean", "--exclude", "*_sum")
+        self.assertEqual(keys, ["ce_bwd_bf16_i32_mean", "ce_bwd_f16_i32_mean", "ce_bwd_f32_i32_mean",
+                                "ce_bwd_f64_i32_mean", "ce_fwd_bf16_i32_mean", "ce_fwd_bf16_i32_none",
+                                "ce_fwd_bf16_i64_mean", "ce_fwd_bf16_i64_none"])
+
+    def test_filter_matching_nothing_is_an_error(self):
+        r = xentgen("--spec", SPEC, "--list", "--kernels", "nothing*")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no variant left", r.stderr)
+
+    def test_specialized_option_axes_appear_in_keys(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "s.lua")
+            with open(spec, "w") as f:
+                f.write(HEADER + AXES.replace('runtime "weights"', 'specialize "weights" { "unweighted", "weighted" }')
+                        + 'exclude { op = "bwd", weights = "weighted" }\n')
+            self.assertEqual(self.list_keys(spec=spec),
+                             ["ce_bwd_f32_i64_mean_unweighted", "ce_fwd_f32_i64_mean_unweighted",
+                              "ce_fwd_f32_i64_mean_weighted"])
+
+    def test_two_specs_generating_one_key_is_an_error(self):
+        r = xentgen("--spec", SPEC, "--spec", SPEC, "--list")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("is also generated by", r.stderr)
+
+
+class Output(unittest.TestCase):
+    def generate(self, out, target="cuda", *extra):
+        # Relative paths, as a user (and the Bazel build) runs it: the banner
+        # and #line directives name specs/... and templates/...
+        r = xentgen("--spec", "specs/cross_entropy.lua", "--target", target, "--templates", "templates", "--out", out,
+                    *extra, cwd=RUNFILES)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def read_tree(self, root):
+        tree = {}
+        for name in sorted(os.listdir(root)):
+            with open(os.path.join(root, name), "rb") as f:
+                tree[name] = f.read()
+        return tree
+
+    def test_byte_identical_run_to_run(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            for target in ("cuda", "hip"):
+                self.generate(os.path.join(a, target), target)
+                self.generate(os.path.join(b, target), target)
+                self.assertEqual(self.read_tree(os.path.join(a, target)), self.read_tree(os.path.join(b, target)))
+
+    def test_manifest_and_dispatch_list_every_variant(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for target, ext in (("cuda", ".cu"), ("hip", ".hip")):
+                out = os.path.join(tmp, target)
+                self.generate(out, target)
+                keys = xentgen("--spec", SPEC, "--list").stdout.split()
+                with open(os.path.join(out, "manifest.tsv")) as f:
+                    rows = [line.rstrip("\n").split("\t") for line in f if not line.startswith("#")]
+                self.assertEqual([r[0] for r in rows], keys)
+                for key, tgt, arch, file, symbol, spec in rows:
+                    self.assertEqual(tgt, target)
+                    self.assertEqual(file, key + ext)
+                    self.assertEqual(symbol, f"xent_{target}_launch_{key}")
+                    self.assertTrue(os.path.exists(os.path.join(out, file)))
+                    self.assertEqual(arch, "sm_70" if target == "cuda" else "gfx90a")
+                with open(os.path.join(out, f"xent_dispatch_{target}.c")) as f:
+                    table = f.read()
+                positions = [table.index(f'{{"{k}", xent_{target}_launch_{k},') for k in keys]
+                self.assertEqual(positions, sorted(positions), "dispatch table must be sorted by key")
+
+    def test_failed_run_leaves_previous_output_untouched(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            self.generate(out)
+            before = self.read_tree(out)
+            bad_templates = os.path.join(tmp, "templates")
+            shutil.copytree(TEMPLATES, bad_templates)
+            with open(os.path.join(bad_templates, "cross_entropy.tmpl"), "a") as f:
+                f.write("{{ no_such_name }}\n")
+            r = xentgen("--spec", SPEC, "--target", "cuda", "--templates", bad_templates, "--out", out)
+            self.assertEqual(r.returncode, 1)
+            self.assertRegex(r.stderr, r"templates/cross_entropy\.tmpl:\d+: unknown name 'no_such_name'")
+            self.assertEqual(self.read_tree(out), before)
+
+    def test_dropped_variant_file_is_removed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            self.generate(out)
+            self.assertTrue(os.path.exists(os.path.join(out, "ce_fwd_f64_i64_sum.cu")))
+            self.generate(out, "cuda", "--exclude", "ce_fwd_f64_*")
+            self.assertFalse(os.path.exists(os.path.join(out, "ce_fwd_f64_i64_sum.cu")))
+            self.assertTrue(os.path.exists(os.path.join(out, "ce_fwd_f32_i64_sum.cu")))
+
+    def test_line_directives_point_at_the_template(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.generate(tmp, "cuda", "--kernels", "ce_fwd_f32_i64_mean")
+            with open(os.path.join(tmp, "ce_fwd_f32_i64_mean.cu")) as f:
+                lines = f.read().split("\n")
+            with open(os.path.join(TEMPLATES, "cross_entropy.tmpl")) as f:
+                template = f.read().split("\n")
+            # Follow the #line directives: every non-directive line must be the
+            # template line it claims to be (modulo {{ }} substitutions).
+            current, checked = None, 0
+            for line in lines:
+                if line.startswith("#line "):
+                    current = int(line.split()[1])
+                    continue
+                if current is not None:
+                    src = template[current - 1]
+                    if "{{" not in src:
+                        self.assertEqual(line, src, f"output line claims template line {current}")
+                        checked += 1
+                    current += 1
+            self.assertGreater(checked, 50)
+
+    def test_golden(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for target, ext in (("cuda", ".cu"), ("hip", ".hip")):
+                self.generate(tmp, target, "--kernels", ",".join(GOLDEN_VARIANTS))
+                for name in [k + ext for k in GOLDEN_VARIANTS] + ["xent_device.h"]:
+                    with open(os.path.join(tmp, name)) as f:
+                        got = f.read()
+                    golden = os.path.join(GOLDEN, target, name)
+                    with open(golden) as f:
+                        self.assertEqual(got, f.read(), f"{target}/{name} differs from tests/golden "
+                                         "(./bazelw run //tests:update_golden after an intended change)")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)

@@ -1,0 +1,228 @@
+"""The CPU reference (runtime/reference.c) against PyTorch's F.cross_entropy
+(Debian's python3-torch, CPU, float64) on randomized cases: every dtype,
+label type and reduction, with and without class weights, ignore_index,
+label smoothing, all-ignored batches, logits of magnitude 1e4, and C = 1.
+
+Both sides see the same values: f16/bf16 logits are rounded once, and PyTorch
+computes on those rounded values in float64. The reference accumulates in
+double, so the tolerance is a few float64 ulps scaled by the row length."""
+
+import ctypes
+import os
+import sys
+import unittest
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+F32, F16, BF16, F64 = 0, 1, 2, 3
+I32, I64 = 0, 1
+NONE, SUM, MEAN = 0, 1, 2
+NO_IGNORE = -(2**63)
+
+
+class Desc(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("classes", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("label_type", ctypes.c_int),
+        ("reduction", ctypes.c_int),
+        ("ignore_index", ctypes.c_int64),
+        ("label_smoothing", ctypes.c_double),
+        ("all_ignored_zero", ctypes.c_int),
+    ]
+
+
+def find_library():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in [os.environ.get("TEST_SRCDIR", ""), os.path.join(here, "..", "..")]:
+        for path in [os.path.join(root, "xent", "runtime", "libxent_reference.so")]:
+            if os.path.exists(path):
+                return path
+    raise FileNotFoundError("libxent_reference.so not found in the test's runfiles")
+
+
+LIB = ctypes.CDLL(find_library())
+LIB.xent_ref_ce_forward.restype = None
+LIB.xent_ref_ce_backward.restype = None
+LIB.xent_float_to_f16.restype = ctypes.c_uint16
+LIB.xent_float_to_f16.argtypes = [ctypes.c_float]
+LIB.xent_f16_to_float.restype = ctypes.c_float
+LIB.xent_f16_to_float.argtypes = [ctypes.c_uint16]
+LIB.xent_float_to_bf16.restype = ctypes.c_uint16
+LIB.xent_float_to_bf16.argtypes = [ctypes.c_float]
+
+TORCH_DTYPE = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
+
+
+def ptr(array):
+    return array.ctypes.data_as(ctypes.c_void_p) if array is not None else None
+
+
+def raw(tensor):
+    """The tensor's bytes as a numpy array (bf16 has no numpy dtype)."""
+    t = tensor.contiguous()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.view(torch.int16).numpy().copy()
+    return t.numpy().copy()
+
+
+class Case:
+    def __init__(self, rng, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
+                 scale=3.0, ignore_all=False, all_ignored_zero=False):
+        self.dtype, self.reduction = dtype, reduction
+        self.desc = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero))
+        x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale)
+        self.x = x.to(TORCH_DTYPE[dtype])  # rounded once; both sides use these values
+        labels = rng.integers(0, classes, size=rows)
+        if ignore_index != NO_IGNORE and rows > 0:
+            mask = rng.random(rows) < 0.25
+            if ignore_all:
+                mask[:] = True
+            labels = np.where(mask, ignore_index, labels)
+        self.labels = labels.astype(np.int32 if label_type == I32 else np.int64)
+        acc = np.float64 if dtype == F64 else np.float32
+        self.weights = rng.uniform(0.2, 2.0, size=classes).astype(acc) if weighted else None
+        self.ignore_index, self.smoothing = ignore_index, smoothing
+
+    def torch_loss(self, x64, reduction):
+        kwargs = {"reduction": reduction, "label_smoothing": self.smoothing}
+        if self.weights is not None:
+            kwargs["weight"] = torch.from_numpy(self.weights.astype(np.float64))
+        labels = torch.from_numpy(self.labels.astype(np.int64))
+        if self.ignore_index != NO_IGNORE:
+            kwargs["ignore_index"] = self.ignore_index
+        else:
+            kwargs["ignore_index"] = -(2**62)  # matches no label
+        return F.cross_entropy(x64, labels, **kwargs)
+
+
+class ReferenceVsTorch(unittest.TestCase):
+    def check_case(self, case, name):
+        d = case.desc
+        rows, classes = d.rows, d.classes
+        x = raw(case.x)
+        loss_rows = np.zeros(max(rows, 1))
+        total = np.zeros(1)
+        lse = np.zeros(max(rows, 1))
+        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(case.labels), ptr(case.weights), ptr(loss_rows),
+                                ptr(total), ptr(lse))
+        x64 = case.x.to(torch.float64).requires_grad_(True)
+        red = {NONE: "none", SUM: "sum", MEAN: "mean"}[case.reduction]
+        expected = case.torch_loss(x64, red)
+        tol = dict(rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(x.astype(np.float64)).max()) if x.size else 1.0))
+        if case.reduction == NONE:
+            np.testing.assert_allclose(loss_rows[:rows], expected.detach().numpy(), err_msg=name, **tol)
+        else:
+            if d.all_ignored_zero and case.reduction == MEAN and np.isnan(expected.item()):
+                self.assertEqual(total[0], 0.0, name)
+            else:
+                np.testing.assert_allclose(total[0], expected.item(), err_msg=name, equal_nan=True, **tol)
+        if rows:
+            np.testing.assert_allclose(lse[:rows], torch.logsumexp(x64, dim=1).detach().numpy(), err_msg=name, **tol)
+        # Backward with a random upstream gradient.
+        rng = np.random.default_rng(rows * 7919 + classes)
+        dloss = rng.uniform(0.5, 1.5, size=rows if case.reduction == NONE else 1)
+        if rows == 0:
+            return
+        if case.reduction == NONE:
+            expected.backward(torch.from_numpy(dloss))
+        else:
+            expected.backward(torch.tensor(dloss[0], dtype=torch.float64))
+        grad = np.zeros(rows * classes)
+        LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(case.labels), ptr(case.weights), None, ptr(dloss),
+                                 ptr(grad))
+        np.testing.assert_allclose(grad.reshape(rows, classes), x64.grad.numpy(), err_msg=name + " (grad)",
+                                   equal_nan=True, **tol)
+
+    def test_randomized_matrix(self):
+        rng = np.random.default_rng(1234)
+        count = 0
+        for dtype in (F32, F16, BF16, F64):
+            for label_type in (I32, I64):
+                for reduction in (NONE, SUM, MEAN):
+                    for weighted in (False, True):
+                        for ignore_index, smoothing in ((-100, 0.0), (NO_IGNORE, 0.1), (2, 0.0), (-100, 0.3)):
+                            rows = int(rng.integers(1, 40))
+                            classes = int(rng.integers(1, 300))
+                            case = Case(rng, dtype, label_type, reduction, rows, classes, weighted, ignore_index,
+                                        smoothing)
+                            name = f"dtype={dtype} label={label_type} red={reduction} w={weighted} " \
+                                   f"ii={ignore_index} eps={smoothing} N={rows} C={classes}"
+                            self.check_case(case, name)
+                            count += 1
+        self.assertEqual(count, 4 * 2 * 3 * 2 * 4)
+
+    def test_all_ignored_mean_is_nan_or_zero(self):
+        rng = np.random.default_rng(5)
+        for weighted in (False, True):
+            case = Case(rng, F32, I64, MEAN, 8, 10, weighted, -100, 0.0, ignore_all=True)
+            self.check_case(case, "all ignored, NaN")
+            total = np.zeros(1)
+            LIB.xent_ref_ce_forward(ctypes.byref(case.desc), ptr(raw(case.x)), ptr(case.labels),
+                                    ptr(case.weights), None, ptr(total), None)
+            self.assertTrue(np.isnan(total[0]))
+            case = Case(rng, F32, I64, MEAN, 8, 10, weighted, -100, 0.1, ignore_all=True, all_ignored_zero=True)
+            self.check_case(case, "all ignored, zero")
+
+    def test_large_magnitude_logits(self):
+        rng = np.random.default_rng(6)
+        for dtype in (F32, F64, BF16):
+            for reduction in (NONE, MEAN):
+                case = Case(rng, dtype, I64, reduction, 16, 1000, True, -100, 0.1, scale=1e4)
+                self.check_case(case, f"|x| ~ 1e4 dtype={dtype}")
+
+    def test_single_class(self):
+        rng = np.random.default_rng(7)
+        for reduction in (NONE, SUM, MEAN):
+            for smoothing in (0.0, 0.2):
+                case = Case(rng, F64, I32, reduction, 5, 1, False, -100, smoothing)
+                self.check_case(case, f"C=1 red={reduction} eps={smoothing}")
+
+    def test_ignore_index_out_of_class_range(self):
+        rng = np.random.default_rng(8)
+        case = Case(rng, F32, I64, MEAN, 20, 7, True, 1000, 0.1)
+        self.check_case(case, "ignore_index >= C")
+
+    def test_paddle_example(self):
+        # Paddle's documented example (its value is printed from float32, so
+        # it agrees with the exact value to about 1e-7).
+        x = np.array([0.4, 0.6, 0.9], dtype=np.float64)
+        labels = np.array([1], dtype=np.int64)
+        total = np.zeros(1)
+        d = Desc(1, 3, F64, I64, MEAN, -100, 0.0, 0)
+        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, None, ptr(total), None)
+        self.assertAlmostEqual(total[0], 1.15328646, delta=2e-7)
+
+    def test_out_of_range_label_is_nan_not_a_read(self):
+        x = np.zeros(6, dtype=np.float64)
+        labels = np.array([5, -3], dtype=np.int64)
+        rows = np.zeros(2)
+        d = Desc(2, 3, F64, I64, NONE, -100, 0.0, 0)
+        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, ptr(rows), None, None)
+        self.assertTrue(np.isnan(rows).all())
+
+    def test_half_conversions_match_numpy_and_torch(self):
+        rng = np.random.default_rng(9)
+        values = np.concatenate([
+            rng.standard_normal(20000).astype(np.float32) * np.float32(1000),
+            rng.standard_normal(5000).astype(np.float32) * np.float32(1e-6),  # f16 subnormals
+            np.array([0.0, -0.0, 65504, 65519.996, 65520, 1e9, -1e9, np.inf, -np.inf, 6e-8, 3e-8, 2.9e-8],
+                     dtype=np.float32),
+        ])
+        np.seterr(over="ignore")  # casting 1e9 to float16 is meant to overflow to inf
+        for v in values:
+            got = LIB.xent_float_to_f16(float(v))
+            want = int(np.array([v], dtype=np.float32).astype(np.float16).view(np.uint16)[0])
+            self.assertEqual(got, want, f"f16({v!r})")
+            back = LIB.xent_f16_to_float(got)
+            self.assertEqual(np.float32(back), np.float32(np.float16(v)), f"f16->f32({v!r})")
+        t = torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        for v, want in zip(values, t):
+            self.assertEqual(LIB.xent_float_to_bf16(float(v)), int(want), f"bf16({v!r})")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)

@@ -1,0 +1,163 @@
+/* The public API's error paths and the dispatch lookup.
+   usage: runtime_test CUDA_MANIFEST HIP_MANIFEST */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/dispatch.h"
+#include "tests/testutil.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)          \
+  do {                            \
+    checks++;                     \
+    if (!(cond)) {                \
+      failures++;                 \
+      printf("FAIL line %d: ", __LINE__); \
+      printf(__VA_ARGS__);        \
+      printf("\n");               \
+    }                             \
+  } while (0)
+
+/* The call fails with `status` and a message containing `needle`. */
+static void expect_error(xent_status got, xent_status status, const char* needle, const char* what) {
+  CHECK(got == status, "%s: status %s, expected %s", what, xent_status_string(got), xent_status_string(status));
+  CHECK(strstr(xent_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", what, xent_last_error(), needle);
+}
+
+static void test_error_paths(void) {
+  xent_handle* h = NULL;
+  expect_error(xent_create(NULL, XENT_BACKEND_CPU), XENT_ERROR_INVALID_ARGUMENT, "handle is NULL", "create(NULL)");
+  expect_error(xent_create(&h, (xent_backend_kind)9), XENT_ERROR_INVALID_ARGUMENT, "kind 9", "create(kind 9)");
+  expect_error(xent_create(&h, XENT_BACKEND_HIP), XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend", "create(HIP)");
+  CHECK(h == NULL, "failed create leaves *handle NULL");
+  CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create(CPU): %s", xent_last_error());
+  CHECK(strcmp(xent_last_error(), "") == 0, "success clears the message");
+
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 4, 10, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
+  CHECK(d.ignore_index == -100 && d.label_smoothing == 0 && d.all_ignored_zero == 0, "PyTorch defaults");
+  float logits[40] = {0}, loss[4], grad[40], lse[4];
+  int64_t labels[4] = {1, 2, 3, -100};
+  expect_error(xent_ce_forward(NULL, &d, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "handle is NULL", "forward(handle NULL)");
+  expect_error(xent_ce_forward(h, NULL, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc is NULL", "forward(desc NULL)");
+  expect_error(xent_ce_forward(h, &d, NULL, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "xent_ce_forward: logits is NULL", "forward(logits NULL)");
+  expect_error(xent_ce_forward(h, &d, logits, NULL, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "labels is NULL", "forward(labels NULL)");
+  expect_error(xent_ce_forward(h, &d, logits, labels, NULL, NULL, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "loss is NULL", "forward(loss NULL)");
+  expect_error(xent_ce_backward(h, &d, logits, labels, NULL, NULL, NULL, grad, NULL, 0, NULL),
+               XENT_ERROR_INVALID_ARGUMENT, "lse is NULL", "backward(lse NULL)");
+  expect_error(xent_ce_backward(h, &d, logits, labels, NULL, lse, NULL, NULL, NULL, 0, NULL),
+               XENT_ERROR_INVALID_ARGUMENT, "grad is NULL", "backward(grad NULL)");
+  expect_error(xent_ce_backward(h, &d, logits, labels, NULL, lse, NULL, logits, NULL, 0, NULL),
+               XENT_ERROR_INVALID_ARGUMENT, "grad overlaps logits", "backward(grad == logits)");
+  expect_error(xent_ce_forward_backward(h, &d, logits, labels, NULL, NULL, loss, NULL, logits + 1, NULL, 0, NULL),
+               XENT_ERROR_INVALID_ARGUMENT, "grad overlaps logits", "fwd_bwd(partial overlap)");
+
+  xent_ce_desc bad = d;
+  bad.rows = -1;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->rows is -1", "rows -1");
+  bad = d;
+  bad.classes = 0;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->classes is 0", "classes 0");
+  bad = d;
+  bad.rows = (int64_t)1 << 40;
+  bad.classes = (int64_t)1 << 40;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "overflows", "rows * classes overflow");
+  bad = d;
+  bad.dtype = (xent_dtype)7;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->dtype 7", "dtype 7");
+  bad = d;
+  bad.label_smoothing = 1.5;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->label_smoothing is 1.5", "smoothing 1.5");
+  bad.label_smoothing = NAN;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "label_smoothing", "smoothing NaN");
+  size_t ws = 0;
+  expect_error(xent_ce_workspace_size(h, &d, (xent_op)5, &ws), XENT_ERROR_INVALID_ARGUMENT, "op 5", "workspace(op 5)");
+  expect_error(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, NULL), XENT_ERROR_INVALID_ARGUMENT, "bytes is NULL",
+               "workspace(NULL)");
+
+  /* N = 0 is legal: a sum of nothing is 0, a mean of nothing NaN. */
+  xent_ce_desc empty = d;
+  empty.rows = 0;
+  loss[0] = 123;
+  CHECK(xent_ce_forward(h, &empty, NULL, NULL, NULL, loss, NULL, NULL, 0, NULL) == XENT_OK, "N=0: %s", xent_last_error());
+  CHECK(isnan(loss[0]), "mean over no rows is NaN, got %g", loss[0]);
+  xent_destroy(h);
+}
+
+/* The option axes in xent_ce_lookup: the most specialized entry wins, a
+   run-time entry serves every value, and a miss names the key and the spec. */
+static int fake_launch(const xent_ce_args* a) {
+  (void)a;
+  return 0;
+}
+
+static void test_lookup_preference(void) {
+  static const xent_dispatch_entry table[] = {
+      {"ce_fwd_f32_i64_mean", fake_launch, 70},
+      {"ce_fwd_f32_i64_mean_weighted_nosmooth_ignore", fake_launch, 70},
+      {"ce_fwd_f32_i64_sum_unweighted", fake_launch, 70},
+  };
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 1, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
+  char key[160];
+  const xent_dispatch_entry* e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 1, key, sizeof key);
+  CHECK(e == &table[1], "weighted mean picks the specialized entry, got %s", e ? e->key : "NULL");
+  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 0, key, sizeof key);
+  CHECK(e == &table[0], "unweighted mean falls back to the run-time entry, got %s", e ? e->key : "NULL");
+  d.reduction = XENT_REDUCTION_SUM;
+  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 0, key, sizeof key);
+  CHECK(e == &table[2], "unweighted sum finds its entry");
+  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 1, key, sizeof key);
+  CHECK(e == NULL, "weighted sum is not generated");
+  CHECK(strstr(xent_last_error(), "ce_fwd_f32_i64_sum") && strstr(xent_last_error(), "specs/cross_entropy.lua"),
+        "miss names key and spec: %s", xent_last_error());
+}
+
+/* Every row of both manifests is found by the runtime's key builder in the
+   CUDA table (linked here), and both targets generate the same keys. */
+static void test_every_manifest_key(const char* cuda_manifest, const char* hip_manifest) {
+  char **cuda = NULL, **hip = NULL;
+  const int n = tu_read_manifest(cuda_manifest, &cuda);
+  const int m = tu_read_manifest(hip_manifest, &hip);
+  CHECK(n > 0 && n == (int)xent_cuda_dispatch_count, "cuda manifest rows %d, table %zu", n, xent_cuda_dispatch_count);
+  CHECK(m == n, "hip manifest has %d rows, cuda %d", m, n);
+  for (int i = 0; i < n; ++i) {
+    if (i < m) CHECK(strcmp(cuda[i], hip[i]) == 0, "row %d: cuda %s, hip %s", i, cuda[i], hip[i]);
+    xent_ce_desc d = {.rows = 1, .classes = 1};
+    xent_op op;
+    CHECK(tu_parse_key(cuda[i], &op, &d) == 0, "%s parses", cuda[i]);
+    char key[160];
+    const xent_dispatch_entry* e =
+        xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 0, key, sizeof key);
+    CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s: %s", cuda[i], e ? e->key : xent_last_error());
+    e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 1, key, sizeof key);
+    CHECK(e && strcmp(e->key, cuda[i]) == 0, "weighted lookup of %s", cuda[i]);
+  }
+  for (int i = 1; i < n; ++i) CHECK(strcmp(xent_cuda_dispatch[i - 1].key, xent_cuda_dispatch[i].key) < 0, "table sorted");
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: runtime_test CUDA_MANIFEST HIP_MANIFEST\n");
+    return 2;
+  }
+  test_error_paths();
+  test_lookup_preference();
+  test_every_manifest_key(argv[1], argv[2]);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures ? 1 : 0;
+}

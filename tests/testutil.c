@@ -1,0 +1,191 @@
+#define _POSIX_C_SOURCE 200809L
+#include "tests/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/numeric.h"
+
+#ifdef XENT_TEST_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+size_t tu_dtype_bytes(xent_dtype dtype) { return dtype == XENT_F64 ? 8 : dtype == XENT_F32 ? 4 : 2; }
+
+int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* d) {
+  static const char* ops[] = {"ce_fwd_bwd_", "ce_fwd_", "ce_bwd_"};
+  static const xent_op op_values[] = {XENT_OP_FORWARD_BACKWARD, XENT_OP_FORWARD, XENT_OP_BACKWARD};
+  const char* rest = NULL;
+  for (int i = 0; i < 3 && !rest; ++i) {
+    if (strncmp(key, ops[i], strlen(ops[i])) == 0) {
+      *op = op_values[i];
+      rest = key + strlen(ops[i]);
+    }
+  }
+  if (!rest) return -1;
+  char dtype[8], label[8], reduction[8];
+  if (sscanf(rest, "%7[^_]_%7[^_]_%7[^_]", dtype, label, reduction) != 3) return -1;
+  xent_dtype dt;
+  if (strcmp(dtype, "f32") == 0) dt = XENT_F32;
+  else if (strcmp(dtype, "f16") == 0) dt = XENT_F16;
+  else if (strcmp(dtype, "bf16") == 0) dt = XENT_BF16;
+  else if (strcmp(dtype, "f64") == 0) dt = XENT_F64;
+  else return -1;
+  xent_label_type lt;
+  if (strcmp(label, "i32") == 0) lt = XENT_I32;
+  else if (strcmp(label, "i64") == 0) lt = XENT_I64;
+  else return -1;
+  xent_reduction red;
+  if (strcmp(reduction, "none") == 0) red = XENT_REDUCTION_NONE;
+  else if (strcmp(reduction, "sum") == 0) red = XENT_REDUCTION_SUM;
+  else if (strcmp(reduction, "mean") == 0) red = XENT_REDUCTION_MEAN;
+  else return -1;
+  xent_ce_desc_init(d, d->rows, d->classes, dt, lt, red);
+  return 0;
+}
+
+int tu_read_manifest(const char* path, char*** keys_out) {
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  char line[2048];
+  int n = 0, cap = 0;
+  char** keys = NULL;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    char* tab = strchr(line, '\t');
+    if (tab) *tab = 0;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      keys = realloc(keys, (size_t)cap * sizeof *keys);
+    }
+    keys[n++] = strdup(line);
+  }
+  fclose(f);
+  *keys_out = keys;
+  return n;
+}
+
+/* splitmix64: a small, well-mixed, reproducible generator. */
+static uint64_t next_u64(uint64_t* s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t* s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int weighted, int ignore_all, tu_inputs* in) {
+  const int64_t N = d->rows, C = d->classes;
+  const size_t eb = tu_dtype_bytes(d->dtype);
+  const xent_dtype acc = xent_acc_dtype(d->dtype);
+  uint64_t s = seed;
+  in->logits = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
+  for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, in->logits, i, scale * (2 * uniform(&s) - 1));
+  in->labels = malloc((size_t)(N > 0 ? N : 1) * 8);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t y = (int64_t)(next_u64(&s) % (uint64_t)C);
+    if (ignore_all || uniform(&s) < 0.25) y = d->ignore_index;
+    if (d->label_type == XENT_I32) ((int32_t*)in->labels)[n] = (int32_t)y;
+    else ((int64_t*)in->labels)[n] = y;
+  }
+  in->weights = NULL;
+  if (weighted) {
+    in->weights = malloc((size_t)C * 8);
+    for (int64_t c = 0; c < C; ++c) xent_store(acc, in->weights, c, 0.25 + 1.5 * uniform(&s));
+  }
+  const int64_t nd = d->reduction == XENT_REDUCTION_NONE ? N : 1;
+  in->dloss = malloc((size_t)(nd > 0 ? nd : 1) * eb);
+  for (int64_t i = 0; i < nd; ++i) xent_store(d->dtype, in->dloss, i, 0.5 + uniform(&s));
+}
+
+void tu_free_inputs(tu_inputs* in) {
+  free(in->logits);
+  free(in->labels);
+  free(in->weights);
+  free(in->dloss);
+  memset(in, 0, sizeof *in);
+}
+
+double tu_tolerance(xent_dtype dtype, int64_t classes) {
+  /* Output rounding (half an ulp of the output dtype) plus f32 accumulation
+     error that grows with the row length (tree sums: ~log2(C) ulps, taken
+     generously as sqrt(C) ulps of f32). */
+  const double accumulate = dtype == XENT_F64 ? 1e-12 * sqrt((double)classes) : 1.2e-7 * 8 * sqrt((double)classes);
+  switch (dtype) {
+    case XENT_F64: return 1e-11 + accumulate;
+    case XENT_F32: return 1e-6 + accumulate;
+    case XENT_F16: return 1e-3 + accumulate;   /* 2^-11 relative rounding, twice */
+    case XENT_BF16: return 8e-3 + accumulate;  /* 2^-8 relative rounding, twice */
+  }
+  return 0;
+}
+
+double tu_max_error(xent_dtype dtype, const void* got, const double* want, int64_t n, double atol) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = xent_load(dtype, got, i), w = want[i];
+    double e;
+    if (isnan(w) || isnan(g)) e = (isnan(w) && isnan(g)) ? 0 : INFINITY;
+    else if (isinf(w) || isinf(g)) e = (g == w) ? 0 : INFINITY;
+    else e = fabs(g - w) / (fabs(w) + atol);
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+
+void* tu_alloc(xent_backend_kind kind, size_t bytes) {
+  if (bytes == 0) bytes = 1;
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) {
+    void* p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
+    cudaMemset(p, 0, bytes);
+    return p;
+  }
+#endif
+  (void)kind;
+  return calloc(1, bytes);
+}
+
+void tu_free(xent_backend_kind kind, void* p) {
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) {
+    cudaFree(p);
+    return;
+  }
+#endif
+  (void)kind;
+  free(p);
+}
+
+void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    return;
+  }
+#endif
+  (void)kind;
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    return;
+  }
+#endif
+  (void)kind;
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+void tu_sync(xent_backend_kind kind) {
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) cudaDeviceSynchronize();
+#endif
+  (void)kind;
+}

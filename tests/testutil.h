@@ -1,0 +1,58 @@
+/* Helpers shared by the C tests and the demo: parse a canonical key back into
+   a call, make random inputs, compare with the CPU reference, and move
+   buffers to and from the device of a backend. */
+#ifndef XENT_TESTUTIL_H
+#define XENT_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/xent.h"
+
+/* "ce_fwd_bwd_bf16_i64_mean" -> op and the desc's dtype/label/reduction.
+   Returns 0, or -1 for a key this family does not produce. */
+int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* desc);
+
+/* Reads column 1 (the keys) of a manifest.tsv; returns the count (or -1) and
+   a malloc'd array of malloc'd strings. */
+int tu_read_manifest(const char* path, char*** keys);
+
+/* Inputs for one call, in host memory, in the descriptor's types. */
+typedef struct tu_inputs {
+  void* logits;       /* [N*C] */
+  void* labels;       /* [N] */
+  void* weights;      /* [C] accumulation type, or NULL */
+  void* dloss;        /* [N] or [1] loss dtype */
+} tu_inputs;
+
+/* Random logits of magnitude `scale`, labels in [0, C) with about a quarter
+   set to desc->ignore_index (all of them if ignore_all), optional weights. */
+void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int weighted, int ignore_all, tu_inputs* in);
+void tu_free_inputs(tu_inputs* in);
+
+/* Relative tolerance for values rounded to dtype and accumulated in its
+   accumulation type over `classes` terms. */
+double tu_tolerance(xent_dtype dtype, int64_t classes);
+
+/* Max over i of |got[i] - want[i]| / (|want[i]| + atol), NaN-aware: a NaN
+   where the other side is not NaN gives +inf. */
+double tu_max_error(xent_dtype dtype, const void* got, const double* want, int64_t n, double atol);
+
+/* Device memory for a backend: cudaMalloc for CUDA, malloc for the CPU. */
+void* tu_alloc(xent_backend_kind kind, size_t bytes);
+void tu_free(xent_backend_kind kind, void* p);
+void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
+void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
+/* Waits for the device (tests only; the library never synchronises). */
+void tu_sync(xent_backend_kind kind);
+
+size_t tu_dtype_bytes(xent_dtype dtype);
+
+#endif
+
+/* Runs `op` for desc on the handle's backend with inputs made from `seed`
+   (weights if `weighted`, smoothing from desc), checks loss, lse and grad
+   against the CPU reference, and for fwd_bwd also the in-place form.
+   Returns 0 if within tolerance; else prints why (prefixed by `name`). */
+int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* desc, uint64_t seed, int weighted,
+                  int ignore_all, const char* name);
