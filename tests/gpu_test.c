@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     }
   }
   printf("%d passed, %d failed\n", runs - failures, failures);
+  tu_free_manifest(keys, count);
   xent_destroy(h);
   return failures ? 1 : 0;
 }

@@ -148,6 +148,8 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
     CHECK(e && strcmp(e->key, cuda[i]) == 0, "weighted lookup of %s", cuda[i]);
   }
   for (int i = 1; i < n; ++i) CHECK(strcmp(xent_cuda_dispatch[i - 1].key, xent_cuda_dispatch[i].key) < 0, "table sorted");
+  tu_free_manifest(cuda, n);
+  tu_free_manifest(hip, m);
 }
 
 int main(int argc, char** argv) {

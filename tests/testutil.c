@@ -67,6 +67,11 @@ int tu_read_manifest(const char* path, char*** keys_out) {
   return n;
 }
 
+void tu_free_manifest(char** keys, int count) {
+  for (int i = 0; i < count; ++i) free(keys[i]);
+  free(keys);
+}
+
 /* splitmix64: a small, well-mixed, reproducible generator. */
 static uint64_t next_u64(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -16,6 +16,7 @@ int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* desc);
 /* Reads column 1 (the keys) of a manifest.tsv; returns the count (or -1) and
    a malloc'd array of malloc'd strings. */
 int tu_read_manifest(const char* path, char*** keys);
+void tu_free_manifest(char** keys, int count);
 
 /* Inputs for one call, in host memory, in the descriptor's types. */
 typedef struct tu_inputs {
