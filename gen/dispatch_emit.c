@@ -60,9 +60,9 @@ int gen_emit_dispatch(lua_State* L, const gen_variant_list* variants, const char
       free(table.p);
       return -1;
     }
-    sb_printf(&table, "int %s(const xent_ce_args* args);\n", symbol);
+    sb_printf(&table, "int XENT_LAUNCHER(%s)(const xent_ce_args* args);\n", symbol);
   }
-  sb_printf(&table, "\nconst xent_dispatch_entry xent_%s_dispatch[] = {\n", target);
+  sb_printf(&table, "\nconst xent_dispatch_entry XENT_LAUNCHER(xent_%s_dispatch)[] = {\n", target);
   sb_printf(&manifest, "# key\ttarget\tmin_arch\tfile\tsymbol\tspec\n");
   for (size_t i = 0; i < variants->count; ++i) {
     const gen_variant* v = &variants->items[i];
@@ -76,14 +76,14 @@ int gen_emit_dispatch(lua_State* L, const gen_variant_list* variants, const char
     char arch_name[32];
     if (strcmp(target, "hip") == 0) {
       snprintf(arch_name, sizeof arch_name, "%s", v->min_arch_hip);
-      sb_printf(&table, "  {\"%s\", %s, 0x%x}, /* %s */\n", v->key, symbol, arch, arch_name);
+      sb_printf(&table, "  {\"%s\", XENT_LAUNCHER(%s), 0x%x}, /* %s */\n", v->key, symbol, arch, arch_name);
     } else {
       snprintf(arch_name, sizeof arch_name, "sm_%d", arch);
-      sb_printf(&table, "  {\"%s\", %s, %d}, /* %s */\n", v->key, symbol, arch, arch_name);
+      sb_printf(&table, "  {\"%s\", XENT_LAUNCHER(%s), %d}, /* %s */\n", v->key, symbol, arch, arch_name);
     }
     sb_printf(&manifest, "%s\t%s\t%s\t%s%s\t%s\t%s\n", v->key, target, arch_name, v->key, ext, symbol, v->spec);
   }
-  sb_printf(&table, "};\n\nconst size_t xent_%s_dispatch_count = %zu;\n", target, variants->count);
+  sb_printf(&table, "};\n\nconst size_t XENT_LAUNCHER(xent_%s_dispatch_count) = %zu;\n", target, variants->count);
   if (table.oom || manifest.oom) {
     free(table.p);
     free(manifest.p);

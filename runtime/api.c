@@ -1,6 +1,5 @@
 /* The public entry points: validate every argument (naming it on error),
    then route to the handle's backend. */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +61,7 @@ xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
   xent_handle* h = calloc(1, sizeof *h);
   if (!h) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
   xent_status status = XENT_OK;
+  h->emulated = XENT_BACKEND_CUDA;
   if (kind == XENT_BACKEND_AUTO) {
     /* The first GPU backend that is built in and finds a device. */
     if (xent_cuda_open(h) == XENT_OK) h->kind = XENT_BACKEND_CUDA;

@@ -1,76 +1,65 @@
-/* The CPU backend: runs the reference on host memory and rounds its results
-   to the descriptor's dtypes. Needs no workspace. */
-#include <stdlib.h>
-
+/* The cpu backend: the generated kernels themselves, compiled as host C++
+   and run by the SIMT emulator (runtime/emu), with the same grid, block and
+   shared-memory configuration their launchers give the GPU. By default it
+   runs the CUDA rendering (32-lane warps); xent_cpu_emulate() switches a
+   handle to the HIP rendering (64-lane wavefronts). */
+#include "dispatch.h"
+#include "runtime/emu/emu.h"
 #include "internal.h"
-#include "numeric.h"
-#include "reference.h"
 
-xent_status xent_cpu_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes) {
-  (void)desc;
-  (void)op;
-  *bytes = 0;
+/* The emulated dispatch tables (xent_dispatch_<target>.c with XENT_EMU). */
+extern const xent_dispatch_entry xent_cuda_dispatch_emu[];
+extern const size_t xent_cuda_dispatch_count_emu;
+extern const xent_dispatch_entry xent_hip_dispatch_emu[];
+extern const size_t xent_hip_dispatch_count_emu;
+
+xent_status xent_cpu_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
+  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
+  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
   return XENT_OK;
 }
 
-/* Reads n elements of `dtype` as doubles (NULL in, NULL out). */
-static double* to_doubles(xent_dtype dtype, const void* src, int64_t n) {
-  if (!src) return NULL;
-  double* out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
-  if (!out) return NULL;
-  for (int64_t i = 0; i < n; ++i) out[i] = xent_load(dtype, src, i);
-  return out;
+xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
+  xent_clear_error();
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: handle is NULL");
+  if (h->kind != XENT_BACKEND_CPU)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: the handle's backend is %s, not cpu",
+                     xent_backend_name(h->kind));
+  if (target != XENT_BACKEND_CUDA && target != XENT_BACKEND_HIP)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: target must be XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
+  h->emulated = target;
+  return XENT_OK;
 }
 
 xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
-  (void)h;
-  const int64_t N = d->rows, C = d->classes;
-  const xent_dtype acc = xent_acc_dtype(d->dtype);
-  const int none = d->reduction == XENT_REDUCTION_NONE;
-  xent_status status = XENT_OK;
-  double* rows = NULL, *lse = NULL, *dloss = NULL, *grad = NULL, *lse_in = NULL;
-  double total = 0;
-
-  if (call->op != XENT_OP_BACKWARD) {
-    rows = malloc((size_t)(N > 0 ? N : 1) * sizeof *rows);
-    lse = malloc((size_t)(N > 0 ? N : 1) * sizeof *lse);
-    if (!rows || !lse) {
-      status = xent_fail(XENT_ERROR_OUT_OF_MEMORY, "cpu backend: cannot allocate %lld row values", (long long)N);
-      goto done;
-    }
-    xent_ref_ce_forward(d, call->logits, call->labels, call->weights, rows, &total, lse);
+  const int hip = h->emulated == XENT_BACKEND_HIP;
+  const char* target = hip ? "hip (emulated)" : "cuda (emulated)";
+  char key[160];
+  const xent_dispatch_entry* e =
+      hip ? xent_ce_lookup(xent_hip_dispatch_emu, xent_hip_dispatch_count_emu, target, d, call->op, call->weights != NULL,
+                           key, sizeof key)
+          : xent_ce_lookup(xent_cuda_dispatch_emu, xent_cuda_dispatch_count_emu, target, d, call->op,
+                           call->weights != NULL, key, sizeof key);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  const xent_ce_args args = {
+      .rows = d->rows,
+      .classes = d->classes,
+      .logits = call->logits,
+      .labels = call->labels,
+      .weights = call->weights,
+      .lse_in = call->lse_in,
+      .dloss = call->dloss,
+      .loss = call->loss,
+      .lse_out = call->lse_out,
+      .grad = call->grad,
+      .workspace = call->workspace,
+      .ignore_index = d->ignore_index,
+      .label_smoothing = d->label_smoothing,
+      .all_ignored_zero = d->all_ignored_zero,
+      .stream = call->stream,
+  };
+  if (e->launch(&args) != 0) {
+    return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", key, target, xent_emu_last_message());
   }
-  if (call->op != XENT_OP_FORWARD) {
-    grad = malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *grad);
-    dloss = to_doubles(d->dtype, call->dloss, none ? N : 1);
-    lse_in = call->op == XENT_OP_BACKWARD ? to_doubles(acc, call->lse_in, N) : NULL;
-    if (!grad || (call->dloss && !dloss) || (call->op == XENT_OP_BACKWARD && !lse_in)) {
-      status = xent_fail(XENT_ERROR_OUT_OF_MEMORY, "cpu backend: cannot allocate the gradient (%lld x %lld)",
-                         (long long)N, (long long)C);
-      goto done;
-    }
-    /* Backward uses the lse it was given; the fused op recomputes it. */
-    xent_ref_ce_backward(d, call->logits, call->labels, call->weights, lse_in, dloss, grad);
-  }
-  /* Outputs are written last: in-place fwd_bwd reads the logits above. */
-  if (rows) {
-    if (none) {
-      for (int64_t n = 0; n < N; ++n) xent_store(d->dtype, call->loss, n, rows[n]);
-    } else {
-      xent_store(d->dtype, call->loss, 0, total);
-    }
-    if (call->lse_out) {
-      for (int64_t n = 0; n < N; ++n) xent_store(acc, call->lse_out, n, lse[n]);
-    }
-  }
-  if (grad) {
-    for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, call->grad, i, grad[i]);
-  }
-done:
-  free(rows);
-  free(lse);
-  free(dloss);
-  free(grad);
-  free(lse_in);
-  return status;
+  return XENT_OK;
 }

@@ -9,6 +9,7 @@ struct xent_handle {
   xent_backend_kind kind;
   int device;     /* GPU ordinal */
   int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
+  xent_backend_kind emulated; /* cpu backend: the rendering it runs (CUDA or HIP) */
 };
 
 /* The pointers of one call; which are used depends on the op. */

@@ -7,6 +7,10 @@
 
 #include "xent.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 float xent_f16_to_float(uint16_t bits);
 uint16_t xent_float_to_f16(float v);
 float xent_bf16_to_float(uint16_t bits);
@@ -20,5 +24,9 @@ void xent_store(xent_dtype dtype, void* base, int64_t i, double v);
 xent_dtype xent_acc_dtype(xent_dtype dtype);
 /* Label i as int64. */
 int64_t xent_load_label(xent_label_type type, const void* base, int64_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -87,6 +87,11 @@ void xent_destroy(xent_handle* handle);
 xent_backend_kind xent_handle_backend(const xent_handle* handle);
 const char* xent_backend_name(xent_backend_kind kind);
 
+/* The cpu backend runs the generated GPU kernels under a SIMT emulator.
+   target XENT_BACKEND_CUDA (the default) runs the CUDA rendering with 32-lane
+   warps; XENT_BACKEND_HIP runs the HIP rendering with 64-lane wavefronts. */
+xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
+
 /* Bytes of scratch device memory a call needs (0 is possible). The
    workspace holds O(rows) values, never O(rows * classes). */
 xent_status xent_ce_workspace_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,

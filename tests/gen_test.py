@@ -179,7 +179,7 @@ class Output(unittest.TestCase):
                     self.assertEqual(arch, "sm_70" if target == "cuda" else "gfx90a")
                 with open(os.path.join(out, f"xent_dispatch_{target}.c")) as f:
                     table = f.read()
-                positions = [table.index(f'{{"{k}", xent_{target}_launch_{k},') for k in keys]
+                positions = [table.index(f'{{"{k}", XENT_LAUNCHER(xent_{target}_launch_{k}),') for k in keys]
                 self.assertEqual(positions, sorted(positions), "dispatch table must be sorted by key")
 
     def test_failed_run_leaves_previous_output_untouched(self):

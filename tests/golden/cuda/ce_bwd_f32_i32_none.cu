@@ -20,11 +20,13 @@
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
 xent_cuda_ce_bwd_f32_i32_none_totals(const int32_t* __restrict__ labels, const float* __restrict__ weights,
     int64_t rows, int64_t C, int64_t ignore_index, float* __restrict__ ws) {
-  __shared__ float scratch[2 * XENT_MAX_WARPS];
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   float row_weight = 0, class_weight = 0;
-#line 46 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 36 "templates/cross_entropy.tmpl"
+  (void)labels, (void)rows, (void)ignore_index;
 #line 48 "templates/cross_entropy.tmpl"
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 50 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ws[0] = row_weight;
@@ -32,47 +34,47 @@ xent_cuda_ce_bwd_f32_i32_none_totals(const int32_t* __restrict__ labels, const f
   }
 }
 
-#line 56 "templates/cross_entropy.tmpl"
+#line 58 "templates/cross_entropy.tmpl"
 // One block per row (grid-stride over rows): the gradient.
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_cuda_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-#line 63 "templates/cross_entropy.tmpl"
+#line 67 "templates/cross_entropy.tmpl"
     const float* __restrict__ lse_in,
-#line 66 "templates/cross_entropy.tmpl"
+#line 70 "templates/cross_entropy.tmpl"
     const float* __restrict__ dloss, float* grad,
-#line 68 "templates/cross_entropy.tmpl"
+#line 72 "templates/cross_entropy.tmpl"
     float* __restrict__ ws) {
-#line 73 "templates/cross_entropy.tmpl"
+#line 77 "templates/cross_entropy.tmpl"
   const bool smoothing = eps != float(0);
-#line 75 "templates/cross_entropy.tmpl"
+#line 79 "templates/cross_entropy.tmpl"
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 81 "templates/cross_entropy.tmpl"
+#line 85 "templates/cross_entropy.tmpl"
     const bool ignored = y == ignore_index;
-#line 83 "templates/cross_entropy.tmpl"
+#line 87 "templates/cross_entropy.tmpl"
     const bool in_range = y >= 0 && y < C;
-#line 120 "templates/cross_entropy.tmpl"
+#line 124 "templates/cross_entropy.tmpl"
     const float lse = lse_in[row];
-#line 123 "templates/cross_entropy.tmpl"
+#line 127 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - b*[j == y] - c*w[j], with the upstream scale folded in
     // before rounding to the gradient dtype.
-#line 126 "templates/cross_entropy.tmpl"
+#line 130 "templates/cross_entropy.tmpl"
     const float scale = dloss ? xent_load_f32(dloss[row]) : float(1);
-#line 132 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
     float a = 0, b = 0, c = 0;
     if (!ignored) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         a = b;
-#line 138 "templates/cross_entropy.tmpl"
+#line 142 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(C);
           a = b + c * (weights ? ws[1] : float(C));
         }
-#line 144 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
       } else {
         a = float(NAN);
       }
@@ -80,16 +82,16 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restric
     float* g = grad + row * C;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       const float p = xent_exp(xent_load_f32(x[j]) - lse);
-#line 152 "templates/cross_entropy.tmpl"
-      const float dx = a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1));
 #line 156 "templates/cross_entropy.tmpl"
+      const float dx = a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1));
+#line 160 "templates/cross_entropy.tmpl"
       g[j] = xent_store_f32(dx);
     }
-#line 159 "templates/cross_entropy.tmpl"
+#line 163 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 185 "templates/cross_entropy.tmpl"
+#line 189 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_cuda_ce_bwd_f32_i32_none_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -97,7 +99,7 @@ static unsigned xent_cuda_ce_bwd_f32_i32_none_threads(int64_t C) {
   return t;
 }
 
-extern "C" int xent_cuda_launch_ce_bwd_f32_i32_none(const xent_ce_args* args) {
+extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const xent_ce_args* args) {
   const int64_t rows = args->rows, C = args->classes;
   const xent_stream_t stream = (xent_stream_t)args->stream;
   const float* weights = (const float*)args->weights;
@@ -105,25 +107,25 @@ extern "C" int xent_cuda_launch_ce_bwd_f32_i32_none(const xent_ce_args* args) {
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 207 "templates/cross_entropy.tmpl"
-  if (weights && eps != float(0)) {
 #line 211 "templates/cross_entropy.tmpl"
+  if (weights && eps != float(0)) {
+#line 215 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 215 "templates/cross_entropy.tmpl"
+#line 219 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_rows, dim3(blocks), dim3(xent_cuda_ce_bwd_f32_i32_none_threads(C)), 0, stream,
                 (const float*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-#line 223 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
                 (const float*)args->lse_in,
-#line 226 "templates/cross_entropy.tmpl"
+#line 232 "templates/cross_entropy.tmpl"
                 (const float*)args->dloss, (float*)args->grad,
-#line 228 "templates/cross_entropy.tmpl"
+#line 234 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 234 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

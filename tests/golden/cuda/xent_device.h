@@ -10,16 +10,29 @@
 #include <stdint.h>
 #include <float.h>
 #line 10 "templates/xent_device.h.tmpl"
+#if defined(XENT_EMU)
+// Host C++ under the SIMT emulator (runtime/emu): every GPU thread is a
+// fiber; the code below this block is the same as on the GPU.
+#include "xent_emu.h"
+#define XENT_WARP 32
+#define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, stream, __VA_ARGS__)
+#define XENT_LAST_ERROR() xent_emu_last_error()
+#else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-
 #define XENT_WARP 32
-#define XENT_DEVICE __device__ __forceinline__
-#define XENT_GLOBAL __global__
-typedef cudaStream_t xent_stream_t;
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #define XENT_LAST_ERROR() ((int)cudaGetLastError())
+#define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+#endif
+
+// static: each kernel file has its own copy, so the CUDA and HIP renderings
+// (32- and 64-lane warps) can be linked into one program, as the emulator does.
+#define XENT_DEVICE static __device__ __forceinline__
+#define XENT_GLOBAL __global__
+typedef cudaStream_t xent_stream_t;
 
 // Every lane of the warp takes part; the mask says so (Volta and later do not
 // run a warp in lockstep).
@@ -28,7 +41,7 @@ XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor_sy
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 49 "templates/xent_device.h.tmpl"
+#line 73 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
@@ -81,9 +94,10 @@ XENT_DEVICE void xent_online_merge(A& m, A& s, A m2, A s2) {
 
 // Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
 // same tree every run: bitwise reproducible). Every thread of the block must
-// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS.
-template <typename A>
-XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
+// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS
+// (a __shared__ array, or the emulator's checked view of one).
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
   for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
     const A m2 = xent_shfl_xor(m, offset);
     const A s2 = xent_shfl_xor(s, offset);
@@ -106,7 +120,7 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
   a = scratch[2 * XENT_MAX_WARPS];
   b = scratch[3 * XENT_MAX_WARPS];
   for (int w = 1; w < warps; ++w) {
-    xent_online_merge(m, s, scratch[w], scratch[XENT_MAX_WARPS + w]);
+    xent_online_merge(m, s, A(scratch[w]), A(scratch[XENT_MAX_WARPS + w]));
     a += scratch[2 * XENT_MAX_WARPS + w];
     b += scratch[3 * XENT_MAX_WARPS + w];
   }
@@ -115,8 +129,8 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
 }
 
 // Block-wide sum of two values in a fixed order; every thread gets the result.
-template <typename A>
-XENT_DEVICE void xent_block_sum2(A& a, A& b, A* scratch) {
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
   for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
     a += xent_shfl_xor(a, offset);
     b += xent_shfl_xor(b, offset);

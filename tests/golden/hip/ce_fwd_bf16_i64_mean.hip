@@ -20,11 +20,13 @@
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
 xent_hip_ce_fwd_bf16_i64_mean_totals(const int64_t* __restrict__ labels, const float* __restrict__ weights,
     int64_t rows, int64_t C, int64_t ignore_index, float* __restrict__ ws) {
-  __shared__ float scratch[2 * XENT_MAX_WARPS];
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   float row_weight = 0, class_weight = 0;
-#line 46 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 36 "templates/cross_entropy.tmpl"
+  (void)labels, (void)rows, (void)ignore_index;
 #line 48 "templates/cross_entropy.tmpl"
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 50 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ws[0] = row_weight;
@@ -32,28 +34,28 @@ xent_hip_ce_fwd_bf16_i64_mean_totals(const int64_t* __restrict__ labels, const f
   }
 }
 
-#line 56 "templates/cross_entropy.tmpl"
+#line 58 "templates/cross_entropy.tmpl"
 // One block per row (grid-stride over rows): statistics and loss.
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_hip_ce_fwd_bf16_i64_mean_rows(const uint16_t* logits, const int64_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-#line 61 "templates/cross_entropy.tmpl"
-    uint16_t* __restrict__ loss, float* __restrict__ lse_out,
-#line 68 "templates/cross_entropy.tmpl"
+#line 65 "templates/cross_entropy.tmpl"
+    float* __restrict__ lse_out,
+#line 72 "templates/cross_entropy.tmpl"
     float* __restrict__ ws) {
-#line 70 "templates/cross_entropy.tmpl"
-  __shared__ float scratch[4 * XENT_MAX_WARPS];
-#line 73 "templates/cross_entropy.tmpl"
+#line 74 "templates/cross_entropy.tmpl"
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 77 "templates/cross_entropy.tmpl"
   const bool smoothing = eps != float(0);
-#line 75 "templates/cross_entropy.tmpl"
+#line 79 "templates/cross_entropy.tmpl"
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const uint16_t* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 81 "templates/cross_entropy.tmpl"
-    const bool ignored = y == ignore_index;
-#line 83 "templates/cross_entropy.tmpl"
-    const bool in_range = y >= 0 && y < C;
 #line 85 "templates/cross_entropy.tmpl"
+    const bool ignored = y == ignore_index;
+#line 87 "templates/cross_entropy.tmpl"
+    const bool in_range = y >= 0 && y < C;
+#line 89 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
     const float xy = (threadIdx.x == 0 && !ignored && in_range) ? xent_load_bf16(x[y]) : float(0);
@@ -61,9 +63,9 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const uint16_t* logits, const int64_t* __rest
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       const float xj = xent_load_bf16(x[j]);
       xent_online_add(m, s, xj);
-#line 93 "templates/cross_entropy.tmpl"
+#line 97 "templates/cross_entropy.tmpl"
       if (smoothing) sum_wx += (weights ? weights[j] : float(1)) * xj;
-#line 95 "templates/cross_entropy.tmpl"
+#line 99 "templates/cross_entropy.tmpl"
     }
     xent_block_reduce(m, s, sum_wx, unused, scratch);
     const float lse = m + xent_log(s);
@@ -73,28 +75,28 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const uint16_t* logits, const int64_t* __rest
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 105 "templates/cross_entropy.tmpl"
+#line 109 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(C) * ((weights ? ws[1] : float(C)) * lse - sum_wx);
-#line 107 "templates/cross_entropy.tmpl"
+#line 111 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 114 "templates/cross_entropy.tmpl"
+#line 118 "templates/cross_entropy.tmpl"
       ws[2 + row] = l;
       ws[2 + rows + row] = row_weight;
-#line 117 "templates/cross_entropy.tmpl"
+#line 121 "templates/cross_entropy.tmpl"
       if (lse_out) lse_out[row] = lse;
     }
-#line 159 "templates/cross_entropy.tmpl"
+#line 163 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 163 "templates/cross_entropy.tmpl"
+#line 167 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
 xent_hip_ce_fwd_bf16_i64_mean_reduce(int64_t rows, int all_ignored_zero, const float* __restrict__ ws, uint16_t* __restrict__ loss) {
-  __shared__ float scratch[2 * XENT_MAX_WARPS];
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   float total = 0, total_weight = 0;
   for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
     total += ws[2 + n];
@@ -102,14 +104,14 @@ xent_hip_ce_fwd_bf16_i64_mean_reduce(int64_t rows, int all_ignored_zero, const f
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 178 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     loss[0] = xent_store_bf16(total_weight == 0 && all_ignored_zero ? float(0) : total / total_weight);
-#line 181 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 185 "templates/cross_entropy.tmpl"
+#line 189 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_hip_ce_fwd_bf16_i64_mean_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -117,7 +119,7 @@ static unsigned xent_hip_ce_fwd_bf16_i64_mean_threads(int64_t C) {
   return t;
 }
 
-extern "C" int xent_hip_launch_ce_fwd_bf16_i64_mean(const xent_ce_args* args) {
+extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const xent_ce_args* args) {
   const int64_t rows = args->rows, C = args->classes;
   const xent_stream_t stream = (xent_stream_t)args->stream;
   const float* weights = (const float*)args->weights;
@@ -125,26 +127,26 @@ extern "C" int xent_hip_launch_ce_fwd_bf16_i64_mean(const xent_ce_args* args) {
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 207 "templates/cross_entropy.tmpl"
-  if (weights && eps != float(0)) {
 #line 211 "templates/cross_entropy.tmpl"
+  if (weights && eps != float(0)) {
+#line 215 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 215 "templates/cross_entropy.tmpl"
+#line 219 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_rows, dim3(blocks), dim3(xent_hip_ce_fwd_bf16_i64_mean_threads(C)), 0, stream,
                 (const uint16_t*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-#line 221 "templates/cross_entropy.tmpl"
-                (uint16_t*)args->loss, (float*)args->lse_out,
-#line 228 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
+                (float*)args->lse_out,
+#line 234 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 231 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
               rows, args->all_ignored_zero, (const float*)ws, (uint16_t*)args->loss);
-#line 234 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -9,25 +9,36 @@
 
 #include <stdint.h>
 #include <float.h>
-#line 29 "templates/xent_device.h.tmpl"
+#line 42 "templates/xent_device.h.tmpl"
+// CDNA wavefronts are 64 lanes wide.
+#if defined(XENT_EMU)
+#include "xent_emu.h"
+#define XENT_WARP 64
+#define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_HIP, grid, block, smem, stream, __VA_ARGS__)
+#define XENT_LAST_ERROR() xent_emu_last_error()
+#else
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
-
-// CDNA wavefronts are 64 lanes wide.
 #define XENT_WARP 64
-#define XENT_DEVICE __device__ __forceinline__
-#define XENT_GLOBAL __global__
-typedef hipStream_t xent_stream_t;
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   hipLaunchKernelGGL(kernel, (grid), (block), (smem), (stream), __VA_ARGS__)
 #define XENT_LAST_ERROR() ((int)hipGetLastError())
+#define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+#endif
+
+// static: each kernel file has its own copy, so the CUDA and HIP renderings
+// (32- and 64-lane warps) can be linked into one program, as the emulator does.
+#define XENT_DEVICE static __device__ __forceinline__
+#define XENT_GLOBAL __global__
+typedef hipStream_t xent_stream_t;
 
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 49 "templates/xent_device.h.tmpl"
+#line 73 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
@@ -80,9 +91,10 @@ XENT_DEVICE void xent_online_merge(A& m, A& s, A m2, A s2) {
 
 // Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
 // same tree every run: bitwise reproducible). Every thread of the block must
-// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS.
-template <typename A>
-XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
+// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS
+// (a __shared__ array, or the emulator's checked view of one).
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
   for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
     const A m2 = xent_shfl_xor(m, offset);
     const A s2 = xent_shfl_xor(s, offset);
@@ -105,7 +117,7 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
   a = scratch[2 * XENT_MAX_WARPS];
   b = scratch[3 * XENT_MAX_WARPS];
   for (int w = 1; w < warps; ++w) {
-    xent_online_merge(m, s, scratch[w], scratch[XENT_MAX_WARPS + w]);
+    xent_online_merge(m, s, A(scratch[w]), A(scratch[XENT_MAX_WARPS + w]));
     a += scratch[2 * XENT_MAX_WARPS + w];
     b += scratch[3 * XENT_MAX_WARPS + w];
   }
@@ -114,8 +126,8 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, A* scratch) {
 }
 
 // Block-wide sum of two values in a fixed order; every thread gets the result.
-template <typename A>
-XENT_DEVICE void xent_block_sum2(A& a, A& b, A* scratch) {
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
   for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
     a += xent_shfl_xor(a, offset);
     b += xent_shfl_xor(b, offset);

@@ -1,0 +1,101 @@
+/* The SIMT emulator's core (C): runs a kernel's threads as cooperative fibers
+ * (ucontext) on the calling CPU thread, one block at a time, and implements
+ * the points where GPU threads meet: block barriers, warp shuffles, votes and
+ * __syncwarp. Lanes are never run in lockstep: a thread runs until it meets
+ * one of those points, so code that relies on implicit warp synchrony sees
+ * what it would see on Volta and later (and the shared-memory race detector
+ * says so).
+ *
+ * It reports, naming kernel, block and thread: a barrier that not every
+ * thread reaches, barriers at different sites (divergence), a warp operation
+ * whose mask names a lane that has exited or waits elsewhere, a shared-memory
+ * index out of range, a shared-memory race (an access not ordered after
+ * another thread's by __syncthreads or __syncwarp), and launch
+ * configurations that the hardware would refuse. The C++ side that kernels
+ * see is xent_emu.h. */
+#ifndef XENT_EMU_H
+#define XENT_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xent_emu_dim3 {
+  unsigned x, y, z;
+} xent_emu_dim3;
+
+/* Shared memory per block the launch may use: CUDA's default (48 KiB without
+   an opt-in attribute) and the LDS of AMD's CDNA GPUs (64 KiB). */
+#define XENT_EMU_SMEM_CUDA (48u * 1024u)
+#define XENT_EMU_SMEM_HIP (64u * 1024u)
+
+/* Runs body(ctx) in every thread of every block. Returns 0, or non-zero with
+   xent_emu_last_message() describing the first error. After an error that
+   has not been collected by xent_emu_last_error(), launches do nothing (as
+   a sticky device error). */
+int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
+                    size_t dynamic_smem, void (*body)(void* ctx), void* ctx);
+
+/* Returns the pending error code (0 if none) and clears it. */
+int xent_emu_last_error(void);
+/* The message of the last error ("" if none since the process started). */
+const char* xent_emu_last_message(void);
+
+/* The calling fiber's coordinates. */
+xent_emu_dim3 xent_emu_thread_idx(void);
+xent_emu_dim3 xent_emu_block_idx(void);
+xent_emu_dim3 xent_emu_block_dim(void);
+xent_emu_dim3 xent_emu_grid_dim(void);
+int xent_emu_warp_size(void);
+
+/* __syncthreads() at file:line. */
+void xent_emu_syncthreads(const char* file, int line);
+
+typedef enum xent_emu_warp_kind {
+  XENT_EMU_SHFL_IDX,
+  XENT_EMU_SHFL_UP,
+  XENT_EMU_SHFL_DOWN,
+  XENT_EMU_SHFL_XOR,
+  XENT_EMU_VOTE_ALL,
+  XENT_EMU_VOTE_ANY,
+  XENT_EMU_VOTE_BALLOT,
+  XENT_EMU_SYNCWARP
+} xent_emu_warp_kind;
+
+/* One warp-wide operation. mask: the lanes that take part (all lanes of the
+   warp for HIP's maskless forms: pass XENT_EMU_FULL_MASK). For shuffles,
+   `value` is the caller's 8 bytes and `arg` the lane, delta or lane mask;
+   for votes, `value` holds the predicate. Returns the shuffled bytes, the
+   vote or the ballot. */
+#define XENT_EMU_FULL_MASK (~(uint64_t)0)
+uint64_t xent_emu_warp_op(xent_emu_warp_kind kind, uint64_t mask, uint64_t value, int arg, int width,
+                          const char* file, int line);
+
+/* Shared memory of the current block: the allocation named `name` at
+   `site`, made by the first thread that reaches it and found by the others.
+   Counts against the launch's shared-memory limit. */
+void* xent_emu_shared(const char* name, const char* site_file, int site_line, size_t count, size_t elem_size);
+/* The dynamic shared memory passed at launch (NULL if none). */
+void* xent_emu_dynamic_shared(size_t* bytes);
+
+/* Race bookkeeping for element `index` of the shared allocation `base`
+   (returned by xent_emu_shared): reports an access that another thread's
+   access does not happen before. */
+void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write);
+
+/* Reports an error at the current thread and abandons the launch (does not
+   return). */
+void xent_emu_fail(const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

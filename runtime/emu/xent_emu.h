@@ -1,0 +1,204 @@
+// What a CUDA or HIP kernel sees when it is compiled as host C++ for the SIMT
+// emulator (emu.h): the built-in variables, __syncthreads, warp shuffles and
+// votes in both vendors' spellings, shared memory with bounds and race
+// checks, atomics, half and bfloat16 conversions with correct rounding, and
+// the launch macro. The generated xent_device.h includes this instead of
+// cuda_runtime.h / hip_runtime.h when XENT_EMU is defined.
+#pragma once
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "emu.h"
+#include "runtime/numeric.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+typedef void* cudaStream_t;
+typedef void* hipStream_t;
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+#define threadIdx (xent_emu_thread_idx())
+#define blockIdx (xent_emu_block_idx())
+#define blockDim (xent_emu_block_dim())
+#define gridDim (xent_emu_grid_dim())
+#define warpSize (xent_emu_warp_size())
+
+#define __syncthreads() xent_emu_syncthreads(__FILE__, __LINE__)
+
+namespace xent_emu {
+
+template <typename T>
+inline uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+  uint64_t u = 0;
+  memcpy(&u, &v, sizeof v);
+  return u;
+}
+
+template <typename T>
+inline T from_bits(uint64_t u) {
+  T v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+template <typename T>
+inline T shuffle(xent_emu_warp_kind kind, uint64_t mask, T v, int arg, int width, const char* file, int line) {
+  return from_bits<T>(xent_emu_warp_op(kind, mask, to_bits(v), arg, width, file, line));
+}
+
+// A reference to one shared-memory element: reads and writes go through the
+// race detector.
+template <typename T>
+class shared_ref {
+ public:
+  shared_ref(T* base, int64_t index, int64_t count, const char* name)
+      : base_(base), index_(index), count_(count), name_(name) {}
+  operator T() const {
+    xent_emu_shared_access(base_, index_, count_, name_, 0);
+    return base_[index_];
+  }
+  shared_ref& operator=(T v) {
+    xent_emu_shared_access(base_, index_, count_, name_, 1);
+    base_[index_] = v;
+    return *this;
+  }
+  shared_ref& operator=(const shared_ref& other) { return *this = static_cast<T>(other); }
+  shared_ref& operator+=(T v) { return *this = static_cast<T>(*this) + v; }
+  shared_ref& operator-=(T v) { return *this = static_cast<T>(*this) - v; }
+  shared_ref& operator*=(T v) { return *this = static_cast<T>(*this) * v; }
+
+ private:
+  T* base_;
+  int64_t index_, count_;
+  const char* name_;
+};
+
+// A __shared__ array of the current block, bounds- and race-checked.
+template <typename T>
+class shared_array {
+ public:
+  shared_array(const char* name, const char* file, int line, int64_t count)
+      : base_(static_cast<T*>(xent_emu_shared(name, file, line, (size_t)count, sizeof(T)))), count_(count),
+        name_(name) {}
+  shared_ref<T> operator[](int64_t i) const { return shared_ref<T>(base_, i, count_, name_); }
+
+ private:
+  T* base_;
+  int64_t count_;
+  const char* name_;
+};
+
+template <typename F>
+void run_body(void* ctx) {
+  (*static_cast<F*>(ctx))();
+}
+
+template <typename F>
+int launch(const char* kernel, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem, F body) {
+  return xent_emu_launch(kernel, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
+                         xent_emu_dim3{block.x, block.y, block.z}, smem, &run_body<F>, &body);
+}
+
+}  // namespace xent_emu
+
+#define XENT_SHARED_ARRAY(T, name, n) const xent_emu::shared_array<T> name(#name, __FILE__, __LINE__, (n))
+
+// The launch runs to completion before it returns (the stream is ignored:
+// emulated launches are synchronous, which any stream order allows).
+#define XENT_EMU_LAUNCH(kernel, warp, smem_limit, grid, block, smem, stream, ...) \
+  ((void)(stream), xent_emu::launch(#kernel, (warp), (smem_limit), (grid), (block), (smem), [&]() { kernel(__VA_ARGS__); }))
+
+// CUDA's warp intrinsics (every lane of `mask` must take part).
+// The optional width argument, defaulting to the warp size.
+#define XENT_EMU_WIDTH(...) XENT_EMU_WIDTH_(0, ##__VA_ARGS__, xent_emu_warp_size())
+#define XENT_EMU_WIDTH_(zero, width, ...) (width)
+#define __shfl_sync(mask, v, lane, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_IDX, (mask), (v), (lane), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_up_sync(mask, v, delta, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_UP, (mask), (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_down_sync(mask, v, delta, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_DOWN, (mask), (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_xor_sync(mask, v, lane_mask, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_XOR, (mask), (v), (lane_mask), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __all_sync(mask, p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ALL, (mask), (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define __any_sync(mask, p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ANY, (mask), (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define __ballot_sync(mask, p) \
+  ((unsigned)xent_emu_warp_op(XENT_EMU_VOTE_BALLOT, (mask), (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define __syncwarp(...) \
+  ((void)xent_emu_warp_op(XENT_EMU_SYNCWARP, XENT_EMU_SYNCWARP_MASK(__VA_ARGS__), 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define XENT_EMU_SYNCWARP_MASK(...) XENT_EMU_SYNCWARP_MASK_(0, ##__VA_ARGS__, 0xffffffffu)
+#define XENT_EMU_SYNCWARP_MASK_(zero, m, ...) (m)
+
+// HIP's warp intrinsics: no mask, every lane of the wavefront takes part.
+#define __shfl(v, lane, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_IDX, XENT_EMU_FULL_MASK, (v), (lane), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_up(v, delta, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_UP, XENT_EMU_FULL_MASK, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_down(v, delta, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_DOWN, XENT_EMU_FULL_MASK, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __shfl_xor(v, lane_mask, ...) \
+  xent_emu::shuffle(XENT_EMU_SHFL_XOR, XENT_EMU_FULL_MASK, (v), (lane_mask), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __all(p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ALL, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define __any(p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ANY, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
+#define __ballot(p) xent_emu_warp_op(XENT_EMU_VOTE_BALLOT, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__)
+
+// Atomics: fibers never preempt one another, so a read-modify-write is atomic.
+template <typename T>
+inline T atomicAdd(T* p, T v) {
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+inline T atomicMax(T* p, T v) {
+  T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+template <typename T>
+inline T atomicMin(T* p, T v) {
+  T old = *p;
+  if (v < old) *p = v;
+  return old;
+}
+template <typename T>
+inline T atomicExch(T* p, T v) {
+  T old = *p;
+  *p = v;
+  return old;
+}
+template <typename T>
+inline T atomicCAS(T* p, T compare, T v) {
+  T old = *p;
+  if (old == compare) *p = v;
+  return old;
+}
+
+// Bit casts.
+inline float __uint_as_float(uint32_t u) { return xent_emu::from_bits<float>(u); }
+inline uint32_t __float_as_uint(float f) { return (uint32_t)xent_emu::to_bits(f); }
+inline float __int_as_float(int32_t i) { return xent_emu::from_bits<float>((uint32_t)i); }
+inline int32_t __float_as_int(float f) { return (int32_t)xent_emu::to_bits(f); }
+
+// half: IEEE binary16 storage, converted with round-to-nearest-even by the
+// same code the runtime uses on the host (runtime/numeric.c).
+struct __half {
+  uint16_t x;
+};
+inline float __half2float(__half h) { return xent_f16_to_float(h.x); }
+inline __half __float2half_rn(float f) { return __half{xent_float_to_f16(f)}; }
+inline __half __float2half(float f) { return __float2half_rn(f); }
+inline __half __ushort_as_half(unsigned short u) { return __half{u}; }
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
