@@ -93,8 +93,20 @@ static void test_error_paths(void) {
   xent_ce_desc empty = d;
   empty.rows = 0;
   loss[0] = 123;
-  CHECK(xent_ce_forward(h, &empty, NULL, NULL, NULL, loss, NULL, NULL, 0, NULL) == XENT_OK, "N=0: %s", xent_last_error());
+  double workspace[64];
+  size_t need = 0;
+  CHECK(xent_ce_workspace_size(h, &empty, XENT_OP_FORWARD, &need) == XENT_OK && need <= sizeof workspace, "workspace");
+  CHECK(xent_ce_forward(h, &empty, NULL, NULL, NULL, loss, NULL, workspace, need, NULL) == XENT_OK, "N=0: %s",
+        xent_last_error());
   CHECK(isnan(loss[0]), "mean over no rows is NaN, got %g", loss[0]);
+
+  /* A reduced loss needs O(N) workspace, never O(N*C). */
+  CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "workspace size");
+  CHECK(need == 4 * (2 + 2 * 4), "f32 mean over 4 rows: %zu bytes", need);
+  expect_error(xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, workspace, need - 1, NULL),
+               XENT_ERROR_WORKSPACE_TOO_SMALL, "this call needs 40", "workspace too small");
+  expect_error(xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, NULL, need, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "workspace is NULL", "workspace NULL");
   xent_destroy(h);
 }
 

@@ -1,0 +1,210 @@
+// The emulator's own checks, each shown to fire on the bug it exists for and
+// to stay quiet on the corrected kernel: a missing __syncthreads, a divergent
+// barrier, a barrier some threads skip, an out-of-range shared index,
+// lockstep-reliant warp code, a shuffle with an exited lane, a deadlock
+// between a shuffle and a barrier, and launch configurations the hardware
+// refuses. Also checks the semantics of shuffles and votes on 32- and 64-lane
+// warps. Kernels are written as CUDA/HIP code and compiled against
+// xent_emu.h, as the generated kernels are.
+#include <stdio.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "xent_emu.h"
+
+static int checks, failures;
+
+static void expect(bool ok, const std::string& what) {
+  checks++;
+  if (!ok) {
+    failures++;
+    printf("FAIL %s\n", what.c_str());
+  }
+}
+
+// The launch returned an error whose message names the kernel and contains
+// every needle.
+template <typename Launch>
+static void expect_report(const char* test, Launch launch, std::vector<const char*> needles) {
+  const int rc = launch();
+  const int pending = xent_emu_last_error();
+  const std::string msg = xent_emu_last_message();
+  expect(rc != 0 && pending, std::string(test) + ": the bug was not reported");
+  for (const char* n : needles) {
+    expect(msg.find(n) != std::string::npos, std::string(test) + ": message lacks '" + n + "': " + msg);
+  }
+  printf("  %-28s -> %s\n", test, msg.c_str());
+}
+
+template <typename Launch>
+static void expect_clean(const char* test, Launch launch) {
+  const int rc = launch();
+  const int pending = xent_emu_last_error();
+  expect(rc == 0 && !pending, std::string(test) + ": reported on a correct kernel: " + xent_emu_last_message());
+}
+
+#define LAUNCH(kernel, warp, limit, grid, block, smem, ...) \
+  [&]() { return XENT_EMU_LAUNCH(kernel, warp, limit, dim3 grid, dim3 block, smem, nullptr, __VA_ARGS__); }
+
+// ---- a missing __syncthreads ------------------------------------------------
+
+__global__ void block_sum(const float* in, float* out, int with_barrier) {
+  XENT_SHARED_ARRAY(float, sm, 256);
+  sm[threadIdx.x] = in[threadIdx.x];
+  if (with_barrier) __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (unsigned i = 0; i < blockDim.x; ++i) s += sm[i];
+    out[0] = s;
+  }
+}
+
+// ---- divergent and skipped barriers -----------------------------------------
+
+__global__ void divergent_barrier(int bug) {
+  if (bug && threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+}
+
+__global__ void early_exit(int bug) {
+  if (bug && threadIdx.x == 5) return;
+  __syncthreads();
+}
+
+// ---- shared memory past its size --------------------------------------------
+
+__global__ void shifted_store(const float* in, int shift) {
+  XENT_SHARED_ARRAY(float, sm, 256);
+  sm[threadIdx.x + shift] = in[threadIdx.x];
+}
+
+__global__ void big_shared(int n) {
+  XENT_SHARED_ARRAY(float, big, 16384);  // 64 KiB
+  big[threadIdx.x % n] = 1.0f;
+}
+
+// ---- lockstep-reliant warp code ---------------------------------------------
+
+// The pre-Volta idiom: warp 0 reduces in shared memory without __syncwarp,
+// trusting its lanes to run in lockstep.
+__global__ void warp_reduce(const float* in, float* out, int with_syncwarp) {
+  XENT_SHARED_ARRAY(float, sm, 64);
+  const unsigned t = threadIdx.x;
+  sm[t] = in[t];
+  __syncthreads();
+  if (t < 32) {
+    for (unsigned o = 16; o > 0; o /= 2) {
+      if (t < o) sm[t] = sm[t] + sm[t + o];
+      if (with_syncwarp) __syncwarp();
+    }
+    if (t == 0) out[0] = sm[0];
+  }
+}
+
+// ---- shuffles ---------------------------------------------------------------
+
+__global__ void shuffle_with_exited_lane(float* out, int bug) {
+  if (bug && threadIdx.x % 32 == 3) return;
+  float v = (float)threadIdx.x;
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
+
+__global__ void shuffle_waits_for_barrier(int bug) {
+  float v = 1.0f;
+  if (bug && threadIdx.x % 32 == 0) __syncthreads();
+  v += __shfl_down_sync(0xffffffffu, v, 1);
+  if (!bug) __syncthreads();
+}
+
+__global__ void shuffles_cuda(int* out) {
+  const int lane = (int)threadIdx.x;
+  out[0 * 32 + lane] = __shfl_xor_sync(0xffffffffu, lane, 5);
+  out[1 * 32 + lane] = __shfl_down_sync(0xffffffffu, lane, 3, 16);
+  out[2 * 32 + lane] = __shfl_up_sync(0xffffffffu, lane, 2);
+  out[3 * 32 + lane] = __shfl_sync(0xffffffffu, lane, 7, 8);
+  out[4 * 32 + lane] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+  out[5 * 32 + lane] = __all_sync(0xffffffffu, lane < 32) + 2 * __any_sync(0xffffffffu, lane == 31);
+}
+
+__global__ void shuffles_hip(long long* out) {
+  const int lane = (int)threadIdx.x;
+  out[0 * 64 + lane] = __shfl_xor((long long)lane, 33);
+  out[1 * 64 + lane] = (long long)__ballot(lane >= 60);
+  out[2 * 64 + lane] = __shfl((long long)lane * 10, 63);
+}
+
+int main() {
+  std::vector<float> in(256), out(256);
+  for (int i = 0; i < 256; ++i) in[i] = (float)(i % 7);
+  float expected_sum = 0;
+  for (float v : in) expected_sum += v;
+  float expected_warp = 0;
+  for (int i = 0; i < 32; ++i) expected_warp += in[i];
+
+  printf("planted bugs (each must be reported):\n");
+  expect_report("missing __syncthreads", LAUNCH(block_sum, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), out.data(), 0),
+                {"kernel block_sum", "block (0,0,0)", "thread (0,0,0)", "shared memory race on sm[", "__syncthreads()"});
+  expect_report("divergent barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 1),
+                {"kernel divergent_barrier", "divergent barrier", "__syncthreads()"});
+  expect_report("barrier skipped by a thread", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 1),
+                {"thread (5,0,0)", "barrier not reached by every thread"});
+  expect_report("shared index out of range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 1),
+                {"kernel shifted_store", "thread (255,0,0)", "shared array 'sm' index 256 is out of range [0, 256)"});
+  expect_report("lockstep-reliant warp code", LAUNCH(warp_reduce, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
+                {"kernel warp_reduce", "shared memory race on sm[", "__syncwarp()"});
+  expect_report("shuffle with an exited lane",
+                LAUNCH(shuffle_with_exited_lane, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 1),
+                {"shfl_xor", "lane 3 has exited", "inactive lanes"});
+  expect_report("shuffle waits on a barrier", LAUNCH(shuffle_waits_for_barrier, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 1),
+                {"deadlock", "shfl_down", "waits at __syncthreads()"});
+  expect_report("too many threads per block", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (2048), 0, 0),
+                {"invalid launch configuration", "2048 threads per block, the limit is 1024"});
+  expect_report("shared memory over 48 KiB (CUDA)", LAUNCH(big_shared, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 64),
+                {"shared memory per block: 65536 bytes", "49152-byte limit"});
+  expect_report("dynamic shared over the limit", LAUNCH(early_exit, 64, XENT_EMU_SMEM_HIP, (1), (64), 70000, 0),
+                {"70000 bytes of dynamic shared memory, the limit is 65536"});
+  expect_report("partial warp, full mask", LAUNCH(shuffle_with_exited_lane, 32, XENT_EMU_SMEM_CUDA, (1), (48), 0, out.data(), 0),
+                {"names lanes that do not exist (this warp has 16 threads)"});
+
+  printf("the same kernels, corrected (nothing may be reported):\n");
+  expect_clean("with __syncthreads", LAUNCH(block_sum, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), out.data(), 1));
+  expect(out[0] == expected_sum, "block_sum computes the sum");
+  expect_clean("uniform barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 0));
+  expect_clean("every thread at the barrier", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 0));
+  expect_clean("store in range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 0));
+  expect_clean("with __syncwarp", LAUNCH(warp_reduce, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 1));
+  expect(out[0] == expected_warp, "warp_reduce with __syncwarp computes the sum");
+  expect_clean("every lane shuffles", LAUNCH(shuffle_with_exited_lane, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 0));
+  expect(out[3] == 3.0f + 2.0f && out[40] == 40.0f + 41.0f, "shfl_xor pairs lanes");
+  expect_clean("no deadlock", LAUNCH(shuffle_waits_for_barrier, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 0));
+  expect_clean("64 KiB fits AMD's LDS", LAUNCH(big_shared, 64, XENT_EMU_SMEM_HIP, (1), (64), 0, 64));
+
+  printf("shuffle and vote semantics:\n");
+  std::vector<int> r(6 * 32);
+  expect_clean("CUDA intrinsics", LAUNCH(shuffles_cuda, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, r.data()));
+  for (int l = 0; l < 32; ++l) {
+    const int seg16 = l & ~15, seg8 = l & ~7;
+    expect(r[l] == (l ^ 5), "shfl_xor lane " + std::to_string(l));
+    expect(r[32 + l] == (l + 3 < seg16 + 16 ? l + 3 : l), "shfl_down width 16 lane " + std::to_string(l));
+    expect(r[64 + l] == (l >= 2 ? l - 2 : l), "shfl_up lane " + std::to_string(l));
+    expect(r[96 + l] == seg8 + 7, "shfl width 8 lane " + std::to_string(l));
+    expect((unsigned)r[128 + l] == 0x49249249u, "ballot lane " + std::to_string(l));
+    expect(r[160 + l] == 3, "all/any lane " + std::to_string(l));
+  }
+  std::vector<long long> h(3 * 64);
+  expect_clean("HIP intrinsics, 64 lanes", LAUNCH(shuffles_hip, 64, XENT_EMU_SMEM_HIP, (1), (64), 0, h.data()));
+  for (int l = 0; l < 64; ++l) {
+    expect(h[l] == (l ^ 33), "64-lane shfl_xor lane " + std::to_string(l));
+    expect((unsigned long long)h[64 + l] == 0xF000000000000000ull, "64-lane ballot lane " + std::to_string(l));
+    expect(h[128 + l] == 630, "64-lane shfl lane " + std::to_string(l));
+  }
+
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,164 @@
+"""The public API (libxent_shared.so) on the cpu backend, which runs the generated
+kernels under the SIMT emulator, against PyTorch's F.cross_entropy (Debian's
+python3-torch, CPU): forward, backward from the saved lse, and the fused
+forward+backward, for both renderings (CUDA's 32-lane warps, HIP's 64-lane
+wavefronts), every dtype and reduction, with weights, ignore_index, label
+smoothing, all-ignored batches and large logits.
+
+PyTorch computes in float64 on the same rounded inputs; xent accumulates in
+f32 (f64 for f64) and rounds its outputs to the dtype, so the tolerance is
+the dtype's rounding plus f32 accumulation over the row."""
+
+import ctypes
+import os
+import unittest
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+F32, F16, BF16, F64 = 0, 1, 2, 3
+I32, I64 = 0, 1
+NONE, SUM, MEAN = 0, 1, 2
+BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 1, 2, 3
+TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
+# Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
+TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
+
+
+class Desc(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("classes", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("label_type", ctypes.c_int),
+        ("reduction", ctypes.c_int),
+        ("ignore_index", ctypes.c_int64),
+        ("label_smoothing", ctypes.c_double),
+        ("all_ignored_zero", ctypes.c_int),
+    ]
+
+
+LIB = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
+LIB.xent_last_error.restype = ctypes.c_char_p
+P = ctypes.c_void_p
+
+
+def raw(t):
+    t = t.contiguous()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.view(torch.int16).numpy().copy()
+    return t.numpy().copy()
+
+
+def from_raw(a, dtype):
+    t = torch.from_numpy(a)
+    if dtype in (F16, BF16):
+        return t.view(TORCH[dtype]).to(torch.float64)
+    return t.to(torch.float64)
+
+
+def ptr(a):
+    return a.ctypes.data_as(P) if a is not None else None
+
+
+class XentVsTorch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.handles = {}
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = P()
+            assert LIB.xent_create(ctypes.byref(h), BACKEND_CPU) == 0, LIB.xent_last_error()
+            assert LIB.xent_cpu_emulate(h, target) == 0, LIB.xent_last_error()
+            cls.handles[target] = h
+
+    def call(self, fn, *args):
+        status = fn(*args)
+        self.assertEqual(status, 0, LIB.xent_last_error().decode())
+
+    def check(self, target, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
+              scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0):
+        name = (f"target={target} dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} "
+                f"w={weighted} ii={ignore_index} eps={smoothing} scale={scale}")
+        rng = np.random.default_rng(seed)
+        h = self.handles[target]
+        d = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero))
+        x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
+        labels = rng.integers(0, classes, size=rows)
+        mask = np.ones(rows, bool) if ignore_all else rng.random(rows) < 0.2
+        labels = np.where(mask, ignore_index, labels).astype(np.int32 if label_type == I32 else np.int64)
+        acc = np.float64 if dtype == F64 else np.float32
+        weights = rng.uniform(0.3, 2.0, classes).astype(acc) if weighted else None
+        n_loss = rows if reduction == NONE else 1
+        dloss_t = torch.from_numpy(rng.uniform(0.5, 1.5, n_loss)).to(TORCH[dtype])
+        # PyTorch, in float64 on the same rounded values.
+        x64 = x.to(torch.float64, copy=True).requires_grad_(True)
+        kwargs = dict(reduction={NONE: "none", SUM: "sum", MEAN: "mean"}[reduction], ignore_index=ignore_index,
+                      label_smoothing=smoothing)
+        if weighted:
+            kwargs["weight"] = torch.from_numpy(weights.astype(np.float64))
+        want = F.cross_entropy(x64, torch.from_numpy(labels.astype(np.int64)), **kwargs)
+        dl = dloss_t.to(torch.float64)
+        want.backward(dl if reduction == NONE else dl[0])
+        want_grad = x64.grad.numpy()
+        want_lse = torch.logsumexp(x64, 1).detach().numpy()
+        want = want.detach().numpy().reshape(-1)
+        if all_ignored_zero and reduction == MEAN:
+            want = np.nan_to_num(want, nan=0.0)
+
+        xr, dloss = raw(x), raw(dloss_t)
+        ws_bytes = ctypes.c_size_t()
+        self.call(LIB.xent_ce_workspace_size, h, ctypes.byref(d), 2, ctypes.byref(ws_bytes))
+        ws = np.zeros(max(ws_bytes.value, 8), np.uint8)
+        loss = np.zeros(n_loss, xr.dtype)
+        lse = np.zeros(rows, acc)
+        grad = np.zeros_like(xr)
+        tol = TOL[dtype]
+        loss_scale = np.abs(want).max() if want.size and np.isfinite(want).all() else 1.0
+
+        # forward
+        self.call(LIB.xent_ce_forward, h, ctypes.byref(d), ptr(xr), ptr(labels), ptr(weights), ptr(loss), ptr(lse),
+                  ptr(ws), ctypes.c_size_t(ws.size), None)
+        np.testing.assert_allclose(from_raw(loss, dtype).numpy(), want, rtol=tol, atol=tol * loss_scale,
+                                   equal_nan=True, err_msg=name + " loss")
+        np.testing.assert_allclose(lse, want_lse, rtol=TOL[F32] if dtype != F64 else 1e-12, err_msg=name + " lse")
+        # backward from the saved lse
+        self.call(LIB.xent_ce_backward, h, ctypes.byref(d), ptr(xr), ptr(labels), ptr(weights), ptr(lse), ptr(dloss),
+                  ptr(grad), ptr(ws), ctypes.c_size_t(ws.size), None)
+        gscale = np.abs(want_grad).max() if want_grad.size else 1.0
+        np.testing.assert_allclose(from_raw(grad, dtype).numpy(), want_grad, rtol=tol, atol=tol * gscale,
+                                   equal_nan=True, err_msg=name + " grad (bwd)")
+        # fused, in place over a copy of the logits
+        fused = xr.copy()
+        loss2 = np.zeros_like(loss)
+        self.call(LIB.xent_ce_forward_backward, h, ctypes.byref(d), ptr(fused), ptr(labels), ptr(weights), ptr(dloss),
+                  ptr(loss2), None, ptr(fused), ptr(ws), ctypes.c_size_t(ws.size), None)
+        np.testing.assert_allclose(from_raw(loss2, dtype).numpy(), want, rtol=tol, atol=tol * loss_scale,
+                                   equal_nan=True, err_msg=name + " loss (fwd_bwd)")
+        np.testing.assert_allclose(from_raw(fused, dtype).numpy(), want_grad, rtol=tol, atol=tol * gscale,
+                                   equal_nan=True, err_msg=name + " grad (fwd_bwd, in place)")
+
+    def test_matrix(self):
+        seed = 0
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, F16, BF16, F64):
+                for reduction in (NONE, SUM, MEAN):
+                    for weighted, ignore_index, smoothing in ((False, -100, 0.0), (True, 1, 0.2)):
+                        seed += 1
+                        self.check(target, dtype, I64 if seed % 2 else I32, reduction, 13, 301, weighted,
+                                   ignore_index, smoothing, seed=seed)
+
+    def test_all_ignored(self):
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for zero in (False, True):
+                self.check(target, F32, I64, MEAN, 6, 50, True, -100, 0.1, ignore_all=True, all_ignored_zero=zero)
+
+    def test_large_logits_and_edge_shapes(self):
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            self.check(target, F32, I64, MEAN, 4, 2000, True, -100, 0.1, scale=1e4, seed=11)
+            self.check(target, BF16, I64, SUM, 3, 1, False, -100, 0.3, seed=12)  # C = 1
+            self.check(target, F16, I32, NONE, 1, 8192, False, 7, 0.0, seed=13)  # N = 1, long row
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
