@@ -8,8 +8,8 @@
 #include "runtime/reference.h"
 #include "tests/testutil.h"
 
-int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t seed, int weighted, int ignore_all,
-                  const char* name) {
+int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t seed, int flags, const char* name) {
+  const int weighted = (flags & TU_WEIGHTED) != 0;
   const xent_backend_kind kind = xent_handle_backend(h);
   const int64_t N = d->rows, C = d->classes;
   const size_t eb = tu_dtype_bytes(d->dtype);
@@ -18,7 +18,7 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
   const int64_t nloss = none ? N : 1;
   const size_t logits_bytes = (size_t)(N * C) * eb;
   tu_inputs in;
-  tu_make_inputs(d, seed, 4.0, weighted, ignore_all, &in);
+  tu_make_inputs(d, seed, 4.0, flags, &in);
 
   /* The reference, from the same (rounded) inputs. */
   double* want_rows = calloc((size_t)(N > 0 ? N : 1), sizeof(double));

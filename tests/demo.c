@@ -19,7 +19,7 @@ int main(void) {
   xent_ce_desc_init(&d, 64, 32000, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
   d.label_smoothing = 0.1;
   tu_inputs in;
-  tu_make_inputs(&d, 42, 4.0, 0, 0, &in);
+  tu_make_inputs(&d, 42, 4.0, 0, &in);
   const size_t logits_bytes = (size_t)(d.rows * d.classes) * 2;
   void* logits = tu_alloc(kind, logits_bytes);
   void* labels = tu_alloc(kind, (size_t)d.rows * 8);
@@ -49,7 +49,7 @@ int main(void) {
          (long long)d.classes, loss_value);
 
   /* The same call, every output, against the CPU reference. */
-  const int failed = tu_check_call(h, XENT_OP_FORWARD_BACKWARD, &d, 42, 0, 0, "demo");
+  const int failed = tu_check_call(h, XENT_OP_FORWARD_BACKWARD, &d, 42, 0, "demo");
   printf("%s\n", failed ? "MISMATCH with the CPU reference" : "matches the CPU reference (loss, lse, gradient)");
   tu_free(kind, logits);
   tu_free(kind, labels);

@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   /* {rows, classes, mix}. mix 0: PyTorch defaults; 1: class weights,
-     label_smoothing 0.1 and ignore_index 0; 2: every row ignored. */
+     label_smoothing 0.1 and ignore_index 0; 2: every row ignored; 3: some
+     labels out of range (NaN rows; ASan builds check nothing is read out of
+     bounds). */
   static const int64_t cases[][3] = {
       {3, 7, 0},      /* fewer rows and classes than a warp */
       {5, 1003, 1},   /* a width that is no multiple of a warp or a vector */
@@ -41,7 +43,8 @@ int main(int argc, char** argv) {
       {9, 1, 1},      /* C = 1 with smoothing and weights */
       {2, 131072, 1}, /* a 128K vocabulary */
       {4, 100, 2},    /* ignore_index on every row */
-      {40, 33, 0},    /* more rows than the reduction block has threads per warp */
+      {40, 33, 0},    /* more rows than a warp */
+      {6, 40, 3},     /* labels outside [0, C) */
   };
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int failures = 0, runs = 0;
@@ -68,7 +71,8 @@ int main(int argc, char** argv) {
       char name[256];
       snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld mix=%d", keys[k], argv[1], (long long)d.rows,
                (long long)d.classes, mix);
-      failures += tu_check_call(h, op, &d, 7919u * (unsigned)k + (unsigned)c, mix == 1, mix == 2, name);
+      const int flags = mix == 1 ? TU_WEIGHTED : mix == 2 ? TU_IGNORE_ALL : mix == 3 ? TU_BAD_LABELS : 0;
+      failures += tu_check_call(h, op, &d, 7919u * (unsigned)k + (unsigned)c, flags, name);
       runs++;
     }
   }

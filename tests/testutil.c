@@ -82,7 +82,7 @@ static uint64_t next_u64(uint64_t* s) {
 
 static double uniform(uint64_t* s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
-void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int weighted, int ignore_all, tu_inputs* in) {
+void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flags, tu_inputs* in) {
   const int64_t N = d->rows, C = d->classes;
   const size_t eb = tu_dtype_bytes(d->dtype);
   const xent_dtype acc = xent_acc_dtype(d->dtype);
@@ -92,12 +92,13 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int weig
   in->labels = malloc((size_t)(N > 0 ? N : 1) * 8);
   for (int64_t n = 0; n < N; ++n) {
     int64_t y = (int64_t)(next_u64(&s) % (uint64_t)C);
-    if (ignore_all || uniform(&s) < 0.25) y = d->ignore_index;
+    if ((flags & TU_IGNORE_ALL) || uniform(&s) < 0.25) y = d->ignore_index;
+    else if ((flags & TU_BAD_LABELS) && n % 3 == 1) y = (n % 2) ? C + 5 : -7;
     if (d->label_type == XENT_I32) ((int32_t*)in->labels)[n] = (int32_t)y;
     else ((int64_t*)in->labels)[n] = y;
   }
   in->weights = NULL;
-  if (weighted) {
+  if (flags & TU_WEIGHTED) {
     in->weights = malloc((size_t)C * 8);
     for (int64_t c = 0; c < C; ++c) xent_store(acc, in->weights, c, 0.25 + 1.5 * uniform(&s));
   }

@@ -26,9 +26,16 @@ typedef struct tu_inputs {
   void* dloss;        /* [N] or [1] loss dtype */
 } tu_inputs;
 
+/* What inputs to make besides random logits and labels. */
+enum {
+  TU_WEIGHTED = 1,    /* class weights */
+  TU_IGNORE_ALL = 2,  /* every label is ignore_index (else about a quarter) */
+  TU_BAD_LABELS = 4,  /* some labels outside [0, C): NaN rows, never an out-of-bounds read */
+};
+
 /* Random logits of magnitude `scale`, labels in [0, C) with about a quarter
-   set to desc->ignore_index (all of them if ignore_all), optional weights. */
-void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int weighted, int ignore_all, tu_inputs* in);
+   set to desc->ignore_index, and what `flags` asks for. */
+void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flags, tu_inputs* in);
 void tu_free_inputs(tu_inputs* in);
 
 /* Relative tolerance for values rounded to dtype and accumulated in its
@@ -52,8 +59,7 @@ size_t tu_dtype_bytes(xent_dtype dtype);
 #endif
 
 /* Runs `op` for desc on the handle's backend with inputs made from `seed`
-   (weights if `weighted`, smoothing from desc), checks loss, lse and grad
-   against the CPU reference, and for fwd_bwd also the in-place form.
-   Returns 0 if within tolerance; else prints why (prefixed by `name`). */
-int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* desc, uint64_t seed, int weighted,
-                  int ignore_all, const char* name);
+   and `flags` (TU_*), checks loss, lse and grad against the CPU reference,
+   and for fwd_bwd also the in-place form. Returns 0 if within tolerance;
+   else prints why (prefixed by `name`). */
+int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* desc, uint64_t seed, int flags, const char* name);

@@ -435,22 +435,25 @@ static void fiber_main(void) {
   /* uc_link returns to the scheduler. */
 }
 
-static int run_block(void) {
+/* Kept out of run_block: getcontext returns twice, and the compiler may not
+   keep a loop's variables in registers across it. */
+static void init_fiber(fiber* f, int i) {
   const xent_emu_dim3 b = L->block;
-  for (int i = 0; i < L->threads; ++i) {
-    fiber* f = &L->fibers[i];
-    memset(f, 0, sizeof *f);
-    f->linear = i;
-    f->tid = (xent_emu_dim3){(unsigned)i % b.x, (unsigned)(i / b.x) % b.y, (unsigned)(i / (b.x * b.y))};
-    f->warp = i / L->warp_size;
-    f->lane = i % L->warp_size;
-    f->state = F_RUNNABLE;
-    getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = L->stacks + (size_t)i * FIBER_STACK;
-    f->ctx.uc_stack.ss_size = FIBER_STACK;
-    f->ctx.uc_link = &L->scheduler;
-    makecontext(&f->ctx, fiber_main, 0);
-  }
+  memset(f, 0, sizeof *f);
+  f->linear = i;
+  f->tid = (xent_emu_dim3){(unsigned)i % b.x, (unsigned)(i / b.x) % b.y, (unsigned)(i / (b.x * b.y))};
+  f->warp = i / L->warp_size;
+  f->lane = i % L->warp_size;
+  f->state = F_RUNNABLE;
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = L->stacks + (size_t)i * FIBER_STACK;
+  f->ctx.uc_stack.ss_size = FIBER_STACK;
+  f->ctx.uc_link = &L->scheduler;
+  makecontext(&f->ctx, fiber_main, 0);
+}
+
+static int run_block(void) {
+  for (int i = 0; i < L->threads; ++i) init_fiber(&L->fibers[i], i);
   L->barrier_waiting = 0;
   free_shared();
   memset(L->dynamic, 0xA5, L->dynamic_smem);
