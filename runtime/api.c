@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "internal.h"
 
 size_t xent_dtype_bytes(xent_dtype dtype) {
@@ -106,12 +107,11 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
   return XENT_OK;
 }
 
-static xent_status workspace_size(const xent_handle* h, const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  switch (h->kind) {
-    case XENT_BACKEND_CUDA: return xent_cuda_ce_workspace(d, op, bytes);
-    case XENT_BACKEND_HIP: return xent_hip_ce_workspace(d, op, bytes);
-    default: return xent_cpu_ce_workspace(d, op, bytes);
-  }
+/* Every backend runs the generated launchers, whose workspace layout is
+   xent_ce_workspace_bytes() (generated xent_launch.h). */
+static size_t required_workspace(const xent_ce_desc* d, xent_op op) {
+  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
+  return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
 }
 
 xent_status xent_ce_workspace_size(const xent_handle* h, const xent_ce_desc* d, xent_op op, size_t* bytes) {
@@ -121,7 +121,8 @@ xent_status xent_ce_workspace_size(const xent_handle* h, const xent_ce_desc* d, 
   if (op < XENT_OP_FORWARD || op > XENT_OP_FORWARD_BACKWARD)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: op %d is not a xent_op", (int)op);
   if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: bytes is NULL");
-  return workspace_size(h, d, op, bytes);
+  *bytes = required_workspace(d, op);
+  return XENT_OK;
 }
 
 /* Byte ranges [p, p + n) overlap. */
@@ -151,9 +152,7 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                        "%s: grad overlaps logits (only grad == logits, in place, with xent_ce_forward_backward)", fn);
   }
-  size_t need = 0;
-  s = workspace_size(h, d, c->op, &need);
-  if (s != XENT_OK) return s;
+  const size_t need = required_workspace(d, c->op);
   if (c->workspace_bytes < need)
     return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, this call needs %zu (xent_ce_workspace_size)",
                      fn, c->workspace_bytes, need);

@@ -13,12 +13,6 @@ extern const size_t xent_cuda_dispatch_count_emu;
 extern const xent_dispatch_entry xent_hip_dispatch_emu[];
 extern const size_t xent_hip_dispatch_count_emu;
 
-xent_status xent_cpu_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
-  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
-  return XENT_OK;
-}
-
 xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   xent_clear_error();
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: handle is NULL");
@@ -41,23 +35,7 @@ xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
           : xent_ce_lookup(xent_cuda_dispatch_emu, xent_cuda_dispatch_count_emu, target, d, call->op,
                            call->weights != NULL, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
-  const xent_ce_args args = {
-      .rows = d->rows,
-      .classes = d->classes,
-      .logits = call->logits,
-      .labels = call->labels,
-      .weights = call->weights,
-      .lse_in = call->lse_in,
-      .dloss = call->dloss,
-      .loss = call->loss,
-      .lse_out = call->lse_out,
-      .grad = call->grad,
-      .workspace = call->workspace,
-      .ignore_index = d->ignore_index,
-      .label_smoothing = d->label_smoothing,
-      .all_ignored_zero = d->all_ignored_zero,
-      .stream = call->stream,
-  };
+  const xent_ce_args args = xent_ce_args_for(d, call);
   if (e->launch(&args) != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", key, target, xent_emu_last_message());
   }

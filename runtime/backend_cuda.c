@@ -23,12 +23,6 @@ xent_status xent_cuda_open(xent_handle* h) {
   return XENT_OK;
 }
 
-xent_status xent_cuda_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
-  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
-  return XENT_OK;
-}
-
 xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   char key[160];
   const xent_dispatch_entry* e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", d, call->op,
@@ -38,23 +32,7 @@ xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_c
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", key,
                      e->min_arch, h->arch);
   }
-  const xent_ce_args args = {
-      .rows = d->rows,
-      .classes = d->classes,
-      .logits = call->logits,
-      .labels = call->labels,
-      .weights = call->weights,
-      .lse_in = call->lse_in,
-      .dloss = call->dloss,
-      .loss = call->loss,
-      .lse_out = call->lse_out,
-      .grad = call->grad,
-      .workspace = call->workspace,
-      .ignore_index = d->ignore_index,
-      .label_smoothing = d->label_smoothing,
-      .all_ignored_zero = d->all_ignored_zero,
-      .stream = call->stream,
-  };
+  const xent_ce_args args = xent_ce_args_for(d, call);
   const int err = e->launch(&args);
   if (err != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", key,

@@ -8,13 +8,6 @@ xent_status xent_cuda_open(xent_handle* h) {
                    "cuda backend: this libxent was built without CUDA (build with --config=cuda)");
 }
 
-xent_status xent_cuda_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  (void)d;
-  (void)op;
-  *bytes = 0;
-  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: not built in");
-}
-
 xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   (void)h;
   (void)d;

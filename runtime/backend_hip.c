@@ -29,12 +29,6 @@ xent_status xent_hip_open(xent_handle* h) {
   return XENT_OK;
 }
 
-xent_status xent_hip_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
-  *bytes = xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
-  return XENT_OK;
-}
-
 xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   char key[160];
   const xent_dispatch_entry* e = xent_ce_lookup(xent_hip_dispatch, xent_hip_dispatch_count, "hip", d, call->op,
@@ -44,23 +38,7 @@ xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", key,
                      e->min_arch, h->arch);
   }
-  const xent_ce_args args = {
-      .rows = d->rows,
-      .classes = d->classes,
-      .logits = call->logits,
-      .labels = call->labels,
-      .weights = call->weights,
-      .lse_in = call->lse_in,
-      .dloss = call->dloss,
-      .loss = call->loss,
-      .lse_out = call->lse_out,
-      .grad = call->grad,
-      .workspace = call->workspace,
-      .ignore_index = d->ignore_index,
-      .label_smoothing = d->label_smoothing,
-      .all_ignored_zero = d->all_ignored_zero,
-      .stream = call->stream,
-  };
+  const xent_ce_args args = xent_ce_args_for(d, call);
   const int err = e->launch(&args);
   if (err != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "hip backend: launching %s failed: %s", key,

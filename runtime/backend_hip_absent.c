@@ -8,13 +8,6 @@ xent_status xent_hip_open(xent_handle* h) {
                    "hip backend: this libxent was built without HIP (build with --config=rocm)");
 }
 
-xent_status xent_hip_ce_workspace(const xent_ce_desc* d, xent_op op, size_t* bytes) {
-  (void)d;
-  (void)op;
-  *bytes = 0;
-  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: not built in");
-}
-
 xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   (void)h;
   (void)d;

@@ -66,3 +66,24 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
             target, base, wanted[0], wanted[1], wanted[2]);
   return NULL;
 }
+
+xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
+  const xent_ce_args args = {
+      .rows = d->rows,
+      .classes = d->classes,
+      .logits = call->logits,
+      .labels = call->labels,
+      .weights = call->weights,
+      .lse_in = call->lse_in,
+      .dloss = call->dloss,
+      .loss = call->loss,
+      .lse_out = call->lse_out,
+      .grad = call->grad,
+      .workspace = call->workspace,
+      .ignore_index = d->ignore_index,
+      .label_smoothing = d->label_smoothing,
+      .all_ignored_zero = d->all_ignored_zero,
+      .stream = call->stream,
+  };
+  return args;
+}

@@ -42,17 +42,14 @@ size_t xent_dtype_bytes(xent_dtype dtype);
 const char* xent_dtype_name(xent_dtype dtype);
 
 /* Backends. Each validates nothing api.c already validated. */
-xent_status xent_cpu_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
 xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
 
 /* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
    or no device is present. */
 xent_status xent_cuda_open(xent_handle* h);
-xent_status xent_cuda_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
 xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
 
 xent_status xent_hip_open(xent_handle* h);
-xent_status xent_hip_ce_workspace(const xent_ce_desc* desc, xent_op op, size_t* bytes);
 xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
 
 #endif

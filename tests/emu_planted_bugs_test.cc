@@ -132,6 +132,16 @@ __global__ void shuffles_cuda(int* out) {
   out[5 * 32 + lane] = __all_sync(0xffffffffu, lane < 32) + 2 * __any_sync(0xffffffffu, lane == 31);
 }
 
+// Conversions that must round to nearest even, as the hardware does.
+__global__ void conversions(float* out) {
+  const float x = 1.0f + 1.0f / 2048.0f;  // halfway between two halves: rounds to even (1.0)
+  out[0] = __half2float(__float2half_rn(x));
+  out[1] = __half2float(__float2half_rn(x + 1.0f / 4096.0f));  // above halfway: rounds up
+  out[2] = __bfloat162float(__float2bfloat16_rn(1.0f + 1.0f / 256.0f));  // bf16 halfway: to even (1.0)
+  out[3] = __bfloat162float(__float2bfloat16_rn(1.0f + 3.0f / 256.0f));  // halfway, odd below: up
+  out[4] = __half2float(__float2half_rn(65520.0f));  // rounds to infinity
+}
+
 __global__ void shuffles_hip(long long* out) {
   const int lane = (int)threadIdx.x;
   out[0 * 64 + lane] = __shfl_xor((long long)lane, 33);
@@ -204,6 +214,14 @@ int main() {
     expect((unsigned long long)h[64 + l] == 0xF000000000000000ull, "64-lane ballot lane " + std::to_string(l));
     expect(h[128 + l] == 630, "64-lane shfl lane " + std::to_string(l));
   }
+
+  std::vector<float> conv(5);
+  expect_clean("half and bfloat16 conversions", LAUNCH(conversions, 32, XENT_EMU_SMEM_CUDA, (1), (1), 0, conv.data()));
+  expect(conv[0] == 1.0f, "f16 halfway rounds to even");
+  expect(conv[1] == 1.0f + 1.0f / 1024.0f, "f16 above halfway rounds up");
+  expect(conv[2] == 1.0f, "bf16 halfway rounds to even");
+  expect(conv[3] == 1.0f + 4.0f / 256.0f, "bf16 halfway from odd rounds up");
+  expect(isinf(conv[4]), "f16 65520 rounds to infinity");
 
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

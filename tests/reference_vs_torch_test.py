@@ -16,23 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-F32, F16, BF16, F64 = 0, 1, 2, 3
-I32, I64 = 0, 1
-NONE, SUM, MEAN = 0, 1, 2
-NO_IGNORE = -(2**63)
-
-
-class Desc(ctypes.Structure):
-    _fields_ = [
-        ("rows", ctypes.c_int64),
-        ("classes", ctypes.c_int64),
-        ("dtype", ctypes.c_int),
-        ("label_type", ctypes.c_int),
-        ("reduction", ctypes.c_int),
-        ("ignore_index", ctypes.c_int64),
-        ("label_smoothing", ctypes.c_double),
-        ("all_ignored_zero", ctypes.c_int),
-    ]
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, Desc
+from xent_ctypes import NO_IGNORE_INDEX as NO_IGNORE
 
 
 def find_library():

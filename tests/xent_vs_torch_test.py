@@ -17,26 +17,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-F32, F16, BF16, F64 = 0, 1, 2, 3
-I32, I64 = 0, 1
-NONE, SUM, MEAN = 0, 1, 2
-BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 1, 2, 3
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, Desc
+
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 # Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
 TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
-
-
-class Desc(ctypes.Structure):
-    _fields_ = [
-        ("rows", ctypes.c_int64),
-        ("classes", ctypes.c_int64),
-        ("dtype", ctypes.c_int),
-        ("label_type", ctypes.c_int),
-        ("reduction", ctypes.c_int),
-        ("ignore_index", ctypes.c_int64),
-        ("label_smoothing", ctypes.c_double),
-        ("all_ignored_zero", ctypes.c_int),
-    ]
 
 
 LIB = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))

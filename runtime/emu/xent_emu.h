@@ -202,3 +202,13 @@ inline __half __float2half_rn(float f) { return __half{xent_float_to_f16(f)}; }
 inline __half __float2half(float f) { return __float2half_rn(f); }
 inline __half __ushort_as_half(unsigned short u) { return __half{u}; }
 inline unsigned short __half_as_ushort(__half h) { return h.x; }
+
+// bfloat16 (CUDA's __nv_bfloat16), rounded to nearest even like the device.
+struct __nv_bfloat16 {
+  uint16_t x;
+};
+inline float __bfloat162float(__nv_bfloat16 b) { return xent_bf16_to_float(b.x); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16{xent_float_to_bf16(f)}; }
+inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat16{u}; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.x; }

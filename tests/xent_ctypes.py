@@ -1,0 +1,25 @@
+"""ctypes mirrors of runtime/xent.h for the Python tests: the descriptor
+struct and the enum values (tests/runtime_test.c checks the C side)."""
+
+import ctypes
+
+F32, F16, BF16, F64 = 0, 1, 2, 3
+I32, I64 = 0, 1
+NONE, SUM, MEAN = 0, 1, 2
+BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 1, 2, 3
+NO_IGNORE_INDEX = -(2**63)
+
+
+class Desc(ctypes.Structure):
+    """xent_ce_desc."""
+
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("classes", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("label_type", ctypes.c_int),
+        ("reduction", ctypes.c_int),
+        ("ignore_index", ctypes.c_int64),
+        ("label_smoothing", ctypes.c_double),
+        ("all_ignored_zero", ctypes.c_int),
+    ]
