@@ -46,6 +46,8 @@ static void push_variant(lua_State* L, const gen_variant* v) {
   SET("weights", weights);
   SET("label_smoothing", label_smoothing);
   SET("ignore_index", ignore_index);
+  SET("z_loss", z_loss);
+  SET("softcap", softcap);
   SET("spec", spec);
   SET("template", tmpl);
   SET("min_arch_hip", min_arch_hip);

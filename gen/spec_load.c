@@ -35,6 +35,8 @@ static int copy_variant(lua_State* L, gen_variant* v, gen_error* err) {
   FIELD("weights", weights);
   FIELD("label_smoothing", label_smoothing);
   FIELD("ignore_index", ignore_index);
+  FIELD("z_loss", z_loss);
+  FIELD("softcap", softcap);
   FIELD("spec", spec);
   FIELD("template", tmpl);
   FIELD("min_arch_hip", min_arch_hip);

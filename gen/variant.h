@@ -20,6 +20,8 @@ typedef struct gen_variant {
   char weights[16];            /* "runtime" or a specialized value */
   char label_smoothing[16];
   char ignore_index[16];
+  char z_loss[16];
+  char softcap[16];
   char spec[GEN_PATH_MAX];     /* the spec file it came from */
   char tmpl[64];               /* template file name under templates/ */
   int min_arch_cuda;           /* SM number, e.g. 70 */

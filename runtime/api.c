@@ -1,5 +1,6 @@
 /* The public entry points: validate every argument (naming it on error),
    then route to the handle's backend. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   d->reduction = reduction;
   d->ignore_index = -100;
   d->label_smoothing = 0.0;
+  d->z_loss = 0.0;
+  d->softcap = 0.0;
   d->all_ignored_zero = 0;
 }
 
@@ -104,6 +107,10 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->reduction %d is not a xent_reduction", fn, (int)d->reduction);
   if (!(d->label_smoothing >= 0.0 && d->label_smoothing <= 1.0))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_smoothing is %g, must be in [0, 1]", fn, d->label_smoothing);
+  if (!(d->z_loss >= 0.0 && isfinite(d->z_loss)))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->z_loss is %g, must be finite and >= 0", fn, d->z_loss);
+  if (!(d->softcap >= 0.0 && isfinite(d->softcap)))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->softcap is %g, must be finite and >= 0 (0 = off)", fn, d->softcap);
   return XENT_OK;
 }
 

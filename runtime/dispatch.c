@@ -43,27 +43,36 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
                                        size_t key_cap) {
   char base[96];
   xent_ce_base_key(d, op, base, sizeof base);
-  /* The option axes in key order (weights, label_smoothing, ignore_index) and
-     the specialized value this call needs for each. */
-  const char* wanted[3] = {
+  /* The option axes in key order (gen/lua/dsl.lua's schema) and the
+     specialized value this call needs for each. */
+  enum { AXES = 5 };
+  static const char* const names[AXES] = {"weights", "label_smoothing", "ignore_index", "z_loss", "softcap"};
+  const char* wanted[AXES] = {
       has_weights ? "weighted" : "unweighted",
       d->label_smoothing != 0 ? "smooth" : "nosmooth",
       d->ignore_index != XENT_NO_IGNORE_INDEX ? "ignore" : "noignore",
+      d->z_loss != 0 ? "zloss" : "nozloss",
+      d->softcap != 0 ? "softcap" : "nocap",
   };
-  /* Bit i set = axis i specialized in the key; try all specialized first. */
-  for (int mask = 7; mask >= 0; --mask) {
+  /* Bit i set = axis i specialized in the key; the most specialized key that
+     exists wins, the key with every option at run time comes last. */
+  for (int mask = (1 << AXES) - 1; mask >= 0; --mask) {
     int len = snprintf(key, key_cap, "%s", base);
-    for (int axis = 0; axis < 3; ++axis) {
+    for (int axis = 0; axis < AXES; ++axis) {
       if (mask & (1 << axis)) len += snprintf(key + len, key_cap > (size_t)len ? key_cap - (size_t)len : 0, "_%s", wanted[axis]);
     }
     const xent_dispatch_entry* e = xent_table_find(table, count, key);
     if (e) return e;
   }
   snprintf(key, key_cap, "%s", base);
+  char options[256];
+  int len = 0;
+  for (int axis = 0; axis < AXES; ++axis)
+    len += snprintf(options + len, sizeof options - (size_t)len, "%s%s: %s", axis ? ", " : "", names[axis], wanted[axis]);
   xent_fail(XENT_ERROR_NOT_GENERATED,
-            "no %s kernel was generated for %s (weights: %s, label_smoothing: %s, ignore_index: %s): add it "
-            "to the spec of family cross_entropy (specs/cross_entropy.lua) and rebuild",
-            target, base, wanted[0], wanted[1], wanted[2]);
+            "no %s kernel was generated for %s (%s): add it to the spec of family cross_entropy "
+            "(specs/cross_entropy.lua) and rebuild",
+            target, base, options);
   return NULL;
 }
 
@@ -82,6 +91,8 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .workspace = call->workspace,
       .ignore_index = d->ignore_index,
       .label_smoothing = d->label_smoothing,
+      .z_loss = d->z_loss,
+      .softcap = d->softcap,
       .all_ignored_zero = d->all_ignored_zero,
       .stream = call->stream,
   };

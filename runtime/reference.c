@@ -8,17 +8,23 @@ static double weight_of(const xent_ce_desc* d, const void* weights, int64_t c) {
   return weights ? xent_load(xent_acc_dtype(d->dtype), weights, c) : 1.0;
 }
 
+/* Logit i after soft-capping (cap * tanh(x / cap); none when cap is 0). */
+static double logit(const xent_ce_desc* d, const void* logits, int64_t i) {
+  const double x = xent_load(d->dtype, logits, i);
+  return d->softcap > 0 ? d->softcap * tanh(x / d->softcap) : x;
+}
+
 static double row_lse(const xent_ce_desc* d, const void* logits, int64_t n) {
   const int64_t C = d->classes;
   double m = -INFINITY;
   for (int64_t c = 0; c < C; ++c) {
-    const double x = xent_load(d->dtype, logits, n * C + c);
+    const double x = logit(d, logits, n * C + c);
     if (isnan(x)) return NAN;
     if (x > m) m = x;
   }
   if (m == -INFINITY || m == INFINITY) return m;
   double s = 0;
-  for (int64_t c = 0; c < C; ++c) s += exp(xent_load(d->dtype, logits, n * C + c) - m);
+  for (int64_t c = 0; c < C; ++c) s += exp(logit(d, logits, n * C + c) - m);
   return m + log(s);
 }
 
@@ -54,12 +60,13 @@ void xent_ref_ce_forward(const xent_ce_desc* d, const void* logits, const void* 
         l = NAN;
       } else {
         const double wy = weight_of(d, weights, y);
-        l = (1 - eps) * wy * (lse - xent_load(d->dtype, logits, n * C + y));
+        l = (1 - eps) * wy * (lse - logit(d, logits, n * C + y));
         if (eps != 0) {
           double sum_wx = 0;
-          for (int64_t c = 0; c < C; ++c) sum_wx += weight_of(d, weights, c) * xent_load(d->dtype, logits, n * C + c);
+          for (int64_t c = 0; c < C; ++c) sum_wx += weight_of(d, weights, c) * logit(d, logits, n * C + c);
           l += eps / (double)C * (sum_w * lse - sum_wx);
         }
+        l += d->z_loss * lse * lse;
         total_weight += wy;
       }
     }
@@ -96,11 +103,16 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
     const double scale = upstream / mean_denominator;
     const double lse = lse_in ? lse_in[n] : row_lse(d, logits, n);
     const double wy = weight_of(d, weights, y);
-    const double p_coef = (1 - eps) * wy + eps / (double)C * sum_w;
+    const double p_coef = (1 - eps) * wy + eps / (double)C * sum_w + 2 * d->z_loss * lse;
     for (int64_t c = 0; c < C; ++c) {
-      const double p = exp(xent_load(d->dtype, logits, n * C + c) - lse);
+      const double p = exp(logit(d, logits, n * C + c) - lse);
       double dx = p * p_coef - eps / (double)C * weight_of(d, weights, c);
       if (c == y) dx -= (1 - eps) * wy;
+      if (d->softcap > 0) {
+        /* Chain rule through cap * tanh(x / cap). */
+        const double t = tanh(xent_load(d->dtype, logits, n * C + c) / d->softcap);
+        dx *= 1 - t * t;
+      }
       g[c] = scale * dx;
     }
   }

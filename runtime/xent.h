@@ -73,6 +73,8 @@ typedef struct xent_ce_desc {
   int64_t ignore_index;    /* default -100 (PyTorch); any value, or XENT_NO_IGNORE_INDEX */
   double label_smoothing;  /* epsilon in [0, 1], default 0 */
   int all_ignored_zero;    /* mean over no (weighted) rows: 0 if set (ONNX Runtime), NaN if not (PyTorch, default) */
+  double z_loss;           /* z >= 0: each counted row adds z * lse^2 (Liger's lse_square_scale); 0 = off */
+  double softcap;          /* cap > 0: logits -> cap * tanh(logits / cap) first (Gemma-2); 0 = off */
 } xent_ce_desc;
 
 /* PyTorch's defaults: ignore_index -100, no smoothing, NaN for an all-ignored mean. */

@@ -16,11 +16,16 @@ specialize "label" { "i32", "i64" }
 -- partials for a deterministic two-stage sum), so it is compile time too.
 specialize "reduction" { "none", "sum", "mean" }
 
--- Options that cost one uniform branch per row (or a scalar read): run time,
--- so that 3 x 4 x 2 x 3 = 72 kernels per target cover every combination.
+-- Options that cost one uniform branch per row or element (or a scalar
+-- read): run time, so that 3 x 4 x 2 x 3 = 72 kernels per target cover every
+-- combination.
 runtime "weights"          -- null pointer = unweighted; weights[y] is one load per row
 runtime "label_smoothing"  -- epsilon = 0 skips the per-row sum of logits
 runtime "ignore_index"     -- one integer compare per row
+-- LLM-training extras (Liger's lse_square_scale, Gemma-2's logit cap): a
+-- scale of 0 turns each off; the cap costs a tanh per element when on.
+runtime "z_loss"           -- loss += z * lse^2 on counted rows
+runtime "softcap"          -- logits -> cap * tanh(logits / cap)
 
 -- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
 -- the kernels assume (every shuffle names its mask).

@@ -21,7 +21,7 @@ GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f1
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\n')
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\n')
 
 
 def xentgen(*args, cwd=None):
@@ -49,7 +49,7 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + AXES.replace('{ "f32" }', '{ "f32", "f8" }'), 3, "unknown dtype 'f8'")
 
     def test_unknown_axis(self):
-        self.check(HEADER + AXES + 'runtime "temperature"\n', 9, "unknown axis 'temperature'")
+        self.check(HEADER + AXES + 'runtime "temperature"\n', 11, "unknown axis 'temperature'")
 
     def test_unknown_op(self):
         self.check('family "cross_entropy"\nops { "fwd", "fwdd" }\n' + AXES, 2, "unknown op 'fwdd'")
@@ -70,7 +70,7 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + 'specialize "dtype" { "f32"\n', 4, "expected")
 
     def test_axis_declared_twice(self):
-        self.check(HEADER + AXES + 'runtime "weights"\n', 9, "axis 'weights' declared twice (first at line 6)")
+        self.check(HEADER + AXES + 'runtime "weights"\n', 11, "axis 'weights' declared twice (first at line 6)")
 
     def test_missing_axis(self):
         self.check(HEADER + AXES.replace('runtime "ignore_index"\n', ""), 1, "axis 'ignore_index' is not declared")
@@ -85,16 +85,16 @@ class SpecErrors(unittest.TestCase):
         self.check('ops { "fwd" }\n', 1, "'ops' before 'family'")
 
     def test_stale_exclude(self):
-        self.check(HEADER + AXES + 'exclude { dtype = "f64" }\n', 9, "exclude matches no variant")
+        self.check(HEADER + AXES + 'exclude { dtype = "f64" }\n', 11, "exclude matches no variant")
 
     def test_exclude_unknown_value(self):
-        self.check(HEADER + AXES + 'exclude { reduction = "avg" }\n', 9, "exclude: unknown reduction 'avg'")
+        self.check(HEADER + AXES + 'exclude { reduction = "avg" }\n', 11, "exclude: unknown reduction 'avg'")
 
     def test_everything_excluded(self):
         self.check(HEADER + AXES + 'exclude { dtype = "f32" }\n', 1, "every variant is excluded")
 
     def test_bad_min_arch(self):
-        self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", 9, "min_arch.cuda must be an SM number")
+        self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", 11, "min_arch.cuda must be an SM number")
 
     def test_runtime_error_in_spec(self):
         self.check(HEADER + "local x = nil + 1\n", 3, "attempt to perform arithmetic")

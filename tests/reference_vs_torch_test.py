@@ -189,6 +189,51 @@ class ReferenceVsTorch(unittest.TestCase):
         LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, ptr(rows), None, None)
         self.assertTrue(np.isnan(rows).all())
 
+    def test_z_loss_and_softcap(self):
+        """Liger's z-loss (z * lse^2 per counted row, with the mean's
+        denominator) and Gemma-2's soft cap (cap * tanh(x / cap) before the
+        softmax), alone and together, against PyTorch autograd."""
+        rng = np.random.default_rng(10)
+        for reduction in (NONE, SUM, MEAN):
+            for z, cap in ((0.01, 0.0), (0.0, 3.0), (0.05, 5.0)):
+                for weighted, smoothing in ((False, 0.0), (True, 0.2)):
+                    rows, classes = 12, 37
+                    x = rng.standard_normal((rows, classes)) * 6
+                    labels = rng.integers(0, classes, rows)
+                    labels[rng.random(rows) < 0.25] = -100
+                    weights = rng.uniform(0.3, 2.0, classes).astype(np.float64) if weighted else None
+                    d = Desc(rows, classes, F64, I64, reduction, -100, smoothing, 0, z, cap)
+                    loss_rows, total, lse = np.zeros(rows), np.zeros(1), np.zeros(rows)
+                    LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), ptr(loss_rows),
+                                            ptr(total), ptr(lse))
+                    x64 = torch.from_numpy(x.copy()).requires_grad_(True)
+                    xc = cap * torch.tanh(x64 / cap) if cap else x64
+                    lab = torch.from_numpy(labels)
+                    w = torch.from_numpy(weights) if weighted else None
+                    counted = (lab != -100).to(torch.float64)
+                    zterm = z * torch.logsumexp(xc, 1) ** 2 * counted
+                    red = {NONE: "none", SUM: "sum", MEAN: "mean"}[reduction]
+                    ce = F.cross_entropy(xc, lab, weight=w, reduction=red, label_smoothing=smoothing)
+                    if reduction == NONE:
+                        want = ce + zterm
+                    elif reduction == SUM:
+                        want = ce + zterm.sum()
+                    else:
+                        denominator = (w[lab.clamp(min=0)] * counted).sum() if weighted else counted.sum()
+                        want = ce + zterm.sum() / denominator
+                    name = f"red={reduction} z={z} cap={cap} w={weighted} eps={smoothing}"
+                    got = loss_rows if reduction == NONE else total
+                    np.testing.assert_allclose(got, want.detach().numpy().reshape(-1), rtol=1e-10, atol=1e-12,
+                                               err_msg=name)
+                    np.testing.assert_allclose(lse, torch.logsumexp(xc, 1).detach().numpy(), rtol=1e-12, err_msg=name)
+                    dloss = rng.uniform(0.5, 1.5, rows if reduction == NONE else 1)
+                    want.backward(torch.from_numpy(dloss) if reduction == NONE else torch.tensor(dloss[0]))
+                    grad = np.zeros(rows * classes)
+                    LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), None, ptr(dloss),
+                                             ptr(grad))
+                    np.testing.assert_allclose(grad.reshape(rows, classes), x64.grad.numpy(), rtol=1e-9, atol=1e-12,
+                                               err_msg=name + " (grad)")
+
     def test_half_conversions_match_numpy_and_torch(self):
         rng = np.random.default_rng(9)
         values = np.concatenate([

@@ -1,6 +1,7 @@
 /* The public API's error paths and the dispatch lookup.
    usage: runtime_test CUDA_MANIFEST HIP_MANIFEST */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,13 @@ static int failures, checks;
 static void expect_error(xent_status got, xent_status status, const char* needle, const char* what) {
   CHECK(got == status, "%s: status %s, expected %s", what, xent_status_string(got), xent_status_string(status));
   CHECK(strstr(xent_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", what, xent_last_error(), needle);
+}
+
+/* tests/xent_ctypes.py mirrors xent_ce_desc; both sides pin its layout. */
+static void test_desc_layout(void) {
+  CHECK(sizeof(xent_ce_desc) == 72 && offsetof(xent_ce_desc, all_ignored_zero) == 48 &&
+            offsetof(xent_ce_desc, softcap) == 64,
+        "xent_ce_desc layout changed: update tests/xent_ctypes.py (DESC_LAYOUT) too");
 }
 
 static void test_error_paths(void) {
@@ -84,6 +92,14 @@ static void test_error_paths(void) {
   bad.label_smoothing = NAN;
   expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
                "label_smoothing", "smoothing NaN");
+  bad = d;
+  bad.z_loss = -1;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->z_loss is -1", "z_loss -1");
+  bad = d;
+  bad.softcap = INFINITY;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->softcap is inf", "softcap inf");
   size_t ws = 0;
   expect_error(xent_ce_workspace_size(h, &d, (xent_op)5, &ws), XENT_ERROR_INVALID_ARGUMENT, "op 5", "workspace(op 5)");
   expect_error(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, NULL), XENT_ERROR_INVALID_ARGUMENT, "bytes is NULL",
@@ -169,6 +185,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: runtime_test CUDA_MANIFEST HIP_MANIFEST\n");
     return 2;
   }
+  test_desc_layout();
   test_error_paths();
   test_lookup_preference();
   test_every_manifest_key(argv[1], argv[2]);

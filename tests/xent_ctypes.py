@@ -1,5 +1,6 @@
 """ctypes mirrors of runtime/xent.h for the Python tests: the descriptor
-struct and the enum values (tests/runtime_test.c checks the C side)."""
+struct and the enum values. Its layout is pinned on both sides: DESC_LAYOUT
+here (checked by the tests that import it) and in tests/runtime_test.c."""
 
 import ctypes
 
@@ -22,4 +23,12 @@ class Desc(ctypes.Structure):
         ("ignore_index", ctypes.c_int64),
         ("label_smoothing", ctypes.c_double),
         ("all_ignored_zero", ctypes.c_int),
+        ("z_loss", ctypes.c_double),
+        ("softcap", ctypes.c_double),
     ]
+
+
+# sizeof and the offsets of all_ignored_zero and softcap, as runtime_test.c
+# asserts for the C struct.
+DESC_LAYOUT = (72, 48, 64)
+assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset) == DESC_LAYOUT

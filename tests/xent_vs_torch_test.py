@@ -62,12 +62,13 @@ class XentVsTorch(unittest.TestCase):
         self.assertEqual(status, 0, LIB.xent_last_error().decode())
 
     def check(self, target, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
-              scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0):
+              scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0, z_loss=0.0, softcap=0.0):
         name = (f"target={target} dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} "
                 f"w={weighted} ii={ignore_index} eps={smoothing} scale={scale}")
         rng = np.random.default_rng(seed)
         h = self.handles[target]
-        d = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero))
+        d = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero), z_loss,
+                 softcap)
         x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
         labels = rng.integers(0, classes, size=rows)
         mask = np.ones(rows, bool) if ignore_all else rng.random(rows) < 0.2
@@ -82,11 +83,23 @@ class XentVsTorch(unittest.TestCase):
                       label_smoothing=smoothing)
         if weighted:
             kwargs["weight"] = torch.from_numpy(weights.astype(np.float64))
-        want = F.cross_entropy(x64, torch.from_numpy(labels.astype(np.int64)), **kwargs)
+        lab = torch.from_numpy(labels.astype(np.int64))
+        xc = softcap * torch.tanh(x64 / softcap) if softcap else x64
+        want = F.cross_entropy(xc, lab, **kwargs)
+        if z_loss:
+            counted = (lab != ignore_index).to(torch.float64)
+            zterm = z_loss * torch.logsumexp(xc, 1) ** 2 * counted
+            if reduction == NONE:
+                want = want + zterm
+            elif reduction == SUM:
+                want = want + zterm.sum()
+            else:
+                w = kwargs["weight"][lab.clamp(min=0)] if weighted else torch.ones(rows, dtype=torch.float64)
+                want = want + zterm.sum() / (w * counted).sum()
         dl = dloss_t.to(torch.float64)
         want.backward(dl if reduction == NONE else dl[0])
         want_grad = x64.grad.numpy()
-        want_lse = torch.logsumexp(x64, 1).detach().numpy()
+        want_lse = torch.logsumexp(xc, 1).detach().numpy()
         want = want.detach().numpy().reshape(-1)
         if all_ignored_zero and reduction == MEAN:
             want = np.nan_to_num(want, nan=0.0)
@@ -143,6 +156,15 @@ class XentVsTorch(unittest.TestCase):
             self.check(target, F32, I64, MEAN, 4, 2000, True, -100, 0.1, scale=1e4, seed=11)
             self.check(target, BF16, I64, SUM, 3, 1, False, -100, 0.3, seed=12)  # C = 1
             self.check(target, F16, I32, NONE, 1, 8192, False, 7, 0.0, seed=13)  # N = 1, long row
+
+    def test_z_loss_and_softcap(self):
+        seed = 100
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, BF16, F64):
+                for reduction in (NONE, MEAN):
+                    seed += 1
+                    self.check(target, dtype, I64, reduction, 9, 513, True, -100, 0.1, scale=6.0, seed=seed,
+                               z_loss=0.02, softcap=4.0)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ M.schemas = {
       { name = "weights", values = { "unweighted", "weighted" } },
       { name = "label_smoothing", values = { "nosmooth", "smooth" } },
       { name = "ignore_index", values = { "noignore", "ignore" } },
+      { name = "z_loss", values = { "nozloss", "zloss" } },
+      { name = "softcap", values = { "nocap", "softcap" } },
     },
   },
 }

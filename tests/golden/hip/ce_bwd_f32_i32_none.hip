@@ -6,15 +6,17 @@
 // x = logits[n*C .. n*C + C); with p = softmax(x), lse = log sum exp(x):
 //   loss_n = (1-eps)*w[y]*(lse - x[y]) + (eps/C)*sum_c w[c]*(lse - x[c])
 //   dx_j   = scale_n*(p_j*((1-eps)*w[y] + (eps/C)*sum_c w[c]) - (1-eps)*w[y]*[j==y] - (eps/C)*w[j])
+// With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a
+// soft cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
 // a NaN row and is never used as an index.
-#line 17 "templates/cross_entropy.tmpl"
+#line 28 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 28 "templates/cross_entropy.tmpl"
+#line 39 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
@@ -22,11 +24,11 @@ xent_hip_ce_bwd_f32_i32_none_totals(const int32_t* __restrict__ labels, const fl
     int64_t rows, int64_t C, int64_t ignore_index, float* __restrict__ ws) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   float row_weight = 0, class_weight = 0;
-#line 36 "templates/cross_entropy.tmpl"
+#line 47 "templates/cross_entropy.tmpl"
   (void)labels, (void)rows, (void)ignore_index;
-#line 48 "templates/cross_entropy.tmpl"
+#line 59 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 50 "templates/cross_entropy.tmpl"
+#line 61 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ws[0] = row_weight;
@@ -34,64 +36,77 @@ xent_hip_ce_bwd_f32_i32_none_totals(const int32_t* __restrict__ labels, const fl
   }
 }
 
-#line 58 "templates/cross_entropy.tmpl"
+#line 69 "templates/cross_entropy.tmpl"
 // One block per row (grid-stride over rows): the gradient.
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_hip_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-#line 67 "templates/cross_entropy.tmpl"
-    const float* __restrict__ lse_in,
-#line 70 "templates/cross_entropy.tmpl"
-    const float* __restrict__ dloss, float* grad,
-#line 72 "templates/cross_entropy.tmpl"
-    float* __restrict__ ws) {
-#line 77 "templates/cross_entropy.tmpl"
-  const bool smoothing = eps != float(0);
+    float z, float cap,
 #line 79 "templates/cross_entropy.tmpl"
+    const float* __restrict__ lse_in,
+#line 82 "templates/cross_entropy.tmpl"
+    const float* __restrict__ dloss, float* grad,
+#line 84 "templates/cross_entropy.tmpl"
+    float* __restrict__ ws) {
+#line 89 "templates/cross_entropy.tmpl"
+  const bool smoothing = eps != float(0);
+#line 92 "templates/cross_entropy.tmpl"
+  const bool capped = cap != float(0);
+#line 94 "templates/cross_entropy.tmpl"
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 85 "templates/cross_entropy.tmpl"
+#line 100 "templates/cross_entropy.tmpl"
     const bool ignored = y == ignore_index;
-#line 87 "templates/cross_entropy.tmpl"
+#line 102 "templates/cross_entropy.tmpl"
     const bool in_range = y >= 0 && y < C;
-#line 124 "templates/cross_entropy.tmpl"
+#line 142 "templates/cross_entropy.tmpl"
     const float lse = lse_in[row];
-#line 127 "templates/cross_entropy.tmpl"
+#line 145 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - b*[j == y] - c*w[j], with the upstream scale folded in
     // before rounding to the gradient dtype.
-#line 130 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
     const float scale = dloss ? xent_load_f32(dloss[row]) : float(1);
-#line 136 "templates/cross_entropy.tmpl"
+#line 154 "templates/cross_entropy.tmpl"
     float a = 0, b = 0, c = 0;
     if (!ignored) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         a = b;
-#line 142 "templates/cross_entropy.tmpl"
+#line 160 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(C);
           a = b + c * (weights ? ws[1] : float(C));
         }
-#line 148 "templates/cross_entropy.tmpl"
+#line 167 "templates/cross_entropy.tmpl"
+        if (z != 0) a += scale * 2 * z * lse;
+#line 169 "templates/cross_entropy.tmpl"
       } else {
         a = float(NAN);
       }
     }
     float* g = grad + row * C;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float p = xent_exp(xent_load_f32(x[j]) - lse);
-#line 156 "templates/cross_entropy.tmpl"
-      const float dx = a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1));
-#line 160 "templates/cross_entropy.tmpl"
+#line 178 "templates/cross_entropy.tmpl"
+      // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
+      float xj = xent_load_f32(x[j]), dcap = 1;
+      if (capped) {
+        const float t = xent_tanh(xj / cap);
+        xj = cap * t;
+        dcap = 1 - t * t;
+      }
+      const float p = xent_exp(xj - lse);
+#line 189 "templates/cross_entropy.tmpl"
+      const float dx = (a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
+#line 193 "templates/cross_entropy.tmpl"
       g[j] = xent_store_f32(dx);
     }
-#line 163 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 189 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_hip_ce_bwd_f32_i32_none_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -107,25 +122,26 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const xent_ce_
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 211 "templates/cross_entropy.tmpl"
+#line 244 "templates/cross_entropy.tmpl"
   if (weights && eps != float(0)) {
-#line 215 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 219 "templates/cross_entropy.tmpl"
+#line 252 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_rows, dim3(blocks), dim3(xent_hip_ce_bwd_f32_i32_none_threads(C)), 0, stream,
                 (const float*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-#line 229 "templates/cross_entropy.tmpl"
+                (float)args->z_loss, (float)args->softcap,
+#line 263 "templates/cross_entropy.tmpl"
                 (const float*)args->lse_in,
-#line 232 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
                 (const float*)args->dloss, (float*)args->grad,
-#line 234 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 240 "templates/cross_entropy.tmpl"
+#line 274 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -6,15 +6,17 @@
 // x = logits[n*C .. n*C + C); with p = softmax(x), lse = log sum exp(x):
 //   loss_n = (1-eps)*w[y]*(lse - x[y]) + (eps/C)*sum_c w[c]*(lse - x[c])
 //   dx_j   = scale_n*(p_j*((1-eps)*w[y] + (eps/C)*sum_c w[c]) - (1-eps)*w[y]*[j==y] - (eps/C)*w[j])
+// With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a
+// soft cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
 // a NaN row and is never used as an index.
-#line 17 "templates/cross_entropy.tmpl"
+#line 28 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 28 "templates/cross_entropy.tmpl"
+#line 39 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
@@ -22,11 +24,11 @@ xent_hip_ce_fwd_bf16_i64_mean_totals(const int64_t* __restrict__ labels, const f
     int64_t rows, int64_t C, int64_t ignore_index, float* __restrict__ ws) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   float row_weight = 0, class_weight = 0;
-#line 36 "templates/cross_entropy.tmpl"
+#line 47 "templates/cross_entropy.tmpl"
   (void)labels, (void)rows, (void)ignore_index;
-#line 48 "templates/cross_entropy.tmpl"
+#line 59 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 50 "templates/cross_entropy.tmpl"
+#line 61 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ws[0] = row_weight;
@@ -34,38 +36,41 @@ xent_hip_ce_fwd_bf16_i64_mean_totals(const int64_t* __restrict__ labels, const f
   }
 }
 
-#line 58 "templates/cross_entropy.tmpl"
+#line 69 "templates/cross_entropy.tmpl"
 // One block per row (grid-stride over rows): statistics and loss.
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_hip_ce_fwd_bf16_i64_mean_rows(const uint16_t* logits, const int64_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-#line 65 "templates/cross_entropy.tmpl"
-    float* __restrict__ lse_out,
-#line 72 "templates/cross_entropy.tmpl"
-    float* __restrict__ ws) {
-#line 74 "templates/cross_entropy.tmpl"
-  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+    float z, float cap,
 #line 77 "templates/cross_entropy.tmpl"
+    float* __restrict__ lse_out,
+#line 84 "templates/cross_entropy.tmpl"
+    float* __restrict__ ws) {
+#line 86 "templates/cross_entropy.tmpl"
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 89 "templates/cross_entropy.tmpl"
   const bool smoothing = eps != float(0);
-#line 79 "templates/cross_entropy.tmpl"
+#line 92 "templates/cross_entropy.tmpl"
+  const bool capped = cap != float(0);
+#line 94 "templates/cross_entropy.tmpl"
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const uint16_t* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 85 "templates/cross_entropy.tmpl"
+#line 100 "templates/cross_entropy.tmpl"
     const bool ignored = y == ignore_index;
-#line 87 "templates/cross_entropy.tmpl"
+#line 102 "templates/cross_entropy.tmpl"
     const bool in_range = y >= 0 && y < C;
-#line 89 "templates/cross_entropy.tmpl"
+#line 104 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
-    const float xy = (threadIdx.x == 0 && !ignored && in_range) ? xent_load_bf16(x[y]) : float(0);
+    const float xy = (threadIdx.x == 0 && !ignored && in_range) ? (capped ? xent_softcap(xent_load_bf16(x[y]), cap) : xent_load_bf16(x[y])) : float(0);
     float m = xent_lowest(float(0)), s = 0, sum_wx = 0, unused = 0;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float xj = xent_load_bf16(x[j]);
+      const float xj = (capped ? xent_softcap(xent_load_bf16(x[j]), cap) : xent_load_bf16(x[j]));
       xent_online_add(m, s, xj);
-#line 97 "templates/cross_entropy.tmpl"
+#line 112 "templates/cross_entropy.tmpl"
       if (smoothing) sum_wx += (weights ? weights[j] : float(1)) * xj;
-#line 99 "templates/cross_entropy.tmpl"
+#line 114 "templates/cross_entropy.tmpl"
     }
     xent_block_reduce(m, s, sum_wx, unused, scratch);
     const float lse = m + xent_log(s);
@@ -75,24 +80,26 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const uint16_t* logits, const int64_t* __rest
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 109 "templates/cross_entropy.tmpl"
+#line 124 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(C) * ((weights ? ws[1] : float(C)) * lse - sum_wx);
-#line 111 "templates/cross_entropy.tmpl"
+#line 127 "templates/cross_entropy.tmpl"
+          if (z != 0) l += z * lse * lse;
+#line 129 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 118 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
       ws[2 + row] = l;
       ws[2 + rows + row] = row_weight;
-#line 121 "templates/cross_entropy.tmpl"
+#line 139 "templates/cross_entropy.tmpl"
       if (lse_out) lse_out[row] = lse;
     }
-#line 163 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 167 "templates/cross_entropy.tmpl"
+#line 200 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
 xent_hip_ce_fwd_bf16_i64_mean_reduce(int64_t rows, int all_ignored_zero, const float* __restrict__ ws, uint16_t* __restrict__ loss) {
@@ -104,14 +111,14 @@ xent_hip_ce_fwd_bf16_i64_mean_reduce(int64_t rows, int all_ignored_zero, const f
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 182 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     loss[0] = xent_store_bf16(total_weight == 0 && all_ignored_zero ? float(0) : total / total_weight);
-#line 185 "templates/cross_entropy.tmpl"
+#line 218 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 189 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_hip_ce_fwd_bf16_i64_mean_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -127,26 +134,27 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const xent_ce
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 211 "templates/cross_entropy.tmpl"
+#line 244 "templates/cross_entropy.tmpl"
   if (weights && eps != float(0)) {
-#line 215 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 219 "templates/cross_entropy.tmpl"
+#line 252 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_rows, dim3(blocks), dim3(xent_hip_ce_fwd_bf16_i64_mean_threads(C)), 0, stream,
                 (const uint16_t*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-#line 227 "templates/cross_entropy.tmpl"
+                (float)args->z_loss, (float)args->softcap,
+#line 261 "templates/cross_entropy.tmpl"
                 (float*)args->lse_out,
-#line 234 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 237 "templates/cross_entropy.tmpl"
+#line 271 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
               rows, args->all_ignored_zero, (const float*)ws, (uint16_t*)args->loss);
-#line 240 "templates/cross_entropy.tmpl"
+#line 274 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

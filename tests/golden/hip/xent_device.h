@@ -64,6 +64,12 @@ XENT_DEVICE float xent_exp(float x) { return exp2f(x * 1.4426950408889634f); }
 XENT_DEVICE double xent_exp(double x) { return exp(x); }
 XENT_DEVICE float xent_log(float x) { return logf(x); }
 XENT_DEVICE double xent_log(double x) { return log(x); }
+XENT_DEVICE float xent_tanh(float x) { return tanhf(x); }
+XENT_DEVICE double xent_tanh(double x) { return tanh(x); }
+
+// Logit soft-capping (Gemma-2): cap * tanh(x / cap).
+template <typename A>
+XENT_DEVICE A xent_softcap(A x, A cap) { return cap * xent_tanh(x / cap); }
 
 // The running maximum starts at the lowest finite value, not -inf: then an
 // element of -inf adds exp(-inf) = 0 instead of exp(-inf - -inf) = NaN, and a
