@@ -77,6 +77,13 @@ xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
     if (kind == XENT_BACKEND_CUDA) status = xent_cuda_open(h);
     if (kind == XENT_BACKEND_HIP) status = xent_hip_open(h);
   }
+  if (status == XENT_OK) {
+    switch (h->kind) {
+      case XENT_BACKEND_CUDA: status = xent_cuda_flag_alloc(h); break;
+      case XENT_BACKEND_HIP: status = xent_hip_flag_alloc(h); break;
+      default: status = xent_cpu_flag_alloc(h); break;
+    }
+  }
   if (status != XENT_OK) {
     free(h);
     return status;
@@ -85,7 +92,33 @@ xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
   return XENT_OK;
 }
 
-void xent_destroy(xent_handle* handle) { free(handle); }
+void xent_destroy(xent_handle* handle) {
+  if (!handle) return;
+  switch (handle->kind) {
+    case XENT_BACKEND_CUDA: xent_cuda_flag_free(handle); break;
+    case XENT_BACKEND_HIP: xent_hip_flag_free(handle); break;
+    default: xent_cpu_flag_free(handle); break;
+  }
+  free(handle);
+}
+
+xent_status xent_check(xent_handle* h) {
+  xent_clear_error();
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL");
+  unsigned long long row = XENT_NO_BAD_ROW;
+  xent_status s;
+  switch (h->kind) {
+    case XENT_BACKEND_CUDA: s = xent_cuda_flag_take(h, &row); break;
+    case XENT_BACKEND_HIP: s = xent_hip_flag_take(h, &row); break;
+    default: s = xent_cpu_flag_take(h, &row); break;
+  }
+  if (s != XENT_OK) return s;
+  if (row != XENT_NO_BAD_ROW)
+    return xent_fail(XENT_ERROR_INVALID_LABEL,
+                     "xent_check: row %llu has a label outside [0, classes) that is not ignore_index (the lowest "
+                     "such row since the last check; its loss and gradient are NaN)", row);
+  return XENT_OK;
+}
 
 xent_backend_kind xent_handle_backend(const xent_handle* handle) {
   return handle ? handle->kind : XENT_BACKEND_AUTO;
@@ -109,6 +142,9 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_smoothing is %g, must be in [0, 1]", fn, d->label_smoothing);
   if (!(d->z_loss >= 0.0 && isfinite(d->z_loss)))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->z_loss is %g, must be finite and >= 0", fn, d->z_loss);
+  if (d->invalid_labels != XENT_INVALID_LABELS_REPORT && d->invalid_labels != XENT_INVALID_LABELS_IGNORE)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->invalid_labels %d is not a xent_invalid_labels", fn,
+                     (int)d->invalid_labels);
   if (!(d->softcap >= 0.0 && isfinite(d->softcap)))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->softcap is %g, must be finite and >= 0 (0 = off)", fn, d->softcap);
   return XENT_OK;
@@ -164,6 +200,9 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
     return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, this call needs %zu (xent_ce_workspace_size)",
                      fn, c->workspace_bytes, need);
   if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
+  xent_ce_call call = *c;
+  call.bad_label_row = h->bad_label_row;
+  c = &call;
   switch (h->kind) {
     case XENT_BACKEND_CUDA: return xent_cuda_ce_run(h, d, c);
     case XENT_BACKEND_HIP: return xent_hip_ce_run(h, d, c);

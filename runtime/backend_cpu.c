@@ -3,6 +3,8 @@
    shared-memory configuration their launchers give the GPU. By default it
    runs the CUDA rendering (32-lane warps); xent_cpu_emulate() switches a
    handle to the HIP rendering (64-lane wavefronts). */
+#include <stdlib.h>
+
 #include "dispatch.h"
 #include "runtime/emu/emu.h"
 #include "internal.h"
@@ -41,3 +43,19 @@ xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
   }
   return XENT_OK;
 }
+
+/* The emulated kernels write host memory: the word lives there. */
+xent_status xent_cpu_flag_alloc(xent_handle* h) {
+  h->bad_label_row = malloc(sizeof *h->bad_label_row);
+  if (!h->bad_label_row) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
+  *h->bad_label_row = XENT_NO_BAD_ROW;
+  return XENT_OK;
+}
+
+xent_status xent_cpu_flag_take(xent_handle* h, unsigned long long* row) {
+  *row = *h->bad_label_row;
+  *h->bad_label_row = XENT_NO_BAD_ROW;
+  return XENT_OK;
+}
+
+void xent_cpu_flag_free(xent_handle* h) { free(h->bad_label_row); }

@@ -40,3 +40,25 @@ xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_c
   }
   return XENT_OK;
 }
+
+xent_status xent_cuda_flag_alloc(xent_handle* h) {
+  void* p = NULL;
+  if (cudaMalloc(&p, sizeof *h->bad_label_row) != cudaSuccess)
+    return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
+  if (cudaMemset(p, 0xff, sizeof *h->bad_label_row) != cudaSuccess) {
+    cudaFree(p);
+    return xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+  }
+  h->bad_label_row = p;
+  return XENT_OK;
+}
+
+xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
+  if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", cudaGetErrorString(err));
+  return XENT_OK;
+}
+
+void xent_cuda_flag_free(xent_handle* h) { cudaFree(h->bad_label_row); }

@@ -14,3 +14,16 @@ xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_c
   (void)call;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: not built in");
 }
+
+xent_status xent_cuda_flag_alloc(xent_handle* h) {
+  (void)h;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: not built in");
+}
+
+xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
+  (void)h;
+  (void)row;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: not built in");
+}
+
+void xent_cuda_flag_free(xent_handle* h) { (void)h; }

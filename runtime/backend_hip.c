@@ -46,3 +46,25 @@ xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
   }
   return XENT_OK;
 }
+
+xent_status xent_hip_flag_alloc(xent_handle* h) {
+  void* p = NULL;
+  if (hipMalloc(&p, sizeof *h->bad_label_row) != hipSuccess)
+    return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
+  if (hipMemset(p, 0xff, sizeof *h->bad_label_row) != hipSuccess) {
+    hipFree(p);
+    return xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+  }
+  h->bad_label_row = p;
+  return XENT_OK;
+}
+
+xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row) {
+  hipError_t err = hipDeviceSynchronize();
+  if (err == hipSuccess) err = hipMemcpy(row, h->bad_label_row, sizeof *row, hipMemcpyDeviceToHost);
+  if (err == hipSuccess) err = hipMemset(h->bad_label_row, 0xff, sizeof *row);
+  if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", hipGetErrorString(err));
+  return XENT_OK;
+}
+
+void xent_hip_flag_free(xent_handle* h) { hipFree(h->bad_label_row); }

@@ -14,3 +14,16 @@ xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
   (void)call;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: not built in");
 }
+
+xent_status xent_hip_flag_alloc(xent_handle* h) {
+  (void)h;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: not built in");
+}
+
+xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row) {
+  (void)h;
+  (void)row;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: not built in");
+}
+
+void xent_hip_flag_free(xent_handle* h) { (void)h; }

@@ -94,6 +94,8 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .z_loss = d->z_loss,
       .softcap = d->softcap,
       .all_ignored_zero = d->all_ignored_zero,
+      .ignore_invalid_labels = d->invalid_labels == XENT_INVALID_LABELS_IGNORE,
+      .bad_label_row = call->bad_label_row,
       .stream = call->stream,
   };
   return args;

@@ -10,7 +10,12 @@ struct xent_handle {
   int device;     /* GPU ordinal */
   int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
   xent_backend_kind emulated; /* cpu backend: the rendering it runs (CUDA or HIP) */
+  /* One word in the backend's memory: the lowest row with a label outside
+     [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
+  unsigned long long* bad_label_row;
 };
+
+#define XENT_NO_BAD_ROW (~0ull)
 
 /* The pointers of one call; which are used depends on the op. */
 typedef struct xent_ce_call {
@@ -26,6 +31,7 @@ typedef struct xent_ce_call {
   void* workspace;
   size_t workspace_bytes;
   void* stream;
+  unsigned long long* bad_label_row;
 } xent_ce_call;
 
 /* Records the message for xent_last_error() and returns status. */
@@ -43,6 +49,18 @@ const char* xent_dtype_name(xent_dtype dtype);
 
 /* Backends. Each validates nothing api.c already validated. */
 xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
+
+/* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset
+   (waiting for the device), free. */
+xent_status xent_cpu_flag_alloc(xent_handle* h);
+xent_status xent_cpu_flag_take(xent_handle* h, unsigned long long* row);
+void xent_cpu_flag_free(xent_handle* h);
+xent_status xent_cuda_flag_alloc(xent_handle* h);
+xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row);
+void xent_cuda_flag_free(xent_handle* h);
+xent_status xent_hip_flag_alloc(xent_handle* h);
+xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row);
+void xent_hip_flag_free(xent_handle* h);
 
 /* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
    or no device is present. */

@@ -34,6 +34,13 @@ static double sum_class_weights(const xent_ce_desc* d, const void* weights) {
   return s;
 }
 
+/* Whether row n counts as ignored: its label is ignore_index, or it is out
+   of range and the policy says to ignore such labels. */
+static int row_ignored(const xent_ce_desc* d, int64_t y) {
+  if (y == d->ignore_index) return 1;
+  return d->invalid_labels == XENT_INVALID_LABELS_IGNORE && (y < 0 || y >= d->classes);
+}
+
 /* Sum over rows of w[y] for rows that count (not ignored, label in range):
    the mean's denominator. */
 static double total_row_weight(const xent_ce_desc* d, const void* labels, const void* weights) {
@@ -55,7 +62,7 @@ void xent_ref_ce_forward(const xent_ce_desc* d, const void* logits, const void* 
     const double lse = row_lse(d, logits, n);
     const int64_t y = xent_load_label(d->label_type, labels, n);
     double l = 0;
-    if (y != d->ignore_index) {
+    if (!row_ignored(d, y)) {
       if (y < 0 || y >= C) {
         l = NAN;
       } else {
@@ -91,7 +98,7 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
   for (int64_t n = 0; n < d->rows; ++n) {
     const int64_t y = xent_load_label(d->label_type, labels, n);
     double* g = grad + n * C;
-    if (y == d->ignore_index) {
+    if (row_ignored(d, y)) {
       for (int64_t c = 0; c < C; ++c) g[c] = 0;
       continue;
     }

@@ -35,7 +35,8 @@ typedef enum xent_status {
   XENT_ERROR_BACKEND_UNAVAILABLE = 4,/* backend not built in, or no device present */
   XENT_ERROR_WORKSPACE_TOO_SMALL = 5,
   XENT_ERROR_DEVICE = 6,             /* the GPU runtime reported an error */
-  XENT_ERROR_OUT_OF_MEMORY = 7
+  XENT_ERROR_OUT_OF_MEMORY = 7,
+  XENT_ERROR_INVALID_LABEL = 8       /* xent_check(): a label was outside [0, classes) */
 } xent_status;
 
 typedef enum xent_dtype { XENT_F32 = 0, XENT_F16 = 1, XENT_BF16 = 2, XENT_F64 = 3 } xent_dtype;
@@ -61,6 +62,13 @@ typedef enum xent_backend_kind {
   XENT_BACKEND_HIP = 3
 } xent_backend_kind;
 
+/* What a label outside [0, classes) that is not ignore_index does. Either
+   way it is never used as an index. */
+typedef enum xent_invalid_labels {
+  XENT_INVALID_LABELS_REPORT = 0, /* its row is NaN; xent_check() names the first such row */
+  XENT_INVALID_LABELS_IGNORE = 1  /* the row counts as ignored */
+} xent_invalid_labels;
+
 /* ignore_index value that matches no label (ONNX: ignore_index absent). */
 #define XENT_NO_IGNORE_INDEX INT64_MIN
 
@@ -75,6 +83,7 @@ typedef struct xent_ce_desc {
   int all_ignored_zero;    /* mean over no (weighted) rows: 0 if set (ONNX Runtime), NaN if not (PyTorch, default) */
   double z_loss;           /* z >= 0: each counted row adds z * lse^2 (Liger's lse_square_scale); 0 = off */
   double softcap;          /* cap > 0: logits -> cap * tanh(logits / cap) first (Gemma-2); 0 = off */
+  xent_invalid_labels invalid_labels; /* default XENT_INVALID_LABELS_REPORT */
 } xent_ce_desc;
 
 /* PyTorch's defaults: ignore_index -100, no smoothing, NaN for an all-ignored mean. */
@@ -119,6 +128,13 @@ xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* de
                                      const void* labels, const void* weights, const void* dloss, void* loss,
                                      void* lse, void* grad, void* workspace, size_t workspace_bytes,
                                      void* stream);
+
+/* Waits for the handle's device and reports labels outside [0, classes)
+   seen by any call since the last check: XENT_ERROR_INVALID_LABEL, with the
+   lowest such row in xent_last_error() (PyTorch raises a device-side assert;
+   TensorFlow silently returns NaN). Clears the record. The only call that
+   synchronises with the host. */
+xent_status xent_check(xent_handle* handle);
 
 const char* xent_status_string(xent_status status);
 /* The message of the last failed call on this thread ("" if none). */

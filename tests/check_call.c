@@ -63,6 +63,27 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
     printf("FAIL %s: %s: %s\n", name, xent_status_string(s), xent_last_error());
     failed = 1;
   }
+  /* xent_check names the lowest row whose label is outside [0, C), unless
+     the policy ignores such labels. */
+  int64_t bad_row = -1;
+  for (int64_t n = 0; n < N && bad_row < 0 && d->invalid_labels == XENT_INVALID_LABELS_REPORT; ++n) {
+    const int64_t y = xent_load_label(d->label_type, in.labels, n);
+    if (y != d->ignore_index && (y < 0 || y >= C)) bad_row = n;
+  }
+  const xent_status checked = xent_check(h);
+  if (!failed && bad_row < 0 && checked != XENT_OK) {
+    printf("FAIL %s: xent_check reported %s: %s\n", name, xent_status_string(checked), xent_last_error());
+    failed = 1;
+  }
+  if (!failed && bad_row >= 0) {
+    char expect_msg[64];
+    snprintf(expect_msg, sizeof expect_msg, "row %lld has a label outside", (long long)bad_row);
+    if (checked != XENT_ERROR_INVALID_LABEL || !strstr(xent_last_error(), expect_msg)) {
+      printf("FAIL %s: xent_check should name row %lld, got %s: %s\n", name, (long long)bad_row,
+             xent_status_string(checked), xent_last_error());
+      failed = 1;
+    }
+  }
   const double tol = tu_tolerance(d->dtype, C);
   void* host = malloc(logits_bytes > (size_t)N * ab ? logits_bytes + 16 : (size_t)N * ab + 16);
   if (!failed && op != XENT_OP_BACKWARD) {
@@ -101,6 +122,7 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
          same as the separate buffer. */
       s = xent_ce_forward_backward(h, d, logits, labels, weights, dloss_dev, loss, lse, logits, ws, ws_bytes, NULL);
       tu_sync(kind);
+      xent_check(h); /* already verified above; clear the record */
       void* in_place = malloc(logits_bytes);
       tu_to_host(kind, in_place, logits, logits_bytes);
       if (s != XENT_OK || memcmp(in_place, host, logits_bytes) != 0) {

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   /* {rows, classes, mix}. mix 0: PyTorch defaults; 1: class weights,
      label_smoothing 0.1 and ignore_index 0; 2: every row ignored; 3: some
      labels out of range (NaN rows; ASan builds check nothing is read out of
-     bounds); 4: z-loss 0.01 and a soft cap of 3 on top of mix 1. */
+     bounds; xent_check names the first); 4: z-loss 0.01 and a soft cap of 3
+     on top of mix 1; 5: out-of-range labels counted as ignored. */
   static const int64_t cases[][3] = {
       {3, 7, 0},      /* fewer rows and classes than a warp */
       {5, 1003, 1},   /* a width that is no multiple of a warp or a vector */
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
       {40, 33, 0},    /* more rows than a warp */
       {6, 40, 3},     /* labels outside [0, C) */
       {7, 2100, 4},   /* z-loss and soft-capping */
+      {8, 50, 5},     /* out-of-range labels ignored */
   };
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int failures = 0, runs = 0;
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
         d.label_smoothing = 0.1;
         d.ignore_index = 0;
       }
+      if (mix == 5) d.invalid_labels = XENT_INVALID_LABELS_IGNORE;
       if (mix == 4) {
         d.z_loss = 0.01;
         d.softcap = 3.0;
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
       char name[256];
       snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld mix=%d", keys[k], argv[1], (long long)d.rows,
                (long long)d.classes, mix);
-      const int flags = (mix == 1 || mix == 4) ? TU_WEIGHTED : mix == 2 ? TU_IGNORE_ALL : mix == 3 ? TU_BAD_LABELS : 0;
+      const int flags = (mix == 1 || mix == 4) ? TU_WEIGHTED : mix == 2 ? TU_IGNORE_ALL : (mix == 3 || mix == 5) ? TU_BAD_LABELS : 0;
       failures += tu_check_call(h, op, &d, 7919u * (unsigned)k + (unsigned)c, flags, name);
       runs++;
     }

@@ -30,7 +30,7 @@ static void expect_error(xent_status got, xent_status status, const char* needle
 
 /* tests/xent_ctypes.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
-  CHECK(sizeof(xent_ce_desc) == 72 && offsetof(xent_ce_desc, all_ignored_zero) == 48 &&
+  CHECK(sizeof(xent_ce_desc) == 80 && offsetof(xent_ce_desc, all_ignored_zero) == 48 &&
             offsetof(xent_ce_desc, softcap) == 64,
         "xent_ce_desc layout changed: update tests/xent_ctypes.py (DESC_LAYOUT) too");
 }
@@ -100,6 +100,12 @@ static void test_error_paths(void) {
   bad.softcap = INFINITY;
   expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
                "desc->softcap is inf", "softcap inf");
+  bad = d;
+  bad.invalid_labels = (xent_invalid_labels)3;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->invalid_labels 3", "invalid_labels 3");
+  expect_error(xent_check(NULL), XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL", "check(NULL)");
+  CHECK(xent_check(h) == XENT_OK, "a fresh handle has seen no bad label: %s", xent_last_error());
   size_t ws = 0;
   expect_error(xent_ce_workspace_size(h, &d, (xent_op)5, &ws), XENT_ERROR_INVALID_ARGUMENT, "op 5", "workspace(op 5)");
   expect_error(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, NULL), XENT_ERROR_INVALID_ARGUMENT, "bytes is NULL",

@@ -9,6 +9,7 @@ I32, I64 = 0, 1
 NONE, SUM, MEAN = 0, 1, 2
 BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 1, 2, 3
 NO_IGNORE_INDEX = -(2**63)
+INVALID_LABELS_REPORT, INVALID_LABELS_IGNORE = 0, 1
 
 
 class Desc(ctypes.Structure):
@@ -25,10 +26,11 @@ class Desc(ctypes.Structure):
         ("all_ignored_zero", ctypes.c_int),
         ("z_loss", ctypes.c_double),
         ("softcap", ctypes.c_double),
+        ("invalid_labels", ctypes.c_int),
     ]
 
 
 # sizeof and the offsets of all_ignored_zero and softcap, as runtime_test.c
 # asserts for the C struct.
-DESC_LAYOUT = (72, 48, 64)
+DESC_LAYOUT = (80, 48, 64)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset) == DESC_LAYOUT

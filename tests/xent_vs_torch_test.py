@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, Desc
+from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT
 
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 # Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
@@ -62,17 +63,22 @@ class XentVsTorch(unittest.TestCase):
         self.assertEqual(status, 0, LIB.xent_last_error().decode())
 
     def check(self, target, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
-              scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0, z_loss=0.0, softcap=0.0):
+              scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0, z_loss=0.0, softcap=0.0,
+              ignore_bad_labels=False):
         name = (f"target={target} dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} "
                 f"w={weighted} ii={ignore_index} eps={smoothing} scale={scale}")
         rng = np.random.default_rng(seed)
         h = self.handles[target]
         d = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero), z_loss,
-                 softcap)
+                 softcap, INVALID_LABELS_IGNORE if ignore_bad_labels else INVALID_LABELS_REPORT)
         x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
         labels = rng.integers(0, classes, size=rows)
         mask = np.ones(rows, bool) if ignore_all else rng.random(rows) < 0.2
-        labels = np.where(mask, ignore_index, labels).astype(np.int32 if label_type == I32 else np.int64)
+        labels = np.where(mask, ignore_index, labels)
+        if ignore_bad_labels:  # out of range on both sides; PyTorch sees them as ignore_index
+            bad = rng.random(rows) < 0.3
+            labels = np.where(bad, classes + 3, labels)
+        labels = labels.astype(np.int32 if label_type == I32 else np.int64)
         acc = np.float64 if dtype == F64 else np.float32
         weights = rng.uniform(0.3, 2.0, classes).astype(acc) if weighted else None
         n_loss = rows if reduction == NONE else 1
@@ -84,10 +90,12 @@ class XentVsTorch(unittest.TestCase):
         if weighted:
             kwargs["weight"] = torch.from_numpy(weights.astype(np.float64))
         lab = torch.from_numpy(labels.astype(np.int64))
+        if ignore_bad_labels:
+            lab = torch.where((lab < 0) | (lab >= classes), torch.tensor(ignore_index), lab)
         xc = softcap * torch.tanh(x64 / softcap) if softcap else x64
         want = F.cross_entropy(xc, lab, **kwargs)
         if z_loss:
-            counted = (lab != ignore_index).to(torch.float64)
+            counted = (lab != ignore_index).to(torch.float64)  # after the policy
             zterm = z_loss * torch.logsumexp(xc, 1) ** 2 * counted
             if reduction == NONE:
                 want = want + zterm
@@ -156,6 +164,27 @@ class XentVsTorch(unittest.TestCase):
             self.check(target, F32, I64, MEAN, 4, 2000, True, -100, 0.1, scale=1e4, seed=11)
             self.check(target, BF16, I64, SUM, 3, 1, False, -100, 0.3, seed=12)  # C = 1
             self.check(target, F16, I32, NONE, 1, 8192, False, 7, 0.0, seed=13)  # N = 1, long row
+
+    def test_out_of_range_labels_ignored(self):
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for reduction in (NONE, SUM, MEAN):
+                self.check(target, F32, I64, reduction, 20, 64, True, -100, 0.1, seed=200 + reduction,
+                           ignore_bad_labels=True)
+                self.assertEqual(LIB.xent_check(self.handles[target]), 0, LIB.xent_last_error())
+
+    def test_out_of_range_labels_reported(self):
+        h = self.handles[BACKEND_CUDA]
+        x = np.zeros((4, 5), np.float32)
+        labels = np.array([1, 9, -100, -2], np.int64)
+        loss = np.zeros(4, np.float32)
+        d = Desc(4, 5, F32, I64, NONE, -100, 0.0)
+        ws = np.zeros(64, np.uint8)
+        self.call(LIB.xent_ce_forward, h, ctypes.byref(d), ptr(x), ptr(labels), None, ptr(loss), None, ptr(ws),
+                  ctypes.c_size_t(ws.size), None)
+        self.assertTrue(np.isnan(loss[1]) and np.isnan(loss[3]) and loss[2] == 0 and np.isfinite(loss[0]))
+        self.assertEqual(LIB.xent_check(h), 8)  # XENT_ERROR_INVALID_LABEL
+        self.assertIn(b"row 1 has a label outside [0, classes)", LIB.xent_last_error())
+        self.assertEqual(LIB.xent_check(h), 0, "xent_check clears the record")
 
     def test_z_loss_and_softcap(self):
         seed = 100

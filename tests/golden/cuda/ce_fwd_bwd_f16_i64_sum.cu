@@ -9,7 +9,7 @@
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a
 // soft cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
-// a NaN row and is never used as an index.
+// a NaN row (or, if asked, counts as ignored) and is never used as an index.
 #line 28 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
@@ -41,7 +41,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_totals(const int64_t* __restrict__ labels, cons
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const uint16_t* logits, const int64_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-    float z, float cap,
+    float z, float cap, int ignore_invalid, unsigned long long* __restrict__ bad_row,
 #line 77 "templates/cross_entropy.tmpl"
     float* __restrict__ lse_out,
 #line 82 "templates/cross_entropy.tmpl"
@@ -58,11 +58,15 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const uint16_t* logits, const int64_t* __r
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const uint16_t* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 100 "templates/cross_entropy.tmpl"
-    const bool ignored = y == ignore_index;
-#line 102 "templates/cross_entropy.tmpl"
     const bool in_range = y >= 0 && y < C;
-#line 104 "templates/cross_entropy.tmpl"
+#line 101 "templates/cross_entropy.tmpl"
+    const bool ignored = y == ignore_index || (ignore_invalid && !in_range);
+#line 103 "templates/cross_entropy.tmpl"
+    // A label outside [0, C) is never used as an index; its row is NaN and
+    // the lowest such row is kept for xent_check() (atomicMin: the same
+    // answer whatever order the blocks run in).
+    if (!ignored && !in_range && threadIdx.x == 0 && bad_row) atomicMin(bad_row, (unsigned long long)row);
+#line 108 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
     const float xy = (threadIdx.x == 0 && !ignored && in_range) ? (capped ? xent_softcap(xent_load_f16(x[y]), cap) : xent_load_f16(x[y])) : float(0);
@@ -70,9 +74,9 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const uint16_t* logits, const int64_t* __r
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       const float xj = (capped ? xent_softcap(xent_load_f16(x[j]), cap) : xent_load_f16(x[j]));
       xent_online_add(m, s, xj);
-#line 112 "templates/cross_entropy.tmpl"
+#line 116 "templates/cross_entropy.tmpl"
       if (smoothing) sum_wx += (weights ? weights[j] : float(1)) * xj;
-#line 114 "templates/cross_entropy.tmpl"
+#line 118 "templates/cross_entropy.tmpl"
     }
     xent_block_reduce(m, s, sum_wx, unused, scratch);
     const float lse = m + xent_log(s);
@@ -82,48 +86,48 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const uint16_t* logits, const int64_t* __r
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 124 "templates/cross_entropy.tmpl"
+#line 128 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(C) * ((weights ? ws[1] : float(C)) * lse - sum_wx);
-#line 127 "templates/cross_entropy.tmpl"
+#line 131 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 129 "templates/cross_entropy.tmpl"
+#line 133 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 136 "templates/cross_entropy.tmpl"
+#line 140 "templates/cross_entropy.tmpl"
       ws[2 + row] = l;
       ws[2 + rows + row] = row_weight;
-#line 139 "templates/cross_entropy.tmpl"
+#line 143 "templates/cross_entropy.tmpl"
       if (lse_out) lse_out[row] = lse;
     }
-#line 145 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - b*[j == y] - c*w[j], with the upstream scale folded in
     // before rounding to the gradient dtype.
-#line 150 "templates/cross_entropy.tmpl"
-    const float scale = dloss ? xent_load_f16(dloss[0]) : float(1);
 #line 154 "templates/cross_entropy.tmpl"
+    const float scale = dloss ? xent_load_f16(dloss[0]) : float(1);
+#line 158 "templates/cross_entropy.tmpl"
     float a = 0, b = 0, c = 0;
     if (!ignored) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         a = b;
-#line 160 "templates/cross_entropy.tmpl"
+#line 164 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(C);
           a = b + c * (weights ? ws[1] : float(C));
         }
-#line 167 "templates/cross_entropy.tmpl"
+#line 171 "templates/cross_entropy.tmpl"
         if (z != 0) a += scale * 2 * z * lse;
-#line 169 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
       } else {
         a = float(NAN);
       }
     }
     uint16_t* g = grad + row * C;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-#line 178 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       float xj = xent_load_f16(x[j]), dcap = 1;
       if (capped) {
@@ -132,16 +136,16 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const uint16_t* logits, const int64_t* __r
         dcap = 1 - t * t;
       }
       const float p = xent_exp(xj - lse);
-#line 189 "templates/cross_entropy.tmpl"
-      const float dx = (a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
 #line 193 "templates/cross_entropy.tmpl"
+      const float dx = (a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
+#line 197 "templates/cross_entropy.tmpl"
       g[j] = xent_store_f16(dx);
     }
-#line 196 "templates/cross_entropy.tmpl"
+#line 200 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 200 "templates/cross_entropy.tmpl"
+#line 204 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS)
 xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(int64_t rows, int all_ignored_zero, const float* __restrict__ ws, uint16_t* __restrict__ loss) {
@@ -153,14 +157,14 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(int64_t rows, int all_ignored_zero, cons
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 212 "templates/cross_entropy.tmpl"
+#line 216 "templates/cross_entropy.tmpl"
     (void)all_ignored_zero;
     loss[0] = xent_store_f16(total);
-#line 218 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 222 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_cuda_ce_fwd_bwd_f16_i64_sum_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -176,29 +180,30 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const xent
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 244 "templates/cross_entropy.tmpl"
-  if (weights && eps != float(0)) {
 #line 248 "templates/cross_entropy.tmpl"
+  if (weights && eps != float(0)) {
+#line 252 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 252 "templates/cross_entropy.tmpl"
+#line 256 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, dim3(blocks), dim3(xent_cuda_ce_fwd_bwd_f16_i64_sum_threads(C)), 0, stream,
                 (const uint16_t*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-                (float)args->z_loss, (float)args->softcap,
-#line 261 "templates/cross_entropy.tmpl"
-                (float*)args->lse_out,
+                (float)args->z_loss, (float)args->softcap, args->ignore_invalid_labels,
+                (unsigned long long*)args->bad_label_row,
 #line 266 "templates/cross_entropy.tmpl"
+                (float*)args->lse_out,
+#line 271 "templates/cross_entropy.tmpl"
                 (const uint16_t*)args->dloss, (uint16_t*)args->grad,
-#line 268 "templates/cross_entropy.tmpl"
+#line 273 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 271 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
               rows, args->all_ignored_zero, (const float*)ws, (uint16_t*)args->loss);
-#line 274 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -9,7 +9,7 @@
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a
 // soft cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
-// a NaN row and is never used as an index.
+// a NaN row (or, if asked, counts as ignored) and is never used as an index.
 #line 28 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
@@ -41,7 +41,7 @@ xent_hip_ce_bwd_f32_i32_none_totals(const int32_t* __restrict__ labels, const fl
 static XENT_GLOBAL void __launch_bounds__(1024)
 xent_hip_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restrict__ labels,
     const float* __restrict__ weights, int64_t rows, int64_t C, int64_t ignore_index, float eps,
-    float z, float cap,
+    float z, float cap, int ignore_invalid, unsigned long long* __restrict__ bad_row,
 #line 79 "templates/cross_entropy.tmpl"
     const float* __restrict__ lse_in,
 #line 82 "templates/cross_entropy.tmpl"
@@ -56,39 +56,43 @@ xent_hip_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restrict
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* x = logits + row * C;
     const int64_t y = (int64_t)labels[row];
-#line 100 "templates/cross_entropy.tmpl"
-    const bool ignored = y == ignore_index;
-#line 102 "templates/cross_entropy.tmpl"
     const bool in_range = y >= 0 && y < C;
-#line 142 "templates/cross_entropy.tmpl"
+#line 101 "templates/cross_entropy.tmpl"
+    const bool ignored = y == ignore_index || (ignore_invalid && !in_range);
+#line 103 "templates/cross_entropy.tmpl"
+    // A label outside [0, C) is never used as an index; its row is NaN and
+    // the lowest such row is kept for xent_check() (atomicMin: the same
+    // answer whatever order the blocks run in).
+    if (!ignored && !in_range && threadIdx.x == 0 && bad_row) atomicMin(bad_row, (unsigned long long)row);
+#line 146 "templates/cross_entropy.tmpl"
     const float lse = lse_in[row];
-#line 145 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - b*[j == y] - c*w[j], with the upstream scale folded in
     // before rounding to the gradient dtype.
-#line 148 "templates/cross_entropy.tmpl"
+#line 152 "templates/cross_entropy.tmpl"
     const float scale = dloss ? xent_load_f32(dloss[row]) : float(1);
-#line 154 "templates/cross_entropy.tmpl"
+#line 158 "templates/cross_entropy.tmpl"
     float a = 0, b = 0, c = 0;
     if (!ignored) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         a = b;
-#line 160 "templates/cross_entropy.tmpl"
+#line 164 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(C);
           a = b + c * (weights ? ws[1] : float(C));
         }
-#line 167 "templates/cross_entropy.tmpl"
+#line 171 "templates/cross_entropy.tmpl"
         if (z != 0) a += scale * 2 * z * lse;
-#line 169 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
       } else {
         a = float(NAN);
       }
     }
     float* g = grad + row * C;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-#line 178 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       float xj = xent_load_f32(x[j]), dcap = 1;
       if (capped) {
@@ -97,16 +101,16 @@ xent_hip_ce_bwd_f32_i32_none_rows(const float* logits, const int32_t* __restrict
         dcap = 1 - t * t;
       }
       const float p = xent_exp(xj - lse);
-#line 189 "templates/cross_entropy.tmpl"
-      const float dx = (a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
 #line 193 "templates/cross_entropy.tmpl"
+      const float dx = (a * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
+#line 197 "templates/cross_entropy.tmpl"
       g[j] = xent_store_f32(dx);
     }
-#line 196 "templates/cross_entropy.tmpl"
+#line 200 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 222 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
 // Threads per row: at least 4 elements per thread, a whole number of warps.
 static unsigned xent_hip_ce_bwd_f32_i32_none_threads(int64_t C) {
   unsigned t = XENT_WARP;
@@ -122,26 +126,27 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const xent_ce_
   float* ws = (float*)args->workspace;
   const float eps = (float)args->label_smoothing;
   (void)eps;
-#line 244 "templates/cross_entropy.tmpl"
-  if (weights && eps != float(0)) {
 #line 248 "templates/cross_entropy.tmpl"
+  if (weights && eps != float(0)) {
+#line 252 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream,
                 labels, weights, rows, C, args->ignore_index, ws);
   }
-#line 252 "templates/cross_entropy.tmpl"
+#line 256 "templates/cross_entropy.tmpl"
   if (rows > 0) {
     // The row loop is grid-strided; 2^20 blocks keep every SM busy.
     const unsigned blocks = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_rows, dim3(blocks), dim3(xent_hip_ce_bwd_f32_i32_none_threads(C)), 0, stream,
                 (const float*)args->logits, labels, weights, rows, C, args->ignore_index, eps,
-                (float)args->z_loss, (float)args->softcap,
-#line 263 "templates/cross_entropy.tmpl"
-                (const float*)args->lse_in,
-#line 266 "templates/cross_entropy.tmpl"
-                (const float*)args->dloss, (float*)args->grad,
+                (float)args->z_loss, (float)args->softcap, args->ignore_invalid_labels,
+                (unsigned long long*)args->bad_label_row,
 #line 268 "templates/cross_entropy.tmpl"
+                (const float*)args->lse_in,
+#line 271 "templates/cross_entropy.tmpl"
+                (const float*)args->dloss, (float*)args->grad,
+#line 273 "templates/cross_entropy.tmpl"
                 ws);
   }
-#line 274 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
