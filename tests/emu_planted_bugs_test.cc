@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,20 @@ __global__ void shifted_store(const float* in, int shift) {
 __global__ void big_shared(int n) {
   XENT_SHARED_ARRAY(float, big, 16384);  // 64 KiB
   big[threadIdx.x % n] = 1.0f;
+}
+
+// ---- scratch reused without a barrier ----------------------------------------
+
+// Two reductions through one scratch word: without the second barrier, lane
+// 0 overwrites it while the other threads may still be reading the first.
+__global__ void scratch_reuse(float* out, int with_barrier) {
+  XENT_SHARED_ARRAY(float, total, 1);
+  for (int round = 0; round < 2; ++round) {
+    if (threadIdx.x == 0) total[0] = (float)(round + 1);
+    __syncthreads();
+    out[threadIdx.x] += total[0];
+    if (with_barrier) __syncthreads();
+  }
 }
 
 // ---- lockstep-reliant warp code ---------------------------------------------
@@ -166,6 +181,8 @@ int main() {
                 {"thread (5,0,0)", "barrier not reached by every thread"});
   expect_report("shared index out of range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 1),
                 {"kernel shifted_store", "thread (255,0,0)", "shared array 'sm' index 256 is out of range [0, 256)"});
+  expect_report("scratch reused, no barrier", LAUNCH(scratch_reuse, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 0),
+                {"kernel scratch_reuse", "thread (0,0,0)", "this thread writes it", "read it with no __syncthreads()"});
   expect_report("lockstep-reliant warp code", LAUNCH(warp_reduce, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
                 {"kernel warp_reduce", "shared memory race on sm[", "__syncwarp()"});
   expect_report("shuffle with an exited lane",
@@ -185,6 +202,10 @@ int main() {
   printf("the same kernels, corrected (nothing may be reported):\n");
   expect_clean("with __syncthreads", LAUNCH(block_sum, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), out.data(), 1));
   expect(out[0] == expected_sum, "block_sum computes the sum");
+  std::fill(out.begin(), out.end(), 0.0f);
+  expect_clean("scratch reused after a barrier",
+               LAUNCH(scratch_reuse, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 1));
+  expect(out[0] == 3.0f && out[63] == 3.0f, "scratch_reuse adds 1 + 2");
   expect_clean("uniform barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 0));
   expect_clean("every thread at the barrier", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 0));
   expect_clean("store in range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 0));

@@ -37,11 +37,13 @@ typedef struct fiber {
   uint32_t bar, ws;
 } fiber;
 
-/* Per element of a shared allocation: the last writer and the last reader,
-   with their synchronisation counts at the time. -1 = none. */
+/* Per element of a shared allocation: the last writer and the two most
+   recent distinct readers, with their synchronisation counts at the time
+   (-1 = none). Two readers, because a writer is usually also the last reader
+   of the element it overwrites, which would hide everyone else's read. */
 typedef struct access_record {
-  int32_t writer, reader;
-  uint32_t wbar, wws, rbar, rws;
+  int32_t writer, reader, reader2;
+  uint32_t wbar, wws, rbar, rws, r2bar, r2ws;
 } access_record;
 
 typedef struct shared_alloc {
@@ -370,7 +372,7 @@ void* xent_emu_shared(const char* name, const char* file, int line, size_t count
   a->base = malloc(bytes ? bytes : 1);
   memset(a->base, 0xA5, bytes);
   a->records = malloc((count ? count : 1) * sizeof *a->records);
-  for (size_t i = 0; i < count; ++i) a->records[i] = (access_record){-1, -1, 0, 0, 0, 0};
+  for (size_t i = 0; i < count; ++i) a->records[i] = (access_record){-1, -1, -1, 0, 0, 0, 0, 0, 0};
   L->shared_used += bytes;
   return a->base;
 }
@@ -407,10 +409,18 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
     if (!ordered(me, r->reader, r->rbar, r->rws))
       xent_emu_fail("shared memory race on %s[%lld]: this thread writes it, thread %d read it with no __syncthreads() "
                     "or __syncwarp() between", name, (long long)index, r->reader);
+    if (!ordered(me, r->reader2, r->r2bar, r->r2ws))
+      xent_emu_fail("shared memory race on %s[%lld]: this thread writes it, thread %d read it with no __syncthreads() "
+                    "or __syncwarp() between", name, (long long)index, r->reader2);
     r->writer = me->linear;
     r->wbar = me->bar;
     r->wws = me->ws;
   } else {
+    if (r->reader != me->linear) {
+      r->reader2 = r->reader;
+      r->r2bar = r->rbar;
+      r->r2ws = r->rws;
+    }
     r->reader = me->linear;
     r->rbar = me->bar;
     r->rws = me->ws;
