@@ -69,6 +69,7 @@ typedef struct launch_state {
   fiber* current;
   ucontext_t scheduler;
   int barrier_waiting;
+  int live; /* threads of the block that have not exited */
   shared_alloc shared[MAX_SHARED_ALLOCS];
   int shared_count;
   size_t shared_used;
@@ -279,14 +280,8 @@ static int try_complete_warp_op(fiber* f) {
 
 /* ---- barriers ----------------------------------------------------------- */
 
-static int live_threads(void) {
-  int live = 0;
-  for (int i = 0; i < L->threads; ++i) live += L->fibers[i].state != F_DONE;
-  return live;
-}
-
 static void try_complete_barrier(void) {
-  if (L->barrier_waiting == 0 || L->barrier_waiting < live_threads()) return;
+  if (L->barrier_waiting == 0 || L->barrier_waiting < L->live) return;
   const fiber* first = NULL;
   for (int i = 0; i < L->threads; ++i) {
     fiber* g = &L->fibers[i];
@@ -465,6 +460,7 @@ static void init_fiber(fiber* f, int i) {
 static int run_block(void) {
   for (int i = 0; i < L->threads; ++i) init_fiber(&L->fibers[i], i);
   L->barrier_waiting = 0;
+  L->live = L->threads;
   free_shared();
   memset(L->dynamic, 0xA5, L->dynamic_smem);
   for (;;) {
@@ -480,11 +476,14 @@ static int run_block(void) {
       ran = 1;
       if (L->failed) break;
       if (f->state == F_WARP) try_complete_warp_op(f);
-      else if (f->state == F_DONE) check_exit(f);
+      else if (f->state == F_DONE) {
+        L->live--;
+        check_exit(f);
+      }
       if (!L->failed) try_complete_barrier();
     }
     if (L->failed) return 1;
-    if (live_threads() == 0) return 0;
+    if (L->live == 0) return 0;
     if (!ran) {
       report_deadlock();
       return 1;
