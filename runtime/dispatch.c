@@ -33,7 +33,8 @@ static const char* reduction_token(xent_reduction r) {
   return "?";
 }
 
-void xent_ce_base_key(const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
+/* The base key ce_<op>_<dtype>_<label>_<reduction> of a call. */
+static void ce_base_key(const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
   snprintf(buf, cap, "ce_%s_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
            d->label_type == XENT_I32 ? "i32" : "i64", reduction_token(d->reduction));
 }
@@ -42,7 +43,7 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
                                        const xent_ce_desc* d, xent_op op, int has_weights, char* key,
                                        size_t key_cap) {
   char base[96];
-  xent_ce_base_key(d, op, base, sizeof base);
+  ce_base_key(d, op, base, sizeof base);
   /* The option axes in key order (gen/lua/dsl.lua's schema) and the
      specialized value this call needs for each. */
   enum { AXES = 5 };

@@ -25,7 +25,4 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
 /* The launcher arguments of a call (the same on every backend). */
 xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);
 
-/* The base key ce_<op>_<dtype>_<label>_<reduction> of a call. */
-void xent_ce_base_key(const xent_ce_desc* desc, xent_op op, char* buf, size_t cap);
-
 #endif

@@ -47,7 +47,7 @@ static double total_row_weight(const xent_ce_desc* d, const void* labels, const 
   double total = 0;
   for (int64_t n = 0; n < d->rows; ++n) {
     const int64_t y = xent_load_label(d->label_type, labels, n);
-    if (y != d->ignore_index && y >= 0 && y < d->classes) total += weight_of(d, weights, y);
+    if (!row_ignored(d, y) && y >= 0 && y < d->classes) total += weight_of(d, weights, y);
   }
   return total;
 }

@@ -37,8 +37,6 @@ M.schemas = {
   },
 }
 
-M.targets = { "cuda", "hip" }
-
 local function index_of(list, value)
   for i, v in ipairs(list) do
     if v == value then return i end
