@@ -60,7 +60,7 @@ int gen_emit_dispatch(lua_State* L, const gen_variant_list* variants, const char
       free(table.p);
       return -1;
     }
-    sb_printf(&table, "int XENT_LAUNCHER(%s)(const xent_ce_args* args);\n", symbol);
+    sb_printf(&table, "int XENT_LAUNCHER(%s)(const void* args);\n", symbol);
   }
   sb_printf(&table, "\nconst xent_dispatch_entry XENT_LAUNCHER(xent_%s_dispatch)[] = {\n", target);
   sb_printf(&manifest, "# key\ttarget\tmin_arch\tfile\tsymbol\tspec\n");

@@ -36,7 +36,10 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   memset(d, 0, sizeof *d);
   d->rows = rows;
   d->classes = classes;
+  d->inner = 1;
   d->dtype = dtype;
+  d->loss_dtype = dtype;
+  d->grad_dtype = dtype;
   d->label_type = label_type;
   d->reduction = reduction;
   d->ignore_index = -100;
@@ -44,6 +47,35 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   d->z_loss = 0.0;
   d->softcap = 0.0;
   d->all_ignored_zero = 0;
+}
+
+xent_status xent_ce_desc_init_nd(xent_ce_desc* d, int ndim, const int64_t* shape, int axis, xent_dtype dtype,
+                                 xent_label_type label_type, xent_reduction reduction) {
+  xent_clear_error();
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: desc is NULL");
+  if (ndim < 1) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: ndim is %d, must be >= 1", ndim);
+  if (!shape) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: shape is NULL");
+  if (axis < -ndim || axis >= ndim)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: axis %d is outside [-%d, %d)", axis, ndim, ndim);
+  if (axis < 0) axis += ndim;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0 || (i == axis && shape[i] < 1))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: shape[%d] is %lld, must be >= %d", i,
+                       (long long)shape[i], i == axis ? 1 : 0);
+    if (i == axis) continue;
+    int64_t* p = i < axis ? &outer : &inner;
+    if (shape[i] > 0 && *p > INT64_MAX / shape[i])
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: the shape's element count overflows 64 bits");
+    *p *= shape[i];
+  }
+  if (inner > 0 && outer > INT64_MAX / inner)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: the shape's element count overflows 64 bits");
+  xent_ce_desc_init(d, outer * inner, shape[axis], dtype, label_type, reduction);
+  /* With no positions after the axis the stride does not matter; 1 keeps the
+     contiguous kernel. */
+  d->inner = inner > 0 ? inner : 1;
+  return XENT_OK;
 }
 
 const char* xent_backend_name(xent_backend_kind kind) {
@@ -134,8 +166,22 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
   if (d->dtype < XENT_F32 || d->dtype > XENT_F64)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)d->dtype);
-  if (d->label_type != XENT_I32 && d->label_type != XENT_I64)
+  if (d->inner < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->inner is %lld, must be >= 1 (1 = class axis last)", fn,
+                     (long long)d->inner);
+  if (d->rows % d->inner != 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->rows (%lld) is not a multiple of desc->inner (%lld): rows = outer * inner", fn,
+                     (long long)d->rows, (long long)d->inner);
+  if (d->label_type != XENT_I32 && d->label_type != XENT_I64 && d->label_type != XENT_PROB)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_type %d is not a xent_label_type", fn, (int)d->label_type);
+  const int half = d->dtype == XENT_F16 || d->dtype == XENT_BF16;
+  if (d->loss_dtype != d->dtype && !(half && d->loss_dtype == XENT_F32))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->loss_dtype %d must be desc->dtype%s", fn, (int)d->loss_dtype,
+                     half ? " or XENT_F32" : " (f32 outputs are for f16/bf16 logits)");
+  if (d->grad_dtype != d->dtype && !(half && d->grad_dtype == XENT_F32))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->grad_dtype %d must be desc->dtype%s", fn, (int)d->grad_dtype,
+                     half ? " or XENT_F32" : " (f32 outputs are for f16/bf16 logits)");
   if (d->reduction < XENT_REDUCTION_NONE || d->reduction > XENT_REDUCTION_MEAN)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->reduction %d is not a xent_reduction", fn, (int)d->reduction);
   if (!(d->label_smoothing >= 0.0 && d->label_smoothing <= 1.0))
@@ -175,25 +221,46 @@ static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
 }
 
 static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
-  xent_clear_error();
   xent_status s = check_desc(fn, h, d);
   if (s != XENT_OK) return s;
+  const xent_ce_tensors* t = &c->t;
   const int has_rows = d->rows > 0;
-  const size_t logits_bytes = (size_t)(d->rows * d->classes) * xent_dtype_bytes(d->dtype);
-  if (has_rows && !c->logits) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: logits is NULL", fn);
-  if (has_rows && !c->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", fn);
-  if (c->op != XENT_OP_BACKWARD) {
-    if (!c->loss && (has_rows || d->reduction != XENT_REDUCTION_NONE))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: loss is NULL", fn);
+  const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
+  const int soft = d->label_type == XENT_PROB;
+  const size_t elems = (size_t)(d->rows * d->classes);
+  const size_t logits_bytes = elems * xent_dtype_bytes(d->dtype);
+  const size_t grad_bytes = elems * xent_dtype_bytes(d->grad_dtype);
+  const size_t labels_bytes = soft ? logits_bytes : (size_t)d->rows * (d->label_type == XENT_I32 ? 4 : 8);
+  if (has_rows && !t->logits) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: logits is NULL", fn);
+  if (has_rows && !t->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", fn);
+  if (forward && !t->loss && (has_rows || d->reduction != XENT_REDUCTION_NONE))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: loss is NULL", fn);
+  if (c->op == XENT_OP_BACKWARD && has_rows && !t->lse_in)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (pass the lse saved by the forward op)", fn);
+  if (t->grad_labels && !soft && backward)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels is set, but hard labels (desc->label_type %s) have no gradient",
+                     fn, d->label_type == XENT_I32 ? "XENT_I32" : "XENT_I64");
+  /* Outputs must not overlap the inputs they are computed from. */
+  if (forward) {
+    if (overlaps(t->log_prob, logits_bytes, t->logits, logits_bytes) || overlaps(t->log_prob, logits_bytes, t->labels, labels_bytes))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: log_prob overlaps logits or labels", fn);
+    if (overlaps(t->softmax, logits_bytes, t->logits, logits_bytes) || overlaps(t->softmax, logits_bytes, t->labels, labels_bytes))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: softmax overlaps logits or labels", fn);
   }
-  if (c->op == XENT_OP_BACKWARD && has_rows && !c->lse_in)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (pass the lse saved by xent_ce_forward)", fn);
-  if (c->op != XENT_OP_FORWARD && has_rows) {
-    if (!c->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
-    const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && c->grad == c->logits;
-    if (!in_place && overlaps(c->grad, logits_bytes, c->logits, logits_bytes))
+  if (backward && has_rows) {
+    if (!t->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
+    const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad == t->logits;
+    if (in_place && d->grad_dtype != d->dtype)
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad == logits (in place) needs desc->grad_dtype == desc->dtype", fn);
+    if (!in_place && overlaps(t->grad, grad_bytes, t->logits, logits_bytes))
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "%s: grad overlaps logits (only grad == logits, in place, with xent_ce_forward_backward)", fn);
+                       "%s: grad overlaps logits (only grad == logits, in place, with the forward_backward op)", fn);
+    if (overlaps(t->grad, grad_bytes, t->labels, labels_bytes))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad overlaps labels", fn);
+    if (t->grad_labels && (overlaps(t->grad_labels, labels_bytes, t->logits, logits_bytes) ||
+                           overlaps(t->grad_labels, labels_bytes, t->labels, labels_bytes) ||
+                           overlaps(t->grad_labels, labels_bytes, t->grad, grad_bytes)))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels overlaps logits, labels or grad", fn);
   }
   const size_t need = required_workspace(d, c->op);
   if (c->workspace_bytes < need)
@@ -202,37 +269,52 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
   xent_ce_call call = *c;
   call.bad_label_row = h->bad_label_row;
-  c = &call;
   switch (h->kind) {
-    case XENT_BACKEND_CUDA: return xent_cuda_ce_run(h, d, c);
-    case XENT_BACKEND_HIP: return xent_hip_ce_run(h, d, c);
-    default: return xent_cpu_ce_run(h, d, c);
+    case XENT_BACKEND_CUDA: return xent_cuda_ce_run(h, d, &call);
+    case XENT_BACKEND_HIP: return xent_hip_ce_run(h, d, &call);
+    default: return xent_cpu_ce_run(h, d, &call);
   }
+}
+
+xent_status xent_ce_run(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_ce_tensors* tensors,
+                        void* workspace, size_t workspace_bytes, void* stream) {
+  xent_clear_error();
+  if (op < XENT_OP_FORWARD || op > XENT_OP_FORWARD_BACKWARD)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_run: op %d is not a xent_op", (int)op);
+  if (!tensors) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_run: tensors is NULL");
+  const xent_ce_call c = {.op = op, .t = *tensors, .workspace = workspace, .workspace_bytes = workspace_bytes,
+                          .stream = stream};
+  return run("xent_ce_run", h, d, &c);
 }
 
 xent_status xent_ce_forward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
                             const void* weights, void* loss, void* lse, void* workspace, size_t workspace_bytes,
                             void* stream) {
-  const xent_ce_call c = {.op = XENT_OP_FORWARD, .logits = logits, .labels = labels, .weights = weights,
-                          .loss = loss, .lse_out = lse, .workspace = workspace,
-                          .workspace_bytes = workspace_bytes, .stream = stream};
+  xent_clear_error();
+  const xent_ce_call c = {.op = XENT_OP_FORWARD,
+                          .t = {.logits = logits, .labels = labels, .weights = weights, .loss = loss, .lse = lse},
+                          .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
   return run("xent_ce_forward", h, d, &c);
 }
 
 xent_status xent_ce_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
                              const void* weights, const void* lse, const void* dloss, void* grad, void* workspace,
                              size_t workspace_bytes, void* stream) {
-  const xent_ce_call c = {.op = XENT_OP_BACKWARD, .logits = logits, .labels = labels, .weights = weights,
-                          .lse_in = lse, .dloss = dloss, .grad = grad, .workspace = workspace,
-                          .workspace_bytes = workspace_bytes, .stream = stream};
+  xent_clear_error();
+  const xent_ce_call c = {
+      .op = XENT_OP_BACKWARD,
+      .t = {.logits = logits, .labels = labels, .weights = weights, .lse_in = lse, .dloss = dloss, .grad = grad},
+      .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
   return run("xent_ce_backward", h, d, &c);
 }
 
 xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
                                      const void* weights, const void* dloss, void* loss, void* lse, void* grad,
                                      void* workspace, size_t workspace_bytes, void* stream) {
-  const xent_ce_call c = {.op = XENT_OP_FORWARD_BACKWARD, .logits = logits, .labels = labels, .weights = weights,
-                          .dloss = dloss, .loss = loss, .lse_out = lse, .grad = grad, .workspace = workspace,
-                          .workspace_bytes = workspace_bytes, .stream = stream};
+  xent_clear_error();
+  const xent_ce_call c = {.op = XENT_OP_FORWARD_BACKWARD,
+                          .t = {.logits = logits, .labels = labels, .weights = weights, .dloss = dloss, .loss = loss,
+                                .lse = lse, .grad = grad},
+                          .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
   return run("xent_ce_forward_backward", h, d, &c);
 }

@@ -32,10 +32,10 @@ xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
   const char* target = hip ? "hip (emulated)" : "cuda (emulated)";
   char key[160];
   const xent_dispatch_entry* e =
-      hip ? xent_ce_lookup(xent_hip_dispatch_emu, xent_hip_dispatch_count_emu, target, d, call->op, call->weights != NULL,
+      hip ? xent_ce_lookup(xent_hip_dispatch_emu, xent_hip_dispatch_count_emu, target, d, call->op, call->t.weights != NULL,
                            key, sizeof key)
           : xent_ce_lookup(xent_cuda_dispatch_emu, xent_cuda_dispatch_count_emu, target, d, call->op,
-                           call->weights != NULL, key, sizeof key);
+                           call->t.weights != NULL, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, call);
   if (e->launch(&args) != 0) {

@@ -26,7 +26,7 @@ xent_status xent_cuda_open(xent_handle* h) {
 xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   char key[160];
   const xent_dispatch_entry* e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", d, call->op,
-                                                call->weights != NULL, key, sizeof key);
+                                                call->t.weights != NULL, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   if (h->arch < e->min_arch) {
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", key,

@@ -32,7 +32,7 @@ xent_status xent_hip_open(xent_handle* h) {
 xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
   char key[160];
   const xent_dispatch_entry* e = xent_ce_lookup(xent_hip_dispatch, xent_hip_dispatch_count, "hip", d, call->op,
-                                                call->weights != NULL, key, sizeof key);
+                                                call->t.weights != NULL, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   if (h->arch < e->min_arch) {
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", key,

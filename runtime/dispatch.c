@@ -33,10 +33,19 @@ static const char* reduction_token(xent_reduction r) {
   return "?";
 }
 
+static const char* label_token(xent_label_type t) {
+  switch (t) {
+    case XENT_I32: return "i32";
+    case XENT_I64: return "i64";
+    case XENT_PROB: return "prob";
+  }
+  return "?";
+}
+
 /* The base key ce_<op>_<dtype>_<label>_<reduction> of a call. */
 static void ce_base_key(const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
-  snprintf(buf, cap, "ce_%s_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
-           d->label_type == XENT_I32 ? "i32" : "i64", reduction_token(d->reduction));
+  snprintf(buf, cap, "ce_%s_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype), label_token(d->label_type),
+           reduction_token(d->reduction));
 }
 
 const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
@@ -78,17 +87,26 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
 }
 
 xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
+  const xent_ce_tensors* t = &call->t;
+  const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
+  /* Pointers the op does not use are passed as NULL, so a kernel never
+     touches a tensor the caller did not mean for this op. */
   const xent_ce_args args = {
       .rows = d->rows,
       .classes = d->classes,
-      .logits = call->logits,
-      .labels = call->labels,
-      .weights = call->weights,
-      .lse_in = call->lse_in,
-      .dloss = call->dloss,
-      .loss = call->loss,
-      .lse_out = call->lse_out,
-      .grad = call->grad,
+      .inner = d->inner,
+      .logits = t->logits,
+      .labels = t->labels,
+      .weights = t->weights,
+      .lse_in = call->op == XENT_OP_BACKWARD ? t->lse_in : NULL,
+      .dloss = backward ? t->dloss : NULL,
+      .grad_bias = backward ? t->grad_bias : NULL,
+      .loss = forward ? t->loss : NULL,
+      .lse_out = forward ? t->lse : NULL,
+      .log_prob = forward ? t->log_prob : NULL,
+      .softmax = forward ? t->softmax : NULL,
+      .grad = backward ? t->grad : NULL,
+      .grad_labels = backward && d->label_type == XENT_PROB ? t->grad_labels : NULL,
       .workspace = call->workspace,
       .ignore_index = d->ignore_index,
       .label_smoothing = d->label_smoothing,
@@ -96,6 +114,8 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .softcap = d->softcap,
       .all_ignored_zero = d->all_ignored_zero,
       .ignore_invalid_labels = d->invalid_labels == XENT_INVALID_LABELS_IGNORE,
+      .loss_f32 = d->loss_dtype != d->dtype,
+      .grad_f32 = d->grad_dtype != d->dtype,
       .bad_label_row = call->bad_label_row,
       .stream = call->stream,
   };

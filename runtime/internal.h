@@ -17,17 +17,10 @@ struct xent_handle {
 
 #define XENT_NO_BAD_ROW (~0ull)
 
-/* The pointers of one call; which are used depends on the op. */
+/* One call: the op, its tensors, and what api.c adds. */
 typedef struct xent_ce_call {
   xent_op op;
-  const void* logits;
-  const void* labels;
-  const void* weights;
-  const void* lse_in;
-  const void* dloss;
-  void* loss;
-  void* lse_out;
-  void* grad;
+  xent_ce_tensors t;
   void* workspace;
   size_t workspace_bytes;
   void* stream;

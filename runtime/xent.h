@@ -13,9 +13,11 @@
  *   xent_ce_workspace_size(h, &d, XENT_OP_FORWARD_BACKWARD, &ws_bytes);
  *   xent_ce_forward_backward(h, &d, logits, labels, NULL, NULL, loss, lse, grad, ws, ws_bytes, stream);
  *
- * Semantics are PyTorch's F.cross_entropy with hard labels (README,
- * "Semantics"). Errors are status codes; xent_last_error() holds a message
- * naming the argument at fault (per thread).
+ * Every option and extra tensor goes through xent_ce_run() and a
+ * xent_ce_tensors struct; xent_ce_forward/backward/forward_backward are
+ * shorthands for the common case. Semantics are PyTorch's F.cross_entropy
+ * (README, "Semantics"). Errors are status codes; xent_last_error() holds a
+ * message naming the argument at fault (per thread).
  */
 #ifndef XENT_H
 #define XENT_H
@@ -41,7 +43,11 @@ typedef enum xent_status {
 
 typedef enum xent_dtype { XENT_F32 = 0, XENT_F16 = 1, XENT_BF16 = 2, XENT_F64 = 3 } xent_dtype;
 
-typedef enum xent_label_type { XENT_I32 = 0, XENT_I64 = 1 } xent_label_type;
+typedef enum xent_label_type {
+  XENT_I32 = 0,  /* hard labels, int32 [rows] */
+  XENT_I64 = 1,  /* hard labels, int64 [rows] */
+  XENT_PROB = 2  /* soft labels: a distribution per row, laid out and typed like the logits */
+} xent_label_type;
 
 typedef enum xent_reduction {
   XENT_REDUCTION_NONE = 0, /* loss[N] */
@@ -72,13 +78,24 @@ typedef enum xent_invalid_labels {
 /* ignore_index value that matches no label (ONNX: ignore_index absent). */
 #define XENT_NO_IGNORE_INDEX INT64_MIN
 
+/* Shapes. The logits are [outer, C, inner] in memory: the class axis has
+   stride `inner`, and a "row" is one position (o, i), rows = outer * inner.
+   [N, C] is inner = 1; PyTorch/ONNX [N, C, d1..dk] is inner = d1*...*dk;
+   Paddle's `axis` is inner = the product of the dims after it
+   (xent_ce_desc_init_nd computes all three). Labels, per-row losses and lse
+   are [rows] in (o, i) order, which is the labels' natural [N, d1..dk]
+   layout; soft labels, grad, log_prob and softmax share the logits' layout.
+   Nothing is transposed. */
 typedef struct xent_ce_desc {
-  int64_t rows;            /* N >= 0 */
+  int64_t rows;            /* positions, >= 0 */
   int64_t classes;         /* C >= 1 */
-  xent_dtype dtype;        /* logits, loss, dloss and grad; weights and lse use f32 (f64 for XENT_F64) */
+  int64_t inner;           /* stride of the class axis, >= 1 (1 = class axis last); divides rows */
+  xent_dtype dtype;        /* logits (and soft labels, log_prob, softmax); weights and lse use f32 (f64 for XENT_F64) */
+  xent_dtype loss_dtype;   /* loss and dloss: dtype, or XENT_F32 for f16/bf16 logits (mixed precision) */
+  xent_dtype grad_dtype;   /* grad and grad_bias: dtype, or XENT_F32 for f16/bf16 logits */
   xent_label_type label_type;
   xent_reduction reduction;
-  int64_t ignore_index;    /* default -100 (PyTorch); any value, or XENT_NO_IGNORE_INDEX */
+  int64_t ignore_index;    /* hard labels: default -100 (PyTorch); any value, or XENT_NO_IGNORE_INDEX */
   double label_smoothing;  /* epsilon in [0, 1], default 0 */
   int all_ignored_zero;    /* mean over no (weighted) rows: 0 if set (ONNX Runtime), NaN if not (PyTorch, default) */
   double z_loss;           /* z >= 0: each counted row adds z * lse^2 (Liger's lse_square_scale); 0 = off */
@@ -86,9 +103,36 @@ typedef struct xent_ce_desc {
   xent_invalid_labels invalid_labels; /* default XENT_INVALID_LABELS_REPORT */
 } xent_ce_desc;
 
-/* PyTorch's defaults: ignore_index -100, no smoothing, NaN for an all-ignored mean. */
+/* PyTorch's defaults: class axis last (inner = 1), loss and grad in the
+   logits dtype, ignore_index -100, no smoothing, NaN for an all-ignored mean. */
 void xent_ce_desc_init(xent_ce_desc* desc, int64_t rows, int64_t classes, xent_dtype dtype,
                        xent_label_type label_type, xent_reduction reduction);
+
+/* The same for logits of shape shape[0..ndim) with the class axis at `axis`
+   (negative counts from the end, as in Paddle and PyTorch): classes =
+   shape[axis], inner = the product after it, rows = the product of the
+   others. Returns XENT_ERROR_INVALID_ARGUMENT (naming it) for a bad shape. */
+xent_status xent_ce_desc_init_nd(xent_ce_desc* desc, int ndim, const int64_t* shape, int axis, xent_dtype dtype,
+                                 xent_label_type label_type, xent_reduction reduction);
+
+/* The tensors of one call. Pointers are device memory (host memory on the
+   cpu backend); which are read or written depends on the op, the rest are
+   ignored. Zero-initialise and fill in what the call needs. */
+typedef struct xent_ce_tensors {
+  const void* logits;     /* in, every op: [rows, C] (layout above), dtype */
+  const void* labels;     /* in, every op: hard [rows] int32/int64; XENT_PROB: like logits */
+  const void* weights;    /* in, optional: class weights [C], accumulation type */
+  const void* lse_in;     /* in, backward: the lse saved by forward */
+  const void* dloss;      /* in, backward ops, optional (NULL = 1): [rows] for 'none', else [1], loss_dtype */
+  const void* grad_bias;  /* in, backward ops, optional: [rows, C] in grad_dtype, added to grad (ONNX Runtime) */
+  void* loss;             /* out, forward ops: [rows] for 'none', else [1], loss_dtype */
+  void* lse;              /* out, forward ops, optional: [rows] per-row log-sum-exp, accumulation type */
+  void* log_prob;         /* out, forward ops, optional: [rows, C] log-softmax, dtype (ONNX log_prob) */
+  void* softmax;          /* out, forward ops, optional: [rows, C] softmax, dtype (Paddle return_softmax) */
+  void* grad;             /* out, backward ops: [rows, C] in grad_dtype; may equal logits for the
+                             forward_backward op when grad_dtype == dtype (in place, opt-in) */
+  void* grad_labels;      /* out, backward ops, XENT_PROB only, optional: d loss / d labels, like labels */
+} xent_ce_tensors;
 
 typedef struct xent_handle xent_handle;
 
@@ -108,15 +152,18 @@ xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
 xent_status xent_ce_workspace_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,
                                    size_t* bytes);
 
-/* Forward. logits [N, C]; labels [N]; weights [C] or NULL; loss [N] for
-   'none', else [1]; lse [N] or NULL: the per-row log-sum-exp that backward
-   takes. */
+/* One call of any op with every option (see xent_ce_tensors). */
+xent_status xent_ce_run(xent_handle* handle, const xent_ce_desc* desc, xent_op op, const xent_ce_tensors* tensors,
+                        void* workspace, size_t workspace_bytes, void* stream);
+
+/* Shorthands for xent_ce_run. Forward: logits, labels, weights (or NULL),
+   loss, lse (or NULL): the per-row log-sum-exp that backward takes. */
 xent_status xent_ce_forward(xent_handle* handle, const xent_ce_desc* desc, const void* logits,
                             const void* labels, const void* weights, void* loss, void* lse, void* workspace,
                             size_t workspace_bytes, void* stream);
 
-/* Backward from the saved lse. dloss: [N] for 'none', else [1], or NULL for
-   1. grad [N, C] must not overlap logits. */
+/* Backward from the saved lse. dloss: [rows] for 'none', else [1], or NULL
+   for 1. grad must not overlap logits. */
 xent_status xent_ce_backward(xent_handle* handle, const xent_ce_desc* desc, const void* logits,
                              const void* labels, const void* weights, const void* lse, const void* dloss,
                              void* grad, void* workspace, size_t workspace_bytes, void* stream);

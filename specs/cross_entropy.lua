@@ -11,7 +11,7 @@ ops { "fwd", "bwd", "fwd_bwd" }
 
 -- Types change the generated C, so they are always compile-time axes.
 specialize "dtype" { "f32", "f16", "bf16", "f64" }
-specialize "label" { "i32", "i64" }
+specialize "label" { "i32", "i64", "prob" }
 -- The reduction decides what the kernel writes (per-row losses, or block
 -- partials for a deterministic two-stage sum), so it is compile time too.
 specialize "reduction" { "none", "sum", "mean" }

@@ -31,27 +31,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "cannot read %s\n", argv[2]);
     return 1;
   }
-  /* {rows, classes, mix}. mix 0: PyTorch defaults; 1: class weights,
-     label_smoothing 0.1 and ignore_index 0; 2: every row ignored; 3: some
-     labels out of range (NaN rows; ASan builds check nothing is read out of
-     bounds; xent_check names the first); 4: z-loss 0.01 and a soft cap of 3
-     on top of mix 1; 5: out-of-range labels counted as ignored. */
-  static const int64_t cases[][3] = {
-      {3, 7, 0},      /* fewer rows and classes than a warp */
-      {5, 1003, 1},   /* a width that is no multiple of a warp or a vector */
-      {2, 5003, 0},   /* longer than one block's tile (1024 threads x 4) */
-      {1, 64, 1},     /* N = 1 */
-      {9, 1, 0},      /* C = 1 */
-      {9, 1, 1},      /* C = 1 with smoothing and weights */
-      {2, 131072, 1}, /* a 128K vocabulary */
-      {4, 100, 2},    /* ignore_index on every row */
-      {40, 33, 0},    /* more rows than a warp */
-      {6, 40, 3},     /* labels outside [0, C) */
-      {7, 2100, 4},   /* z-loss and soft-capping */
-      {8, 50, 5},     /* out-of-range labels ignored */
-      {65536 + 37, 3, 0}, /* more rows than blocks: a block takes several (one variant: slow) */
-  };
-  const int ncases = (int)(sizeof cases / sizeof cases[0]);
   /* The 65K-row case takes minutes under ASan; .ci/run's sanitizer pass
      skips it (the plain pass runs it). */
   const int skip_huge = getenv("XENT_EMU_SKIP_HUGE") != NULL;
@@ -61,32 +40,21 @@ int main(int argc, char** argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int k = 0; k < count; ++k) {
     if (argc > 3 && fnmatch(argv[3], keys[k], 0) != 0) continue;
-    for (int c = 0; c < ncases; ++c) {
-      if (cases[c][0] > 65536 && (strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") != 0 || skip_huge)) continue;
+    for (int c = 0; c < tu_ncases; ++c) {
+      /* Emulating 65K blocks is slow: one variant covers the grid stride. */
+      if (tu_cases[c].rows > 65536 && (strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") != 0 || skip_huge)) continue;
       xent_ce_desc d;
       xent_op op;
-      d.rows = cases[c][0];
-      d.classes = cases[c][1];
-      if (tu_parse_key(keys[k], &op, &d) != 0) {
+      const int flags = tu_case_setup(&tu_cases[c], keys[k], &op, &d);
+      if (flags == TU_NOT_A_KEY) {
         printf("FAIL %s: not a cross_entropy key\n", keys[k]);
         failures++;
         break;
       }
-      const int mix = (int)cases[c][2];
-      if (mix == 1 || mix == 4) {
-        d.label_smoothing = 0.1;
-        d.ignore_index = 0;
-      }
-      if (mix == 5) d.invalid_labels = XENT_INVALID_LABELS_IGNORE;
-      if (mix == 4) {
-        d.z_loss = 0.01;
-        d.softcap = 3.0;
-      }
-      if (mix == 2) d.all_ignored_zero = (k % 2);
+      if (flags == TU_NOT_APPLICABLE) continue;
       char name[256];
-      snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld mix=%d", keys[k], argv[1], (long long)d.rows,
-               (long long)d.classes, mix);
-      const int flags = (mix == 1 || mix == 4) ? TU_WEIGHTED : mix == 2 ? TU_IGNORE_ALL : (mix == 3 || mix == 5) ? TU_BAD_LABELS : 0;
+      snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld inner=%lld mix=%d", keys[k], argv[1], (long long)d.rows,
+               (long long)d.classes, (long long)d.inner, tu_cases[c].mix);
       failures += tu_check_call(h, op, &d, 7919u * (unsigned)k + (unsigned)c, flags, name);
       runs++;
     }

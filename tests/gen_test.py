@@ -17,7 +17,7 @@ XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
 SPEC = os.path.join(RUNFILES, "specs", "cross_entropy.lua")
 TEMPLATES = os.path.join(RUNFILES, "templates")
 GOLDEN = os.path.join(RUNFILES, "tests", "golden")
-GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f16_i64_sum"]
+GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f16_i64_sum", "ce_fwd_bwd_bf16_prob_mean"]
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
@@ -109,7 +109,7 @@ class Expansion(unittest.TestCase):
     def test_default_spec_has_every_combination_once_sorted(self):
         keys = self.list_keys()
         expected = sorted(f"ce_{op}_{dt}_{lt}_{red}" for op in ("fwd", "bwd", "fwd_bwd")
-                          for dt in ("f32", "f16", "bf16", "f64") for lt in ("i32", "i64")
+                          for dt in ("f32", "f16", "bf16", "f64") for lt in ("i32", "i64", "prob")
                           for red in ("none", "sum", "mean"))
         self.assertEqual(keys, expected)
 
@@ -117,7 +117,8 @@ class Expansion(unittest.TestCase):
         keys = self.list_keys("--kernels", "ce_fwd_bf16_*,ce_bwd_*_i32_mean", "--exclude", "*_sum")
         self.assertEqual(keys, ["ce_bwd_bf16_i32_mean", "ce_bwd_f16_i32_mean", "ce_bwd_f32_i32_mean",
                                 "ce_bwd_f64_i32_mean", "ce_fwd_bf16_i32_mean", "ce_fwd_bf16_i32_none",
-                                "ce_fwd_bf16_i64_mean", "ce_fwd_bf16_i64_none"])
+                                "ce_fwd_bf16_i64_mean", "ce_fwd_bf16_i64_none", "ce_fwd_bf16_prob_mean",
+                                "ce_fwd_bf16_prob_none"])
 
     def test_filter_matching_nothing_is_an_error(self):
         r = xentgen("--spec", SPEC, "--list", "--kernels", "nothing*")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, Desc
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, make_desc
 from xent_ctypes import NO_IGNORE_INDEX as NO_IGNORE
 
 
@@ -58,7 +58,7 @@ class Case:
     def __init__(self, rng, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
                  scale=3.0, ignore_all=False, all_ignored_zero=False):
         self.dtype, self.reduction = dtype, reduction
-        self.desc = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero))
+        self.desc = make_desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero))
         x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale)
         self.x = x.to(TORCH_DTYPE[dtype])  # rounded once; both sides use these values
         labels = rng.integers(0, classes, size=rows)
@@ -93,7 +93,7 @@ class ReferenceVsTorch(unittest.TestCase):
         total = np.zeros(1)
         lse = np.zeros(max(rows, 1))
         LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(case.labels), ptr(case.weights), ptr(loss_rows),
-                                ptr(total), ptr(lse))
+                                ptr(total), ptr(lse), None, None)
         x64 = case.x.to(torch.float64).requires_grad_(True)
         red = {NONE: "none", SUM: "sum", MEAN: "mean"}[case.reduction]
         expected = case.torch_loss(x64, red)
@@ -117,8 +117,8 @@ class ReferenceVsTorch(unittest.TestCase):
         else:
             expected.backward(torch.tensor(dloss[0], dtype=torch.float64))
         grad = np.zeros(rows * classes)
-        LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(case.labels), ptr(case.weights), None, ptr(dloss),
-                                 ptr(grad))
+        LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(case.labels), ptr(case.weights), None, ptr(dloss), None,
+                                 ptr(grad), None)
         np.testing.assert_allclose(grad.reshape(rows, classes), x64.grad.numpy(), err_msg=name + " (grad)",
                                    equal_nan=True, **tol)
 
@@ -147,7 +147,7 @@ class ReferenceVsTorch(unittest.TestCase):
             self.check_case(case, "all ignored, NaN")
             total = np.zeros(1)
             LIB.xent_ref_ce_forward(ctypes.byref(case.desc), ptr(raw(case.x)), ptr(case.labels),
-                                    ptr(case.weights), None, ptr(total), None)
+                                    ptr(case.weights), None, ptr(total), None, None, None)
             self.assertTrue(np.isnan(total[0]))
             case = Case(rng, F32, I64, MEAN, 8, 10, weighted, -100, 0.1, ignore_all=True, all_ignored_zero=True)
             self.check_case(case, "all ignored, zero")
@@ -177,16 +177,16 @@ class ReferenceVsTorch(unittest.TestCase):
         x = np.array([0.4, 0.6, 0.9], dtype=np.float64)
         labels = np.array([1], dtype=np.int64)
         total = np.zeros(1)
-        d = Desc(1, 3, F64, I64, MEAN, -100, 0.0, 0)
-        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, None, ptr(total), None)
+        d = make_desc(1, 3, F64, I64, MEAN, -100, 0.0, 0)
+        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, None, ptr(total), None, None, None)
         self.assertAlmostEqual(total[0], 1.15328646, delta=2e-7)
 
     def test_out_of_range_label_is_nan_not_a_read(self):
         x = np.zeros(6, dtype=np.float64)
         labels = np.array([5, -3], dtype=np.int64)
         rows = np.zeros(2)
-        d = Desc(2, 3, F64, I64, NONE, -100, 0.0, 0)
-        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, ptr(rows), None, None)
+        d = make_desc(2, 3, F64, I64, NONE, -100, 0.0, 0)
+        LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), None, ptr(rows), None, None, None, None)
         self.assertTrue(np.isnan(rows).all())
 
     def test_z_loss_and_softcap(self):
@@ -202,10 +202,10 @@ class ReferenceVsTorch(unittest.TestCase):
                     labels = rng.integers(0, classes, rows)
                     labels[rng.random(rows) < 0.25] = -100
                     weights = rng.uniform(0.3, 2.0, classes).astype(np.float64) if weighted else None
-                    d = Desc(rows, classes, F64, I64, reduction, -100, smoothing, 0, z, cap)
+                    d = make_desc(rows, classes, F64, I64, reduction, -100, smoothing, 0, z, cap)
                     loss_rows, total, lse = np.zeros(rows), np.zeros(1), np.zeros(rows)
                     LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), ptr(loss_rows),
-                                            ptr(total), ptr(lse))
+                                            ptr(total), ptr(lse), None, None)
                     x64 = torch.from_numpy(x.copy()).requires_grad_(True)
                     xc = cap * torch.tanh(x64 / cap) if cap else x64
                     lab = torch.from_numpy(labels)
@@ -229,10 +229,92 @@ class ReferenceVsTorch(unittest.TestCase):
                     dloss = rng.uniform(0.5, 1.5, rows if reduction == NONE else 1)
                     want.backward(torch.from_numpy(dloss) if reduction == NONE else torch.tensor(dloss[0]))
                     grad = np.zeros(rows * classes)
-                    LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), None, ptr(dloss),
-                                             ptr(grad))
+                    LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), None, ptr(dloss), None,
+                                             ptr(grad), None)
                     np.testing.assert_allclose(grad.reshape(rows, classes), x64.grad.numpy(), rtol=1e-9, atol=1e-12,
                                                err_msg=name + " (grad)")
+
+    def test_soft_labels(self):
+        """Probability targets (PyTorch's class-probability F.cross_entropy):
+        weights, smoothing, every reduction (the mean divides by the row
+        count), z-loss, the gradient to the logits and, as TensorFlow offers,
+        to the labels, against autograd through both."""
+        rng = np.random.default_rng(11)
+        for reduction in (NONE, SUM, MEAN):
+            for weighted, smoothing, z in ((False, 0.0, 0.0), (True, 0.0, 0.0), (True, 0.25, 0.0), (False, 0.1, 0.02)):
+                rows, classes = 9, 23
+                x = rng.standard_normal((rows, classes)) * 4
+                t = rng.uniform(0, 1, (rows, classes))
+                t[:6] /= t[:6].sum(1, keepdims=True)  # the last rows stay unnormalised, as PyTorch allows
+                weights = rng.uniform(0.3, 2.0, classes) if weighted else None
+                d = make_desc(rows, classes, F64, PROB, reduction, -100, smoothing, 0, z)
+                loss_rows, total, lse = np.zeros(rows), np.zeros(1), np.zeros(rows)
+                LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(t), ptr(weights), ptr(loss_rows), ptr(total),
+                                        ptr(lse), None, None)
+                x64 = torch.from_numpy(x.copy()).requires_grad_(True)
+                t64 = torch.from_numpy(t.copy()).requires_grad_(True)
+                red = {NONE: "none", SUM: "sum", MEAN: "mean"}[reduction]
+                w = torch.from_numpy(weights) if weighted else None
+                want = F.cross_entropy(x64, t64, weight=w, reduction=red, label_smoothing=smoothing)
+                zterm = z * torch.logsumexp(x64, 1) ** 2
+                want = want + {NONE: zterm, SUM: zterm.sum(), MEAN: zterm.mean()}[reduction]
+                name = f"soft red={reduction} w={weighted} eps={smoothing} z={z}"
+                got = loss_rows if reduction == NONE else total
+                np.testing.assert_allclose(got, want.detach().numpy().reshape(-1), rtol=1e-10, atol=1e-12, err_msg=name)
+                dloss = rng.uniform(0.5, 1.5, rows if reduction == NONE else 1)
+                want.backward(torch.from_numpy(dloss) if reduction == NONE else torch.tensor(dloss[0]))
+                grad, grad_t = np.zeros(rows * classes), np.zeros(rows * classes)
+                LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(t), ptr(weights), None, ptr(dloss), None,
+                                         ptr(grad), ptr(grad_t))
+                np.testing.assert_allclose(grad.reshape(rows, classes), x64.grad.numpy(), rtol=1e-9, atol=1e-12,
+                                           err_msg=name + " (grad)")
+                np.testing.assert_allclose(grad_t.reshape(rows, classes), t64.grad.numpy(), rtol=1e-9, atol=1e-12,
+                                           err_msg=name + " (grad to labels)")
+
+    def test_class_axis_and_extra_outputs(self):
+        """[N, C, d1, d2] logits with the class axis at 1 (PyTorch), read in
+        place with stride d1*d2; log_prob and softmax outputs; an added
+        gradient bias (ONNX Runtime's SoftmaxCrossEntropyLossGrad)."""
+        rng = np.random.default_rng(12)
+        for reduction in (NONE, SUM, MEAN):
+            for soft in (False, True):
+                n, classes, d1, d2 = 3, 6, 4, 5
+                x = rng.standard_normal((n, classes, d1, d2)) * 3
+                inner, rows = d1 * d2, n * d1 * d2
+                if soft:
+                    t = rng.uniform(0, 1, x.shape)
+                    t /= t.sum(1, keepdims=True)
+                    labels, torch_target = t, torch.from_numpy(t)
+                else:
+                    labels = rng.integers(0, classes, (n, d1, d2))
+                    labels[rng.random(labels.shape) < 0.2] = -100
+                    torch_target = torch.from_numpy(labels)
+                weights = rng.uniform(0.3, 2.0, classes)
+                d = make_desc(rows, classes, F64, PROB if soft else I64, reduction, -100, 0.1, inner=inner)
+                loss_rows, total = np.zeros(rows), np.zeros(1)
+                log_prob, softmax = np.zeros(x.size), np.zeros(x.size)
+                LIB.xent_ref_ce_forward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), ptr(loss_rows),
+                                        ptr(total), None, ptr(log_prob), ptr(softmax))
+                x64 = torch.from_numpy(x.copy()).requires_grad_(True)
+                red = {NONE: "none", SUM: "sum", MEAN: "mean"}[reduction]
+                want = F.cross_entropy(x64, torch_target, weight=torch.from_numpy(weights), reduction=red,
+                                       label_smoothing=0.1)
+                name = f"N-d red={reduction} soft={soft}"
+                got = loss_rows if reduction == NONE else total
+                np.testing.assert_allclose(got, want.detach().numpy().reshape(-1), rtol=1e-10, atol=1e-12, err_msg=name)
+                np.testing.assert_allclose(log_prob.reshape(x.shape), F.log_softmax(x64, 1).detach().numpy(),
+                                           rtol=1e-12, atol=1e-12, err_msg=name + " log_prob")
+                np.testing.assert_allclose(softmax.reshape(x.shape), F.softmax(x64, 1).detach().numpy(),
+                                           rtol=1e-12, atol=1e-15, err_msg=name + " softmax")
+                dloss = rng.uniform(0.5, 1.5, rows if reduction == NONE else 1)
+                want.backward(torch.from_numpy(dloss.reshape(n, d1, d2)) if reduction == NONE
+                              else torch.tensor(dloss[0]))
+                bias = rng.standard_normal(x.size) * 0.01
+                grad = np.zeros(x.size)
+                LIB.xent_ref_ce_backward(ctypes.byref(d), ptr(x), ptr(labels), ptr(weights), None, ptr(dloss),
+                                         ptr(bias), ptr(grad), None)
+                np.testing.assert_allclose(grad.reshape(x.shape), x64.grad.numpy() + bias.reshape(x.shape),
+                                           rtol=1e-9, atol=1e-12, err_msg=name + " (grad + bias)")
 
     def test_half_conversions_match_numpy_and_torch(self):
         rng = np.random.default_rng(9)

@@ -30,8 +30,8 @@ static void expect_error(xent_status got, xent_status status, const char* needle
 
 /* tests/xent_ctypes.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
-  CHECK(sizeof(xent_ce_desc) == 80 && offsetof(xent_ce_desc, all_ignored_zero) == 48 &&
-            offsetof(xent_ce_desc, softcap) == 64,
+  CHECK(sizeof(xent_ce_desc) == 96 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
+            offsetof(xent_ce_desc, softcap) == 80,
         "xent_ce_desc layout changed: update tests/xent_ctypes.py (DESC_LAYOUT) too");
 }
 
@@ -104,6 +104,66 @@ static void test_error_paths(void) {
   bad.invalid_labels = (xent_invalid_labels)3;
   expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
                "desc->invalid_labels 3", "invalid_labels 3");
+  bad = d;
+  bad.inner = 0;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->inner is 0", "inner 0");
+  bad.inner = 3;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->rows (4) is not a multiple of desc->inner (3)", "rows % inner");
+  bad = d;
+  bad.loss_dtype = XENT_F64;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->loss_dtype 3 must be desc->dtype (f32 outputs are for f16/bf16 logits)", "loss_dtype f64 for f32");
+  bad = d;
+  bad.dtype = XENT_BF16;
+  bad.loss_dtype = XENT_BF16;
+  bad.grad_dtype = XENT_F16;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->grad_dtype 1 must be desc->dtype or XENT_F32", "grad_dtype f16 for bf16");
+  bad = d;
+  bad.label_type = (xent_label_type)3;
+  expect_error(xent_ce_forward(h, &bad, logits, labels, NULL, loss, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->label_type 3", "label_type 3");
+  {
+    /* The tensors struct: unknown op, NULL struct, grad_labels of hard
+       labels, in place across dtypes, outputs overlapping inputs. */
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss, .grad = grad, .lse_in = lse};
+    expect_error(xent_ce_run(h, &d, (xent_op)7, &t, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT, "op 7", "run(op 7)");
+    expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, NULL, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "xent_ce_run: tensors is NULL", "run(NULL tensors)");
+    t.grad_labels = lse;
+    expect_error(xent_ce_run(h, &d, XENT_OP_BACKWARD, &t, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "grad_labels is set, but hard labels", "grad_labels with hard labels");
+    t.grad_labels = NULL;
+    t.log_prob = logits + 3;
+    expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "log_prob overlaps logits", "log_prob over logits");
+    t.log_prob = NULL;
+    xent_ce_desc mixed;
+    xent_ce_desc_init(&mixed, 4, 10, XENT_BF16, XENT_I64, XENT_REDUCTION_NONE);
+    mixed.grad_dtype = XENT_F32;
+    t.grad = (void*)t.logits;
+    expect_error(xent_ce_run(h, &mixed, XENT_OP_FORWARD_BACKWARD, &t, NULL, 0, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "in place) needs desc->grad_dtype == desc->dtype", "in place with f32 grad");
+  }
+  {
+    /* N-d shapes: [2, 5, 3, 4] with the class axis at 1 (PyTorch) and -1 (Paddle). */
+    const int64_t shape[4] = {2, 5, 3, 4};
+    xent_ce_desc nd;
+    CHECK(xent_ce_desc_init_nd(&nd, 4, shape, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN) == XENT_OK &&
+              nd.rows == 24 && nd.classes == 5 && nd.inner == 12 && nd.ignore_index == -100,
+          "init_nd axis 1: rows %lld classes %lld inner %lld", (long long)nd.rows, (long long)nd.classes,
+          (long long)nd.inner);
+    CHECK(xent_ce_desc_init_nd(&nd, 4, shape, -1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN) == XENT_OK &&
+              nd.rows == 30 && nd.classes == 4 && nd.inner == 1,
+          "init_nd axis -1");
+    expect_error(xent_ce_desc_init_nd(&nd, 4, shape, 4, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN),
+                 XENT_ERROR_INVALID_ARGUMENT, "axis 4 is outside [-4, 4)", "init_nd axis 4");
+    const int64_t zero_classes[2] = {3, 0};
+    expect_error(xent_ce_desc_init_nd(&nd, 2, zero_classes, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN),
+                 XENT_ERROR_INVALID_ARGUMENT, "shape[1] is 0, must be >= 1", "init_nd zero classes");
+  }
   expect_error(xent_check(NULL), XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL", "check(NULL)");
   CHECK(xent_check(h) == XENT_OK, "a fresh handle has seen no bad label: %s", xent_last_error());
   size_t ws = 0;
@@ -134,7 +194,7 @@ static void test_error_paths(void) {
 
 /* The option axes in xent_ce_lookup: the most specialized entry wins, a
    run-time entry serves every value, and a miss names the key and the spec. */
-static int fake_launch(const xent_ce_args* a) {
+static int fake_launch(const void* a) {
   (void)a;
   return 0;
 }

@@ -36,13 +36,16 @@ int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* d) {
   xent_label_type lt;
   if (strcmp(label, "i32") == 0) lt = XENT_I32;
   else if (strcmp(label, "i64") == 0) lt = XENT_I64;
+  else if (strcmp(label, "prob") == 0) lt = XENT_PROB;
   else return -1;
   xent_reduction red;
   if (strcmp(reduction, "none") == 0) red = XENT_REDUCTION_NONE;
   else if (strcmp(reduction, "sum") == 0) red = XENT_REDUCTION_SUM;
   else if (strcmp(reduction, "mean") == 0) red = XENT_REDUCTION_MEAN;
   else return -1;
+  const int64_t inner = d->inner;
   xent_ce_desc_init(d, d->rows, d->classes, dt, lt, red);
+  d->inner = inner > 0 ? inner : 1;
   return 0;
 }
 
@@ -89,13 +92,30 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
   uint64_t s = seed;
   in->logits = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
   for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, in->logits, i, scale * (2 * uniform(&s) - 1));
-  in->labels = malloc((size_t)(N > 0 ? N : 1) * 8);
-  for (int64_t n = 0; n < N; ++n) {
-    int64_t y = (int64_t)(next_u64(&s) % (uint64_t)C);
-    if ((flags & TU_IGNORE_ALL) || uniform(&s) < 0.25) y = d->ignore_index;
-    else if ((flags & TU_BAD_LABELS) && n % 3 == 1) y = (n % 2) ? C + 5 : -7;
-    if (d->label_type == XENT_I32) ((int32_t*)in->labels)[n] = (int32_t)y;
-    else ((int64_t*)in->labels)[n] = y;
+  if (d->label_type == XENT_PROB) {
+    /* A distribution per row; every fifth row unnormalised (PyTorch does not
+       require a sum of 1), every seventh one-hot. */
+    in->labels = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
+    double* row = malloc((size_t)C * sizeof *row);
+    for (int64_t n = 0; n < N; ++n) {
+      double total = 0;
+      for (int64_t c = 0; c < C; ++c) total += row[c] = n % 7 == 3 ? (c == n % C) : uniform(&s);
+      const double norm = n % 5 == 2 ? 1.0 : 1.0 / total;
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t inner = d->inner > 0 ? d->inner : 1;
+        xent_store(d->dtype, in->labels, (n / inner) * C * inner + c * inner + n % inner, row[c] * norm);
+      }
+    }
+    free(row);
+  } else {
+    in->labels = malloc((size_t)(N > 0 ? N : 1) * 8);
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t y = (int64_t)(next_u64(&s) % (uint64_t)C);
+      if ((flags & TU_IGNORE_ALL) || uniform(&s) < 0.25) y = d->ignore_index;
+      else if ((flags & TU_BAD_LABELS) && n % 3 == 1) y = (n % 2) ? C + 5 : -7;
+      if (d->label_type == XENT_I32) ((int32_t*)in->labels)[n] = (int32_t)y;
+      else ((int64_t*)in->labels)[n] = y;
+    }
   }
   in->weights = NULL;
   if (flags & TU_WEIGHTED) {
@@ -103,8 +123,13 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
     for (int64_t c = 0; c < C; ++c) xent_store(acc, in->weights, c, 0.25 + 1.5 * uniform(&s));
   }
   const int64_t nd = d->reduction == XENT_REDUCTION_NONE ? N : 1;
-  in->dloss = malloc((size_t)(nd > 0 ? nd : 1) * eb);
-  for (int64_t i = 0; i < nd; ++i) xent_store(d->dtype, in->dloss, i, 0.5 + uniform(&s));
+  in->dloss = malloc((size_t)(nd > 0 ? nd : 1) * tu_dtype_bytes(d->loss_dtype));
+  for (int64_t i = 0; i < nd; ++i) xent_store(d->loss_dtype, in->dloss, i, 0.5 + uniform(&s));
+  in->grad_bias = NULL;
+  if (flags & TU_EXTRAS) {
+    in->grad_bias = malloc((size_t)(N * C > 0 ? N * C : 1) * tu_dtype_bytes(d->grad_dtype));
+    for (int64_t i = 0; i < N * C; ++i) xent_store(d->grad_dtype, in->grad_bias, i, 0.01 * (2 * uniform(&s) - 1));
+  }
 }
 
 void tu_free_inputs(tu_inputs* in) {
@@ -112,6 +137,7 @@ void tu_free_inputs(tu_inputs* in) {
   free(in->labels);
   free(in->weights);
   free(in->dloss);
+  free(in->grad_bias);
   memset(in, 0, sizeof *in);
 }
 

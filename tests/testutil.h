@@ -9,7 +9,8 @@
 
 #include "runtime/xent.h"
 
-/* "ce_fwd_bwd_bf16_i64_mean" -> op and the desc's dtype/label/reduction.
+/* "ce_fwd_bwd_bf16_i64_mean" -> op and the desc's dtype/label/reduction
+   (rows, classes and inner are kept).
    Returns 0, or -1 for a key this family does not produce. */
 int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* desc);
 
@@ -18,12 +19,13 @@ int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* desc);
 int tu_read_manifest(const char* path, char*** keys);
 void tu_free_manifest(char** keys, int count);
 
-/* Inputs for one call, in host memory, in the descriptor's types. */
+/* Inputs for one call, in host memory, in the descriptor's types and layout. */
 typedef struct tu_inputs {
   void* logits;       /* [N*C] */
-  void* labels;       /* [N] */
+  void* labels;       /* [N], or [N*C] like logits for XENT_PROB */
   void* weights;      /* [C] accumulation type, or NULL */
   void* dloss;        /* [N] or [1] loss dtype */
+  void* grad_bias;    /* [N*C] grad dtype, or NULL */
 } tu_inputs;
 
 /* What inputs to make besides random logits and labels. */
@@ -31,10 +33,26 @@ enum {
   TU_WEIGHTED = 1,    /* class weights */
   TU_IGNORE_ALL = 2,  /* every label is ignore_index (else about a quarter) */
   TU_BAD_LABELS = 4,  /* some labels outside [0, C): NaN rows, never an out-of-bounds read */
+  TU_EXTRAS = 8,      /* also ask for log_prob, softmax, grad_bias and (soft labels) grad_labels */
 };
 
-/* Random logits of magnitude `scale`, labels in [0, C) with about a quarter
-   set to desc->ignore_index, and what `flags` asks for. */
+/* The shapes and option mixes every kernel test runs (tests/cases.c). */
+typedef struct tu_case {
+  int64_t rows, classes, inner;
+  int mix;
+} tu_case;
+extern const tu_case tu_cases[];
+extern const int tu_ncases;
+
+enum { TU_NOT_A_KEY = -1, TU_NOT_APPLICABLE = -2 };
+/* Fills op and desc for `key` and case c. Returns the TU_* input flags for
+   tu_check_call, TU_NOT_A_KEY, or TU_NOT_APPLICABLE (say, f32 outputs for
+   f32 logits, or ignore_index for soft labels). */
+int tu_case_setup(const tu_case* c, const char* key, xent_op* op, xent_ce_desc* desc);
+
+/* Random logits of magnitude `scale`; hard labels in [0, C) with about a
+   quarter set to desc->ignore_index, or soft labels (random distributions,
+   a few rows unnormalised); and what `flags` asks for. */
 void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flags, tu_inputs* in);
 void tu_free_inputs(tu_inputs* in);
 

@@ -1,15 +1,18 @@
-"""ctypes mirrors of runtime/xent.h for the Python tests: the descriptor
-struct and the enum values. Its layout is pinned on both sides: DESC_LAYOUT
-here (checked by the tests that import it) and in tests/runtime_test.c."""
+"""ctypes mirrors of runtime/xent.h for the Python tests: the descriptor and
+tensors structs and the enum values. The descriptor's layout is pinned on
+both sides: DESC_LAYOUT here (checked by the tests that import it) and in
+tests/runtime_test.c."""
 
 import ctypes
 
 F32, F16, BF16, F64 = 0, 1, 2, 3
-I32, I64 = 0, 1
+I32, I64, PROB = 0, 1, 2
 NONE, SUM, MEAN = 0, 1, 2
+FORWARD, BACKWARD, FORWARD_BACKWARD = 0, 1, 2
 BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 1, 2, 3
 NO_IGNORE_INDEX = -(2**63)
 INVALID_LABELS_REPORT, INVALID_LABELS_IGNORE = 0, 1
+SOFTMAX, LOG_SOFTMAX = 0, 1
 
 
 class Desc(ctypes.Structure):
@@ -18,7 +21,10 @@ class Desc(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_int64),
         ("classes", ctypes.c_int64),
+        ("inner", ctypes.c_int64),
         ("dtype", ctypes.c_int),
+        ("loss_dtype", ctypes.c_int),
+        ("grad_dtype", ctypes.c_int),
         ("label_type", ctypes.c_int),
         ("reduction", ctypes.c_int),
         ("ignore_index", ctypes.c_int64),
@@ -30,7 +36,37 @@ class Desc(ctypes.Structure):
     ]
 
 
+def make_desc(rows, classes, dtype, label_type, reduction, ignore_index=-100, smoothing=0.0, all_ignored_zero=0,
+              z_loss=0.0, softcap=0.0, invalid_labels=INVALID_LABELS_REPORT, inner=1, loss_dtype=None,
+              grad_dtype=None):
+    """A descriptor with xent_ce_desc_init's defaults for what is not given."""
+    return Desc(rows, classes, inner, dtype, dtype if loss_dtype is None else loss_dtype,
+                dtype if grad_dtype is None else grad_dtype, label_type, reduction, ignore_index, smoothing,
+                int(all_ignored_zero), z_loss, softcap, invalid_labels)
+
+
+class Tensors(ctypes.Structure):
+    """xent_ce_tensors."""
+
+    _fields_ = [(name, ctypes.c_void_p) for name in (
+        "logits", "labels", "weights", "lse_in", "dloss", "grad_bias", "loss", "lse", "log_prob", "softmax", "grad",
+        "grad_labels")]
+
+
+class SoftmaxDesc(ctypes.Structure):
+    """xent_softmax_desc."""
+
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("classes", ctypes.c_int64),
+        ("inner", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("kind", ctypes.c_int),
+    ]
+
+
 # sizeof and the offsets of all_ignored_zero and softcap, as runtime_test.c
 # asserts for the C struct.
-DESC_LAYOUT = (80, 48, 64)
+DESC_LAYOUT = (96, 64, 80)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset) == DESC_LAYOUT
+assert ctypes.sizeof(Tensors) == 12 * 8

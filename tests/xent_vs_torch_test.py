@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, Desc
-from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
+from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT, PROB, FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors
 
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 # Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
@@ -69,7 +69,7 @@ class XentVsTorch(unittest.TestCase):
                 f"w={weighted} ii={ignore_index} eps={smoothing} scale={scale}")
         rng = np.random.default_rng(seed)
         h = self.handles[target]
-        d = Desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero), z_loss,
+        d = make_desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero), z_loss,
                  softcap, INVALID_LABELS_IGNORE if ignore_bad_labels else INVALID_LABELS_REPORT)
         x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
         labels = rng.integers(0, classes, size=rows)
@@ -177,7 +177,7 @@ class XentVsTorch(unittest.TestCase):
         x = np.zeros((4, 5), np.float32)
         labels = np.array([1, 9, -100, -2], np.int64)
         loss = np.zeros(4, np.float32)
-        d = Desc(4, 5, F32, I64, NONE, -100, 0.0)
+        d = make_desc(4, 5, F32, I64, NONE, -100, 0.0)
         ws = np.zeros(64, np.uint8)
         self.call(LIB.xent_ce_forward, h, ctypes.byref(d), ptr(x), ptr(labels), None, ptr(loss), None, ptr(ws),
                   ctypes.c_size_t(ws.size), None)
@@ -194,6 +194,77 @@ class XentVsTorch(unittest.TestCase):
                     seed += 1
                     self.check(target, dtype, I64, reduction, 9, 513, True, -100, 0.1, scale=6.0, seed=seed,
                                z_loss=0.02, softcap=4.0)
+
+
+    def run_ce(self, h, d, op, **tensors):
+        """xent_ce_run with numpy arrays for the named xent_ce_tensors fields."""
+        t = Tensors(**{k: (v.ctypes.data if v is not None else None) for k, v in tensors.items()})
+        ws_bytes = ctypes.c_size_t()
+        self.call(LIB.xent_ce_workspace_size, h, ctypes.byref(d), op, ctypes.byref(ws_bytes))
+        ws = np.zeros(max(ws_bytes.value, 8), np.uint8)
+        self.call(LIB.xent_ce_run, h, ctypes.byref(d), op, ctypes.byref(t), ptr(ws), ctypes.c_size_t(ws.size), None)
+
+    def test_soft_labels_class_axis_and_extras(self):
+        """Through xent_ce_run: soft or hard labels on [N, C, d1, d2] logits
+        (class axis 1, read strided) and on [N, C]; log_prob and softmax
+        outputs; a gradient bias; the gradient to soft labels; and f32 loss
+        and gradient from bf16/f16 logits, against PyTorch autograd."""
+        rng = np.random.default_rng(77)
+        cases = [(F32, False, (3, 7, 4, 5)), (F32, True, (3, 7, 4, 5)), (BF16, True, (6, 300)),
+                 (F16, False, (2, 33, 9)), (F64, True, (2, 5, 3)), (BF16, False, (5, 400))]
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = self.handles[target]
+            for i, (dtype, soft, shape) in enumerate(cases):
+                for reduction in (NONE, MEAN):
+                    mixed = dtype in (F16, BF16) and reduction == MEAN
+                    name = f"target={target} dtype={dtype} soft={soft} shape={shape} red={reduction} f32-out={mixed}"
+                    n, classes = shape[0], shape[1]
+                    inner = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+                    rows = n * inner
+                    x = torch.from_numpy(rng.standard_normal(shape) * 3).to(TORCH[dtype])
+                    weights = rng.uniform(0.3, 2.0, classes).astype(np.float64 if dtype == F64 else np.float32)
+                    if soft:
+                        t = rng.uniform(0, 1, shape)
+                        t = torch.from_numpy(t / t.sum(1, keepdims=True)).to(TORCH[dtype])
+                        labels, target_t = raw(t), t.to(torch.float64, copy=True).requires_grad_(True)
+                    else:
+                        lab = rng.integers(0, classes, (n,) + tuple(shape[2:]))
+                        lab[rng.random(lab.shape) < 0.2] = -100
+                        labels, target_t = lab.astype(np.int64), torch.from_numpy(lab)
+                    out_dtype = F32 if mixed else dtype
+                    d = make_desc(rows, classes, dtype, PROB if soft else I64, reduction, -100, 0.1, inner=inner,
+                                  loss_dtype=out_dtype, grad_dtype=out_dtype)
+                    x64 = x.to(torch.float64, copy=True).requires_grad_(True)
+                    red = {NONE: "none", MEAN: "mean"}[reduction]
+                    want = F.cross_entropy(x64, target_t, weight=torch.from_numpy(weights.astype(np.float64)),
+                                           reduction=red, label_smoothing=0.1)
+                    out_np = np.float32 if out_dtype == F32 else raw(x).dtype
+                    dloss_t = torch.from_numpy(rng.uniform(0.5, 1.5, want.shape)).to(TORCH[out_dtype])
+                    want.backward(dloss_t.to(torch.float64))
+                    bias_t = torch.from_numpy(rng.standard_normal(shape) * 0.01).to(TORCH[out_dtype])
+                    xr = raw(x)
+                    loss = np.zeros(max(want.numel(), 1), out_np)
+                    grad = np.zeros(xr.shape, out_np)
+                    log_prob, softmax = np.zeros_like(xr), np.zeros_like(xr)
+                    grad_labels = np.zeros_like(xr) if soft else None
+                    self.run_ce(h, d, FORWARD_BACKWARD, logits=xr, labels=labels, weights=weights,
+                                dloss=raw(dloss_t).reshape(-1), grad_bias=raw(bias_t), loss=loss, log_prob=log_prob,
+                                softmax=softmax, grad=grad, grad_labels=grad_labels)
+                    tol = TOL[out_dtype] if out_dtype == dtype else TOL[F32]
+                    w = want.detach().numpy().reshape(-1)
+                    np.testing.assert_allclose(from_raw(loss, out_dtype).numpy(), w, rtol=tol,
+                                               atol=tol * np.abs(w).max(), err_msg=name + " loss")
+                    want_grad = x64.grad.numpy() + bias_t.to(torch.float64).numpy()
+                    np.testing.assert_allclose(from_raw(grad, out_dtype).numpy(), want_grad, rtol=tol,
+                                               atol=tol * np.abs(want_grad).max(), err_msg=name + " grad")
+                    np.testing.assert_allclose(from_raw(log_prob, dtype).numpy(), F.log_softmax(x64, 1).detach().numpy(),
+                                               rtol=TOL[dtype], atol=TOL[dtype], err_msg=name + " log_prob")
+                    np.testing.assert_allclose(from_raw(softmax, dtype).numpy(), F.softmax(x64, 1).detach().numpy(),
+                                               rtol=TOL[dtype], atol=TOL[dtype] * 0.1, err_msg=name + " softmax")
+                    if soft:
+                        gt = target_t.grad.numpy()
+                        np.testing.assert_allclose(from_raw(grad_labels, dtype).numpy(), gt, rtol=TOL[dtype],
+                                                   atol=TOL[dtype] * np.abs(gt).max(), err_msg=name + " grad_labels")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ local DTYPES = {
   bf16 = { storage = "uint16_t", acc = "float", bytes = 2 },
 }
 
+-- Hard labels are integers; soft labels ("prob") are a distribution per row,
+-- stored like the logits.
 local LABELS = { i32 = "int32_t", i64 = "int64_t" }
 
 function M.symbols(target, key)
@@ -32,7 +34,11 @@ function M.for_variant(v, target)
     target = target,
     T = d.storage,
     A = d.acc,
-    L = LABELS[v.label],
+    L = LABELS[v.label] or d.storage,
+    soft = v.label == "prob",
+    -- f16/bf16 variants may write the loss and the gradient in f32 (a
+    -- run-time flag each): ONNX Runtime's mixed-precision variants.
+    mixed = v.dtype == "f16" or v.dtype == "bf16",
     to_acc = "xent_load_" .. v.dtype,
     from_acc = "xent_store_" .. v.dtype,
     kernel = sym.kernel,
@@ -44,6 +50,10 @@ function M.for_variant(v, target)
     -- soft cap's tanh) needs more registers than a 1024- or 512-thread
     -- block leaves each thread (64 or 128): it would spill.
     row_threads = v.dtype == "f64" and 256 or 1024,
+    -- Threads per block when the class axis is strided (inner > 1): one
+    -- thread per row, neighbouring threads on neighbouring positions, so
+    -- every load of a class is coalesced.
+    column_threads = 256,
   }
 end
 

@@ -26,7 +26,7 @@ M.schemas = {
     ops = { "fwd", "bwd", "fwd_bwd" },
     axes = {
       { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
-      { name = "label", values = { "i32", "i64" }, type_axis = true },
+      { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
       { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
       { name = "weights", values = { "unweighted", "weighted" } },
       { name = "label_smoothing", values = { "nosmooth", "smooth" } },

@@ -1,0 +1,63 @@
+/* The cases every kernel test runs: shapes where kernels go wrong, crossed
+   with option mixes. */
+#include <string.h>
+
+#include "tests/testutil.h"
+
+/* {rows, classes, inner, mix}. mix 0: PyTorch defaults; 1: class weights,
+   label_smoothing 0.1 and ignore_index 0; 2: every row ignored; 3: some
+   labels out of range (NaN rows; ASan builds check nothing is read out of
+   bounds; xent_check names the first); 4: z-loss 0.01 and a soft cap of 3
+   on top of mix 1; 5: out-of-range labels counted as ignored; 6: mix 1
+   plus the extra tensors (log_prob, softmax, grad_bias, grad_labels); 7:
+   mix 6 with f32 loss and gradient (f16/bf16 keys only). inner > 1: the
+   class axis is strided ([rows / inner, C, inner] logits). */
+const tu_case tu_cases[] = {
+    {3, 7, 1, 0},      /* fewer rows and classes than a warp */
+    {5, 1003, 1, 1},   /* a width that is no multiple of a warp or a vector */
+    {2, 5003, 1, 0},   /* longer than one block's tile (1024 threads x 4) */
+    {1, 64, 1, 1},     /* N = 1 */
+    {9, 1, 1, 0},      /* C = 1 */
+    {9, 1, 1, 1},      /* C = 1 with smoothing and weights */
+    {2, 131072, 1, 1}, /* a 128K vocabulary */
+    {4, 100, 1, 2},    /* ignore_index on every row */
+    {40, 33, 1, 0},    /* more rows than a warp */
+    {6, 40, 1, 3},     /* labels outside [0, C) */
+    {7, 2100, 1, 4},   /* z-loss and soft-capping */
+    {8, 50, 1, 5},     /* out-of-range labels ignored */
+    {6, 300, 1, 6},    /* extra outputs and inputs */
+    {6, 300, 1, 7},    /* f32 outputs from f16/bf16 logits */
+    {3 * 37, 21, 37, 0},   /* [3, 21, 37]: class axis 1, segmentation-like */
+    {2 * 300, 5, 300, 6},  /* more positions than a block of threads, with the extras */
+    {2 * 3, 1003, 3, 4},   /* a long strided row with z-loss and the cap */
+    {65536 + 37, 3, 1, 0}, /* more rows than blocks: a block takes several (one variant: slow) */
+};
+const int tu_ncases = (int)(sizeof tu_cases / sizeof tu_cases[0]);
+
+int tu_case_setup(const tu_case* c, const char* key, xent_op* op, xent_ce_desc* d) {
+  memset(d, 0, sizeof *d);
+  d->rows = c->rows;
+  d->classes = c->classes;
+  d->inner = c->inner;
+  if (tu_parse_key(key, op, d) != 0) return TU_NOT_A_KEY;
+  const int mix = c->mix;
+  /* Soft labels have no ignore_index and no label range. */
+  if (d->label_type == XENT_PROB && (mix == 2 || mix == 3 || mix == 5)) return TU_NOT_APPLICABLE;
+  if (mix == 7 && d->dtype != XENT_F16 && d->dtype != XENT_BF16) return TU_NOT_APPLICABLE;
+  if (mix == 7) d->loss_dtype = d->grad_dtype = XENT_F32;
+  if (mix == 1 || mix == 4 || mix >= 6) {
+    d->label_smoothing = 0.1;
+    d->ignore_index = 0;
+  }
+  if (mix == 4) {
+    d->z_loss = 0.01;
+    d->softcap = 3.0;
+  }
+  if (mix == 5) d->invalid_labels = XENT_INVALID_LABELS_IGNORE;
+  if (mix == 2) d->all_ignored_zero = (int)(strlen(key) % 2); /* both policies, across keys */
+  if (mix == 1 || mix == 4) return TU_WEIGHTED;
+  if (mix >= 6) return TU_WEIGHTED | TU_EXTRAS;
+  if (mix == 2) return TU_IGNORE_ALL;
+  if (mix == 3 || mix == 5) return TU_BAD_LABELS;
+  return 0;
+}
