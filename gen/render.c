@@ -40,18 +40,14 @@ static void push_variant(lua_State* L, const gen_variant* v) {
   SET("family", family);
   SET("prefix", prefix);
   SET("op", op);
-  SET("dtype", dtype);
-  SET("label", label);
-  SET("reduction", reduction);
-  SET("weights", weights);
-  SET("label_smoothing", label_smoothing);
-  SET("ignore_index", ignore_index);
-  SET("z_loss", z_loss);
-  SET("softcap", softcap);
   SET("spec", spec);
   SET("template", tmpl);
   SET("min_arch_hip", min_arch_hip);
 #undef SET
+  for (int i = 0; i < v->axis_count; ++i) {
+    lua_pushstring(L, v->axes[i].value);
+    lua_setfield(L, -2, v->axes[i].name);
+  }
   lua_pushinteger(L, v->min_arch_cuda);
   lua_setfield(L, -2, "min_arch_cuda");
 }

@@ -29,18 +29,37 @@ static int copy_variant(lua_State* L, gen_variant* v, gen_error* err) {
   FIELD("family", family);
   FIELD("prefix", prefix);
   FIELD("op", op);
-  FIELD("dtype", dtype);
-  FIELD("label", label);
-  FIELD("reduction", reduction);
-  FIELD("weights", weights);
-  FIELD("label_smoothing", label_smoothing);
-  FIELD("ignore_index", ignore_index);
-  FIELD("z_loss", z_loss);
-  FIELD("softcap", softcap);
   FIELD("spec", spec);
   FIELD("template", tmpl);
   FIELD("min_arch_hip", min_arch_hip);
 #undef FIELD
+  /* The family's axes, named by the DSL in schema order. */
+  lua_getfield(L, -1, "axis_names");
+  const lua_Integer n = lua_istable(L, -1) ? luaL_len(L, -1) : -1;
+  if (n < 0 || n > GEN_AXES_MAX) {
+    lua_pop(L, 1);
+    return gen_fail(err, "internal error: variant %s has %lld axes (at most %d)", v->key, (long long)n, GEN_AXES_MAX);
+  }
+  for (lua_Integer i = 1; i <= n; ++i) {
+    gen_axis_value* a = &v->axes[v->axis_count++];
+    lua_geti(L, -1, i);
+    const char* name = lua_tostring(L, -1);
+    const int bad = !name || strlen(name) >= sizeof a->name;
+    if (!bad) memcpy(a->name, name, strlen(name) + 1);
+    lua_pop(L, 1);
+    if (bad) {
+      lua_pop(L, 1);
+      return gen_fail(err, "internal error: variant %s has a bad axis name", v->key);
+    }
+    lua_pushvalue(L, -2); /* the variant */
+    const int rc = copy_field(L, a->name, a->value, sizeof a->value, err);
+    lua_pop(L, 1);
+    if (rc != 0) {
+      lua_pop(L, 1);
+      return -1;
+    }
+  }
+  lua_pop(L, 1);
   lua_getfield(L, -1, "min_arch_cuda");
   v->min_arch_cuda = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);

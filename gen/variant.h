@@ -8,20 +8,22 @@
 
 #define GEN_NAME_MAX 128
 #define GEN_PATH_MAX 512
+#define GEN_AXES_MAX 16
+
+/* One axis of a family's schema and this variant's value on it: a
+   specialized value, or "runtime". */
+typedef struct gen_axis_value {
+  char name[32];
+  char value[32];
+} gen_axis_value;
 
 typedef struct gen_variant {
   char key[GEN_NAME_MAX];      /* canonical key: symbol suffix, file name, filter key */
   char family[32];
   char prefix[16];
   char op[16];
-  char dtype[16];
-  char label[16];
-  char reduction[16];
-  char weights[16];            /* "runtime" or a specialized value */
-  char label_smoothing[16];
-  char ignore_index[16];
-  char z_loss[16];
-  char softcap[16];
+  gen_axis_value axes[GEN_AXES_MAX]; /* in the schema's order (gen/lua/dsl.lua) */
+  int axis_count;
   char spec[GEN_PATH_MAX];     /* the spec file it came from */
   char tmpl[64];               /* template file name under templates/ */
   int min_arch_cuda;           /* SM number, e.g. 70 */

@@ -49,32 +49,45 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   d->all_ignored_zero = 0;
 }
 
-xent_status xent_ce_desc_init_nd(xent_ce_desc* d, int ndim, const int64_t* shape, int axis, xent_dtype dtype,
-                                 xent_label_type label_type, xent_reduction reduction) {
-  xent_clear_error();
-  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: desc is NULL");
-  if (ndim < 1) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: ndim is %d, must be >= 1", ndim);
-  if (!shape) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: shape is NULL");
+/* Splits shape[0..ndim) at the class axis: rows = the product of the other
+   dims, inner = the product of those after it. */
+static xent_status split_shape(const char* fn, int ndim, const int64_t* shape, int axis, int64_t* rows,
+                               int64_t* classes, int64_t* inner_out) {
+  if (ndim < 1) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: ndim is %d, must be >= 1", fn, ndim);
+  if (!shape) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: shape is NULL", fn);
   if (axis < -ndim || axis >= ndim)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: axis %d is outside [-%d, %d)", axis, ndim, ndim);
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: axis %d is outside [-%d, %d)", fn, axis, ndim, ndim);
   if (axis < 0) axis += ndim;
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < ndim; ++i) {
     if (shape[i] < 0 || (i == axis && shape[i] < 1))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: shape[%d] is %lld, must be >= %d", i,
-                       (long long)shape[i], i == axis ? 1 : 0);
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: shape[%d] is %lld, must be >= %d", fn, i, (long long)shape[i],
+                       i == axis ? 1 : 0);
     if (i == axis) continue;
     int64_t* p = i < axis ? &outer : &inner;
     if (shape[i] > 0 && *p > INT64_MAX / shape[i])
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: the shape's element count overflows 64 bits");
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the shape's element count overflows 64 bits", fn);
     *p *= shape[i];
   }
   if (inner > 0 && outer > INT64_MAX / inner)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: the shape's element count overflows 64 bits");
-  xent_ce_desc_init(d, outer * inner, shape[axis], dtype, label_type, reduction);
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the shape's element count overflows 64 bits", fn);
+  *rows = outer * inner;
+  *classes = shape[axis];
   /* With no positions after the axis the stride does not matter; 1 keeps the
      contiguous kernel. */
-  d->inner = inner > 0 ? inner : 1;
+  *inner_out = inner > 0 ? inner : 1;
+  return XENT_OK;
+}
+
+xent_status xent_ce_desc_init_nd(xent_ce_desc* d, int ndim, const int64_t* shape, int axis, xent_dtype dtype,
+                                 xent_label_type label_type, xent_reduction reduction) {
+  xent_clear_error();
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_desc_init_nd: desc is NULL");
+  int64_t rows, classes, inner;
+  const xent_status s = split_shape("xent_ce_desc_init_nd", ndim, shape, axis, &rows, &classes, &inner);
+  if (s != XENT_OK) return s;
+  xent_ce_desc_init(d, rows, classes, dtype, label_type, reduction);
+  d->inner = inner;
   return XENT_OK;
 }
 
@@ -220,6 +233,22 @@ static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return a && b && an && bn && x < y + bn && y < x + an;
 }
 
+static void backend_table(const xent_handle* h, xent_table* t) {
+  switch (h->kind) {
+    case XENT_BACKEND_CUDA: xent_cuda_table(h, t); break;
+    case XENT_BACKEND_HIP: xent_hip_table(h, t); break;
+    default: xent_cpu_table(h, t); break;
+  }
+}
+
+static xent_status backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  switch (h->kind) {
+    case XENT_BACKEND_CUDA: return xent_cuda_launch(h, e, args);
+    case XENT_BACKEND_HIP: return xent_hip_launch(h, e, args);
+    default: return xent_cpu_launch(h, e, args);
+  }
+}
+
 static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
   xent_status s = check_desc(fn, h, d);
   if (s != XENT_OK) return s;
@@ -269,11 +298,14 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
   xent_ce_call call = *c;
   call.bad_label_row = h->bad_label_row;
-  switch (h->kind) {
-    case XENT_BACKEND_CUDA: return xent_cuda_ce_run(h, d, &call);
-    case XENT_BACKEND_HIP: return xent_hip_ce_run(h, d, &call);
-    default: return xent_cpu_ce_run(h, d, &call);
-  }
+  xent_table table;
+  backend_table(h, &table);
+  char key[160];
+  const xent_dispatch_entry* e =
+      xent_ce_lookup(table.entries, table.count, table.target, d, c->op, t->weights != NULL, key, sizeof key);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  const xent_ce_args args = xent_ce_args_for(d, &call);
+  return backend_launch(h, e, &args);
 }
 
 xent_status xent_ce_run(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_ce_tensors* tensors,
@@ -317,4 +349,71 @@ xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, cons
                                 .lse = lse, .grad = grad},
                           .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
   return run("xent_ce_forward_backward", h, d, &c);
+}
+
+/* The softmax family. */
+
+xent_status xent_softmax_desc_init_nd(xent_softmax_desc* d, int ndim, const int64_t* shape, int axis, xent_dtype dtype,
+                                      xent_softmax_kind kind) {
+  xent_clear_error();
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_softmax_desc_init_nd: desc is NULL");
+  memset(d, 0, sizeof *d);
+  const xent_status s = split_shape("xent_softmax_desc_init_nd", ndim, shape, axis, &d->rows, &d->classes, &d->inner);
+  d->dtype = dtype;
+  d->kind = kind;
+  return s;
+}
+
+static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softmax_desc* d, xent_op op,
+                               const xent_softmax_args* args, const void* in2) {
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+  if (d->rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)d->rows);
+  if (d->classes < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)d->classes);
+  if (d->inner < 1 || d->rows % d->inner != 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->inner is %lld, must be >= 1 and divide desc->rows (%lld)", fn,
+                     (long long)d->inner, (long long)d->rows);
+  if (d->rows > 0 && d->classes > INT64_MAX / 8 / d->rows)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
+  if (d->dtype < XENT_F32 || d->dtype > XENT_F64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)d->dtype);
+  if (d->kind != XENT_SOFTMAX && d->kind != XENT_LOG_SOFTMAX)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->kind %d is not a xent_softmax_kind", fn, (int)d->kind);
+  const char* in_name = op == XENT_OP_FORWARD ? "x" : "y";
+  const void* in = op == XENT_OP_FORWARD ? args->x : args->y;
+  const size_t bytes = (size_t)(d->rows * d->classes) * xent_dtype_bytes(d->dtype);
+  if (d->rows > 0) {
+    if (!in) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, in_name);
+    if (op == XENT_OP_BACKWARD && !in2) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
+    if (!args->out) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, op == XENT_OP_FORWARD ? "y" : "dx");
+    /* The output may be the input it replaces (x for y, dy for dx), never a
+       partial overlap, and dx never overlaps y. */
+    if (args->out != (op == XENT_OP_FORWARD ? in : in2) &&
+        (overlaps(args->out, bytes, in, bytes) || (in2 && overlaps(args->out, bytes, in2, bytes))))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the output overlaps an input (only y == x, or dx == dy, in place)", fn);
+    if (op == XENT_OP_BACKWARD && args->out == in2 && overlaps(args->out, bytes, in, bytes))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dx overlaps y", fn);
+  }
+  xent_table table;
+  backend_table(h, &table);
+  char key[96];
+  const xent_dispatch_entry* e = xent_softmax_lookup(table.entries, table.count, table.target, d, op, key, sizeof key);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  return backend_launch(h, e, args);
+}
+
+xent_status xent_softmax_forward(xent_handle* h, const xent_softmax_desc* d, const void* x, void* y, void* stream) {
+  xent_clear_error();
+  xent_softmax_args args = {.x = x, .out = y, .stream = stream};
+  if (d) args.rows = d->rows, args.classes = d->classes, args.inner = d->inner;
+  return softmax_run("xent_softmax_forward", h, d, XENT_OP_FORWARD, &args, NULL);
+}
+
+xent_status xent_softmax_backward(xent_handle* h, const xent_softmax_desc* d, const void* y, const void* dy, void* dx,
+                                  void* stream) {
+  xent_clear_error();
+  xent_softmax_args args = {.y = y, .dy = dy, .out = dx, .stream = stream};
+  if (d) args.rows = d->rows, args.classes = d->classes, args.inner = d->inner;
+  return softmax_run("xent_softmax_backward", h, d, XENT_OP_BACKWARD, &args, dy);
 }

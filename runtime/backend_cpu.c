@@ -27,19 +27,17 @@ xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   return XENT_OK;
 }
 
-xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
+void xent_cpu_table(const xent_handle* h, xent_table* t) {
   const int hip = h->emulated == XENT_BACKEND_HIP;
-  const char* target = hip ? "hip (emulated)" : "cuda (emulated)";
-  char key[160];
-  const xent_dispatch_entry* e =
-      hip ? xent_ce_lookup(xent_hip_dispatch_emu, xent_hip_dispatch_count_emu, target, d, call->op, call->t.weights != NULL,
-                           key, sizeof key)
-          : xent_ce_lookup(xent_cuda_dispatch_emu, xent_cuda_dispatch_count_emu, target, d, call->op,
-                           call->t.weights != NULL, key, sizeof key);
-  if (!e) return XENT_ERROR_NOT_GENERATED;
-  const xent_ce_args args = xent_ce_args_for(d, call);
-  if (e->launch(&args) != 0) {
-    return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", key, target, xent_emu_last_message());
+  t->entries = hip ? xent_hip_dispatch_emu : xent_cuda_dispatch_emu;
+  t->count = hip ? xent_hip_dispatch_count_emu : xent_cuda_dispatch_count_emu;
+  t->target = hip ? "hip (emulated)" : "cuda (emulated)";
+}
+
+xent_status xent_cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  if (e->launch(args) != 0) {
+    return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", e->key,
+                     h->emulated == XENT_BACKEND_HIP ? "hip (emulated)" : "cuda (emulated)", xent_emu_last_message());
   }
   return XENT_OK;
 }

@@ -23,19 +23,21 @@ xent_status xent_cuda_open(xent_handle* h) {
   return XENT_OK;
 }
 
-xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
-  char key[160];
-  const xent_dispatch_entry* e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", d, call->op,
-                                                call->t.weights != NULL, key, sizeof key);
-  if (!e) return XENT_ERROR_NOT_GENERATED;
+void xent_cuda_table(const xent_handle* h, xent_table* t) {
+  (void)h;
+  t->entries = xent_cuda_dispatch;
+  t->count = xent_cuda_dispatch_count;
+  t->target = "cuda";
+}
+
+xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   if (h->arch < e->min_arch) {
-    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", key,
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", e->key,
                      e->min_arch, h->arch);
   }
-  const xent_ce_args args = xent_ce_args_for(d, call);
-  const int err = e->launch(&args);
+  const int err = e->launch(args);
   if (err != 0) {
-    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", key,
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", e->key,
                      cudaGetErrorString((cudaError_t)err));
   }
   return XENT_OK;

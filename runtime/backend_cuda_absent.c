@@ -1,5 +1,6 @@
 /* Linked instead of backend_cuda.c when the library is built without
    --config=cuda. */
+#include "dispatch.h"
 #include "internal.h"
 
 xent_status xent_cuda_open(xent_handle* h) {
@@ -8,10 +9,17 @@ xent_status xent_cuda_open(xent_handle* h) {
                    "cuda backend: this libxent was built without CUDA (build with --config=cuda)");
 }
 
-xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
+void xent_cuda_table(const xent_handle* h, xent_table* t) {
   (void)h;
-  (void)d;
-  (void)call;
+  t->entries = NULL;
+  t->count = 0;
+  t->target = "cuda";
+}
+
+xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  (void)h;
+  (void)e;
+  (void)args;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: not built in");
 }
 

@@ -29,19 +29,21 @@ xent_status xent_hip_open(xent_handle* h) {
   return XENT_OK;
 }
 
-xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
-  char key[160];
-  const xent_dispatch_entry* e = xent_ce_lookup(xent_hip_dispatch, xent_hip_dispatch_count, "hip", d, call->op,
-                                                call->t.weights != NULL, key, sizeof key);
-  if (!e) return XENT_ERROR_NOT_GENERATED;
+void xent_hip_table(const xent_handle* h, xent_table* t) {
+  (void)h;
+  t->entries = xent_hip_dispatch;
+  t->count = xent_hip_dispatch_count;
+  t->target = "hip";
+}
+
+xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   if (h->arch < e->min_arch) {
-    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", key,
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", e->key,
                      e->min_arch, h->arch);
   }
-  const xent_ce_args args = xent_ce_args_for(d, call);
-  const int err = e->launch(&args);
+  const int err = e->launch(args);
   if (err != 0) {
-    return xent_fail(XENT_ERROR_DEVICE, "hip backend: launching %s failed: %s", key,
+    return xent_fail(XENT_ERROR_DEVICE, "hip backend: launching %s failed: %s", e->key,
                      hipGetErrorString((hipError_t)err));
   }
   return XENT_OK;

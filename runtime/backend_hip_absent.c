@@ -1,5 +1,6 @@
 /* Linked instead of backend_hip.c when the library is built without
    --config=rocm. */
+#include "dispatch.h"
 #include "internal.h"
 
 xent_status xent_hip_open(xent_handle* h) {
@@ -8,10 +9,17 @@ xent_status xent_hip_open(xent_handle* h) {
                    "hip backend: this libxent was built without HIP (build with --config=rocm)");
 }
 
-xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call) {
+void xent_hip_table(const xent_handle* h, xent_table* t) {
   (void)h;
-  (void)d;
-  (void)call;
+  t->entries = NULL;
+  t->count = 0;
+  t->target = "hip";
+}
+
+xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  (void)h;
+  (void)e;
+  (void)args;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "hip backend: not built in");
 }
 

@@ -86,6 +86,18 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
   return NULL;
 }
 
+const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                            const xent_softmax_desc* d, xent_op op, char* key, size_t key_cap) {
+  snprintf(key, key_cap, "sm_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
+           d->kind == XENT_LOG_SOFTMAX ? "log_softmax" : "softmax");
+  const xent_dispatch_entry* e = xent_table_find(table, count, key);
+  if (!e)
+    xent_fail(XENT_ERROR_NOT_GENERATED,
+              "no %s kernel was generated for %s: add it to the spec of family softmax (specs/softmax.lua) and rebuild",
+              target, key);
+  return e;
+}
+
 xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
   const xent_ce_tensors* t = &call->t;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;

@@ -22,6 +22,11 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
                                        const xent_ce_desc* desc, xent_op op, int has_weights,
                                        char* key_out, size_t key_cap);
 
+/* The entry sm_<op>_<dtype>_<kind> of a softmax-family call (op forward or
+   backward); NULL with XENT_ERROR_NOT_GENERATED recorded if absent. */
+const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                            const xent_softmax_desc* desc, xent_op op, char* key_out, size_t key_cap);
+
 /* The launcher arguments of a call (the same on every backend). */
 xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);
 

@@ -40,8 +40,23 @@ size_t xent_acc_bytes(xent_dtype dtype);
 size_t xent_dtype_bytes(xent_dtype dtype);
 const char* xent_dtype_name(xent_dtype dtype);
 
-/* Backends. Each validates nothing api.c already validated. */
-xent_status xent_cpu_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
+/* Backends. Each hands api.c its dispatch table (the generated one, or for
+   the cpu backend the emulated rendering's) and runs a launcher from it,
+   checking the device's architecture and translating errors. They validate
+   nothing api.c already validated. */
+struct xent_dispatch_entry;
+typedef struct xent_table {
+  const struct xent_dispatch_entry* entries;
+  size_t count;
+  const char* target; /* for messages: "cuda", "hip (emulated)", ... */
+} xent_table;
+
+void xent_cpu_table(const xent_handle* h, xent_table* t);
+xent_status xent_cpu_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
+void xent_cuda_table(const xent_handle* h, xent_table* t);
+xent_status xent_cuda_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
+void xent_hip_table(const xent_handle* h, xent_table* t);
+xent_status xent_hip_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 
 /* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset
    (waiting for the device), free. */
@@ -58,9 +73,6 @@ void xent_hip_flag_free(xent_handle* h);
 /* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
    or no device is present. */
 xent_status xent_cuda_open(xent_handle* h);
-xent_status xent_cuda_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
-
 xent_status xent_hip_open(xent_handle* h);
-xent_status xent_hip_ce_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call);
 
 #endif

@@ -164,3 +164,37 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
     }
   }
 }
+
+static int64_t softmax_index(const xent_softmax_desc* d, int64_t row, int64_t c) {
+  const int64_t inner = d->inner > 0 ? d->inner : 1;
+  return (row / inner) * d->classes * inner + c * inner + row % inner;
+}
+
+void xent_ref_softmax_forward(const xent_softmax_desc* d, const void* x, double* y) {
+  for (int64_t n = 0; n < d->rows; ++n) {
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < d->classes; ++c) m = fmax(m, xent_load(d->dtype, x, softmax_index(d, n, c)));
+    for (int64_t c = 0; c < d->classes; ++c) s += exp(xent_load(d->dtype, x, softmax_index(d, n, c)) - m);
+    const double lse = m + log(s);
+    for (int64_t c = 0; c < d->classes; ++c) {
+      const int64_t i = softmax_index(d, n, c);
+      const double v = xent_load(d->dtype, x, i) - lse;
+      y[i] = d->kind == XENT_LOG_SOFTMAX ? v : exp(v);
+    }
+  }
+}
+
+void xent_ref_softmax_backward(const xent_softmax_desc* d, const void* y, const void* dy, double* dx) {
+  for (int64_t n = 0; n < d->rows; ++n) {
+    double sum = 0;
+    for (int64_t c = 0; c < d->classes; ++c) {
+      const int64_t i = softmax_index(d, n, c);
+      sum += xent_load(d->dtype, dy, i) * (d->kind == XENT_LOG_SOFTMAX ? 1.0 : xent_load(d->dtype, y, i));
+    }
+    for (int64_t c = 0; c < d->classes; ++c) {
+      const int64_t i = softmax_index(d, n, c);
+      const double yi = xent_load(d->dtype, y, i), dyi = xent_load(d->dtype, dy, i);
+      dx[i] = d->kind == XENT_LOG_SOFTMAX ? dyi - exp(yi) * sum : yi * (dyi - sum);
+    }
+  }
+}

@@ -31,6 +31,12 @@ void xent_ref_ce_backward(const xent_ce_desc* desc, const void* logits, const vo
                           const double* lse, const double* dloss, const double* grad_bias, double* grad,
                           double* grad_labels);
 
+/* The softmax family: y [rows * C] = softmax or log_softmax of x along the
+   class axis (desc's layout); dx from y and dy. x, y, dy are in desc->dtype;
+   y_out and dx are double. */
+void xent_ref_softmax_forward(const xent_softmax_desc* desc, const void* x, double* y_out);
+void xent_ref_softmax_backward(const xent_softmax_desc* desc, const void* y, const void* dy, double* dx);
+
 #ifdef __cplusplus
 }
 #endif

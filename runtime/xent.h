@@ -176,6 +176,33 @@ xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* de
                                      void* lse, void* grad, void* workspace, size_t workspace_bytes,
                                      void* stream);
 
+/* The softmax family (ONNX Runtime Softmax/LogSoftmax and their gradients
+   SoftmaxGrad/LogSoftmaxGrad, opset 13: any axis), on the same strided
+   layout: x is [outer, classes, inner], rows = outer * inner. */
+typedef enum xent_softmax_kind { XENT_SOFTMAX = 0, XENT_LOG_SOFTMAX = 1 } xent_softmax_kind;
+
+typedef struct xent_softmax_desc {
+  int64_t rows;      /* positions: outer * inner */
+  int64_t classes;   /* the softmax axis, >= 1 */
+  int64_t inner;     /* stride of the softmax axis, >= 1; divides rows */
+  xent_dtype dtype;  /* x, y, dy, dx (f16/bf16 accumulate in f32) */
+  xent_softmax_kind kind;
+} xent_softmax_desc;
+
+/* shape[0..ndim) with the softmax axis at `axis` (negative from the end). */
+xent_status xent_softmax_desc_init_nd(xent_softmax_desc* desc, int ndim, const int64_t* shape, int axis,
+                                      xent_dtype dtype, xent_softmax_kind kind);
+
+/* y = softmax(x) or log_softmax(x) along the axis. y may equal x. */
+xent_status xent_softmax_forward(xent_handle* handle, const xent_softmax_desc* desc, const void* x, void* y,
+                                 void* stream);
+
+/* From the forward's output y and the upstream dy: softmax: dx = y * (dy -
+   sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy), sums along the axis.
+   dx may equal dy. */
+xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* desc, const void* y, const void* dy,
+                                  void* dx, void* stream);
+
 /* Waits for the handle's device and reports labels outside [0, classes)
    seen by any call since the last check: XENT_ERROR_INVALID_LABEL, with the
    lowest such row in xent_last_error() (PyTorch raises a device-side assert;

@@ -61,3 +61,15 @@ int tu_case_setup(const tu_case* c, const char* key, xent_op* op, xent_ce_desc* 
   if (mix == 3 || mix == 5) return TU_BAD_LABELS;
   return 0;
 }
+
+const int64_t tu_softmax_shapes[][3] = {
+    {3, 7, 1},       /* fewer rows and classes than a warp */
+    {5, 1003, 1},    /* no multiple of a warp */
+    {2, 5003, 1},    /* longer than one block's tile */
+    {9, 1, 1},       /* one class */
+    {2, 131072, 1},  /* a 128K axis */
+    {3 * 37, 21, 37}, /* axis 1 of [3, 21, 37] */
+    {2 * 300, 5, 300}, /* more positions than a block of threads */
+    {2 * 3, 1003, 3}, /* a long strided axis */
+};
+const int tu_softmax_nshapes = (int)(sizeof tu_softmax_shapes / sizeof tu_softmax_shapes[0]);

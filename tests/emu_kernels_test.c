@@ -40,6 +40,18 @@ int main(int argc, char** argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int k = 0; k < count; ++k) {
     if (argc > 3 && fnmatch(argv[3], keys[k], 0) != 0) continue;
+    if (strncmp(keys[k], "sm_", 3) == 0) {
+      for (int c = 0; c < tu_softmax_nshapes; ++c) {
+        xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
+                               .inner = tu_softmax_shapes[c][2]};
+        xent_op op;
+        char name[256];
+        snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld inner=%lld", keys[k], argv[1], (long long)d.rows, (long long)d.classes, (long long)d.inner);
+        failures += tu_parse_softmax_key(keys[k], &op, &d) != 0 ? 1 : tu_check_softmax(h, op, &d, 7919u * (unsigned)k + (unsigned)c, name);
+        runs++;
+      }
+      continue;
+    }
     for (int c = 0; c < tu_ncases; ++c) {
       /* Emulating 65K blocks is slow: one variant covers the grid stride. */
       if (tu_cases[c].rows > 65536 && (strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") != 0 || skip_huge)) continue;

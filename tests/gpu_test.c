@@ -117,7 +117,18 @@ int main(int argc, char** argv) {
   }
   int failures = 0, runs = 0;
   for (int k = 0; k < count; ++k) {
-    if (strncmp(keys[k], "ce_", 3) != 0) continue;
+    if (strncmp(keys[k], "sm_", 3) == 0) {
+      for (int c = 0; c < tu_softmax_nshapes; ++c) {
+        xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
+                               .inner = tu_softmax_shapes[c][2]};
+        xent_op op;
+        char name[256];
+        snprintf(name, sizeof name, "%s N=%lld C=%lld inner=%lld", keys[k], (long long)d.rows, (long long)d.classes, (long long)d.inner);
+        failures += tu_parse_softmax_key(keys[k], &op, &d) != 0 ? 1 : tu_check_softmax(h, op, &d, 1000u * (unsigned)k + (unsigned)c, name);
+        runs++;
+      }
+      continue;
+    }
     for (int c = 0; c < tu_ncases; ++c) {
       xent_ce_desc d;
       xent_op op;

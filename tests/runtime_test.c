@@ -164,6 +164,27 @@ static void test_error_paths(void) {
     expect_error(xent_ce_desc_init_nd(&nd, 2, zero_classes, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN),
                  XENT_ERROR_INVALID_ARGUMENT, "shape[1] is 0, must be >= 1", "init_nd zero classes");
   }
+  {
+    /* The softmax family's argument checks. */
+    xent_softmax_desc sd = {.rows = 4, .classes = 10, .inner = 1, .dtype = XENT_F32, .kind = XENT_SOFTMAX};
+    float y[40], dy[40];
+    expect_error(xent_softmax_forward(h, &sd, NULL, y, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "xent_softmax_forward: x is NULL", "softmax x NULL");
+    expect_error(xent_softmax_backward(h, &sd, y, NULL, dy, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "xent_softmax_backward: dy is NULL", "softmax dy NULL");
+    expect_error(xent_softmax_forward(h, &sd, logits, logits + 1, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "overlaps an input", "softmax partial overlap");
+    CHECK(xent_softmax_forward(h, &sd, logits, logits, NULL) == XENT_OK, "softmax in place: %s", xent_last_error());
+    sd.kind = (xent_softmax_kind)4;
+    expect_error(xent_softmax_forward(h, &sd, logits, y, NULL), XENT_ERROR_INVALID_ARGUMENT, "desc->kind 4",
+                 "softmax kind 4");
+    const int64_t shape[3] = {2, 3, 5};
+    CHECK(xent_softmax_desc_init_nd(&sd, 3, shape, -2, XENT_F16, XENT_LOG_SOFTMAX) == XENT_OK && sd.rows == 10 &&
+              sd.classes == 3 && sd.inner == 5,
+          "softmax init_nd");
+    expect_error(xent_softmax_desc_init_nd(&sd, 3, shape, 3, XENT_F16, XENT_LOG_SOFTMAX), XENT_ERROR_INVALID_ARGUMENT,
+                 "xent_softmax_desc_init_nd: axis 3", "softmax init_nd axis 3");
+  }
   expect_error(xent_check(NULL), XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL", "check(NULL)");
   CHECK(xent_check(h) == XENT_OK, "a fresh handle has seen no bad label: %s", xent_last_error());
   size_t ws = 0;
@@ -231,6 +252,16 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
   CHECK(m == n, "hip manifest has %d rows, cuda %d", m, n);
   for (int i = 0; i < n; ++i) {
     if (i < m) CHECK(strcmp(cuda[i], hip[i]) == 0, "row %d: cuda %s, hip %s", i, cuda[i], hip[i]);
+    if (strncmp(cuda[i], "sm_", 3) == 0) {
+      xent_softmax_desc sd = {.rows = 1, .classes = 1, .inner = 1};
+      xent_op op;
+      CHECK(tu_parse_softmax_key(cuda[i], &op, &sd) == 0, "%s parses", cuda[i]);
+      char key[96];
+      const xent_dispatch_entry* e =
+          xent_softmax_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &sd, op, key, sizeof key);
+      CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s", cuda[i]);
+      continue;
+    }
     xent_ce_desc d = {.rows = 1, .classes = 1};
     xent_op op;
     CHECK(tu_parse_key(cuda[i], &op, &d) == 0, "%s parses", cuda[i]);

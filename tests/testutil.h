@@ -74,6 +74,18 @@ void tu_sync(xent_backend_kind kind);
 
 size_t tu_dtype_bytes(xent_dtype dtype);
 
+/* "sm_bwd_bf16_log_softmax" -> op, dtype and kind (rows, classes and inner
+   are kept). Returns 0, or -1 for a key of another family. */
+int tu_parse_softmax_key(const char* key, xent_op* op, xent_softmax_desc* desc);
+
+/* Runs a softmax-family call (out of place, then in place) against the CPU
+   reference; returns 0 if within tolerance, else prints why. */
+int tu_check_softmax(xent_handle* h, xent_op op, const xent_softmax_desc* desc, uint64_t seed, const char* name);
+
+/* Shapes the softmax-family kernel tests run: {rows, classes, inner}. */
+extern const int64_t tu_softmax_shapes[][3];
+extern const int tu_softmax_nshapes;
+
 #endif
 
 /* Runs `op` for desc on the handle's backend with inputs made from `seed`

@@ -35,6 +35,17 @@ M.schemas = {
       { name = "softcap", values = { "nocap", "softcap" } },
     },
   },
+  softmax = {
+    prefix = "sm",
+    template = "softmax.tmpl",
+    ops = { "fwd", "bwd" },
+    axes = {
+      { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
+      -- Softmax and log-softmax differ in every formula, so the kind is
+      -- always compile time.
+      { name = "kind", values = { "softmax", "log_softmax" }, type_axis = true },
+    },
+  },
 }
 
 local function index_of(list, value)
@@ -295,6 +306,8 @@ local function expand(path, st)
         v.spec = path
         v.min_arch_cuda = (st.min_arch and st.min_arch.cuda) or 70
         v.min_arch_hip = (st.min_arch and st.min_arch.hip) or "gfx90a"
+        v.axis_names = {}
+        for _, a in ipairs(schema.axes) do v.axis_names[#v.axis_names + 1] = a.name end
         variants[#variants + 1] = v
       end
     end
