@@ -1,6 +1,6 @@
--- Softmax cross entropy with hard integer labels, class axis last: logits
--- [N, C], labels [N]. Semantics are PyTorch's F.cross_entropy (README,
--- "Semantics"). Every line below is one statement; xentgen reports a mistake
+-- Softmax cross entropy: logits [outer, C, inner] (any class axis, read in
+-- place), hard integer labels or soft labels (a distribution per position).
+-- Semantics are PyTorch's F.cross_entropy (README, "Semantics"). Every line below is one statement; xentgen reports a mistake
 -- as specs/cross_entropy.lua:<line>.
 family "cross_entropy"
 
@@ -17,8 +17,10 @@ specialize "label" { "i32", "i64", "prob" }
 specialize "reduction" { "none", "sum", "mean" }
 
 -- Options that cost one uniform branch per row or element (or a scalar
--- read): run time, so that 3 x 4 x 2 x 3 = 72 kernels per target cover every
--- combination.
+-- read): run time, so that 3 x 4 x 3 x 3 = 108 kernels per target cover every
+-- combination. The class-axis stride, the extra tensors (log_prob, softmax,
+-- grad_bias, grad_labels) and f32 outputs for f16/bf16 logits are run-time
+-- arguments of every kernel, not axes (README, "Options").
 runtime "weights"          -- null pointer = unweighted; weights[y] is one load per row
 runtime "label_smoothing"  -- epsilon = 0 skips the per-row sum of logits
 runtime "ignore_index"     -- one integer compare per row
