@@ -169,23 +169,31 @@ xent_backend_kind xent_handle_backend(const xent_handle* handle) {
   return handle ? handle->kind : XENT_BACKEND_AUTO;
 }
 
+/* The fields both families' descriptors share: the row layout and the
+   dtype. */
+static xent_status check_layout(const char* fn, int64_t rows, int64_t classes, int64_t inner, xent_dtype dtype) {
+  if (rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)rows);
+  if (classes < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)classes);
+  if (rows > 0 && classes > INT64_MAX / 8 / rows)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
+  if (dtype < XENT_F32 || dtype > XENT_F64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)dtype);
+  if (inner < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->inner is %lld, must be >= 1 (1 = class axis last)", fn,
+                     (long long)inner);
+  if (rows % inner != 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->rows (%lld) is not a multiple of desc->inner (%lld): rows = outer * inner", fn,
+                     (long long)rows, (long long)inner);
+  return XENT_OK;
+}
+
 static xent_status check_desc(const char* fn, const xent_handle* h, const xent_ce_desc* d) {
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
   if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
-  if (d->rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)d->rows);
-  if (d->classes < 1)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)d->classes);
-  if (d->rows > 0 && d->classes > INT64_MAX / 8 / d->rows)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
-  if (d->dtype < XENT_F32 || d->dtype > XENT_F64)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)d->dtype);
-  if (d->inner < 1)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->inner is %lld, must be >= 1 (1 = class axis last)", fn,
-                     (long long)d->inner);
-  if (d->rows % d->inner != 0)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->rows (%lld) is not a multiple of desc->inner (%lld): rows = outer * inner", fn,
-                     (long long)d->rows, (long long)d->inner);
+  const xent_status s = check_layout(fn, d->rows, d->classes, d->inner, d->dtype);
+  if (s != XENT_OK) return s;
   if (d->label_type != XENT_I32 && d->label_type != XENT_I64 && d->label_type != XENT_PROB)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_type %d is not a xent_label_type", fn, (int)d->label_type);
   const int half = d->dtype == XENT_F16 || d->dtype == XENT_BF16;
@@ -368,16 +376,8 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
                                const xent_softmax_args* args, const void* in2) {
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
   if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
-  if (d->rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)d->rows);
-  if (d->classes < 1)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)d->classes);
-  if (d->inner < 1 || d->rows % d->inner != 0)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->inner is %lld, must be >= 1 and divide desc->rows (%lld)", fn,
-                     (long long)d->inner, (long long)d->rows);
-  if (d->rows > 0 && d->classes > INT64_MAX / 8 / d->rows)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
-  if (d->dtype < XENT_F32 || d->dtype > XENT_F64)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)d->dtype);
+  const xent_status s = check_layout(fn, d->rows, d->classes, d->inner, d->dtype);
+  if (s != XENT_OK) return s;
   if (d->kind != XENT_SOFTMAX && d->kind != XENT_LOG_SOFTMAX)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->kind %d is not a xent_softmax_kind", fn, (int)d->kind);
   const char* in_name = op == XENT_OP_FORWARD ? "x" : "y";

@@ -4,9 +4,15 @@
 
 #include "numeric.h"
 
+/* Offset of class c of row r when the class axis has `classes` entries and
+   stride `inner` (README, "Semantics"): the layout of both families. */
+static int64_t layout_index(int64_t classes, int64_t inner, int64_t row, int64_t c) {
+  if (inner < 1) inner = 1;
+  return (row / inner) * classes * inner + c * inner + row % inner;
+}
+
 int64_t xent_ref_index(const xent_ce_desc* d, int64_t row, int64_t c) {
-  const int64_t inner = d->inner > 0 ? d->inner : 1;
-  return (row / inner) * d->classes * inner + c * inner + row % inner;
+  return layout_index(d->classes, d->inner, row, c);
 }
 
 static double weight_of(const xent_ce_desc* d, const void* weights, int64_t c) {
@@ -166,8 +172,7 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
 }
 
 static int64_t softmax_index(const xent_softmax_desc* d, int64_t row, int64_t c) {
-  const int64_t inner = d->inner > 0 ? d->inner : 1;
-  return (row / inner) * d->classes * inner + c * inner + row % inner;
+  return layout_index(d->classes, d->inner, row, c);
 }
 
 void xent_ref_softmax_forward(const xent_softmax_desc* d, const void* x, double* y) {

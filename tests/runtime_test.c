@@ -175,6 +175,10 @@ static void test_error_paths(void) {
     expect_error(xent_softmax_forward(h, &sd, logits, logits + 1, NULL), XENT_ERROR_INVALID_ARGUMENT,
                  "overlaps an input", "softmax partial overlap");
     CHECK(xent_softmax_forward(h, &sd, logits, logits, NULL) == XENT_OK, "softmax in place: %s", xent_last_error());
+    sd.inner = 3;
+    expect_error(xent_softmax_forward(h, &sd, logits, y, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "desc->rows (4) is not a multiple of desc->inner (3)", "softmax rows % inner");
+    sd.inner = 1;
     sd.kind = (xent_softmax_kind)4;
     expect_error(xent_softmax_forward(h, &sd, logits, y, NULL), XENT_ERROR_INVALID_ARGUMENT, "desc->kind 4",
                  "softmax kind 4");
