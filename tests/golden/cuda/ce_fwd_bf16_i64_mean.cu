@@ -40,83 +40,80 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
 }
 
 #line 104 "templates/cross_entropy.tmpl"
-// Statistics and loss of each row. kColumn = false:
-// one block per row (class axis contiguous, inner = 1), grid-stride over
-// rows. kColumn = true: one thread per row (strided class axis), neighbouring
-// threads on neighbouring positions so that every load is coalesced.
+// Statistics and loss of each row, in
+// either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
 // ptxas use the registers the fused paths need without spilling.
 template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 117 "templates/cross_entropy.tmpl"
+#line 115 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 119 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped;
-#line 126 "templates/cross_entropy.tmpl"
+#line 124 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 128 "templates/cross_entropy.tmpl"
-  const int64_t lane = kColumn ? 0 : (int64_t)threadIdx.x, group = kColumn ? 1 : (int64_t)blockDim.x;
-  const int64_t first = kColumn ? (int64_t)blockIdx.x * blockDim.x + threadIdx.x : (int64_t)blockIdx.x;
-  const int64_t step = kColumn ? (int64_t)gridDim.x * blockDim.x : (int64_t)gridDim.x;
-  for (int64_t row = first; row < rows; row += step) {
-    const int64_t base = kColumn ? (row / inner) * C * inner + row % inner : row * C;
-#line 134 "templates/cross_entropy.tmpl"
+#line 126 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kColumn>();
+  const int64_t lane = walk.lane, group = walk.group;
+  for (int64_t row = walk.first; row < rows; row += walk.step) {
+    const int64_t base = xent_row_base(row, C, inner);
+#line 131 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < C;
-#line 139 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
-#line 141 "templates/cross_entropy.tmpl"
+#line 138 "templates/cross_entropy.tmpl"
     // A label outside [0, C) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 148 "templates/cross_entropy.tmpl"
+#line 145 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
     const float xy = (lane == 0 && !ignored && in_range) ? (capped ? xent_softcap(xent_load_bf16(x[base + y * inner]), cap) : xent_load_bf16(x[base + y * inner])) : float(0);
-#line 152 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
       xent_online_add(m, s, xj);
-#line 163 "templates/cross_entropy.tmpl"
+#line 160 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 165 "templates/cross_entropy.tmpl"
+#line 162 "templates/cross_entropy.tmpl"
     }
     if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
     const float lse = m + xent_log(s);
     if (lane == 0) {
-#line 176 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 182 "templates/cross_entropy.tmpl"
+#line 179 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(C) * ((weights ? ws[1] : float(C)) * lse - sum_a);
-#line 185 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 187 "templates/cross_entropy.tmpl"
+#line 184 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 196 "templates/cross_entropy.tmpl"
+#line 193 "templates/cross_entropy.tmpl"
       ws[2 + row] = l;
       ws[2 + rows + row] = row_weight;
-#line 199 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 202 "templates/cross_entropy.tmpl"
+#line 199 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < C; j += group) {
@@ -126,11 +123,11 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
       }
     }
-#line 294 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 298 "templates/cross_entropy.tmpl"
+#line 295 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -143,44 +140,27 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 313 "templates/cross_entropy.tmpl"
+#line 310 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 317 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 321 "templates/cross_entropy.tmpl"
-// Threads per row: at least 4 elements per thread, a whole number of warps.
-static unsigned xent_cuda_ce_fwd_bf16_i64_mean_threads(int64_t C) {
-  unsigned t = XENT_WARP;
-  while (t < 1024 && (int64_t)t * 4 < C) t *= 2;
-  return t;
-}
-
+#line 318 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 338 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 342 "templates/cross_entropy.tmpl"
+#line 332 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 345 "templates/cross_entropy.tmpl"
-  // The row loop is grid-strided: 65536 blocks fill any GPU many times over
-  // (an H100 holds ~4K resident blocks), and past that a block takes several
-  // rows, reusing its scratch (the emulator tests cover both).
-  if (a.rows > 0 && a.inner == 1) {
-    const unsigned blocks = (unsigned)(a.rows < 65536 ? a.rows : 65536);
-    XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_rows<false>, dim3(blocks), dim3(xent_cuda_ce_fwd_bf16_i64_mean_threads(a.classes)), 0, stream, a);
-  } else if (a.rows > 0) {
-    const int64_t tiles = (a.rows + 256 - 1) / 256;
-    const unsigned blocks = (unsigned)(tiles < 65536 ? tiles : 65536);
-    XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_rows<true>, dim3(blocks), dim3(256), 0, stream, a);
-  }
-#line 357 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, 1024, 256, stream);
+#line 337 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 359 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -21,105 +21,102 @@
 #include <math.h>
 
 #line 104 "templates/cross_entropy.tmpl"
-// Statistics and loss, then the gradient of each row. kColumn = false:
-// one block per row (class axis contiguous, inner = 1), grid-stride over
-// rows. kColumn = true: one thread per row (strided class axis), neighbouring
-// threads on neighbouring positions so that every load is coalesced.
+// Statistics and loss, then the gradient of each row, in
+// either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
 // ptxas use the registers the fused paths need without spilling.
 template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 115 "templates/cross_entropy.tmpl"
+#line 113 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 119 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped;
-#line 126 "templates/cross_entropy.tmpl"
+#line 124 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 128 "templates/cross_entropy.tmpl"
-  const int64_t lane = kColumn ? 0 : (int64_t)threadIdx.x, group = kColumn ? 1 : (int64_t)blockDim.x;
-  const int64_t first = kColumn ? (int64_t)blockIdx.x * blockDim.x + threadIdx.x : (int64_t)blockIdx.x;
-  const int64_t step = kColumn ? (int64_t)gridDim.x * blockDim.x : (int64_t)gridDim.x;
-  for (int64_t row = first; row < rows; row += step) {
-    const int64_t base = kColumn ? (row / inner) * C * inner + row % inner : row * C;
-#line 152 "templates/cross_entropy.tmpl"
+#line 126 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kColumn>();
+  const int64_t lane = walk.lane, group = walk.group;
+  for (int64_t row = walk.first; row < rows; row += walk.step) {
+    const int64_t base = xent_row_base(row, C, inner);
+#line 149 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
       xent_online_add(m, s, xj);
-#line 159 "templates/cross_entropy.tmpl"
+#line 156 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(C) : xent_load_bf16(t[e]));
       sum_a += wt;       // sum_c w[c]*t'_c
       sum_b += wt * xj;  // sum_c w[c]*t'_c*x_c
-#line 165 "templates/cross_entropy.tmpl"
+#line 162 "templates/cross_entropy.tmpl"
     }
     if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
     const float lse = m + xent_log(s);
     if (lane == 0) {
-#line 170 "templates/cross_entropy.tmpl"
+#line 167 "templates/cross_entropy.tmpl"
       float l = lse * sum_a - sum_b;
-#line 172 "templates/cross_entropy.tmpl"
+#line 169 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 174 "templates/cross_entropy.tmpl"
+#line 171 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 196 "templates/cross_entropy.tmpl"
+#line 193 "templates/cross_entropy.tmpl"
       ws[2 + row] = l;
       ws[2 + rows + row] = row_weight;
-#line 199 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 223 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 225 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 230 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 233 "templates/cross_entropy.tmpl"
+#line 230 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 258 "templates/cross_entropy.tmpl"
+#line 255 "templates/cross_entropy.tmpl"
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       float xj = xent_load_bf16(x[e]), dcap = 1;
-#line 262 "templates/cross_entropy.tmpl"
+#line 259 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 269 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 271 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(C) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 275 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 279 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * (lse - xj));
       }
-#line 286 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 288 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 291 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_bf16(dx);
     }
-#line 294 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 298 "templates/cross_entropy.tmpl"
+#line 295 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -132,39 +129,22 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 313 "templates/cross_entropy.tmpl"
+#line 310 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 317 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 321 "templates/cross_entropy.tmpl"
-// Threads per row: at least 4 elements per thread, a whole number of warps.
-static unsigned xent_cuda_ce_fwd_bwd_bf16_prob_mean_threads(int64_t C) {
-  unsigned t = XENT_WARP;
-  while (t < 1024 && (int64_t)t * 4 < C) t *= 2;
-  return t;
-}
-
+#line 318 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 345 "templates/cross_entropy.tmpl"
-  // The row loop is grid-strided: 65536 blocks fill any GPU many times over
-  // (an H100 holds ~4K resident blocks), and past that a block takes several
-  // rows, reusing its scratch (the emulator tests cover both).
-  if (a.rows > 0 && a.inner == 1) {
-    const unsigned blocks = (unsigned)(a.rows < 65536 ? a.rows : 65536);
-    XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows<false>, dim3(blocks), dim3(xent_cuda_ce_fwd_bwd_bf16_prob_mean_threads(a.classes)), 0, stream, a);
-  } else if (a.rows > 0) {
-    const int64_t tiles = (a.rows + 256 - 1) / 256;
-    const unsigned blocks = (unsigned)(tiles < 65536 ? tiles : 65536);
-    XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows<true>, dim3(blocks), dim3(256), 0, stream, a);
-  }
-#line 357 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, a, 1024, 256, stream);
+#line 337 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 359 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -47,6 +47,61 @@ XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2h
 #define XENT_MAX_THREADS 1024
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
+// The row layout of every family: a row is one position (o, i) of an
+// [outer, C, inner] tensor, and element c of row r is at
+// xent_row_base(r, C, inner) + c * inner. A row kernel comes in two shapes:
+// kColumn = false, one block per row (inner == 1; the block's threads split
+// the row, blocks grid-stride over rows); kColumn = true, one thread per row
+// (neighbouring threads on neighbouring positions, so every load is
+// coalesced).
+struct xent_row_walk {
+  int64_t lane;   // this thread's first class; the class loop steps by group
+  int64_t group;  // threads sharing a row
+  int64_t first;  // this thread's (or block's) first row; the row loop steps by step
+  int64_t step;
+};
+
+template <bool kColumn>
+XENT_DEVICE xent_row_walk xent_rows() {
+  xent_row_walk w;
+  w.lane = kColumn ? 0 : (int64_t)threadIdx.x;
+  w.group = kColumn ? 1 : (int64_t)blockDim.x;
+  w.first = kColumn ? (int64_t)blockIdx.x * blockDim.x + threadIdx.x : (int64_t)blockIdx.x;
+  w.step = kColumn ? (int64_t)gridDim.x * blockDim.x : (int64_t)gridDim.x;
+  return w;
+}
+
+// With inner == 1 (a compile-time 1 in the block-per-row shape) this is row * C.
+XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
+  return (row / inner) * C * inner + row % inner;
+}
+
+// Host: threads per block of a block-per-row kernel: at least 4 elements per
+// thread, a whole number of warps, at most max_threads.
+static inline unsigned xent_row_block_threads(int64_t C, unsigned max_threads) {
+  unsigned t = XENT_WARP;
+  while (t < max_threads && (int64_t)t * 4 < C) t *= 2;
+  return t;
+}
+
+// Host: blocks for `work` blocks' worth of rows, capped at 65536: that fills
+// any GPU many times over (an H100 holds ~4K resident blocks), and past it
+// the row loops grid-stride (the emulator tests cover both).
+static inline unsigned xent_grid_blocks(int64_t work) { return (unsigned)(work < 65536 ? work : 65536); }
+
+// Launches kernel<false> (a block per row) when the class axis is
+// contiguous, else kernel<true> (a thread per row); nothing for no rows.
+#define XENT_LAUNCH_ROWS(kernel, args, row_threads, column_threads, stream)                                        \
+  do {                                                                                                            \
+    if ((args).rows > 0 && (args).inner == 1) {                                                                   \
+      XENT_LAUNCH(kernel<false>, dim3(xent_grid_blocks((args).rows)),                                             \
+                  dim3(xent_row_block_threads((args).classes, (row_threads))), 0, (stream), (args));              \
+    } else if ((args).rows > 0) {                                                                                 \
+      XENT_LAUNCH(kernel<true>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
+                  dim3(column_threads), 0, (stream), (args));                                                     \
+    }                                                                                                             \
+  } while (0)
+
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds
 // to nearest even and keeps NaN a (quiet) NaN.
 XENT_DEVICE float xent_load_bf16(uint16_t bits) { return __uint_as_float((uint32_t)bits << 16); }

@@ -40,46 +40,43 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_
 }
 
 #line 104 "templates/cross_entropy.tmpl"
-// The gradient of each row. kColumn = false:
-// one block per row (class axis contiguous, inner = 1), grid-stride over
-// rows. kColumn = true: one thread per row (strided class axis), neighbouring
-// threads on neighbouring positions so that every load is coalesced.
+// The gradient of each row, in
+// either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
 // ptxas use the registers the fused paths need without spilling.
 template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
   const float* x = (const float*)a.logits;
-#line 117 "templates/cross_entropy.tmpl"
+#line 115 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 119 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped;
-#line 128 "templates/cross_entropy.tmpl"
-  const int64_t lane = kColumn ? 0 : (int64_t)threadIdx.x, group = kColumn ? 1 : (int64_t)blockDim.x;
-  const int64_t first = kColumn ? (int64_t)blockIdx.x * blockDim.x + threadIdx.x : (int64_t)blockIdx.x;
-  const int64_t step = kColumn ? (int64_t)gridDim.x * blockDim.x : (int64_t)gridDim.x;
-  for (int64_t row = first; row < rows; row += step) {
-    const int64_t base = kColumn ? (row / inner) * C * inner + row % inner : row * C;
-#line 134 "templates/cross_entropy.tmpl"
+#line 126 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kColumn>();
+  const int64_t lane = walk.lane, group = walk.group;
+  for (int64_t row = walk.first; row < rows; row += walk.step) {
+    const int64_t base = xent_row_base(row, C, inner);
+#line 131 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < C;
-#line 139 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
-#line 141 "templates/cross_entropy.tmpl"
+#line 138 "templates/cross_entropy.tmpl"
     // A label outside [0, C) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 213 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
     const float lse = ((const float*)a.lse_in)[row];
-#line 223 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 236 "templates/cross_entropy.tmpl"
+#line 233 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -87,71 +84,54 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 244 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(C);
           coef = b + c * (weights ? ws[1] : float(C));
         }
-#line 251 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 253 "templates/cross_entropy.tmpl"
+#line 250 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 258 "templates/cross_entropy.tmpl"
+#line 255 "templates/cross_entropy.tmpl"
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(x[e]), dcap = 1;
-#line 262 "templates/cross_entropy.tmpl"
+#line 259 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 269 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 282 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
-#line 286 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 291 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       ((float*)a.grad)[e] = xent_store_f32(dx);
     }
-#line 294 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 321 "templates/cross_entropy.tmpl"
-// Threads per row: at least 4 elements per thread, a whole number of warps.
-static unsigned xent_hip_ce_bwd_f32_i32_none_threads(int64_t C) {
-  unsigned t = XENT_WARP;
-  while (t < 1024 && (int64_t)t * 4 < C) t *= 2;
-  return t;
-}
-
+#line 318 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 338 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 342 "templates/cross_entropy.tmpl"
+#line 332 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 345 "templates/cross_entropy.tmpl"
-  // The row loop is grid-strided: 65536 blocks fill any GPU many times over
-  // (an H100 holds ~4K resident blocks), and past that a block takes several
-  // rows, reusing its scratch (the emulator tests cover both).
-  if (a.rows > 0 && a.inner == 1) {
-    const unsigned blocks = (unsigned)(a.rows < 65536 ? a.rows : 65536);
-    XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_rows<false>, dim3(blocks), dim3(xent_hip_ce_bwd_f32_i32_none_threads(a.classes)), 0, stream, a);
-  } else if (a.rows > 0) {
-    const int64_t tiles = (a.rows + 256 - 1) / 256;
-    const unsigned blocks = (unsigned)(tiles < 65536 ? tiles : 65536);
-    XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_rows<true>, dim3(blocks), dim3(256), 0, stream, a);
-  }
-#line 359 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, 1024, 256, stream);
+#line 339 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
