@@ -1,5 +1,6 @@
 /* The cases every kernel test runs: shapes where kernels go wrong, crossed
    with option mixes. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/testutil.h"
@@ -73,3 +74,40 @@ const int64_t tu_softmax_shapes[][3] = {
     {2 * 3, 1003, 3}, /* a long strided axis */
 };
 const int tu_softmax_nshapes = (int)(sizeof tu_softmax_shapes / sizeof tu_softmax_shapes[0]);
+
+int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs) {
+  int failures = 0;
+  char name[256];
+  if (strncmp(key, "sm_", 3) == 0) {
+    for (int c = 0; c < tu_softmax_nshapes; ++c) {
+      xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
+                             .inner = tu_softmax_shapes[c][2]};
+      xent_op op;
+      if (tu_parse_softmax_key(key, &op, &d) != 0) {
+        printf("FAIL %s: not a softmax key\n", key);
+        return failures + 1;
+      }
+      snprintf(name, sizeof name, "%s%s N=%lld C=%lld inner=%lld", key, tag, (long long)d.rows, (long long)d.classes,
+               (long long)d.inner);
+      failures += tu_check_softmax(h, op, &d, seed + (unsigned)c, name);
+      ++*runs;
+    }
+    return failures;
+  }
+  for (int c = 0; c < tu_ncases; ++c) {
+    if (tu_cases[c].rows > max_rows) continue;
+    xent_ce_desc d;
+    xent_op op;
+    const int flags = tu_case_setup(&tu_cases[c], key, &op, &d);
+    if (flags == TU_NOT_A_KEY) {
+      printf("FAIL %s: not a cross_entropy key\n", key);
+      return failures + 1;
+    }
+    if (flags == TU_NOT_APPLICABLE) continue;
+    snprintf(name, sizeof name, "%s%s N=%lld C=%lld inner=%lld mix=%d", key, tag, (long long)d.rows,
+             (long long)d.classes, (long long)d.inner, tu_cases[c].mix);
+    failures += tu_check_call(h, op, &d, seed + (unsigned)c, flags, name);
+    ++*runs;
+  }
+  return failures;
+}

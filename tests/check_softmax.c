@@ -15,27 +15,15 @@ int tu_parse_softmax_key(const char* key, xent_op* op, xent_softmax_desc* d) {
   if (strcmp(opname, "fwd") == 0) *op = XENT_OP_FORWARD;
   else if (strcmp(opname, "bwd") == 0) *op = XENT_OP_BACKWARD;
   else return -1;
-  if (strcmp(dtype, "f32") == 0) d->dtype = XENT_F32;
-  else if (strcmp(dtype, "f16") == 0) d->dtype = XENT_F16;
-  else if (strcmp(dtype, "bf16") == 0) d->dtype = XENT_BF16;
-  else if (strcmp(dtype, "f64") == 0) d->dtype = XENT_F64;
-  else return -1;
+  if (tu_parse_dtype(dtype, &d->dtype) != 0) return -1;
   if (strcmp(kind, "softmax") == 0) d->kind = XENT_SOFTMAX;
   else if (strcmp(kind, "log_softmax") == 0) d->kind = XENT_LOG_SOFTMAX;
   else return -1;
   return 0;
 }
 
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1) from a counter. */
-static double noise(uint64_t seed, int64_t i) {
-  return (double)(mix64(seed * 0x9e3779b97f4a7c15ull + (uint64_t)i) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+/* Uniform in [-1, 1). */
+static double noise(uint64_t* state) { return 2 * tu_uniform(state) - 1; }
 
 int tu_check_softmax(xent_handle* h, xent_op op, const xent_softmax_desc* d, uint64_t seed, const char* name) {
   const xent_backend_kind kind = xent_handle_backend(h);
@@ -44,17 +32,18 @@ int tu_check_softmax(xent_handle* h, xent_op op, const xent_softmax_desc* d, uin
   void* in = malloc(bytes);   /* x (fwd) or y (bwd) */
   void* dy = malloc(bytes);
   double* want = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+  uint64_t state = seed;
   if (op == XENT_OP_FORWARD) {
-    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, in, i, 5.0 * noise(seed, i));
+    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, in, i, 5.0 * noise(&state));
     xent_ref_softmax_forward(d, in, want);
   } else {
     /* y: a real forward output (rounded to the dtype), dy random. */
     double* y = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     void* x = malloc(bytes);
-    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, x, i, 5.0 * noise(seed, i));
+    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, x, i, 5.0 * noise(&state));
     xent_ref_softmax_forward(d, x, y);
     for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, in, i, y[i]);
-    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, dy, i, noise(seed + 1, i));
+    for (int64_t i = 0; i < n; ++i) xent_store(d->dtype, dy, i, noise(&state));
     xent_ref_softmax_backward(d, in, dy, want);
     free(x);
     free(y);

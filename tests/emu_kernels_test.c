@@ -7,6 +7,7 @@
    usage: emu_kernels_test cuda|hip MANIFEST.tsv [KEY-PATTERN] */
 #define _POSIX_C_SOURCE 200809L
 #include <fnmatch.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,41 +36,16 @@ int main(int argc, char** argv) {
      skips it (the plain pass runs it). */
   const int skip_huge = getenv("XENT_EMU_SKIP_HUGE") != NULL;
   if (skip_huge) printf("XENT_EMU_SKIP_HUGE is set: the case with more rows than blocks is not run\n");
+  char tag[16];
+  snprintf(tag, sizeof tag, " [%s]", argv[1]);
   int failures = 0, runs = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int k = 0; k < count; ++k) {
     if (argc > 3 && fnmatch(argv[3], keys[k], 0) != 0) continue;
-    if (strncmp(keys[k], "sm_", 3) == 0) {
-      for (int c = 0; c < tu_softmax_nshapes; ++c) {
-        xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
-                               .inner = tu_softmax_shapes[c][2]};
-        xent_op op;
-        char name[256];
-        snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld inner=%lld", keys[k], argv[1], (long long)d.rows, (long long)d.classes, (long long)d.inner);
-        failures += tu_parse_softmax_key(keys[k], &op, &d) != 0 ? 1 : tu_check_softmax(h, op, &d, 7919u * (unsigned)k + (unsigned)c, name);
-        runs++;
-      }
-      continue;
-    }
-    for (int c = 0; c < tu_ncases; ++c) {
-      /* Emulating 65K blocks is slow: one variant covers the grid stride. */
-      if (tu_cases[c].rows > 65536 && (strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") != 0 || skip_huge)) continue;
-      xent_ce_desc d;
-      xent_op op;
-      const int flags = tu_case_setup(&tu_cases[c], keys[k], &op, &d);
-      if (flags == TU_NOT_A_KEY) {
-        printf("FAIL %s: not a cross_entropy key\n", keys[k]);
-        failures++;
-        break;
-      }
-      if (flags == TU_NOT_APPLICABLE) continue;
-      char name[256];
-      snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld inner=%lld mix=%d", keys[k], argv[1], (long long)d.rows,
-               (long long)d.classes, (long long)d.inner, tu_cases[c].mix);
-      failures += tu_check_call(h, op, &d, 7919u * (unsigned)k + (unsigned)c, flags, name);
-      runs++;
-    }
+    /* Emulating 65K blocks is slow: one variant covers the grid stride. */
+    const int huge = !skip_huge && strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") == 0;
+    failures += tu_check_key(h, keys[k], tag, 7919u * (unsigned)k, huge ? INT64_MAX : 65536, &runs);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%s rendering: %d calls in %.1f s\n", argv[1], runs,

@@ -5,6 +5,7 @@
    replayed gives the same bits (no host synchronisation inside a call).
    Without a CUDA device it prints "SKIPPED: ..." and exits 0; ./bazelw
    reports it as skipped. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,36 +117,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   int failures = 0, runs = 0;
-  for (int k = 0; k < count; ++k) {
-    if (strncmp(keys[k], "sm_", 3) == 0) {
-      for (int c = 0; c < tu_softmax_nshapes; ++c) {
-        xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
-                               .inner = tu_softmax_shapes[c][2]};
-        xent_op op;
-        char name[256];
-        snprintf(name, sizeof name, "%s N=%lld C=%lld inner=%lld", keys[k], (long long)d.rows, (long long)d.classes, (long long)d.inner);
-        failures += tu_parse_softmax_key(keys[k], &op, &d) != 0 ? 1 : tu_check_softmax(h, op, &d, 1000u * (unsigned)k + (unsigned)c, name);
-        runs++;
-      }
-      continue;
-    }
-    for (int c = 0; c < tu_ncases; ++c) {
-      xent_ce_desc d;
-      xent_op op;
-      const int flags = tu_case_setup(&tu_cases[c], keys[k], &op, &d);
-      if (flags == TU_NOT_A_KEY) {
-        printf("FAIL %s: not a cross_entropy key\n", keys[k]);
-        failures++;
-        break;
-      }
-      if (flags == TU_NOT_APPLICABLE) continue;
-      char name[256];
-      snprintf(name, sizeof name, "%s N=%lld C=%lld inner=%lld mix=%d", keys[k], (long long)d.rows,
-               (long long)d.classes, (long long)d.inner, tu_cases[c].mix);
-      failures += tu_check_call(h, op, &d, 1000u * (unsigned)k + (unsigned)c, flags, name);
-      runs++;
-    }
-  }
+  for (int k = 0; k < count; ++k) failures += tu_check_key(h, keys[k], "", 1000u * (unsigned)k, INT64_MAX, &runs);
   failures += check_determinism_and_graphs(h);
   printf("%d passed, %d failed\n", runs + 1 - failures, failures);
   tu_free_manifest(keys, count);

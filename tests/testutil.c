@@ -7,12 +7,25 @@
 #include <string.h>
 
 #include "runtime/numeric.h"
+#include "runtime/reference.h"
 
 #ifdef XENT_TEST_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 size_t tu_dtype_bytes(xent_dtype dtype) { return dtype == XENT_F64 ? 8 : dtype == XENT_F32 ? 4 : 2; }
+
+int tu_parse_dtype(const char* token, xent_dtype* dtype) {
+  static const char* const names[] = {"f32", "f16", "bf16", "f64"};
+  static const xent_dtype values[] = {XENT_F32, XENT_F16, XENT_BF16, XENT_F64};
+  for (int i = 0; i < 4; ++i) {
+    if (strcmp(token, names[i]) == 0) {
+      *dtype = values[i];
+      return 0;
+    }
+  }
+  return -1;
+}
 
 int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* d) {
   static const char* ops[] = {"ce_fwd_bwd_", "ce_fwd_", "ce_bwd_"};
@@ -28,11 +41,7 @@ int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* d) {
   char dtype[8], label[8], reduction[8];
   if (sscanf(rest, "%7[^_]_%7[^_]_%7[^_]", dtype, label, reduction) != 3) return -1;
   xent_dtype dt;
-  if (strcmp(dtype, "f32") == 0) dt = XENT_F32;
-  else if (strcmp(dtype, "f16") == 0) dt = XENT_F16;
-  else if (strcmp(dtype, "bf16") == 0) dt = XENT_BF16;
-  else if (strcmp(dtype, "f64") == 0) dt = XENT_F64;
-  else return -1;
+  if (tu_parse_dtype(dtype, &dt) != 0) return -1;
   xent_label_type lt;
   if (strcmp(label, "i32") == 0) lt = XENT_I32;
   else if (strcmp(label, "i64") == 0) lt = XENT_I64;
@@ -75,15 +84,14 @@ void tu_free_manifest(char** keys, int count) {
   free(keys);
 }
 
-/* splitmix64: a small, well-mixed, reproducible generator. */
-static uint64_t next_u64(uint64_t* s) {
+uint64_t tu_next_u64(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-static double uniform(uint64_t* s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+double tu_uniform(uint64_t* s) { return (double)(tu_next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flags, tu_inputs* in) {
   const int64_t N = d->rows, C = d->classes;
@@ -91,7 +99,7 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
   const xent_dtype acc = xent_acc_dtype(d->dtype);
   uint64_t s = seed;
   in->logits = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
-  for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, in->logits, i, scale * (2 * uniform(&s) - 1));
+  for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, in->logits, i, scale * (2 * tu_uniform(&s) - 1));
   if (d->label_type == XENT_PROB) {
     /* A distribution per row; every fifth row unnormalised (PyTorch does not
        require a sum of 1), every seventh one-hot. */
@@ -99,19 +107,16 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
     double* row = malloc((size_t)C * sizeof *row);
     for (int64_t n = 0; n < N; ++n) {
       double total = 0;
-      for (int64_t c = 0; c < C; ++c) total += row[c] = n % 7 == 3 ? (c == n % C) : uniform(&s);
+      for (int64_t c = 0; c < C; ++c) total += row[c] = n % 7 == 3 ? (c == n % C) : tu_uniform(&s);
       const double norm = n % 5 == 2 ? 1.0 : 1.0 / total;
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t inner = d->inner > 0 ? d->inner : 1;
-        xent_store(d->dtype, in->labels, (n / inner) * C * inner + c * inner + n % inner, row[c] * norm);
-      }
+      for (int64_t c = 0; c < C; ++c) xent_store(d->dtype, in->labels, xent_ref_index(d, n, c), row[c] * norm);
     }
     free(row);
   } else {
     in->labels = malloc((size_t)(N > 0 ? N : 1) * 8);
     for (int64_t n = 0; n < N; ++n) {
-      int64_t y = (int64_t)(next_u64(&s) % (uint64_t)C);
-      if ((flags & TU_IGNORE_ALL) || uniform(&s) < 0.25) y = d->ignore_index;
+      int64_t y = (int64_t)(tu_next_u64(&s) % (uint64_t)C);
+      if ((flags & TU_IGNORE_ALL) || tu_uniform(&s) < 0.25) y = d->ignore_index;
       else if ((flags & TU_BAD_LABELS) && n % 3 == 1) y = (n % 2) ? C + 5 : -7;
       if (d->label_type == XENT_I32) ((int32_t*)in->labels)[n] = (int32_t)y;
       else ((int64_t*)in->labels)[n] = y;
@@ -120,15 +125,15 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
   in->weights = NULL;
   if (flags & TU_WEIGHTED) {
     in->weights = malloc((size_t)C * 8);
-    for (int64_t c = 0; c < C; ++c) xent_store(acc, in->weights, c, 0.25 + 1.5 * uniform(&s));
+    for (int64_t c = 0; c < C; ++c) xent_store(acc, in->weights, c, 0.25 + 1.5 * tu_uniform(&s));
   }
   const int64_t nd = d->reduction == XENT_REDUCTION_NONE ? N : 1;
   in->dloss = malloc((size_t)(nd > 0 ? nd : 1) * tu_dtype_bytes(d->loss_dtype));
-  for (int64_t i = 0; i < nd; ++i) xent_store(d->loss_dtype, in->dloss, i, 0.5 + uniform(&s));
+  for (int64_t i = 0; i < nd; ++i) xent_store(d->loss_dtype, in->dloss, i, 0.5 + tu_uniform(&s));
   in->grad_bias = NULL;
   if (flags & TU_EXTRAS) {
     in->grad_bias = malloc((size_t)(N * C > 0 ? N * C : 1) * tu_dtype_bytes(d->grad_dtype));
-    for (int64_t i = 0; i < N * C; ++i) xent_store(d->grad_dtype, in->grad_bias, i, 0.01 * (2 * uniform(&s) - 1));
+    for (int64_t i = 0; i < N * C; ++i) xent_store(d->grad_dtype, in->grad_bias, i, 0.01 * (2 * tu_uniform(&s) - 1));
   }
 }
 

@@ -9,6 +9,13 @@
 
 #include "runtime/xent.h"
 
+/* "bf16" -> XENT_BF16 (the dtype token of a key). Returns 0, or -1. */
+int tu_parse_dtype(const char* token, xent_dtype* dtype);
+
+/* splitmix64: a small, well-mixed, reproducible generator; uniform in [0, 1). */
+uint64_t tu_next_u64(uint64_t* state);
+double tu_uniform(uint64_t* state);
+
 /* "ce_fwd_bwd_bf16_i64_mean" -> op and the desc's dtype/label/reduction
    (rows, classes and inner are kept).
    Returns 0, or -1 for a key this family does not produce. */
@@ -85,6 +92,12 @@ int tu_check_softmax(xent_handle* h, xent_op op, const xent_softmax_desc* desc, 
 /* Shapes the softmax-family kernel tests run: {rows, classes, inner}. */
 extern const int64_t tu_softmax_shapes[][3];
 extern const int tu_softmax_nshapes;
+
+/* Every case of tests/cases.c that applies to `key` (either family) on the
+   handle's backend, skipping cases of more than max_rows rows. Test names
+   are the key, `tag`, and the case; case c uses seed + c. Adds the calls run
+   to *runs and returns the failures. */
+int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs);
 
 #endif
 
