@@ -214,14 +214,20 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
                      (int)d->invalid_labels);
   if (!(d->softcap >= 0.0 && isfinite(d->softcap)))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->softcap is %g, must be finite and >= 0 (0 = off)", fn, d->softcap);
-  return XENT_OK;
+  return d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
 }
 
 /* Every backend runs the generated launchers, whose workspace layout is
    xent_ce_workspace_bytes() (generated xent_launch.h). */
-static size_t required_workspace(const xent_ce_desc* d, xent_op op) {
+static size_t launcher_workspace(const xent_ce_desc* d, xent_op op) {
   const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
   return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
+}
+
+/* A vocabulary-parallel call also holds every rank's row statistics. */
+static size_t required_workspace(const xent_ce_desc* d, xent_op op) {
+  const size_t bytes = launcher_workspace(d, op);
+  return d->vocab_shard ? xent_vocab_workspace(d, bytes) : bytes;
 }
 
 xent_status xent_ce_workspace_size(const xent_handle* h, const xent_ce_desc* d, xent_op op, size_t* bytes) {
@@ -241,7 +247,7 @@ static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return a && b && an && bn && x < y + bn && y < x + an;
 }
 
-static void backend_table(const xent_handle* h, xent_table* t) {
+void xent_backend_table(const xent_handle* h, xent_table* t) {
   switch (h->kind) {
     case XENT_BACKEND_CUDA: xent_cuda_table(h, t); break;
     case XENT_BACKEND_HIP: xent_hip_table(h, t); break;
@@ -249,7 +255,7 @@ static void backend_table(const xent_handle* h, xent_table* t) {
   }
 }
 
-static xent_status backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   switch (h->kind) {
     case XENT_BACKEND_CUDA: return xent_cuda_launch(h, e, args);
     case XENT_BACKEND_HIP: return xent_hip_launch(h, e, args);
@@ -272,8 +278,14 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   if (has_rows && !t->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", fn);
   if (forward && !t->loss && (has_rows || d->reduction != XENT_REDUCTION_NONE))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: loss is NULL", fn);
-  if (c->op == XENT_OP_BACKWARD && has_rows && !t->lse_in)
+  /* A vocabulary-parallel backward with soft labels gathers the rows'
+     statistics again instead (it needs more than the lse). */
+  if (c->op == XENT_OP_BACKWARD && has_rows && !t->lse_in && !(d->vocab_shard && soft))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (pass the lse saved by the forward op)", fn);
+  if (d->vocab_shard && (t->log_prob || t->softmax))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: log_prob and softmax are not available with desc->vocab_shard (they would need the "
+                     "global lse before a third pass over the logits)", fn);
   if (t->grad_labels && !soft && backward)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels is set, but hard labels (desc->label_type %s) have no gradient",
                      fn, d->label_type == XENT_I32 ? "XENT_I32" : "XENT_I64");
@@ -306,14 +318,15 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
   xent_ce_call call = *c;
   call.bad_label_row = h->bad_label_row;
+  if (d->vocab_shard) return xent_vocab_run(h, d, &call, launcher_workspace(d, c->op));
   xent_table table;
-  backend_table(h, &table);
+  xent_backend_table(h, &table);
   char key[160];
   const xent_dispatch_entry* e =
       xent_ce_lookup(table.entries, table.count, table.target, d, c->op, t->weights != NULL, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);
-  return backend_launch(h, e, &args);
+  return xent_backend_launch(h, e, &args);
 }
 
 xent_status xent_ce_run(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_ce_tensors* tensors,
@@ -396,11 +409,11 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dx overlaps y", fn);
   }
   xent_table table;
-  backend_table(h, &table);
+  xent_backend_table(h, &table);
   char key[96];
   const xent_dispatch_entry* e = xent_softmax_lookup(table.entries, table.count, table.target, d, op, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
-  return backend_launch(h, e, args);
+  return xent_backend_launch(h, e, args);
 }
 
 xent_status xent_softmax_forward(xent_handle* h, const xent_softmax_desc* d, const void* x, void* y, void* stream) {

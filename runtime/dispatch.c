@@ -107,6 +107,8 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .rows = d->rows,
       .classes = d->classes,
       .inner = d->inner,
+      .class_offset = d->vocab_shard ? d->vocab_shard->class_offset : 0,
+      .global_classes = d->vocab_shard ? d->vocab_shard->global_classes : d->classes,
       .logits = t->logits,
       .labels = t->labels,
       .weights = t->weights,

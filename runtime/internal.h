@@ -58,6 +58,17 @@ xent_status xent_cuda_launch(xent_handle* h, const struct xent_dispatch_entry* e
 void xent_hip_table(const xent_handle* h, xent_table* t);
 xent_status xent_hip_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 
+/* The handle's dispatch table, and one launch of an entry from it. */
+void xent_backend_table(const xent_handle* h, xent_table* t);
+xent_status xent_backend_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
+
+/* Vocabulary-parallel calls (vocab_parallel.c): desc->vocab_shard's checks,
+   the workspace with room for the gathered statistics after the launchers'
+   `bytes`, and the call itself (its arguments already checked). */
+xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
+size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
+xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes);
+
 /* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset
    (waiting for the device), free. */
 xent_status xent_cpu_flag_alloc(xent_handle* h);

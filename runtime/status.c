@@ -28,6 +28,7 @@ const char* xent_status_string(xent_status status) {
     case XENT_ERROR_DEVICE: return "device runtime error";
     case XENT_ERROR_OUT_OF_MEMORY: return "out of memory";
     case XENT_ERROR_INVALID_LABEL: return "a label was outside [0, classes)";
+    case XENT_ERROR_COLLECTIVE: return "the vocabulary-parallel collective failed";
   }
   return "unknown status";
 }

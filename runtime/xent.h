@@ -38,7 +38,8 @@ typedef enum xent_status {
   XENT_ERROR_WORKSPACE_TOO_SMALL = 5,
   XENT_ERROR_DEVICE = 6,             /* the GPU runtime reported an error */
   XENT_ERROR_OUT_OF_MEMORY = 7,
-  XENT_ERROR_INVALID_LABEL = 8       /* xent_check(): a label was outside [0, classes) */
+  XENT_ERROR_INVALID_LABEL = 8,      /* xent_check(): a label was outside [0, classes) */
+  XENT_ERROR_COLLECTIVE = 9          /* vocabulary-parallel: the all-gather failed, or NCCL/RCCL is absent */
 } xent_status;
 
 typedef enum xent_dtype { XENT_F32 = 0, XENT_F16 = 1, XENT_BF16 = 2, XENT_F64 = 3 } xent_dtype;
@@ -78,6 +79,30 @@ typedef enum xent_invalid_labels {
 /* ignore_index value that matches no label (ONNX: ignore_index absent). */
 #define XENT_NO_IGNORE_INDEX INT64_MIN
 
+/* Vocabulary parallelism (Megatron-style tensor parallelism of the output
+   layer): the class axis is split over `ranks` devices, and this rank holds
+   classes [class_offset, class_offset + desc->classes) of global_classes.
+   Every rank makes the same call on its slice, with the same labels (global
+   class numbers), weights ([global_classes]) and options; each gets the loss
+   and lse of the whole vocabulary and the gradient of its own slice, with
+   smoothing spread over global_classes (Megatron uses the local count).
+   Each call runs one collective: an all-gather of 3 accumulation-type values
+   per row (12 bytes in f32). The collective is the caller's: NCCL or RCCL
+   through xent_vocab_shard_nccl(), or any function of this type. It gathers
+   `bytes` from every rank into recv, rank by rank; send is recv + rank *
+   bytes (in place, as ncclAllGather allows). It is enqueued on `stream`
+   like the kernels (no host synchronisation) and returns 0 on success. */
+typedef int (*xent_all_gather_fn)(void* ctx, const void* send, void* recv, size_t bytes, void* stream);
+
+typedef struct xent_vocab_shard {
+  int64_t class_offset;    /* this rank's first class, >= 0 */
+  int64_t global_classes;  /* the whole vocabulary, >= class_offset + desc->classes */
+  int rank;                /* in [0, ranks): where this rank's statistics go in the gather */
+  int ranks;               /* >= 1 */
+  xent_all_gather_fn all_gather;
+  void* ctx;               /* passed to all_gather */
+} xent_vocab_shard;
+
 /* Shapes. The logits are [outer, C, inner] in memory: the class axis has
    stride `inner`, and a "row" is one position (o, i), rows = outer * inner.
    [N, C] is inner = 1; PyTorch/ONNX [N, C, d1..dk] is inner = d1*...*dk;
@@ -101,6 +126,7 @@ typedef struct xent_ce_desc {
   double z_loss;           /* z >= 0: each counted row adds z * lse^2 (Liger's lse_square_scale); 0 = off */
   double softcap;          /* cap > 0: logits -> cap * tanh(logits / cap) first (Gemma-2); 0 = off */
   xent_invalid_labels invalid_labels; /* default XENT_INVALID_LABELS_REPORT */
+  const xent_vocab_shard* vocab_shard; /* NULL (default): the whole vocabulary is on this device */
 } xent_ce_desc;
 
 /* PyTorch's defaults: class axis last (inner = 1), loss and grad in the
@@ -148,7 +174,8 @@ const char* xent_backend_name(xent_backend_kind kind);
 xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
 
 /* Bytes of scratch device memory a call needs (0 is possible). The
-   workspace holds O(rows) values, never O(rows * classes). */
+   workspace holds O(rows) values, never O(rows * classes) (a vocabulary-
+   parallel call: O(rows * ranks), the gathered statistics). */
 xent_status xent_ce_workspace_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,
                                    size_t* bytes);
 
@@ -175,6 +202,14 @@ xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* de
                                      const void* labels, const void* weights, const void* dloss, void* loss,
                                      void* lse, void* grad, void* workspace, size_t workspace_bytes,
                                      void* stream);
+
+/* Fills shard's collective with NCCL's ncclAllGather (CUDA handles) or
+   RCCL's (HIP handles) on the caller's communicator `comm` (an ncclComm_t),
+   and rank and ranks from it. The library is loaded at run time
+   (libnccl.so.2, librccl.so.1), so xent neither links nor needs it
+   otherwise; XENT_ERROR_COLLECTIVE if it cannot be loaded. */
+xent_status xent_vocab_shard_nccl(const xent_handle* handle, xent_vocab_shard* shard, void* comm,
+                                  int64_t class_offset, int64_t global_classes);
 
 /* The softmax family (ONNX Runtime Softmax/LogSoftmax and their gradients
    SoftmaxGrad/LogSoftmaxGrad, opset 13: any axis), on the same strided

@@ -20,7 +20,11 @@ specialize "reduction" { "none", "sum", "mean" }
 -- read): run time, so that 3 x 4 x 3 x 3 = 108 kernels per target cover every
 -- combination. The class-axis stride, the extra tensors (log_prob, softmax,
 -- grad_bias, grad_labels) and f32 outputs for f16/bf16 logits are run-time
--- arguments of every kernel, not axes (README, "Options").
+-- arguments of every kernel, not axes (README, "Options"). So is the
+-- vocabulary-parallel split: a class offset and the global C in every kernel,
+-- and the shard statistics and their combine in the fwd kernels, which the
+-- runtime chains with the bwd kernels around one all-gather: no extra
+-- kernels, and the fused fwd_bwd kernels carry none of it.
 runtime "weights"          -- null pointer = unweighted; weights[y] is one load per row
 runtime "label_smoothing"  -- epsilon = 0 skips the per-row sum of logits
 runtime "ignore_index"     -- one integer compare per row

@@ -3,8 +3,14 @@
    (tests/cases.c); then the properties only hardware can show: bitwise
    reproducible results run to run, and a call captured in a CUDA graph and
    replayed gives the same bits (no host synchronisation inside a call).
+   Vocabulary-parallel calls run with the vocabulary split over 3 ranks (one
+   handle per thread on this GPU), and over NCCL with one rank when
+   libnccl.so.2 can be loaded (else that part says SKIPPED).
    Without a CUDA device it prints "SKIPPED: ..." and exits 0; ./bazelw
    reports it as skipped. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +106,116 @@ static int check_determinism_and_graphs(xent_handle* h) {
   return failed;
 }
 
+/* The split vocabulary on the GPU: each label type and op, a long bf16 row
+   and an f32 one, 3 ranks. */
+static int check_vocab_parallel(int* runs) {
+  static const xent_label_type labels[] = {XENT_I64, XENT_PROB};
+  static const xent_op ops[] = {XENT_OP_FORWARD, XENT_OP_BACKWARD, XENT_OP_FORWARD_BACKWARD};
+  int failures = 0;
+  for (int l = 0; l < 2; ++l)
+    for (int o = 0; o < 3; ++o)
+      for (int dt = 0; dt < 2; ++dt) {
+        xent_ce_desc d;
+        xent_ce_desc_init(&d, dt ? 37 : 259, dt ? 1003 : 50257, dt ? XENT_F32 : XENT_BF16, labels[l],
+                          XENT_REDUCTION_MEAN);
+        d.label_smoothing = 0.1;
+        d.z_loss = 1e-4;
+        char name[128];
+        snprintf(name, sizeof name, "vocab-parallel %s %s op %d", dt ? "f32" : "bf16", l ? "prob" : "i64", (int)ops[o]);
+        failures += tu_check_vocab_parallel(XENT_BACKEND_CUDA, XENT_BACKEND_CUDA, ops[o], &d, 77u + (unsigned)(l * 6 + o * 2 + dt),
+                                            TU_WEIGHTED, 3, name);
+        ++*runs;
+      }
+  return failures;
+}
+
+/* NCCL's own all-gather with one rank: xent_vocab_shard_nccl loads the
+   library and queries the communicator; the call must match the plain one. */
+static int check_nccl(xent_handle* h, int* runs) {
+  void* so = dlopen("libnccl.so.2", RTLD_NOW);
+  if (!so) {
+    printf("SKIPPED vocab-parallel over NCCL: libnccl.so.2 not on the library path (%s)\n", dlerror());
+    return 0;
+  }
+  int (*comm_init_all)(void**, int, const int*) = NULL;
+  int (*comm_destroy)(void*) = NULL;
+  *(void**)&comm_init_all = dlsym(so, "ncclCommInitAll");
+  *(void**)&comm_destroy = dlsym(so, "ncclCommDestroy");
+  void* comm = NULL;
+  const int device = 0;
+  if (!comm_init_all || !comm_destroy || comm_init_all(&comm, 1, &device) != 0) {
+    printf("FAIL vocab-parallel over NCCL: ncclCommInitAll failed\n");
+    return 1;
+  }
+  ++*runs;
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 1031, 32000, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
+  d.label_smoothing = 0.1;
+  tu_inputs in;
+  tu_make_inputs(&d, 5, 4.0, 0, &in);
+  const size_t nc = (size_t)(d.rows * d.classes);
+  void* logits = tu_alloc(XENT_BACKEND_CUDA, nc * 2);
+  void* labels = tu_alloc(XENT_BACKEND_CUDA, (size_t)d.rows * 8);
+  tu_to_device(XENT_BACKEND_CUDA, logits, in.logits, nc * 2);
+  tu_to_device(XENT_BACKEND_CUDA, labels, in.labels, (size_t)d.rows * 8);
+  void* loss[2];
+  void* grad[2];
+  int failed = 0;
+  for (int sharded = 0; sharded < 2 && !failed; ++sharded) {
+    xent_vocab_shard shard;
+    if (sharded) {
+      const xent_status s = xent_vocab_shard_nccl(h, &shard, comm, 0, d.classes);
+      if (s != XENT_OK || shard.ranks != 1 || shard.rank != 0) {
+        printf("FAIL vocab-parallel over NCCL: xent_vocab_shard_nccl: %s\n", xent_last_error());
+        failed = 1;
+        break;
+      }
+      d.vocab_shard = &shard;
+    }
+    size_t ws_bytes = 0;
+    xent_ce_workspace_size(h, &d, XENT_OP_FORWARD_BACKWARD, &ws_bytes);
+    void* ws = tu_alloc(XENT_BACKEND_CUDA, ws_bytes);
+    loss[sharded] = tu_alloc(XENT_BACKEND_CUDA, 2);
+    grad[sharded] = tu_alloc(XENT_BACKEND_CUDA, nc * 2);
+    const xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss[sharded], .grad = grad[sharded]};
+    if (xent_ce_run(h, &d, XENT_OP_FORWARD_BACKWARD, &t, ws, ws_bytes, NULL) != XENT_OK) {
+      printf("FAIL vocab-parallel over NCCL: %s\n", xent_last_error());
+      failed = 1;
+    }
+    tu_sync(XENT_BACKEND_CUDA);
+    tu_free(XENT_BACKEND_CUDA, ws);
+  }
+  if (!failed) {
+    uint16_t l[2];
+    uint16_t* g[2] = {malloc(nc * 2), malloc(nc * 2)};
+    double worst = 0, scale = 0;
+    for (int i = 0; i < 2; ++i) {
+      tu_to_host(XENT_BACKEND_CUDA, &l[i], loss[i], 2);
+      tu_to_host(XENT_BACKEND_CUDA, g[i], grad[i], nc * 2);
+    }
+    for (size_t i = 0; i < nc; ++i) {
+      const double a = xent_load(XENT_BF16, g[0], (int64_t)i), b = xent_load(XENT_BF16, g[1], (int64_t)i);
+      worst = fmax(worst, fabs(a - b));
+      scale = fmax(scale, fabs(a));
+    }
+    const double la = xent_load(XENT_BF16, l, 0), lb = xent_load(XENT_BF16, l, 1);
+    const double tol = tu_tolerance(XENT_BF16, d.classes);
+    if (fabs(la - lb) > tol * fabs(la) || worst > tol * scale) {
+      printf("FAIL vocab-parallel over NCCL: loss %g vs %g, grad differs by %g (scale %g)\n", lb, la, worst, scale);
+      failed = 1;
+    }
+    free(g[0]);
+    free(g[1]);
+    for (int i = 0; i < 2; ++i) tu_free(XENT_BACKEND_CUDA, loss[i]), tu_free(XENT_BACKEND_CUDA, grad[i]);
+  }
+  tu_free(XENT_BACKEND_CUDA, logits);
+  tu_free(XENT_BACKEND_CUDA, labels);
+  tu_free_inputs(&in);
+  comm_destroy(comm);
+  if (!failed) printf("vocab-parallel over NCCL matches the plain call\n");
+  return failed;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: gpu_test MANIFEST.tsv\n");
@@ -119,7 +235,10 @@ int main(int argc, char** argv) {
   int failures = 0, runs = 0;
   for (int k = 0; k < count; ++k) failures += tu_check_key(h, keys[k], "", 1000u * (unsigned)k, INT64_MAX, &runs);
   failures += check_determinism_and_graphs(h);
-  printf("%d passed, %d failed\n", runs + 1 - failures, failures);
+  ++runs;
+  failures += check_vocab_parallel(&runs);
+  failures += check_nccl(h, &runs);
+  printf("%d passed, %d failed\n", runs - failures, failures);
   tu_free_manifest(keys, count);
   xent_destroy(h);
   return failures ? 1 : 0;

@@ -30,8 +30,8 @@ static void expect_error(xent_status got, xent_status status, const char* needle
 
 /* tests/xent_ctypes.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
-  CHECK(sizeof(xent_ce_desc) == 96 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
-            offsetof(xent_ce_desc, softcap) == 80,
+  CHECK(sizeof(xent_ce_desc) == 104 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
+            offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96,
         "xent_ce_desc layout changed: update tests/xent_ctypes.py (DESC_LAYOUT) too");
 }
 
@@ -217,6 +217,57 @@ static void test_error_paths(void) {
   xent_destroy(h);
 }
 
+static int failing_gather(void* ctx, const void* send, void* recv, size_t bytes, void* stream) {
+  (void)ctx, (void)send, (void)recv, (void)bytes, (void)stream;
+  return 7;
+}
+
+/* desc->vocab_shard: each bad field named, the workspace holding every
+   rank's statistics, a failing collective reported, NCCL only for GPUs. */
+static void test_vocab_shard_errors(void) {
+  xent_handle* h = NULL;
+  CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create: %s", xent_last_error());
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 4, 10, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
+  xent_vocab_shard shard = {.class_offset = 10, .global_classes = 30, .rank = 1, .ranks = 3,
+                            .all_gather = failing_gather};
+  d.vocab_shard = &shard;
+  size_t need = 0;
+  CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "sharded workspace: %s", xent_last_error());
+  CHECK(need == 4 * (2 + 2 * 4) + 3 * 4 * 3 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
+  float logits[40] = {0}, loss[4], workspace[128];
+  int64_t labels[4] = {1, 12, 29, -100};
+  xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};
+  expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, need, NULL), XENT_ERROR_COLLECTIVE,
+               "all_gather returned 7 (rank 1 of 3", "failing all_gather");
+  float log_prob[40];
+  t.log_prob = log_prob;
+  expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, need, NULL), XENT_ERROR_INVALID_ARGUMENT,
+               "log_prob and softmax are not available with desc->vocab_shard", "sharded log_prob");
+  t.log_prob = NULL;
+  const struct {
+    xent_vocab_shard shard;
+    const char* needle;
+  } bad[] = {
+      {{10, 30, 0, 0, failing_gather, NULL}, "vocab_shard->ranks is 0"},
+      {{10, 30, 3, 3, failing_gather, NULL}, "vocab_shard->rank is 3, must be in [0, 3)"},
+      {{-1, 30, 0, 3, failing_gather, NULL}, "vocab_shard->class_offset is -1"},
+      {{25, 30, 0, 3, failing_gather, NULL}, "global_classes is 30, must be >= class_offset + desc->classes (25 + 10)"},
+      {{0, 30, 0, 3, NULL, NULL}, "all_gather is NULL"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    shard = bad[i].shard;
+    expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, sizeof workspace, NULL),
+                 XENT_ERROR_INVALID_ARGUMENT, bad[i].needle, bad[i].needle);
+  }
+  int comm = 0;
+  expect_error(xent_vocab_shard_nccl(h, &shard, &comm, 0, 30), XENT_ERROR_INVALID_ARGUMENT,
+               "NCCL and RCCL need a CUDA or HIP handle", "nccl on the cpu backend");
+  expect_error(xent_vocab_shard_nccl(h, &shard, NULL, 0, 30), XENT_ERROR_INVALID_ARGUMENT, "comm is NULL",
+               "nccl comm NULL");
+  xent_destroy(h);
+}
+
 /* The option axes in xent_ce_lookup: the most specialized entry wins, a
    run-time entry serves every value, and a miss names the key and the spec. */
 static int fake_launch(const void* a) {
@@ -288,6 +339,7 @@ int main(int argc, char** argv) {
   }
   test_desc_layout();
   test_error_paths();
+  test_vocab_shard_errors();
   test_lookup_preference();
   test_every_manifest_key(argv[1], argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);

@@ -220,6 +220,17 @@ void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes
   if (bytes) memcpy(dst, src, bytes);
 }
 
+void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
+#ifdef XENT_TEST_CUDA
+  if (kind == XENT_BACKEND_CUDA) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    return;
+  }
+#endif
+  (void)kind;
+  if (bytes) memcpy(dst, src, bytes);
+}
+
 void tu_sync(xent_backend_kind kind) {
 #ifdef XENT_TEST_CUDA
   if (kind == XENT_BACKEND_CUDA) cudaDeviceSynchronize();

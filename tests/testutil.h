@@ -76,10 +76,23 @@ void* tu_alloc(xent_backend_kind kind, size_t bytes);
 void tu_free(xent_backend_kind kind, void* p);
 void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
 void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
+/* Device to device on one backend. */
+void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
 /* Waits for the device (tests only; the library never synchronises). */
 void tu_sync(xent_backend_kind kind);
 
 size_t tu_dtype_bytes(xent_dtype dtype);
+
+/* Runs `op` for desc with the vocabulary split over `ranks` (<= 8) uneven
+   slices (a quarter, a single class, the rest), each rank a thread with its
+   own handle of `kind` (the cpu backend runs the `emulate` rendering), joined
+   by an in-process all-gather. Checks that each rank gathers once when it
+   should, gets the same loss bits, the loss and lse of the whole vocabulary,
+   and that the slices' gradients make the unsplit reference's. Of
+   TU_EXTRAS, grad_bias and grad_labels apply. Returns 0 if all is within
+   tolerance, else prints why. */
+int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, xent_op op, const xent_ce_desc* desc,
+                            uint64_t seed, int flags, int ranks, const char* name);
 
 /* "sm_bwd_bf16_log_softmax" -> op, dtype and kind (rows, classes and inner
    are kept). Returns 0, or -1 for a key of another family. */

@@ -33,6 +33,7 @@ class Desc(ctypes.Structure):
         ("z_loss", ctypes.c_double),
         ("softcap", ctypes.c_double),
         ("invalid_labels", ctypes.c_int),
+        ("vocab_shard", ctypes.c_void_p),
     ]
 
 
@@ -65,8 +66,9 @@ class SoftmaxDesc(ctypes.Structure):
     ]
 
 
-# sizeof and the offsets of all_ignored_zero and softcap, as runtime_test.c
-# asserts for the C struct.
-DESC_LAYOUT = (96, 64, 80)
-assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset) == DESC_LAYOUT
+# sizeof and the offsets of all_ignored_zero, softcap and vocab_shard, as
+# runtime_test.c asserts for the C struct.
+DESC_LAYOUT = (104, 64, 80, 96)
+assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
+        Desc.vocab_shard.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 12 * 8

@@ -13,25 +13,28 @@
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // A row is one position: element c of row r is at (r / inner)*C*inner +
 // c*inner + r % inner, so [N, C, d1..dk] inputs are read in place, strided.
-#line 60 "templates/cross_entropy.tmpl"
+// Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
+// (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
+// eps/CT are global, only the logits and their gradient are a slice.
+#line 73 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 73 "templates/cross_entropy.tmpl"
+#line 86 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 78 "templates/cross_entropy.tmpl"
+#line 91 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 80 "templates/cross_entropy.tmpl"
-  const int64_t C = a.classes;
+#line 93 "templates/cross_entropy.tmpl"
+  const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 94 "templates/cross_entropy.tmpl"
+#line 107 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 96 "templates/cross_entropy.tmpl"
+#line 109 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -39,7 +42,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_
   }
 }
 
-#line 104 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
@@ -48,35 +51,43 @@ template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
   const float* x = (const float*)a.logits;
-#line 115 "templates/cross_entropy.tmpl"
+#line 128 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 117 "templates/cross_entropy.tmpl"
+#line 130 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
+  const int64_t off = a.class_offset, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
-  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped;
-#line 126 "templates/cross_entropy.tmpl"
+  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
+#line 140 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kColumn>();
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t row = walk.first; row < rows; row += walk.step) {
     const int64_t base = xent_row_base(row, C, inner);
-#line 131 "templates/cross_entropy.tmpl"
+#line 145 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
-    const bool in_range = y >= 0 && y < C;
-#line 136 "templates/cross_entropy.tmpl"
+    const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
-#line 138 "templates/cross_entropy.tmpl"
+    // The label's class in this slice of the vocabulary, if it is here.
+    const int64_t yl = y - off;
+    const bool here = in_range && yl >= 0 && yl < C;
+    (void)here;
     // A label outside [0, C) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 210 "templates/cross_entropy.tmpl"
-    const float lse = ((const float*)a.lse_in)[row];
-#line 220 "templates/cross_entropy.tmpl"
+#line 238 "templates/cross_entropy.tmpl"
+    // The lse saved by the forward pass; for a vocabulary-parallel call,
+    // combined from every slice's statistics (a.gathered).
+    float lse, sum_a = 0, sum_b = 0;
+    if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
+    else lse = ((const float*)a.lse_in)[row];
+    (void)sum_a, (void)sum_b;
+#line 255 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 233 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -84,54 +95,54 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 241 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
-          c = scale * eps / float(C);
-          coef = b + c * (weights ? ws[1] : float(C));
+          c = scale * eps / float(CT);
+          coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 248 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 250 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 255 "templates/cross_entropy.tmpl"
+#line 290 "templates/cross_entropy.tmpl"
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(x[e]), dcap = 1;
-#line 259 "templates/cross_entropy.tmpl"
+#line 294 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 266 "templates/cross_entropy.tmpl"
+#line 301 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 279 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
-#line 283 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
+#line 318 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 288 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
       ((float*)a.grad)[e] = xent_store_f32(dx);
     }
-#line 291 "templates/cross_entropy.tmpl"
+#line 326 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 318 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 328 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 332 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 335 "templates/cross_entropy.tmpl"
+#line 440 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, 1024, 256, stream);
-#line 339 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -13,25 +13,28 @@
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // A row is one position: element c of row r is at (r / inner)*C*inner +
 // c*inner + r % inner, so [N, C, d1..dk] inputs are read in place, strided.
-#line 60 "templates/cross_entropy.tmpl"
+// Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
+// (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
+// eps/CT are global, only the logits and their gradient are a slice.
+#line 73 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 73 "templates/cross_entropy.tmpl"
+#line 86 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 78 "templates/cross_entropy.tmpl"
+#line 91 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 80 "templates/cross_entropy.tmpl"
-  const int64_t C = a.classes;
+#line 93 "templates/cross_entropy.tmpl"
+  const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 94 "templates/cross_entropy.tmpl"
+#line 107 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 96 "templates/cross_entropy.tmpl"
+#line 109 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -39,7 +42,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
 }
 
-#line 104 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
@@ -48,74 +51,76 @@ template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 115 "templates/cross_entropy.tmpl"
+#line 128 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 117 "templates/cross_entropy.tmpl"
+#line 130 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
+  const int64_t off = a.class_offset, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
-  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped;
-#line 124 "templates/cross_entropy.tmpl"
+  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
+#line 138 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 126 "templates/cross_entropy.tmpl"
+#line 140 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kColumn>();
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t row = walk.first; row < rows; row += walk.step) {
     const int64_t base = xent_row_base(row, C, inner);
-#line 131 "templates/cross_entropy.tmpl"
+#line 145 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
-    const bool in_range = y >= 0 && y < C;
-#line 136 "templates/cross_entropy.tmpl"
+    const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
-#line 138 "templates/cross_entropy.tmpl"
+    // The label's class in this slice of the vocabulary, if it is here.
+    const int64_t yl = y - off;
+    const bool here = in_range && yl >= 0 && yl < C;
+    (void)here;
     // A label outside [0, C) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 145 "templates/cross_entropy.tmpl"
+#line 159 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
-    const float xy = (lane == 0 && !ignored && in_range) ? (capped ? xent_softcap(xent_load_f16(x[base + y * inner]), cap) : xent_load_f16(x[base + y * inner])) : float(0);
-#line 149 "templates/cross_entropy.tmpl"
+    const float xy = (lane == 0 && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
+#line 163 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       const float xj = (capped ? xent_softcap(xent_load_f16(x[e]), cap) : xent_load_f16(x[e]));
       xent_online_add(m, s, xj);
-#line 160 "templates/cross_entropy.tmpl"
-      if (smoothing) sum_a += (weights ? weights[j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 162 "templates/cross_entropy.tmpl"
+#line 174 "templates/cross_entropy.tmpl"
+      if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
+#line 176 "templates/cross_entropy.tmpl"
     }
     if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
     const float lse = m + xent_log(s);
+#line 198 "templates/cross_entropy.tmpl"
     if (lane == 0) {
-#line 173 "templates/cross_entropy.tmpl"
+#line 207 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 179 "templates/cross_entropy.tmpl"
-          if (smoothing) l = (1 - eps) * l + eps / float(C) * ((weights ? ws[1] : float(C)) * lse - sum_a);
-#line 182 "templates/cross_entropy.tmpl"
+#line 213 "templates/cross_entropy.tmpl"
+          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
+#line 216 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 184 "templates/cross_entropy.tmpl"
+#line 218 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 193 "templates/cross_entropy.tmpl"
-      ws[2 + row] = l;
-      ws[2 + rows + row] = row_weight;
-#line 196 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
+      ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 220 "templates/cross_entropy.tmpl"
+#line 255 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 233 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -123,47 +128,47 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 241 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
-          c = scale * eps / float(C);
-          coef = b + c * (weights ? ws[1] : float(C));
+          c = scale * eps / float(CT);
+          coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 248 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 250 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 255 "templates/cross_entropy.tmpl"
+#line 290 "templates/cross_entropy.tmpl"
     for (int64_t j = lane; j < C; j += group) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f16(x[e]), dcap = 1;
-#line 259 "templates/cross_entropy.tmpl"
+#line 294 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 266 "templates/cross_entropy.tmpl"
+#line 301 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 279 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (j == y ? b : float(0)) - c * (weights ? weights[j] : float(1))) * dcap;
-#line 283 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
+#line 318 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 285 "templates/cross_entropy.tmpl"
+#line 320 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 288 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_f16(dx);
     }
-#line 291 "templates/cross_entropy.tmpl"
+#line 326 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 295 "templates/cross_entropy.tmpl"
+#line 384 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -176,25 +181,25 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 308 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 314 "templates/cross_entropy.tmpl"
+#line 403 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 318 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 328 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 332 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 335 "templates/cross_entropy.tmpl"
+#line 440 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, 1024, 256, stream);
-#line 337 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 339 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -150,6 +150,23 @@ XENT_DEVICE void xent_online_merge(A& m, A& s, A m2, A s2) {
   m = mm;
 }
 
+// Vocabulary-parallel: one row's global log-sum-exp and sums of a and b
+// from every slice's (lse, a, b), gathered rank by rank as [shards][rows][3].
+// Always in rank order: reproducible.
+template <typename A>
+XENT_DEVICE void xent_gathered_row(const A* g, int64_t rows, int shards, int64_t row, A& lse, A& sum_a, A& sum_b) {
+  A m = xent_lowest(A(0)), s = 0;
+  sum_a = 0;
+  sum_b = 0;
+  for (int k = 0; k < shards; ++k) {
+    const A* st = g + ((int64_t)k * rows + row) * 3;
+    xent_online_add(m, s, st[0]);
+    sum_a += st[1];
+    sum_b += st[2];
+  }
+  lse = m + xent_log(s);
+}
+
 // Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
 // same tree every run: bitwise reproducible). Every thread of the block must
 // call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS

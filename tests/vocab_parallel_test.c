@@ -1,0 +1,68 @@
+/* Vocabulary-parallel cross entropy under the emulator: every dtype, label
+   type, reduction and op, on the shared cases (tests/cases.c) and their
+   option mixes, with the vocabulary split over 2 or 3 ranks (threads, each
+   with its own handle) and checked against the unsplit CPU reference.
+   usage: vocab_parallel_test cuda|hip [KEY-PATTERN] */
+#define _POSIX_C_SOURCE 200809L
+#include <fnmatch.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/testutil.h"
+
+/* Cases up to these sizes: the split adds nothing new past a few blocks'
+   worth of rows (the 65K-row case only slows the emulator down), and the
+   128K-class case keeps the long rows. */
+enum { MAX_ELEMENTS = 300000, MAX_ROWS = 4096 };
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: vocab_parallel_test cuda|hip [KEY-PATTERN]\n");
+    return 2;
+  }
+  const xent_backend_kind target = strcmp(argv[1], "hip") == 0 ? XENT_BACKEND_HIP : XENT_BACKEND_CUDA;
+  static const char* const ops[] = {"fwd", "bwd", "fwd_bwd"};
+  static const char* const dtypes[] = {"f32", "f16", "bf16", "f64"};
+  static const char* const labels[] = {"i32", "i64", "prob"};
+  static const char* const reductions[] = {"none", "sum", "mean"};
+  int failures = 0, runs = 0, variant = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int o = 0; o < 3; ++o)
+    for (int dt = 0; dt < 4; ++dt)
+      for (int l = 0; l < 3; ++l)
+        for (int r = 0; r < 3; ++r, ++variant) {
+          char key[96];
+          snprintf(key, sizeof key, "ce_%s_%s_%s_%s", ops[o], dtypes[dt], labels[l], reductions[r]);
+          if (argc > 2 && fnmatch(argv[2], key, 0) != 0) continue;
+          for (int c = 0; c < tu_ncases; ++c) {
+            const tu_case* tc = &tu_cases[c];
+            if (tc->rows * tc->classes > MAX_ELEMENTS || tc->rows > MAX_ROWS) continue;
+            xent_ce_desc d;
+            xent_op op;
+            const int flags = tu_case_setup(tc, key, &op, &d);
+            if (flags == TU_NOT_APPLICABLE) continue;
+            if (flags == TU_NOT_A_KEY) {
+              printf("FAIL %s: not a key\n", key);
+              return 1;
+            }
+            /* 3 ranks (one holding a single class) or 2, alternately. */
+            int ranks = (c + variant) % 2 ? 2 : 3;
+            if (ranks > d.classes) ranks = (int)d.classes;
+            char name[256];
+            snprintf(name, sizeof name, "%s [%s] N=%lld C=%lld inner=%lld mix=%d ranks=%d", key, argv[1],
+                     (long long)d.rows, (long long)d.classes, (long long)d.inner, tc->mix, ranks);
+            failures += tu_check_vocab_parallel(XENT_BACKEND_CPU, target, op, &d, 104729u * (unsigned)variant + (unsigned)c,
+                                                flags, ranks, name);
+            ++runs;
+            fflush(stdout);
+          }
+        }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("%s rendering: %d vocabulary-parallel calls in %.1f s\n", argv[1], runs,
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  printf("%d passed, %d failed\n", runs - failures, failures);
+  return failures ? 1 : 0;
+}
