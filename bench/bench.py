@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""xent's benchmark: each case of issue 5's table timed side by side with its
+roofline and with PyTorch (eager F.cross_entropy and torch.compile of it) on
+the same tensors, in one process.
+
+On a GPU (the default): CUDA events around every call, a 256 MiB write
+between calls so no case runs out of L2, 5 warm-ups and the median of 25
+timed calls. The roofline is bench/roofline.cu, measured in the same run: a
+plain read of the logits for forward cases, a copy of the logits into the
+gradient's buffer for cases that write. Model bytes are what a pass must
+move: N*V*s read for forward, read + write (2*N*V*s) for the fused and the
+backward passes, plus labels, losses and lse. Before timing, each case's loss
+(and gradient) is checked against PyTorch's.
+
+--dry-run runs everything on the CPU instead (the cpu backend, which runs the
+generated kernels under the SIMT emulator, tiny shapes, wall-clock timers,
+PyTorch on the CPU): the numbers mean nothing, but every code path, the JSON
+and the plot are exercised; //bench:bench_dry_run_test does this in CI.
+
+Writes OUT.json and OUT.png (achieved TB/s versus V for xent, PyTorch eager,
+torch.compile and the roofline). Exit status 1 if any check failed."""
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from xent_ctypes import BF16, F16, F32, I64, MEAN, Desc, Tensors  # noqa: E402
+from xent_ctypes import BACKWARD, FORWARD, FORWARD_BACKWARD  # noqa: E402
+
+DTYPES = {"bf16": (BF16, torch.bfloat16), "f16": (F16, torch.float16), "f32": (F32, torch.float32)}
+OPS = {"fwd": FORWARD, "bwd": BACKWARD, "fwd_bwd": FORWARD_BACKWARD}
+# Loss and gradient agreement with PyTorch (both accumulate in f32; outputs
+# rounded to the dtype).
+TOL = {"bf16": 2e-2, "f16": 2e-3, "f32": 1e-4}
+
+
+def gpu_cases():
+    """Issue 5's table, then the V sweep for the plot."""
+    big = [(16384, 131072), (8192, 262144), (32768, 32768)]
+    cases = []
+    for op in ("fwd", "fwd_bwd", "bwd"):
+        cases += [dict(group="large", op=op, dtype="bf16", shape=s, axis=1, torch=(s == big[0])) for s in big]
+    for op in ("fwd", "fwd_bwd", "bwd"):
+        cases += [dict(group="dtypes", op=op, dtype=dt, shape=big[0], axis=1, torch=False) for dt in ("f32", "f16")]
+    for v in (10, 100, 1000):
+        cases += [dict(group="small_vocab", op=op, dtype="bf16", shape=(1 << 20, v), axis=1, torch=False)
+                  for op in ("fwd", "fwd_bwd")]
+    cases += [dict(group="nd", op=op, dtype="bf16", shape=(16, 21, 512, 512), axis=1, torch=False)
+              for op in ("fwd", "fwd_bwd")]
+    for v in (1024, 4096, 16384, 65536, 131072, 262144):
+        cases += [dict(group="sweep", op=op, dtype="bf16", shape=((1 << 30) // v, v), axis=1, torch=True)
+                  for op in ("fwd", "fwd_bwd")]
+    return cases
+
+
+def dry_cases():
+    cases = []
+    for op in ("fwd", "fwd_bwd", "bwd"):
+        cases.append(dict(group="large", op=op, dtype="bf16", shape=(8, 3000), axis=1, torch=True))
+    cases.append(dict(group="dtypes", op="fwd_bwd", dtype="f32", shape=(8, 3000), axis=1, torch=False))
+    cases.append(dict(group="nd", op="fwd_bwd", dtype="bf16", shape=(2, 5, 6, 7), axis=1, torch=False))
+    for v in (10, 100, 1000):
+        cases += [dict(group="sweep", op=op, dtype="bf16", shape=(4096 // v + 1, v), axis=1, torch=True)
+                  for op in ("fwd", "fwd_bwd")]
+    return cases
+
+
+class Timer:
+    """Median time of a call, in seconds: CUDA events on a GPU, the wall
+    clock on the CPU."""
+
+    def __init__(self, device, warmup, reps):
+        self.device, self.warmup, self.reps = device, warmup, reps
+        if device == "cuda":
+            self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.reps):
+            if self.device == "cuda":
+                self.flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e-3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+
+class Xent:
+    def __init__(self, lib_path, device):
+        self.lib = ctypes.CDLL(lib_path)
+        self.lib.xent_last_error.restype = ctypes.c_char_p
+        self.lib.xent_status_string.restype = ctypes.c_char_p
+        self.lib.xent_ce_desc_init_nd.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                                  ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self.handle = ctypes.c_void_p()
+        backend = 2 if device == "cuda" else 1  # XENT_BACKEND_CUDA, XENT_BACKEND_CPU
+        self.check(self.lib.xent_create(ctypes.byref(self.handle), backend), "xent_create")
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: {self.lib.xent_last_error().decode()}")
+
+    def desc(self, shape, axis, dtype):
+        d = Desc()
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        self.check(self.lib.xent_ce_desc_init_nd(ctypes.byref(d), len(shape), dims, axis, DTYPES[dtype][0], I64, MEAN),
+                   "xent_ce_desc_init_nd")
+        return d
+
+    def workspace(self, d, op, device):
+        n = ctypes.c_size_t()
+        self.check(self.lib.xent_ce_workspace_size(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(n)), "workspace")
+        return torch.empty(max(n.value, 16), dtype=torch.uint8, device=device)
+
+    def run(self, d, op, t, ws, stream):
+        self.check(self.lib.xent_ce_run(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(t), ctypes.c_void_p(ws.data_ptr()),
+                                        ctypes.c_size_t(ws.numel()), ctypes.c_void_p(stream)), "xent_ce_run")
+
+
+def model_bytes(case, elem):
+    """What the pass must move: logits (and gradient), labels, loss, lse."""
+    n = 1
+    for i, s in enumerate(case["shape"]):
+        n *= s if i != case["axis"] else 1
+    nv = n * case["shape"][case["axis"]]
+    passes = 1 if case["op"] == "fwd" else 2
+    return passes * nv * elem + n * 8 + n * 4
+
+
+def run_case(case, xent, timer, device, roofline, compiled_cache):
+    dtype_id, tdtype = DTYPES[case["dtype"]]
+    shape, axis, op = case["shape"], case["axis"], case["op"]
+    gen = torch.Generator(device=device).manual_seed(1234)
+    x = (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * 4).to(tdtype)
+    label_shape = shape[:axis] + shape[axis + 1:]
+    y = torch.randint(0, shape[axis], label_shape, generator=gen, device=device, dtype=torch.int64)
+    d = xent.desc(shape, axis, case["dtype"])
+    loss = torch.empty((), dtype=tdtype, device=device)
+    lse = torch.empty(label_shape, dtype=torch.float32, device=device)
+    grad = torch.empty_like(x) if op != "fwd" else None
+    ws = xent.workspace(d, op, device)
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
+    t = Tensors()
+    t.logits, t.labels = x.data_ptr(), y.data_ptr()
+    if op != "bwd":
+        t.loss, t.lse = loss.data_ptr(), lse.data_ptr()
+    if op == "bwd":
+        # The saved lse, from a forward call.
+        fwd_ws = xent.workspace(d, "fwd", device)
+        tf = Tensors()
+        tf.logits, tf.labels, tf.loss, tf.lse = x.data_ptr(), y.data_ptr(), loss.data_ptr(), lse.data_ptr()
+        xent.run(d, "fwd", tf, fwd_ws, stream)
+        t.lse_in = lse.data_ptr()
+    if grad is not None:
+        t.grad = grad.data_ptr()
+    call = lambda: xent.run(d, op, t, ws, stream)  # noqa: E731
+
+    # Correctness first: the same tensors through PyTorch (in f32 for the
+    # reference; the mean over rows, class axis `axis`).
+    xr = x.float().movedim(axis, 1).requires_grad_(op != "fwd")
+    ref = F.cross_entropy(xr, y)
+    call()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    result = dict(case, shape=list(shape))
+    errors = {}
+    if op != "bwd":
+        errors["loss"] = abs(loss.float().item() - ref.item()) / max(abs(ref.item()), 1e-6)
+    if op != "fwd":
+        ref.backward()
+        g_ref = xr.grad.movedim(1, axis)
+        errors["grad"] = ((grad.float() - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
+        del g_ref
+    del xr, ref
+    result["errors"] = errors
+    result["ok"] = all(e <= TOL[case["dtype"]] for e in errors.values())
+
+    elem = x.element_size()
+    nbytes = model_bytes(case, elem)
+    result["model_bytes"] = nbytes
+    result["xent_s"] = timer(call)
+    result["xent_tbps"] = nbytes / result["xent_s"] / 1e12
+    # The roofline on the same buffers: read the logits, or copy them.
+    if op == "fwd":
+        result["roofline"] = "read"
+        rs = timer(lambda: roofline.read(x))
+        result["roofline_tbps"] = x.numel() * elem / rs / 1e12
+    else:
+        result["roofline"] = "copy"
+        rs = timer(lambda: roofline.copy(x, grad))
+        result["roofline_tbps"] = 2 * x.numel() * elem / rs / 1e12
+    result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
+
+    if case["torch"] and op != "bwd":
+        xg = x.detach().movedim(axis, 1).requires_grad_(op == "fwd_bwd")
+
+        def eager():
+            out = F.cross_entropy(xg, y)
+            if op == "fwd_bwd":
+                xg.grad = None
+                out.backward()
+
+        result["torch_eager_s"] = timer(eager)
+        result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
+        result["speedup_vs_eager"] = result["torch_eager_s"] / result["xent_s"]
+        if hasattr(torch, "compile"):
+            fn = compiled_cache.setdefault("ce", torch.compile(F.cross_entropy))
+
+            def compiled():
+                out = fn(xg, y)
+                if op == "fwd_bwd":
+                    xg.grad = None
+                    out.backward()
+
+            try:
+                result["torch_compile_s"] = timer(compiled)
+                result["torch_compile_tbps"] = nbytes / result["torch_compile_s"] / 1e12
+                result["speedup_vs_compile"] = result["torch_compile_s"] / result["xent_s"]
+            except Exception as e:  # a failed compile is reported, not fatal
+                result["torch_compile_error"] = repr(e)[:500]
+        else:
+            result["torch_compile_error"] = f"torch {torch.__version__} has no torch.compile"
+        del xg
+    del x, y, grad, ws, lse, loss
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+class GpuRoofline:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.sink = torch.empty(4, dtype=torch.uint8, device="cuda")
+
+    def read(self, x):
+        s = torch.cuda.current_stream().cuda_stream
+        if self.lib.xent_bench_read(ctypes.c_void_p(x.data_ptr()), ctypes.c_size_t(x.numel() * x.element_size()),
+                                    ctypes.c_void_p(self.sink.data_ptr()), ctypes.c_void_p(s)) != 0:
+            raise RuntimeError("roofline read failed")
+
+    def copy(self, x, y):
+        s = torch.cuda.current_stream().cuda_stream
+        if self.lib.xent_bench_copy(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+                                    ctypes.c_size_t(x.numel() * x.element_size()), ctypes.c_void_p(s)) != 0:
+            raise RuntimeError("roofline copy failed")
+
+
+class CpuRoofline:
+    """Dry run: PyTorch's own CPU read (a sum over the bytes) and copy."""
+
+    def read(self, x):
+        x.view(torch.uint8).sum()
+
+    def copy(self, x, y):
+        y.copy_(x)
+
+
+def environment(device, commit):
+    env = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
+               host=platform.node(), torch=torch.__version__, python=platform.python_version(), device_kind=device)
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(device=props.name, sms=props.multi_processor_count, memory_bytes=props.total_memory,
+                   cuda=torch.version.cuda)
+        try:
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            env["driver"] = f"unknown ({e})"
+    else:
+        env.update(device=f"cpu ({platform.processor() or platform.machine()}), emulated kernels", driver="none")
+    return env
+
+
+def plot(results, env, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, op in zip(axes, ("fwd", "fwd_bwd")):
+        rows = sorted((r for r in results if r["group"] == "sweep" and r["op"] == op), key=lambda r: r["shape"][1])
+        v = [r["shape"][1] for r in rows]
+        series = [("xent", "xent_tbps", "o-"), ("PyTorch eager", "torch_eager_tbps", "s--"),
+                  ("torch.compile", "torch_compile_tbps", "^--"), (f"{rows[0]['roofline'] if rows else ''} roofline",
+                                                                  "roofline_tbps", "k:")]
+        for label, key, style in series:
+            pts = [(vv, r[key]) for vv, r in zip(v, rows) if key in r]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("V (classes)")
+        ax.set_ylabel("TB/s of model bytes")
+        ax.set_title({"fwd": "forward (loss only)", "fwd_bwd": "fused forward + backward"}[op] + f", bf16")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"xent on {env['device']}, {env['date'][:10]}, commit {env['commit'][:10]}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lib", required=True, help="libxent_shared.so (built with --config=cuda for a GPU)")
+    p.add_argument("--roofline", help="libxent_roofline.so (GPU runs)")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.json and OUT.png")
+    p.add_argument("--dry-run", action="store_true", help="CPU backend, tiny shapes")
+    p.add_argument("--groups", default="", help="comma-separated case groups to run (default: all)")
+    p.add_argument("--commit", default=os.environ.get("XENT_COMMIT", "unknown"))
+    p.add_argument("--reps", type=int, default=25)
+    args = p.parse_args()
+
+    device = "cpu" if args.dry_run else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("SKIPPED: no CUDA device for the benchmark (use --dry-run on a CPU)")
+        return 0
+    cases = dry_cases() if args.dry_run else gpu_cases()
+    if args.groups:
+        wanted = set(args.groups.split(","))
+        cases = [c for c in cases if c["group"] in wanted]
+    xent = Xent(args.lib, device)
+    roofline = CpuRoofline() if args.dry_run else GpuRoofline(args.roofline)
+    timer = Timer(device, warmup=2 if args.dry_run else 5, reps=3 if args.dry_run else args.reps)
+    env = environment(device, args.commit)
+    env["timing"] = dict(warmup=timer.warmup, reps=timer.reps, statistic="median",
+                         clock="CUDA events" if device == "cuda" else "wall clock")
+    results, compiled = [], {}
+    for case in cases:
+        r = run_case(case, xent, timer, device, roofline, compiled)
+        results.append(r)
+        line = (f"{r['group']:12s} {r['op']:8s} {r['dtype']:5s} {'x'.join(map(str, r['shape'])):18s} "
+                f"xent {r['xent_tbps']:.4g} TB/s = {100 * r['fraction_of_roofline']:.3g}% of {r['roofline']}")
+        if "speedup_vs_eager" in r:
+            line += f"; {r['speedup_vs_eager']:.3g}x eager"
+        if "speedup_vs_compile" in r:
+            line += f", {r['speedup_vs_compile']:.2f}x compile"
+        print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)
+    # Fused time over forward-only time, per shape (target: <= 2.1).
+    fwd = {(r["dtype"], tuple(r["shape"])): r["xent_s"] for r in results if r["op"] == "fwd"}
+    for r in results:
+        if r["op"] == "fwd_bwd" and (r["dtype"], tuple(r["shape"])) in fwd:
+            r["fused_over_forward"] = r["xent_s"] / fwd[(r["dtype"], tuple(r["shape"]))]
+    with open(args.out + ".json", "w") as f:
+        json.dump(dict(environment=env, results=results), f, indent=1)
+    plot(results, env, args.out + ".png")
+    print(f"wrote {args.out}.json and {args.out}.png")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""bench/bench.py --dry-run on the CPU: every case runs (the generated kernels
+under the emulator, PyTorch on the CPU), xent agrees with PyTorch on each,
+and the JSON and the PNG plot are written with what docs/PERFORMANCE.md says
+they hold."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.join(os.environ["TEST_SRCDIR"], "xent")
+
+
+class DryRun(unittest.TestCase):
+    def test_dry_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "dry")
+            proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench.py"), "--dry-run",
+                                   "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
+                                   "--commit", "test"], capture_output=True, text=True, timeout=1200)
+            print(proc.stdout, proc.stderr)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(out + ".json") as f:
+                report = json.load(f)
+            env = report["environment"]
+            for key in ("device", "driver", "date", "commit", "torch", "timing"):
+                self.assertIn(key, env)
+            self.assertEqual(env["commit"], "test")
+            results = report["results"]
+            self.assertGreaterEqual(len(results), 10)
+            self.assertEqual({r["op"] for r in results}, {"fwd", "bwd", "fwd_bwd"})
+            for r in results:
+                name = f"{r['group']} {r['op']} {r['dtype']} {r['shape']}"
+                self.assertTrue(r["ok"], f"{name}: {r['errors']}")
+                self.assertTrue(r["errors"], name)
+                for key in ("xent_s", "xent_tbps", "roofline_tbps", "fraction_of_roofline", "model_bytes"):
+                    self.assertGreater(r[key], 0, f"{name}: {key}")
+                self.assertEqual(r["roofline"], "read" if r["op"] == "fwd" else "copy")
+                if r["torch"] and r["op"] != "bwd":
+                    self.assertGreater(r["torch_eager_s"], 0, name)
+                    self.assertTrue("torch_compile_s" in r or "torch_compile_error" in r, name)
+            self.assertTrue(any("fused_over_forward" in r for r in results))
+            with open(out + ".png", "rb") as f:
+                png = f.read()
+            self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertGreater(len(png), 10000)
+
+
+if __name__ == "__main__":
+    unittest.main()
