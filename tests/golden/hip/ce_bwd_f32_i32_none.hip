@@ -16,25 +16,25 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 73 "templates/cross_entropy.tmpl"
+#line 75 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 86 "templates/cross_entropy.tmpl"
+#line 88 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 91 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;
 #line 93 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;
+#line 95 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 107 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
 #line 109 "templates/cross_entropy.tmpl"
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 111 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -42,7 +42,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_
   }
 }
 
-#line 117 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
@@ -51,9 +51,9 @@ template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
   const float* x = (const float*)a.logits;
-#line 128 "templates/cross_entropy.tmpl"
-  const int32_t* __restrict__ labels = (const int32_t*)a.labels;
 #line 130 "templates/cross_entropy.tmpl"
+  const int32_t* __restrict__ labels = (const int32_t*)a.labels;
+#line 132 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -61,12 +61,12 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 140 "templates/cross_entropy.tmpl"
+#line 142 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kColumn>();
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t row = walk.first; row < rows; row += walk.step) {
     const int64_t base = xent_row_base(row, C, inner);
-#line 145 "templates/cross_entropy.tmpl"
+#line 147 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -78,16 +78,16 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 238 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
     // The lse saved by the forward pass; for a vocabulary-parallel call,
     // combined from every slice's statistics (a.gathered).
     float lse, sum_a = 0, sum_b = 0;
     if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
     else lse = ((const float*)a.lse_in)[row];
     (void)sum_a, (void)sum_b;
-#line 255 "templates/cross_entropy.tmpl"
+#line 258 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 268 "templates/cross_entropy.tmpl"
+#line 271 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -95,54 +95,56 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 276 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 283 "templates/cross_entropy.tmpl"
+#line 286 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 285 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 290 "templates/cross_entropy.tmpl"
-    for (int64_t j = lane; j < C; j += group) {
+#line 293 "templates/cross_entropy.tmpl"
+    // In place (grad == x) is safe: each element is read, then written, by
+    // the one thread that owns it.
+    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, float raw) {
       const int64_t e = base + j * inner;
-      float xj = xent_load_f32(x[e]), dcap = 1;
-#line 294 "templates/cross_entropy.tmpl"
+      float xj = xent_load_f32(raw), dcap = 1;
+#line 299 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 301 "templates/cross_entropy.tmpl"
+#line 306 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 314 "templates/cross_entropy.tmpl"
+#line 319 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 318 "templates/cross_entropy.tmpl"
-      if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
 #line 323 "templates/cross_entropy.tmpl"
+      if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
+#line 328 "templates/cross_entropy.tmpl"
       ((float*)a.grad)[e] = xent_store_f32(dx);
-    }
-#line 326 "templates/cross_entropy.tmpl"
+    });
+#line 331 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 407 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 424 "templates/cross_entropy.tmpl"
+#line 429 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 428 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 440 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, 1024, 256, stream);
 #line 445 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, 1024, 256, stream);
+#line 450 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

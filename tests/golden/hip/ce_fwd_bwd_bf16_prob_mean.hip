@@ -17,13 +17,13 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 73 "templates/cross_entropy.tmpl"
+#line 75 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 117 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
@@ -32,9 +32,9 @@ template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 126 "templates/cross_entropy.tmpl"
+#line 128 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 130 "templates/cross_entropy.tmpl"
+#line 132 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -42,84 +42,87 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 138 "templates/cross_entropy.tmpl"
-  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
 #line 140 "templates/cross_entropy.tmpl"
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 142 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kColumn>();
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t row = walk.first; row < rows; row += walk.step) {
     const int64_t base = xent_row_base(row, C, inner);
-#line 163 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    for (int64_t j = lane; j < C; j += group) {
+    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
-      const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
+      (void)e;
+      const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 170 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;       // sum_c w[c]*t'_c
       sum_b += wt * xj;  // sum_c w[c]*t'_c*x_c
-#line 176 "templates/cross_entropy.tmpl"
-    }
+#line 179 "templates/cross_entropy.tmpl"
+    });
     if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
     const float lse = m + xent_log(s);
-#line 198 "templates/cross_entropy.tmpl"
-    if (lane == 0) {
 #line 201 "templates/cross_entropy.tmpl"
+    if (lane == 0) {
+#line 204 "templates/cross_entropy.tmpl"
       float l = lse * sum_a - sum_b;
-#line 203 "templates/cross_entropy.tmpl"
+#line 206 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 205 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 223 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 255 "templates/cross_entropy.tmpl"
+#line 258 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 257 "templates/cross_entropy.tmpl"
+#line 260 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 262 "templates/cross_entropy.tmpl"
+#line 265 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 265 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 290 "templates/cross_entropy.tmpl"
-    for (int64_t j = lane; j < C; j += group) {
+#line 293 "templates/cross_entropy.tmpl"
+    // In place (grad == x) is safe: each element is read, then written, by
+    // the one thread that owns it.
+    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
-      float xj = xent_load_bf16(x[e]), dcap = 1;
-#line 294 "templates/cross_entropy.tmpl"
+      float xj = xent_load_bf16(raw), dcap = 1;
+#line 299 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 301 "templates/cross_entropy.tmpl"
+#line 306 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 303 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 307 "templates/cross_entropy.tmpl"
+#line 312 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 311 "templates/cross_entropy.tmpl"
+#line 316 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * (lse - xj));
       }
-#line 318 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 320 "templates/cross_entropy.tmpl"
+#line 325 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 323 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_bf16(dx);
-    }
-#line 326 "templates/cross_entropy.tmpl"
+    });
+#line 331 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 384 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -132,22 +135,22 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 399 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 403 "templates/cross_entropy.tmpl"
+#line 408 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 407 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 440 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, 1024, 256, stream);
-#line 443 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
 #line 445 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, 1024, 256, stream);
+#line 448 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 450 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

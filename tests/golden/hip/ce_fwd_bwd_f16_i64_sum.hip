@@ -16,25 +16,25 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 73 "templates/cross_entropy.tmpl"
+#line 75 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 86 "templates/cross_entropy.tmpl"
+#line 88 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 91 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;
 #line 93 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;
+#line 95 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 107 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
 #line 109 "templates/cross_entropy.tmpl"
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 111 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -42,7 +42,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
 }
 
-#line 117 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // either shape of xent_device.h's row walk (kColumn: a thread per row).
 // Launch bounds: the block size, and at least one block per SM, which lets
@@ -51,9 +51,9 @@ template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
 xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 128 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 130 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 132 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -61,14 +61,14 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 138 "templates/cross_entropy.tmpl"
-  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
 #line 140 "templates/cross_entropy.tmpl"
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 142 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kColumn>();
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t row = walk.first; row < rows; row += walk.step) {
     const int64_t base = xent_row_base(row, C, inner);
-#line 145 "templates/cross_entropy.tmpl"
+#line 147 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -80,47 +80,48 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 159 "templates/cross_entropy.tmpl"
+#line 161 "templates/cross_entropy.tmpl"
     // x[y] is read before the block barrier: with in-place gradients other
     // threads overwrite the row right after it.
     const float xy = (lane == 0 && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
-#line 163 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    for (int64_t j = lane; j < C; j += group) {
+    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
-      const float xj = (capped ? xent_softcap(xent_load_f16(x[e]), cap) : xent_load_f16(x[e]));
+      (void)e;
+      const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
       xent_online_add(m, s, xj);
-#line 174 "templates/cross_entropy.tmpl"
+#line 177 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 176 "templates/cross_entropy.tmpl"
-    }
+#line 179 "templates/cross_entropy.tmpl"
+    });
     if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
     const float lse = m + xent_log(s);
-#line 198 "templates/cross_entropy.tmpl"
+#line 201 "templates/cross_entropy.tmpl"
     if (lane == 0) {
-#line 207 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 213 "templates/cross_entropy.tmpl"
-          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
 #line 216 "templates/cross_entropy.tmpl"
+          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
+#line 219 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 218 "templates/cross_entropy.tmpl"
+#line 221 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 223 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 255 "templates/cross_entropy.tmpl"
+#line 258 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 268 "templates/cross_entropy.tmpl"
+#line 271 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -128,47 +129,49 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 276 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 283 "templates/cross_entropy.tmpl"
+#line 286 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 285 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 290 "templates/cross_entropy.tmpl"
-    for (int64_t j = lane; j < C; j += group) {
+#line 293 "templates/cross_entropy.tmpl"
+    // In place (grad == x) is safe: each element is read, then written, by
+    // the one thread that owns it.
+    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
-      float xj = xent_load_f16(x[e]), dcap = 1;
-#line 294 "templates/cross_entropy.tmpl"
+      float xj = xent_load_f16(raw), dcap = 1;
+#line 299 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 301 "templates/cross_entropy.tmpl"
+#line 306 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 314 "templates/cross_entropy.tmpl"
+#line 319 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 318 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 320 "templates/cross_entropy.tmpl"
+#line 325 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 323 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_f16(dx);
-    }
-#line 326 "templates/cross_entropy.tmpl"
+    });
+#line 331 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 384 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -181,25 +184,25 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 397 "templates/cross_entropy.tmpl"
+#line 402 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 403 "templates/cross_entropy.tmpl"
+#line 408 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 407 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 424 "templates/cross_entropy.tmpl"
+#line 429 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 428 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 440 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, 1024, 256, stream);
-#line 443 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
 #line 445 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, 1024, 256, stream);
+#line 448 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 450 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

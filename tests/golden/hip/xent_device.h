@@ -99,6 +99,40 @@ static inline unsigned xent_grid_blocks(int64_t work) { return (unsigned)(work <
     }                                                                                                             \
   } while (0)
 
+// 16 bytes of elements of T: the unit of a vector load (ld.global.v4 on
+// CUDA, global_load_dwordx4 on AMD).
+template <typename T>
+struct alignas(16) xent_vec16 {
+  T e[16 / sizeof(T)];
+};
+
+// Calls f(j, x[base + j * inner]) once for every class j of a row that this
+// thread (`lane` of the `group` sharing the row) owns. A contiguous row
+// (kColumn = false) is read with 16-byte loads: scalar up to its first
+// 16-byte boundary, whole vectors (consecutive threads on consecutive
+// vectors, so a warp reads 512 contiguous bytes), a scalar tail. The split
+// depends only on C and the row's address, so a thread's order is the same
+// every run on the same buffers. x need only be aligned to its element.
+template <bool kColumn, typename T, typename F>
+XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
+  if (kColumn) {
+    for (int64_t j = lane; j < C; j += group) f(j, x[base + j * inner]);
+    return;
+  }
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const T* row = x + base;
+  int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
+  if (head > C) head = C;
+  for (int64_t j = lane; j < head; j += group) f(j, row[j]);
+  const int64_t vecs = (C - head) / kVec;
+  const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
+  for (int64_t i = lane; i < vecs; i += group) {
+    const xent_vec16<T> chunk = v[i];
+    for (int64_t k = 0; k < kVec; ++k) f(head + i * kVec + k, chunk.e[k]);
+  }
+  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) f(j, row[j]);
+}
+
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds
 // to nearest even and keeps NaN a (quiet) NaN.
 XENT_DEVICE float xent_load_bf16(uint16_t bits) { return __uint_as_float((uint32_t)bits << 16); }
