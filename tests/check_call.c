@@ -15,30 +15,6 @@ typedef struct device_call {
   size_t ws_bytes;
 } device_call;
 
-static void* upload(xent_backend_kind kind, const void* host, size_t bytes) {
-  void* p = tu_alloc(kind, bytes);
-  if (host) tu_to_device(kind, p, host, bytes);
-  return p;
-}
-
-static int report(const char* name, const char* what, double err, double tol) {
-  if (err <= tol) return 0;
-  printf("FAIL %s: %s error %.3g > %.3g\n", name, what, err, tol);
-  return 1;
-}
-
-/* Largest |v| over n finite values (a scale for absolute tolerances). */
-static double max_abs(const double* v, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; ++i) m = fmax(m, isnan(v[i]) ? 0 : fabs(v[i]));
-  return m;
-}
-
-/* An atol that forgives f16's absolute rounding below its normal range
-   (subnormal spacing 2^-24, rounding error up to half of it): long rows have
-   gradient entries of 1e-6 and less. */
-static double subnormal_atol(xent_dtype dtype, double tol) { return dtype == XENT_F16 ? ldexp(1.0, -25) / tol : 0.0; }
-
 int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t seed, int flags, const char* name) {
   const xent_backend_kind kind = xent_handle_backend(h);
   const int64_t N = d->rows, C = d->classes, NC = N * C;
@@ -73,25 +49,24 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
 
   device_call dc;
   memset(&dc, 0, sizeof dc);
-  dc.t.logits = upload(kind, in.logits, logits_bytes);
-  dc.t.labels = upload(kind, in.labels, labels_bytes);
-  dc.t.weights = in.weights ? upload(kind, in.weights, (size_t)C * ab) : NULL;
-  dc.t.dloss = upload(kind, in.dloss, (size_t)nloss * lb);
-  dc.t.grad_bias = in.grad_bias ? upload(kind, in.grad_bias, grad_bytes) : NULL;
-  dc.t.loss = upload(kind, NULL, (size_t)nloss * lb);
-  dc.t.lse = upload(kind, NULL, (size_t)N * ab);
-  dc.t.grad = upload(kind, NULL, grad_bytes);
+  dc.t.logits = tu_upload(kind, in.logits, logits_bytes);
+  dc.t.labels = tu_upload(kind, in.labels, labels_bytes);
+  dc.t.weights = in.weights ? tu_upload(kind, in.weights, (size_t)C * ab) : NULL;
+  dc.t.dloss = tu_upload(kind, in.dloss, (size_t)nloss * lb);
+  dc.t.grad_bias = in.grad_bias ? tu_upload(kind, in.grad_bias, grad_bytes) : NULL;
+  dc.t.loss = tu_upload(kind, NULL, (size_t)nloss * lb);
+  dc.t.lse = tu_upload(kind, NULL, (size_t)N * ab);
+  dc.t.grad = tu_upload(kind, NULL, grad_bytes);
   if (extras) {
-    dc.t.log_prob = upload(kind, NULL, logits_bytes);
-    dc.t.softmax = upload(kind, NULL, logits_bytes);
-    if (soft) dc.t.grad_labels = upload(kind, NULL, logits_bytes);
+    dc.t.log_prob = tu_upload(kind, NULL, logits_bytes);
+    dc.t.softmax = tu_upload(kind, NULL, logits_bytes);
+    if (soft) dc.t.grad_labels = tu_upload(kind, NULL, logits_bytes);
   }
   /* Backward needs a saved lse: the reference's, rounded to the accumulation
      type as forward would save it. */
   void* lse_host = malloc(COUNT(N) * ab);
   for (int64_t n = 0; n < N; ++n) xent_store(xent_acc_dtype(d->dtype), lse_host, n, want_lse[n]);
-  void* lse_in = upload(kind, lse_host, (size_t)N * ab);
-  dc.t.lse_in = lse_in;
+  dc.t.lse_in = tu_upload(kind, lse_host, (size_t)N * ab);
   xent_ce_workspace_size(h, d, op, &dc.ws_bytes);
   dc.ws = tu_alloc(kind, dc.ws_bytes);
 
@@ -105,66 +80,29 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
   }
   /* xent_check names the lowest row whose label is outside [0, C), unless
      the policy ignores such labels. */
-  int64_t bad_row = -1;
-  for (int64_t n = 0; !soft && n < N && bad_row < 0 && d->invalid_labels == XENT_INVALID_LABELS_REPORT; ++n) {
-    const int64_t y = xent_load_label(d->label_type, in.labels, n);
-    if (y != d->ignore_index && (y < 0 || y >= C)) bad_row = n;
-  }
   const xent_status checked = xent_check(h);
-  if (!failed && bad_row < 0 && checked != XENT_OK) {
-    printf("FAIL %s: xent_check reported %s: %s\n", name, xent_status_string(checked), xent_last_error());
-    failed = 1;
-  }
-  if (!failed && bad_row >= 0) {
-    char expect_msg[64];
-    snprintf(expect_msg, sizeof expect_msg, "row %lld has a label outside", (long long)bad_row);
-    if (checked != XENT_ERROR_INVALID_LABEL || !strstr(xent_last_error(), expect_msg)) {
-      printf("FAIL %s: xent_check should name row %lld, got %s: %s\n", name, (long long)bad_row,
-             xent_status_string(checked), xent_last_error());
-      failed = 1;
-    }
-  }
+  if (!failed) failed = tu_expect_check(name, checked, xent_last_error(), tu_first_bad_row(d, in.labels));
   void* host = malloc(COUNT(NC) * 8 + COUNT(N) * 8);
   if (!failed && forward) {
+    void* lse = malloc(COUNT(N) * ab);
     tu_to_host(kind, host, dc.t.loss, (size_t)nloss * lb);
-    /* Reduced losses are sums of row losses: compare against the sum of
-       magnitudes so cancellation does not inflate the relative error. */
-    double mag = 0;
-    for (int64_t n = 0; n < N; ++n) mag += isnan(want_rows[n]) ? 0 : fabs(want_rows[n]);
-    const double tol = tu_tolerance(d->loss_dtype, C);
-    const double err = none ? tu_max_error(d->loss_dtype, host, want_rows, N, 1e-3)
-                            : tu_max_error(d->loss_dtype, host, &want_total, 1, mag / (double)COUNT(N) + 1e-3);
-    failed |= report(name, "loss", err, d->loss_dtype == d->dtype ? tol : tu_tolerance(d->dtype == XENT_F64 ? XENT_F64 : XENT_F32, C));
-    tu_to_host(kind, host, dc.t.lse, (size_t)N * ab);
-    failed |= report(name, "lse", tu_max_error(xent_acc_dtype(d->dtype), host, want_lse, N, 1.0), tu_tolerance(d->dtype, C));
+    tu_to_host(kind, lse, dc.t.lse, (size_t)N * ab);
+    failed |= tu_compare_loss(name, d, host, lse, want_rows, want_total, want_lse);
+    free(lse);
     if (extras) {
       const double tol_out = tu_tolerance(d->dtype, C);
       tu_to_host(kind, host, dc.t.log_prob, logits_bytes);
-      failed |= report(name, "log_prob", tu_max_error(d->dtype, host, want_log_prob, NC, 1.0), tol_out);
+      failed |= tu_report(name, "log_prob", tu_max_error(d->dtype, host, want_log_prob, NC, 1.0), tol_out);
       tu_to_host(kind, host, dc.t.softmax, logits_bytes);
-      failed |= report(name, "softmax", tu_max_error(d->dtype, host, want_softmax, NC, 1e-3 + subnormal_atol(d->dtype, tol_out)), tol_out);
+      failed |= tu_report(name, "softmax", tu_max_error(d->dtype, host, want_softmax, NC, 1e-3 + tu_subnormal_atol(d->dtype, tol_out)), tol_out);
     }
   }
   if (!failed && backward) {
-    /* Gradient entries are differences of O(scale) terms: absolute tolerance
-       relative to the largest entry. An f32 gradient from f16/bf16 logits
-       must have f32 accuracy (it was not rounded to the logits dtype). */
-    const double tol = tu_tolerance(d->grad_dtype == d->dtype ? d->dtype : XENT_F32, C);
-    /* With C = 1 every entry is p*coef - coef with p = 1: exactly 0 in
-       theory, a rounding residue of the upstream gradient's size in f32. */
-    const double gscale = C == 1 ? fmax(max_abs(want_grad, NC), max_abs(dloss, nloss)) : max_abs(want_grad, NC);
+    void* gl = dc.t.grad_labels ? malloc(COUNT(NC) * eb) : NULL;
     tu_to_host(kind, host, dc.t.grad, grad_bytes);
-    failed |= report(name, "grad",
-                     tu_max_error(d->grad_dtype, host, want_grad, NC, gscale + 1e-30 + subnormal_atol(d->grad_dtype, tol)), tol);
-    if (!failed && dc.t.grad_labels) {
-      void* gl = malloc(COUNT(NC) * eb);
-      tu_to_host(kind, gl, dc.t.grad_labels, logits_bytes);
-      failed |= report(name, "grad_labels",
-                       tu_max_error(d->dtype, gl, want_grad_labels, NC,
-                                    max_abs(want_grad_labels, NC) + 1e-30 + subnormal_atol(d->dtype, tu_tolerance(d->dtype, C))),
-                       tu_tolerance(d->dtype, C));
-      free(gl);
-    }
+    if (gl) tu_to_host(kind, gl, dc.t.grad_labels, logits_bytes);
+    failed |= tu_compare_grad(name, d, host, want_grad, dloss, gl, want_grad_labels);
+    free(gl);
     if (!failed && op == XENT_OP_FORWARD_BACKWARD && N > 0 && d->grad_dtype == d->dtype) {
       /* In place: the logits buffer receives the gradient, bit for bit the
          same as the separate buffer. */
@@ -184,11 +122,8 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
   }
   free(host);
   free(lse_host);
-  void* device[] = {(void*)dc.t.logits, (void*)dc.t.labels, (void*)dc.t.weights, (void*)dc.t.dloss,
-                    (void*)dc.t.grad_bias, dc.t.loss, dc.t.lse, dc.t.grad, dc.t.log_prob, dc.t.softmax,
-                    dc.t.grad_labels, lse_in, dc.ws};
-  for (size_t i = 0; i < sizeof device / sizeof device[0]; ++i)
-    if (device[i]) tu_free(kind, device[i]);
+  tu_free_tensors(kind, &dc.t);
+  tu_free(kind, dc.ws);
   free(want_rows);
   free(want_lse);
   free(want_grad);

@@ -99,24 +99,6 @@ static void unslice(const xent_ce_desc* global, const xent_ce_desc* local, int64
              (const char*)from_local + (size_t)xent_ref_index(local, n, c) * b, b);
 }
 
-static double max_abs(const double* v, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; ++i) m = fmax(m, isnan(v[i]) ? 0 : fabs(v[i]));
-  return m;
-}
-
-static int report(const char* name, const char* what, double err, double tol) {
-  if (err <= tol) return 0;
-  printf("FAIL %s: %s error %.3g > %.3g\n", name, what, err, tol);
-  return 1;
-}
-
-static void* upload(xent_backend_kind kind, const void* host, size_t bytes) {
-  void* p = tu_alloc(kind, bytes ? bytes : 1);
-  if (host && bytes) tu_to_device(kind, p, host, bytes);
-  return p;
-}
-
 int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, xent_op op, const xent_ce_desc* d,
                             uint64_t seed, int flags, int ranks, const char* name) {
   if (ranks < 1 || ranks > MAX_RANKS || ranks > d->classes) {
@@ -194,36 +176,32 @@ int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, x
     const int64_t nck = N * sizes[k];
     void* host = malloc(COUNT(nck) * 8);
     slice(d, &rc->desc, offsets[k], d->dtype, in.logits, host);
-    rc->t.logits = upload(kind, host, (size_t)nck * eb);
+    rc->t.logits = tu_upload(kind, host, (size_t)nck * eb);
     if (soft) {
       slice(d, &rc->desc, offsets[k], d->dtype, in.labels, host);
-      rc->t.labels = upload(kind, host, (size_t)nck * eb);
+      rc->t.labels = tu_upload(kind, host, (size_t)nck * eb);
     } else {
-      rc->t.labels = upload(kind, in.labels, (size_t)N * (d->label_type == XENT_I32 ? 4 : 8));
+      rc->t.labels = tu_upload(kind, in.labels, (size_t)N * (d->label_type == XENT_I32 ? 4 : 8));
     }
     if (in.grad_bias) {
       slice(d, &rc->desc, offsets[k], d->grad_dtype, in.grad_bias, host);
-      rc->t.grad_bias = upload(kind, host, (size_t)nck * gb);
+      rc->t.grad_bias = tu_upload(kind, host, (size_t)nck * gb);
     }
     free(host);
-    rc->t.weights = in.weights ? upload(kind, in.weights, (size_t)C * ab) : NULL;
-    rc->t.dloss = upload(kind, in.dloss, (size_t)nloss * lb);
-    rc->t.lse_in = upload(kind, lse_host, (size_t)N * ab);
-    rc->t.loss = upload(kind, NULL, (size_t)nloss * lb);
-    rc->t.lse = upload(kind, NULL, (size_t)N * ab);
-    rc->t.grad = upload(kind, NULL, (size_t)nck * gb);
-    if (with_grad_labels) rc->t.grad_labels = upload(kind, NULL, (size_t)nck * eb);
+    rc->t.weights = in.weights ? tu_upload(kind, in.weights, (size_t)C * ab) : NULL;
+    rc->t.dloss = tu_upload(kind, in.dloss, (size_t)nloss * lb);
+    rc->t.lse_in = tu_upload(kind, lse_host, (size_t)N * ab);
+    rc->t.loss = tu_upload(kind, NULL, (size_t)nloss * lb);
+    rc->t.lse = tu_upload(kind, NULL, (size_t)N * ab);
+    rc->t.grad = tu_upload(kind, NULL, (size_t)nck * gb);
+    if (with_grad_labels) rc->t.grad_labels = tu_upload(kind, NULL, (size_t)nck * eb);
   }
   for (int k = 0; k < ranks; ++k) pthread_create(&threads[k], NULL, run_rank, &calls[k]);
   for (int k = 0; k < ranks; ++k) pthread_join(threads[k], NULL);
   pthread_barrier_destroy(&g.barrier);
 
   int failed = 0;
-  int64_t bad_row = -1;
-  for (int64_t n = 0; !soft && n < N && bad_row < 0 && d->invalid_labels == XENT_INVALID_LABELS_REPORT; ++n) {
-    const int64_t y = xent_load_label(d->label_type, in.labels, n);
-    if (y != d->ignore_index && (y < 0 || y >= C)) bad_row = n;
-  }
+  const int64_t bad_row = tu_first_bad_row(d, in.labels);
   /* One all-gather when the call needs the row statistics, none otherwise. */
   const int gathers = N > 0 && (forward || soft) ? 1 : 0;
   for (int k = 0; k < ranks && !failed; ++k) {
@@ -233,25 +211,14 @@ int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, x
     } else if (calls[k].ctx.gathers != gathers) {
       printf("FAIL %s: rank %d ran %d all-gathers, expected %d\n", name, k, calls[k].ctx.gathers, gathers);
       failed = 1;
-    } else if (bad_row < 0 && calls[k].checked != XENT_OK) {
-      printf("FAIL %s: rank %d: xent_check: %s\n", name, k, calls[k].check_message);
-      failed = 1;
-    } else if (bad_row >= 0) {
-      char expect[64];
-      snprintf(expect, sizeof expect, "row %lld has a label outside", (long long)bad_row);
-      if (calls[k].checked != XENT_ERROR_INVALID_LABEL || !strstr(calls[k].check_message, expect)) {
-        printf("FAIL %s: rank %d: xent_check should name row %lld: %s\n", name, k, (long long)bad_row,
-               calls[k].check_message);
-        failed = 1;
-      }
+    } else {
+      failed = tu_expect_check(name, calls[k].checked, calls[k].check_message, bad_row);
     }
   }
   void* host = malloc(COUNT(NC) * 8 + COUNT(N) * 8);
   void* first = malloc(COUNT(N) * 8);
   if (!failed && forward) {
-    double mag = 0;
-    for (int64_t n = 0; n < N; ++n) mag += isnan(want_rows[n]) ? 0 : fabs(want_rows[n]);
-    const double tol = tu_tolerance(d->loss_dtype == d->dtype ? d->dtype : XENT_F32, C);
+    void* lse = malloc(COUNT(N) * ab);
     for (int k = 0; k < ranks && !failed; ++k) {
       tu_to_host(kind, host, calls[k].t.loss, (size_t)nloss * lb);
       /* Every rank combines the same gathered statistics in the same order:
@@ -261,12 +228,10 @@ int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, x
         printf("FAIL %s: rank %d's loss differs from rank 0's\n", name, k);
         failed = 1;
       }
-      const double err = none ? tu_max_error(d->loss_dtype, host, want_rows, N, 1e-3)
-                              : tu_max_error(d->loss_dtype, host, &want_total, 1, mag / (double)COUNT(N) + 1e-3);
-      failed |= report(name, "loss", err, tol);
-      tu_to_host(kind, host, calls[k].t.lse, (size_t)N * ab);
-      failed |= report(name, "lse", tu_max_error(acc, host, want_lse, N, 1.0), tu_tolerance(d->dtype, C));
+      tu_to_host(kind, lse, calls[k].t.lse, (size_t)N * ab);
+      failed |= tu_compare_loss(name, d, host, lse, want_rows, want_total, want_lse);
     }
+    free(lse);
   }
   if (!failed && backward) {
     void* grad = malloc(COUNT(NC) * gb);
@@ -280,26 +245,13 @@ int tu_check_vocab_parallel(xent_backend_kind kind, xent_backend_kind emulate, x
         unslice(d, &calls[k].desc, offsets[k], d->dtype, host, grad_labels);
       }
     }
-    const double tol = tu_tolerance(d->grad_dtype == d->dtype ? d->dtype : XENT_F32, C);
-    const double gscale = C == 1 ? fmax(max_abs(want_grad, NC), max_abs(dloss, nloss)) : max_abs(want_grad, NC);
-    const double sub = d->grad_dtype == XENT_F16 ? ldexp(1.0, -25) / tol : 0.0;
-    failed |= report(name, "grad", tu_max_error(d->grad_dtype, grad, want_grad, NC, gscale + 1e-30 + sub), tol);
-    if (with_grad_labels)
-      failed |= report(name, "grad_labels",
-                       tu_max_error(d->dtype, grad_labels, want_grad_labels, NC, max_abs(want_grad_labels, NC) + 1e-30 + sub),
-                       tu_tolerance(d->dtype, C));
+    failed |= tu_compare_grad(name, d, grad, want_grad, dloss, with_grad_labels ? grad_labels : NULL, want_grad_labels);
     free(grad);
     free(grad_labels);
   }
   free(host);
   free(first);
-  for (int k = 0; k < ranks; ++k) {
-    void* device[] = {(void*)calls[k].t.logits, (void*)calls[k].t.labels, (void*)calls[k].t.weights,
-                      (void*)calls[k].t.dloss, (void*)calls[k].t.grad_bias, (void*)calls[k].t.lse_in,
-                      calls[k].t.loss, calls[k].t.lse, calls[k].t.grad, calls[k].t.grad_labels};
-    for (size_t i = 0; i < sizeof device / sizeof device[0]; ++i)
-      if (device[i]) tu_free(kind, device[i]);
-  }
+  for (int k = 0; k < ranks; ++k) tu_free_tensors(kind, &calls[k].t);
   free(want_rows);
   free(want_lse);
   free(want_grad);

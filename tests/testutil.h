@@ -114,6 +114,27 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
 
 #endif
 
+/* Shared by the call checks (tests/compare.c). */
+void* tu_upload(xent_backend_kind kind, const void* host, size_t bytes); /* host may be NULL: allocate only */
+void tu_free_tensors(xent_backend_kind kind, const xent_ce_tensors* t);  /* every non-NULL pointer */
+/* Prints "FAIL name: what error ..." and returns 1 if err > tol. */
+int tu_report(const char* name, const char* what, double err, double tol);
+/* Largest |v| over the finite values (a scale for absolute tolerances). */
+double tu_max_abs(const double* v, int64_t n);
+double tu_subnormal_atol(xent_dtype dtype, double tol);
+/* The lowest row xent_check must name (a label outside [0, classes) that is
+   not ignore_index, under XENT_INVALID_LABELS_REPORT), or -1. */
+int64_t tu_first_bad_row(const xent_ce_desc* desc, const void* labels);
+/* 0 if xent_check's `checked` and `message` name bad_row (or report nothing
+   for -1); else prints why and returns 1. */
+int tu_expect_check(const char* name, xent_status checked, const char* message, int64_t bad_row);
+/* Downloaded outputs against the reference of desc (its rows and classes):
+   loss and lse; grad and, if not NULL, grad_labels. 0 if within tolerance. */
+int tu_compare_loss(const char* name, const xent_ce_desc* desc, const void* loss, const void* lse,
+                    const double* want_rows, double want_total, const double* want_lse);
+int tu_compare_grad(const char* name, const xent_ce_desc* desc, const void* grad, const double* want_grad,
+                    const double* dloss, const void* grad_labels, const double* want_grad_labels);
+
 /* Runs `op` for desc on the handle's backend with inputs made from `seed`
    and `flags` (TU_*), checks loss, lse and grad against the CPU reference,
    and for fwd_bwd also the in-place form. Returns 0 if within tolerance;
