@@ -247,7 +247,7 @@ static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return a && b && an && bn && x < y + bn && y < x + an;
 }
 
-void xent_backend_table(const xent_handle* h, xent_table* t) {
+static void backend_table(const xent_handle* h, xent_table* t) {
   switch (h->kind) {
     case XENT_BACKEND_CUDA: xent_cuda_table(h, t); break;
     case XENT_BACKEND_HIP: xent_hip_table(h, t); break;
@@ -261,6 +261,13 @@ xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, co
     case XENT_BACKEND_HIP: return xent_hip_launch(h, e, args);
     default: return xent_cpu_launch(h, e, args);
   }
+}
+
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
+  xent_table table;
+  backend_table(h, &table);
+  char key[160];
+  return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
 }
 
 static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
@@ -319,11 +326,7 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   xent_ce_call call = *c;
   call.bad_label_row = h->bad_label_row;
   if (d->vocab_shard) return xent_vocab_run(h, d, &call, launcher_workspace(d, c->op));
-  xent_table table;
-  xent_backend_table(h, &table);
-  char key[160];
-  const xent_dispatch_entry* e =
-      xent_ce_lookup(table.entries, table.count, table.target, d, c->op, t->weights != NULL, key, sizeof key);
+  const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, t->weights != NULL);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);
   return xent_backend_launch(h, e, &args);
@@ -409,7 +412,7 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dx overlaps y", fn);
   }
   xent_table table;
-  xent_backend_table(h, &table);
+  backend_table(h, &table);
   char key[96];
   const xent_dispatch_entry* e = xent_softmax_lookup(table.entries, table.count, table.target, d, op, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;

@@ -58,9 +58,11 @@ xent_status xent_cuda_launch(xent_handle* h, const struct xent_dispatch_entry* e
 void xent_hip_table(const xent_handle* h, xent_table* t);
 xent_status xent_hip_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 
-/* The handle's dispatch table, and one launch of an entry from it. */
-void xent_backend_table(const xent_handle* h, xent_table* t);
+/* One launch of a dispatch entry on the handle's backend. */
 xent_status xent_backend_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
+/* The handle's entry for a cross-entropy op (xent_ce_lookup on its table);
+   NULL with XENT_ERROR_NOT_GENERATED recorded. */
+const struct xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
 
 /* Vocabulary-parallel calls (vocab_parallel.c): desc->vocab_shard's checks,
    the workspace with room for the gathered statistics after the launchers'

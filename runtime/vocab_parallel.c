@@ -58,22 +58,15 @@ size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
   return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d);
 }
 
-static const xent_dispatch_entry* lookup(xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
-  xent_table table;
-  xent_backend_table(h, &table);
-  char key[160];
-  return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
-}
-
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call, size_t launcher_bytes) {
   const xent_vocab_shard* shard = d->vocab_shard;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
   /* Soft labels' gradient needs the gathered sum(a), not only the lse. */
   const int gather = forward || d->label_type == XENT_PROB;
   const int has_weights = call->t.weights != NULL;
-  const xent_dispatch_entry* fwd = gather ? lookup(h, d, XENT_OP_FORWARD, has_weights) : NULL;
+  const xent_dispatch_entry* fwd = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, has_weights) : NULL;
   if (gather && !fwd) return XENT_ERROR_NOT_GENERATED;
-  const xent_dispatch_entry* bwd = backward ? lookup(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
+  const xent_dispatch_entry* bwd = backward ? xent_ce_find(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
   if (backward && !bwd) return XENT_ERROR_NOT_GENERATED;
 
   const xent_ce_args base = xent_ce_args_for(d, call);
