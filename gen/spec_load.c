@@ -32,6 +32,8 @@ static int copy_variant(lua_State* L, gen_variant* v, gen_error* err) {
   FIELD("spec", spec);
   FIELD("template", tmpl);
   FIELD("min_arch_hip", min_arch_hip);
+  FIELD("tune_cuda", tune_cuda);
+  FIELD("tune_hip", tune_hip);
 #undef FIELD
   /* The family's axes, named by the DSL in schema order. */
   lua_getfield(L, -1, "axis_names");

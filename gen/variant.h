@@ -28,6 +28,8 @@ typedef struct gen_variant {
   char tmpl[64];               /* template file name under templates/ */
   int min_arch_cuda;           /* SM number, e.g. 70 */
   char min_arch_hip[16];       /* gfx name, e.g. "gfx90a" */
+  char tune_cuda[GEN_PATH_MAX]; /* launch shapes per target, as dsl.lua's launch_shapes() writes them */
+  char tune_hip[GEN_PATH_MAX];
 } gen_variant;
 
 typedef struct gen_variant_list {

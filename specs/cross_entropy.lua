@@ -1,7 +1,8 @@
 -- Softmax cross entropy: logits [outer, C, inner] (any class axis, read in
 -- place), hard integer labels or soft labels (a distribution per position).
--- Semantics are PyTorch's F.cross_entropy (README, "Semantics"). Every line below is one statement; xentgen reports a mistake
--- as specs/cross_entropy.lua:<line>.
+-- Semantics are PyTorch's F.cross_entropy (README, "Semantics"). xentgen
+-- reports a mistake as specs/cross_entropy.lua:<line>, the line where its
+-- statement starts.
 family "cross_entropy"
 
 -- fwd: loss (per row or reduced) and the per-row log-sum-exp for backward.
@@ -36,3 +37,63 @@ runtime "softcap"          -- logits -> cap * tanh(logits / cap)
 -- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
 -- the kernels assume (every shuffle names its mask).
 min_arch { cuda = 70, hip = "gfx90a" }
+
+-- Launch shapes of the row kernels (docs/PERFORMANCE.md, "Launch shapes"),
+-- picked at run time by C: the first shape whose `classes` bound is >= C.
+-- Small vocabularies put several rows in a block (row_threads threads each,
+-- reduced with warp shuffles) so that no lane idles on a short row; large
+-- ones give a row a whole block. Strided rows (class axis not last) take one
+-- thread each. These are starting points chosen from the bytes per row, not
+-- yet measured on a GPU: bench/run_gpu.sh is how to change them.
+-- f64 first: its fused gradient with the soft cap's tanh needs more
+-- registers than a 512- or 1024-thread block leaves a thread, and spills.
+tune "cuda" {
+  when = { dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { row_threads = "block", block = 256 },
+}
+-- The gradient kernels (fused, or from the saved lse) hold more per thread
+-- than the 64 registers a 1024-thread block leaves: 512 at most.
+tune "cuda" {
+  when = { op = { "bwd", "fwd_bwd" } },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 512 },
+}
+tune "cuda" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 65536, row_threads = "block", block = 512 },
+  { row_threads = "block", block = 1024 },
+}
+-- AMD CDNA: 64-lane wavefronts (a wave per row up to 4096 classes, where a
+-- CUDA warp would give up), 64 KB of LDS per workgroup of which the
+-- reductions use a few hundred bytes.
+tune "hip" {
+  when = { dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { row_threads = "block", block = 256 },
+}
+tune "hip" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 1024 },
+}

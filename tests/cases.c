@@ -31,7 +31,12 @@ const tu_case tu_cases[] = {
     {3 * 37, 21, 37, 0},   /* [3, 21, 37]: class axis 1, segmentation-like */
     {2 * 300, 5, 300, 6},  /* more positions than a block of threads, with the extras */
     {2 * 3, 1003, 3, 4},   /* a long strided row with z-loss and the cap */
-    {65536 + 37, 3, 1, 0}, /* more rows than blocks: a block takes several (one variant: slow) */
+    {65536 + 37, 3, 1, 0}, /* many rows of a thread each (one variant: slow) */
+    /* The spec's launch shapes (tune), each with more tiles of rows than the
+       emulator's 3 blocks, so that every shape grid-strides: */
+    {500, 20, 1, 1},   /* 4 threads a row (cuda), 8 (hip) */
+    {100, 300, 1, 4},  /* 32 threads a row (cuda), 64 (hip) */
+    {4, 20000, 1, 1},  /* a block of 512 a row (cuda), 256 (hip) */
 };
 const int tu_ncases = (int)(sizeof tu_cases / sizeof tu_cases[0]);
 
@@ -72,6 +77,8 @@ const int64_t tu_softmax_shapes[][3] = {
     {3 * 37, 21, 37}, /* axis 1 of [3, 21, 37] */
     {2 * 300, 5, 300}, /* more positions than a block of threads */
     {2 * 3, 1003, 3}, /* a long strided axis */
+    {500, 20, 1},     /* several rows a warp, grid-striding (as in tu_cases) */
+    {4, 20000, 1},    /* a block a row, grid-striding */
 };
 const int tu_softmax_nshapes = (int)(sizeof tu_softmax_shapes / sizeof tu_softmax_shapes[0]);
 

@@ -21,7 +21,11 @@ GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f1
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\n')
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\n'
+        'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }\n'
+        'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
+# The first line after HEADER + AXES.
+NEXT = 13
 
 
 def xentgen(*args, cwd=None):
@@ -49,7 +53,7 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + AXES.replace('{ "f32" }', '{ "f32", "f8" }'), 3, "unknown dtype 'f8'")
 
     def test_unknown_axis(self):
-        self.check(HEADER + AXES + 'runtime "temperature"\n', 11, "unknown axis 'temperature'")
+        self.check(HEADER + AXES + 'runtime "temperature"\n', NEXT, "unknown axis 'temperature'")
 
     def test_unknown_op(self):
         self.check('family "cross_entropy"\nops { "fwd", "fwdd" }\n' + AXES, 2, "unknown op 'fwdd'")
@@ -70,7 +74,7 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + 'specialize "dtype" { "f32"\n', 4, "expected")
 
     def test_axis_declared_twice(self):
-        self.check(HEADER + AXES + 'runtime "weights"\n', 11, "axis 'weights' declared twice (first at line 6)")
+        self.check(HEADER + AXES + 'runtime "weights"\n', NEXT, "axis 'weights' declared twice (first at line 6)")
 
     def test_missing_axis(self):
         self.check(HEADER + AXES.replace('runtime "ignore_index"\n', ""), 1, "axis 'ignore_index' is not declared")
@@ -85,16 +89,61 @@ class SpecErrors(unittest.TestCase):
         self.check('ops { "fwd" }\n', 1, "'ops' before 'family'")
 
     def test_stale_exclude(self):
-        self.check(HEADER + AXES + 'exclude { dtype = "f64" }\n', 11, "exclude matches no variant")
+        self.check(HEADER + AXES + 'exclude { dtype = "f64" }\n', NEXT, "exclude matches no variant")
 
     def test_exclude_unknown_value(self):
-        self.check(HEADER + AXES + 'exclude { reduction = "avg" }\n', 11, "exclude: unknown reduction 'avg'")
+        self.check(HEADER + AXES + 'exclude { reduction = "avg" }\n', NEXT, "exclude: unknown reduction 'avg'")
 
     def test_everything_excluded(self):
         self.check(HEADER + AXES + 'exclude { dtype = "f32" }\n', 1, "every variant is excluded")
 
     def test_bad_min_arch(self):
-        self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", 11, "min_arch.cuda must be an SM number")
+        self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", NEXT, "min_arch.cuda must be an SM number")
+
+    def test_tune_unknown_target(self):
+        self.check(HEADER + AXES + 'tune "sycl" { strided = 256 }\n', NEXT, 'tune expects a target in quotes (cuda, hip)')
+
+    def test_tune_block_not_whole_warps(self):
+        self.check(HEADER + AXES.replace('strided = 256, { row_threads = "block", block = 256 }',
+                                         'strided = 256, { row_threads = "block", block = 96 }'),
+                   12, "shape 1 block must be a whole number of 64-lane warps up to 1024 threads, got 96")
+
+    def test_tune_row_threads_not_a_power_of_two(self):
+        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 6"), 11,
+                   'tune "cuda", shape 1: row_threads must be a power of two up to the warp (32) or "block", got 6')
+
+    def test_tune_row_threads_wider_than_the_warp(self):
+        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 64"), 11, "got 64")
+
+    def test_tune_bounds_must_increase(self):
+        self.check(HEADER + AXES + 'tune "cuda" {\n  when = { dtype = "f32" },\n  strided = 256,\n'
+                   '  { classes = 64, row_threads = 4, block = 256 },\n  { classes = 64, row_threads = 8, block = 256 },\n'
+                   '  { row_threads = "block", block = 256 },\n}\n', NEXT,
+                   "shape 2: classes = 64 is not above the previous shape's 64")
+
+    def test_tune_last_shape_serves_any_classes(self):
+        self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
+                                         '{ classes = 4096, row_threads = "block", block = 1024 }'),
+                   11, "the last shape serves every larger C and takes no classes bound")
+
+    def test_tune_needs_strided(self):
+        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), 12, "missing strided")
+
+    def test_tune_unknown_field(self):
+        self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), 11,
+                   "shape 2: unknown field 'unroll'")
+
+    def test_tune_when_unknown_value(self):
+        self.check(HEADER + AXES + 'tune "cuda" { when = { dtype = "f8" }, strided = 256, { row_threads = 1, block = 32 } }\n',
+                   NEXT, "tune \"cuda\" when: unknown dtype 'f8'")
+
+    def test_tune_shadowed_by_an_earlier_one(self):
+        self.check(HEADER + AXES + 'tune "cuda" { strided = 256, { row_threads = 1, block = 32 } }\n', NEXT,
+                   'tune "cuda" serves no variant')
+
+    def test_tune_missing_for_a_target(self):
+        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n', ""),
+                   1, 'no tune "hip" statement matches variant ce_fwd_f32_i64_mean')
 
     def test_runtime_error_in_spec(self):
         self.check(HEADER + "local x = nil + 1\n", 3, "attempt to perform arithmetic")

@@ -101,14 +101,15 @@ void tu_make_inputs(const xent_ce_desc* d, uint64_t seed, double scale, int flag
   in->logits = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
   for (int64_t i = 0; i < N * C; ++i) xent_store(d->dtype, in->logits, i, scale * (2 * tu_uniform(&s) - 1));
   if (d->label_type == XENT_PROB) {
-    /* A distribution per row; every fifth row unnormalised (PyTorch does not
-       require a sum of 1), every seventh one-hot. */
+    /* A distribution per row; every fifth row sums to 3 (PyTorch does not
+       require a sum of 1; a fixed sum keeps long rows' losses within f16's
+       range), every seventh one-hot. */
     in->labels = malloc((size_t)(N * C > 0 ? N * C : 1) * eb);
     double* row = malloc((size_t)C * sizeof *row);
     for (int64_t n = 0; n < N; ++n) {
       double total = 0;
       for (int64_t c = 0; c < C; ++c) total += row[c] = n % 7 == 3 ? (c == n % C) : tu_uniform(&s);
-      const double norm = n % 5 == 2 ? 1.0 : 1.0 / total;
+      const double norm = (n % 5 == 2 ? 3.0 : 1.0) / total;
       for (int64_t c = 0; c < C; ++c) xent_store(d->dtype, in->labels, xent_ref_index(d, n, c), row[c] * norm);
     }
     free(row);

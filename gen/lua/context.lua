@@ -26,7 +26,23 @@ function M.symbols(target, key)
   }
 end
 
+-- The launch shapes dsl.lua chose for the variant on this target (its
+-- launch_shapes() text): the strided block size, the C initializer of the
+-- xent_row_shape table the launcher picks from, and the largest block (the
+-- kernel's launch bounds).
+local function launch_shapes(text)
+  local strided = tonumber(text:match("^strided=(%d+)"))
+  local shapes, largest = {}, 0
+  for classes, group, block in text:gmatch("(%-?%d+):(%d+):(%d+)") do
+    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. "}"
+    largest = math.max(largest, tonumber(block))
+  end
+  assert(strided and #shapes > 0, "malformed launch shapes: " .. text)
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest
+end
+
 function M.for_variant(v, target)
+  local strided, shapes, largest = launch_shapes(v["tune_" .. target])
   local d = DTYPES[v.dtype]
   local sym = M.symbols(target, v.key)
   return {
@@ -46,14 +62,13 @@ function M.for_variant(v, target)
     has_fwd = v.op == "fwd" or v.op == "fwd_bwd",
     has_bwd = v.op == "bwd" or v.op == "fwd_bwd",
     reduced = v.reduction ~= "none",
-    -- Threads per block of the row kernel. f64's fused gradient (with the
-    -- soft cap's tanh) needs more registers than a 1024- or 512-thread
-    -- block leaves each thread (64 or 128): it would spill.
-    row_threads = v.dtype == "f64" and 256 or 1024,
-    -- Threads per block when the class axis is strided (inner > 1): one
-    -- thread per row, neighbouring threads on neighbouring positions, so
-    -- every load of a class is coalesced.
-    column_threads = 256,
+    -- The spec's tune statement for this target: the launch shapes of a
+    -- contiguous row by C (`shapes`, a C initializer of xent_row_shape),
+    -- their largest block (`row_threads`, the launch bounds), and the block
+    -- of a strided row, one thread per row (`column_threads`).
+    shapes = shapes,
+    row_threads = largest,
+    column_threads = strided,
   }
 end
 

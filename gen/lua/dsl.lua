@@ -9,6 +9,7 @@
 --   specialize "dtype" { "f32", "bf16" }
 --   runtime "weights"
 --   exclude { op = "bwd", dtype = "f64" }
+--   tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }
 --
 -- This file is policy only; it is embedded in xentgen (which renders and writes
 -- files) and run by the Bazel repository rule that must know every output file
@@ -47,6 +48,13 @@ M.schemas = {
     },
   },
 }
+
+-- The targets a spec tunes for, and their warp width (lanes that shuffle
+-- together; xent_device.h's XENT_WARP).
+M.targets = { cuda = { warp = 32 }, hip = { warp = 64 } }
+M.target_names = { "cuda", "hip" }
+-- The largest thread block either vendor launches (xent_device.h's XENT_MAX_THREADS).
+M.max_block = 1024
 
 local function index_of(list, value)
   for i, v in ipairs(list) do
@@ -108,6 +116,7 @@ local function make_env(path, st)
   end
 
   local env = {}
+  local parse_rule
 
   function env.family(name)
     local here = where()
@@ -179,31 +188,37 @@ local function make_env(path, st)
     st.axes[name] = { mode = "runtime", line = here:match(":(%d+)$") }
   end
 
-  -- exclude { field = value or {values}, ... }: drops matching combinations.
-  function env.exclude(rule)
-    need_family("exclude")
-    local here = where()
-    if type(rule) ~= "table" then fail_at(here, "exclude expects a table of axis = value") end
+  -- { field = value or {values}, ... } naming variants (exclude, tune's when).
+  function parse_rule(rule, here, what)
+    if type(rule) ~= "table" then fail_at(here, what .. " expects a table of axis = value") end
     local clean = {}
     for k, v in pairs(rule) do
-      if type(k) ~= "string" then fail_at(here, "exclude expects axis = value fields, not a list") end
+      if type(k) ~= "string" then fail_at(here, what .. " expects axis = value fields, not a list") end
       local allowed
       if k == "op" then
         allowed = st.schema.ops
       else
         local axis = axis_of(st.schema, k)
-        if not axis then fail_at(here, "exclude names unknown axis '" .. k .. "'") end
+        if not axis then fail_at(here, what .. " names unknown axis '" .. k .. "'") end
         allowed = axis.values
       end
       local vs = type(v) == "table" and v or { v }
       for _, x in ipairs(vs) do
         if not index_of(allowed, x) then
-          fail_at(here, "exclude: unknown " .. k .. " '" .. tostring(x) .. "' (expected one of " .. quoted_list(allowed) .. ")")
+          fail_at(here, what .. ": unknown " .. k .. " '" .. tostring(x) .. "' (expected one of " .. quoted_list(allowed) .. ")")
         end
       end
       clean[k] = vs
     end
-    if next(clean) == nil then fail_at(here, "exclude {} would drop every variant") end
+    if next(clean) == nil then fail_at(here, what .. " {} would match every variant") end
+    return clean
+  end
+
+  -- exclude { field = value or {values}, ... }: drops matching combinations.
+  function env.exclude(rule)
+    need_family("exclude")
+    local here = where()
+    local clean = parse_rule(rule, here, "exclude")
     st.excludes[#st.excludes + 1] = { rule = clean, where = here }
   end
 
@@ -226,6 +241,80 @@ local function make_env(path, st)
       end
     end
     st.min_arch = t
+  end
+
+  -- tune "target" { strided = n, { classes = n, row_threads = n, block = n }, ..., when = { axis = value(s) } }
+  -- The launch shapes of the family's row kernels on one target (xent_device.h's
+  -- row walk). A contiguous row (inner == 1) takes the first shape whose
+  -- `classes` bound is >= C; the last shape has no bound, so any C has one.
+  -- row_threads threads share a row: a power of two up to the warp (several
+  -- rows per block, reduced with shuffles), or "block" (the whole block, one
+  -- row at a time); block is threads per block. A strided row (inner > 1) is
+  -- one thread's, `strided` threads per block. With `when`, the statement
+  -- applies only to matching variants; each variant takes the first tune of
+  -- its target that matches, in spec order.
+  function env.tune(target)
+    need_family("tune")
+    local here = where()
+    local info = M.targets[target]
+    if not info then
+      fail_at(here, "tune expects a target in quotes (" .. quoted_list(M.target_names) .. "), got " .. tostring(target))
+    end
+    return function(t)
+      local here2 = where()
+      local what = "tune \"" .. target .. "\""
+      if type(t) ~= "table" then fail_at(here2, what .. " expects a table of launch shapes") end
+      local function threads(value, name)
+        if math.type(value) ~= "integer" or value < info.warp or value > M.max_block or value % info.warp ~= 0 then
+          fail_at(here2, what .. ": " .. name .. " must be a whole number of " .. info.warp .. "-lane warps up to " ..
+            M.max_block .. " threads, got " .. tostring(value))
+        end
+        return value
+      end
+      local rule = { target = target, where = here2, shapes = {} }
+      for k, v in pairs(t) do
+        if k == "strided" then
+          rule.strided = threads(v, "strided")
+        elseif k == "when" then
+          rule.when = parse_rule(v, here2, what .. " when")
+        elseif math.type(k) ~= "integer" then
+          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (expected strided, when and a list of shapes)")
+        end
+      end
+      if not rule.strided then fail_at(here2, what .. ": missing strided = <threads per block for a strided class axis>") end
+      if #t == 0 then fail_at(here2, what .. " lists no shapes") end
+      for i, s in ipairs(t) do
+        local row = what .. ", shape " .. i
+        if type(s) ~= "table" then fail_at(here2, row .. " must be { classes = ..., row_threads = ..., block = ... }") end
+        for k in pairs(s) do
+          if k ~= "classes" and k ~= "row_threads" and k ~= "block" then
+            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, row_threads, block)")
+          end
+        end
+        local block = threads(s.block, "shape " .. i .. " block")
+        local group = s.row_threads
+        if group == "block" then
+          group = 0
+        elseif math.type(group) ~= "integer" or group < 1 or group > info.warp or group & (group - 1) ~= 0 then
+          fail_at(here2, row .. ": row_threads must be a power of two up to the warp (" .. info.warp .. ") or \"block\", got " ..
+            tostring(group))
+        end
+        local bound = s.classes
+        if i < #t then
+          if math.type(bound) ~= "integer" or bound < 1 then
+            fail_at(here2, row .. ": classes must be a positive whole number (the largest C it serves)")
+          end
+          local prev = rule.shapes[i - 1]
+          if prev and bound <= prev.classes then
+            fail_at(here2, row .. ": classes = " .. bound .. " is not above the previous shape's " .. prev.classes)
+          end
+        elseif bound ~= nil then
+          fail_at(here2, row .. ": the last shape serves every larger C and takes no classes bound")
+        end
+        rule.shapes[i] = { classes = bound or -1, group = group, block = block }
+      end
+      st.tunes[#st.tunes + 1] = rule
+    end
   end
 
   -- Sandboxed standard library: string/table/math only (no io, os, load, require).
@@ -252,18 +341,38 @@ local function key_of(schema, v)
   return table.concat(parts, "_")
 end
 
+local function matches(rule, v)
+  for k, vs in pairs(rule) do
+    if not index_of(vs, v[k]) then return false end
+  end
+  return true
+end
+
 local function excluded(excludes, v)
   for _, e in ipairs(excludes) do
-    local all = true
-    for k, vs in pairs(e.rule) do
-      if not index_of(vs, v[k]) then all = false break end
-    end
-    if all then
+    if matches(e.rule, v) then
       e.used = true
       return true
     end
   end
   return false
+end
+
+-- A variant's launch shapes on one target, as one line of text the C half
+-- carries to the renderer (context.lua reads it back): "strided=<threads>"
+-- then "<classes>:<row_threads>:<block>" per shape; classes -1 = any larger
+-- C, row_threads 0 = the whole block.
+local function launch_shapes(st, v, target)
+  for _, rule in ipairs(st.tunes) do
+    if rule.target == target and (not rule.when or matches(rule.when, v)) then
+      rule.used = true
+      local parts = { "strided=" .. rule.strided }
+      for _, s in ipairs(rule.shapes) do parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block end
+      return table.concat(parts, " ")
+    end
+  end
+  fail_at(st.family_where, "no tune \"" .. target .. "\" statement matches variant " .. v.key ..
+    " (end the spec's tunes for " .. target .. " with one that has no `when`)")
 end
 
 local function expand(path, st)
@@ -306,6 +415,7 @@ local function expand(path, st)
         v.spec = path
         v.min_arch_cuda = (st.min_arch and st.min_arch.cuda) or 70
         v.min_arch_hip = (st.min_arch and st.min_arch.hip) or "gfx90a"
+        for _, target in ipairs(M.target_names) do v["tune_" .. target] = launch_shapes(st, v, target) end
         v.axis_names = {}
         for _, a in ipairs(schema.axes) do v.axis_names[#v.axis_names + 1] = a.name end
         variants[#variants + 1] = v
@@ -316,6 +426,12 @@ local function expand(path, st)
     if not e.used then fail_at(e.where, "exclude matches no variant (a stale or misspelt rule)") end
   end
   if #variants == 0 then fail_at(st.family_where, "every variant is excluded") end
+  for _, rule in ipairs(st.tunes) do
+    if not rule.used then
+      fail_at(rule.where, "tune \"" .. rule.target .. "\" serves no variant (its `when` matches none, or earlier tunes for " ..
+        rule.target .. " take them all)")
+    end
+  end
   table.sort(variants, function(a, b) return a.key < b.key end)
   return variants
 end
@@ -323,7 +439,7 @@ end
 -- Loads, validates and expands one spec. Returns the sorted variant list, or
 -- nil and "path:line: message".
 function M.load_spec(path, text)
-  local st = { axes = {}, excludes = {} }
+  local st = { axes = {}, excludes = {}, tunes = {} }
   local env = make_env(path, st)
   local chunk, err = load(text, "@" .. path, "t", env)
   if not chunk then return nil, err end

@@ -44,16 +44,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
 
 #line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss of each row, in
-// either shape of xent_device.h's row walk (kColumn: a thread per row).
-// Launch bounds: the block size, and at least one block per SM, which lets
-// ptxas use the registers the fused paths need without spilling.
+// either shape of xent_device.h's row walk (kColumn: a thread per row; else
+// `group` threads per row, 0 = the block).
+// Launch bounds: the largest block of the spec's shapes, and at least one
+// block per SM, which lets ptxas use the registers the fused paths need
+// without spilling.
 template <bool kColumn>
 static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
-xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a) {
+xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 130 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 132 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 134 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -61,14 +63,22 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 140 "templates/cross_entropy.tmpl"
-  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
 #line 142 "templates/cross_entropy.tmpl"
-  const xent_row_walk walk = xent_rows<kColumn>();
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 144 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kColumn>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
-  for (int64_t row = walk.first; row < rows; row += walk.step) {
+  for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
+    // A slot past the last row goes through the tile (its group's shuffles
+    // and the block's barriers need every thread) on the last row's label,
+    // walking no classes (width 0) and storing nothing.
+    const bool live = tile + walk.slot < rows;
+    const int64_t row = live ? tile + walk.slot : rows - 1;
+    const int64_t width = live ? C : 0;
+    const bool lead = live && lane == 0;  // stores the row's scalars
+    (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 147 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -76,88 +86,88 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a) {
     const int64_t yl = y - off;
     const bool here = in_range && yl >= 0 && yl < C;
     (void)here;
-    // A label outside [0, C) is never used as an index; its row is NaN and
+    // A label outside [0, CT) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
-    if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 161 "templates/cross_entropy.tmpl"
-    // x[y] is read before the block barrier: with in-place gradients other
-    // threads overwrite the row right after it.
-    const float xy = (lane == 0 && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
-#line 165 "templates/cross_entropy.tmpl"
+    if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
+#line 171 "templates/cross_entropy.tmpl"
+    // x[y] is read before the group's reduction: with in-place gradients
+    // the other threads of the group overwrite the row right after it.
+    const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
+#line 175 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 177 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 179 "templates/cross_entropy.tmpl"
+#line 189 "templates/cross_entropy.tmpl"
     });
-    if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
+    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     const float lse = m + xent_log(s);
-#line 183 "templates/cross_entropy.tmpl"
-    if (lane == 0 && a.shard_stats) {
+#line 193 "templates/cross_entropy.tmpl"
+    if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (lse, a, b); over the
       // slices, the row's loss is lse*sum(a) - sum(b) (+ z*lse^2).
       float* st = (float*)a.shard_stats + 3 * row;
       st[0] = lse;
-#line 192 "templates/cross_entropy.tmpl"
+#line 202 "templates/cross_entropy.tmpl"
       float b = here ? (weights ? weights[y] : float(1)) * xy : float(0);
-#line 194 "templates/cross_entropy.tmpl"
+#line 204 "templates/cross_entropy.tmpl"
       if (smoothing) b = (1 - eps) * b + eps / float(CT) * sum_a;
-#line 196 "templates/cross_entropy.tmpl"
+#line 206 "templates/cross_entropy.tmpl"
       st[1] = 0;  // the combine knows a from the label and the weights
       st[2] = b;
-#line 199 "templates/cross_entropy.tmpl"
-    } else if (lane == 0) {
-#line 210 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
+    } else if (lead) {
+#line 220 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 216 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 219 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 221 "templates/cross_entropy.tmpl"
+#line 231 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 226 "templates/cross_entropy.tmpl"
+#line 236 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 230 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
-      for (int64_t j = lane; j < C; j += group) {
+      for (int64_t j = lane; j < width; j += group) {
         const int64_t e = base + j * inner;
         const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
         if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
       }
     }
-#line 331 "templates/cross_entropy.tmpl"
+#line 341 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 335 "templates/cross_entropy.tmpl"
+#line 345 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (lse, a, b), stored
 // rank by rank in a.gathered as [shards][rows][3]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 340 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 342 "templates/cross_entropy.tmpl"
+#line 352 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 346 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 348 "templates/cross_entropy.tmpl"
+#line 358 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss;
   const bool smoothing = eps != float(0);
@@ -165,7 +175,7 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     float lse, sum_a, sum_b;
     xent_gathered_row((const float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-#line 362 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -174,24 +184,24 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
       if (in_range) {
         row_weight = (weights ? weights[y] : float(1));
         float k = row_weight;  // the global sum(a): the coefficient of lse
-#line 371 "templates/cross_entropy.tmpl"
+#line 381 "templates/cross_entropy.tmpl"
         if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
-#line 373 "templates/cross_entropy.tmpl"
+#line 383 "templates/cross_entropy.tmpl"
         l = k * lse - sum_b;
-#line 375 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 377 "templates/cross_entropy.tmpl"
+#line 387 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 382 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 389 "templates/cross_entropy.tmpl"
+#line 399 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -204,39 +214,43 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 404 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 408 "templates/cross_entropy.tmpl"
+#line 418 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 412 "templates/cross_entropy.tmpl"
+#line 422 "templates/cross_entropy.tmpl"
+// The launch shapes of a contiguous row by C: {classes, threads per row
+// (0 = the block), block}, from the spec's tune statement for this target.
+static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {65536, 0, 512}, {-1, 0, 1024}};
+
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 416 "templates/cross_entropy.tmpl"
+#line 430 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
-    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, 1024, 256, stream);
+    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 429 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 433 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 437 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
                   dim3(256), 0, stream, a);
   } else {
-    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, 1024, 256, stream);
+    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 448 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 450 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

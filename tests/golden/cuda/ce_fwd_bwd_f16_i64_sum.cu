@@ -44,16 +44,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
 
 #line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
-// either shape of xent_device.h's row walk (kColumn: a thread per row).
-// Launch bounds: the block size, and at least one block per SM, which lets
-// ptxas use the registers the fused paths need without spilling.
+// either shape of xent_device.h's row walk (kColumn: a thread per row; else
+// `group` threads per row, 0 = the block).
+// Launch bounds: the largest block of the spec's shapes, and at least one
+// block per SM, which lets ptxas use the registers the fused paths need
+// without spilling.
 template <bool kColumn>
-static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
-xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
+static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 512, 1)
+xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 130 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 132 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 134 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -61,14 +63,22 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 140 "templates/cross_entropy.tmpl"
-  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
 #line 142 "templates/cross_entropy.tmpl"
-  const xent_row_walk walk = xent_rows<kColumn>();
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 144 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kColumn>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
-  for (int64_t row = walk.first; row < rows; row += walk.step) {
+  for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
+    // A slot past the last row goes through the tile (its group's shuffles
+    // and the block's barriers need every thread) on the last row's label,
+    // walking no classes (width 0) and storing nothing.
+    const bool live = tile + walk.slot < rows;
+    const int64_t row = live ? tile + walk.slot : rows - 1;
+    const int64_t width = live ? C : 0;
+    const bool lead = live && lane == 0;  // stores the row's scalars
+    (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 147 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -76,52 +86,52 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
     const int64_t yl = y - off;
     const bool here = in_range && yl >= 0 && yl < C;
     (void)here;
-    // A label outside [0, C) is never used as an index; its row is NaN and
+    // A label outside [0, CT) is never used as an index; its row is NaN and
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
-    if (!ignored && !in_range && lane == 0 && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 161 "templates/cross_entropy.tmpl"
-    // x[y] is read before the block barrier: with in-place gradients other
-    // threads overwrite the row right after it.
-    const float xy = (lane == 0 && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
-#line 165 "templates/cross_entropy.tmpl"
+    if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
+#line 171 "templates/cross_entropy.tmpl"
+    // x[y] is read before the group's reduction: with in-place gradients
+    // the other threads of the group overwrite the row right after it.
+    const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
+#line 175 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
       xent_online_add(m, s, xj);
-#line 177 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 179 "templates/cross_entropy.tmpl"
+#line 189 "templates/cross_entropy.tmpl"
     });
-    if (!kColumn) xent_block_reduce(m, s, sum_a, sum_b, scratch);
+    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     const float lse = m + xent_log(s);
-#line 201 "templates/cross_entropy.tmpl"
-    if (lane == 0) {
-#line 210 "templates/cross_entropy.tmpl"
+#line 211 "templates/cross_entropy.tmpl"
+    if (lead) {
+#line 220 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 216 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 219 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 221 "templates/cross_entropy.tmpl"
+#line 231 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 226 "templates/cross_entropy.tmpl"
+#line 236 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 258 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 271 "templates/cross_entropy.tmpl"
+#line 281 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -129,49 +139,49 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 279 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 286 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 288 "templates/cross_entropy.tmpl"
+#line 298 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 293 "templates/cross_entropy.tmpl"
+#line 303 "templates/cross_entropy.tmpl"
     // In place (grad == x) is safe: each element is read, then written, by
     // the one thread that owns it.
-    xent_row_each<kColumn>(x, base, C, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 299 "templates/cross_entropy.tmpl"
+#line 309 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 306 "templates/cross_entropy.tmpl"
+#line 316 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 319 "templates/cross_entropy.tmpl"
+#line 329 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 323 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 325 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 328 "templates/cross_entropy.tmpl"
+#line 338 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_f16(dx);
     });
-#line 331 "templates/cross_entropy.tmpl"
+#line 341 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 389 "templates/cross_entropy.tmpl"
+#line 399 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -184,25 +194,29 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 402 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 408 "templates/cross_entropy.tmpl"
+#line 418 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 412 "templates/cross_entropy.tmpl"
+#line 422 "templates/cross_entropy.tmpl"
+// The launch shapes of a contiguous row by C: {classes, threads per row
+// (0 = the block), block}, from the spec's tune statement for this target.
+static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {-1, 0, 512}};
+
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 429 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 433 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 445 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, a, 1024, 256, stream);
-#line 448 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
+#line 462 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 450 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -50,24 +50,31 @@ XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2h
 // The row layout of every family: a row is one position (o, i) of an
 // [outer, C, inner] tensor, and element c of row r is at
 // xent_row_base(r, C, inner) + c * inner. A row kernel comes in two shapes:
-// kColumn = false, one block per row (inner == 1; the block's threads split
-// the row, blocks grid-stride over rows); kColumn = true, one thread per row
-// (neighbouring threads on neighbouring positions, so every load is
-// coalesced).
+// kColumn = false (inner == 1, the row is contiguous): `group` threads share
+// a row, a power of two up to the warp (a block holds several rows, reduced
+// with shuffles) or the whole block (one row at a time); kColumn = true (a
+// strided row): one thread per row, neighbouring threads on neighbouring
+// positions, so every load is coalesced. The spec's tune statement picks the
+// shape by C (xent_row_shape). Blocks take tiles of blockDim / group rows and
+// grid-stride over them; every thread of a block runs every tile, so the
+// barriers and full-warp shuffles inside a row are always reached by all.
 struct xent_row_walk {
   int64_t lane;   // this thread's first class; the class loop steps by group
   int64_t group;  // threads sharing a row
-  int64_t first;  // this thread's (or block's) first row; the row loop steps by step
+  int64_t slot;   // this thread's row within the block's tile
+  int64_t first;  // the block's first tile (its first row); tiles step by step
   int64_t step;
 };
 
 template <bool kColumn>
-XENT_DEVICE xent_row_walk xent_rows() {
+XENT_DEVICE xent_row_walk xent_rows(int group) {
   xent_row_walk w;
-  w.lane = kColumn ? 0 : (int64_t)threadIdx.x;
-  w.group = kColumn ? 1 : (int64_t)blockDim.x;
-  w.first = kColumn ? (int64_t)blockIdx.x * blockDim.x + threadIdx.x : (int64_t)blockIdx.x;
-  w.step = kColumn ? (int64_t)gridDim.x * blockDim.x : (int64_t)gridDim.x;
+  w.group = kColumn ? 1 : (group > 0 ? (int64_t)group : (int64_t)blockDim.x);
+  const int64_t tile = (int64_t)blockDim.x / w.group;
+  w.lane = (int64_t)threadIdx.x % w.group;
+  w.slot = (int64_t)threadIdx.x / w.group;
+  w.first = (int64_t)blockIdx.x * tile;
+  w.step = (int64_t)gridDim.x * tile;
   return w;
 }
 
@@ -76,29 +83,48 @@ XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
   return (row / inner) * C * inner + row % inner;
 }
 
-// Host: threads per block of a block-per-row kernel: at least 4 elements per
-// thread, a whole number of warps, at most max_threads.
-static inline unsigned xent_row_block_threads(int64_t C, unsigned max_threads) {
-  unsigned t = XENT_WARP;
-  while (t < max_threads && (int64_t)t * 4 < C) t *= 2;
-  return t;
+// One launch shape of a contiguous row, from the spec's tune statement: for
+// C <= classes (classes < 0: any C), `group` threads per row (0: the whole
+// block) in blocks of `threads`.
+struct xent_row_shape {
+  int64_t classes;
+  int group;
+  int threads;
+};
+
+// Host: the first shape that serves C (the spec ends every table with one
+// that serves any C; the generator checks it).
+template <int N>
+static inline xent_row_shape xent_pick_shape(const xent_row_shape (&shapes)[N], int64_t C) {
+  for (int i = 0; i < N - 1; ++i)
+    if (C <= shapes[i].classes) return shapes[i];
+  return shapes[N - 1];
 }
 
-// Host: blocks for `work` blocks' worth of rows, capped at 65536: that fills
-// any GPU many times over (an H100 holds ~4K resident blocks), and past it
-// the row loops grid-stride (the emulator tests cover both).
-static inline unsigned xent_grid_blocks(int64_t work) { return (unsigned)(work < 65536 ? work : 65536); }
+// Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
+// grid-stride. On a GPU the cap, 65536, fills any device many times over
+// (an H100 holds ~4K resident blocks). Under the emulator it is 3, so every
+// test with more than three tiles runs the grid-stride path.
+#if defined(XENT_EMU)
+#define XENT_MAX_GRID 3
+#else
+#define XENT_MAX_GRID 65536
+#endif
+static inline unsigned xent_grid_blocks(int64_t tiles) { return (unsigned)(tiles < XENT_MAX_GRID ? tiles : XENT_MAX_GRID); }
 
-// Launches kernel<false> (a block per row) when the class axis is
-// contiguous, else kernel<true> (a thread per row); nothing for no rows.
-#define XENT_LAUNCH_ROWS(kernel, args, row_threads, column_threads, stream)                                        \
+// Launches kernel<false>(args, group) in the shape `shapes` picks for C when
+// the class axis is contiguous, else kernel<true>(args, 1) with a thread per
+// row in blocks of column_threads; nothing for no rows.
+#define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                              \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      XENT_LAUNCH(kernel<false>, dim3(xent_grid_blocks((args).rows)),                                             \
-                  dim3(xent_row_block_threads((args).classes, (row_threads))), 0, (stream), (args));              \
+      const xent_row_shape shape_ = xent_pick_shape((shapes), (args).classes);                                    \
+      const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                 \
+      XENT_LAUNCH(kernel<false>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)), dim3(shape_.threads), \
+                  0, (stream), (args), shape_.group);                                                             \
     } else if ((args).rows > 0) {                                                                                 \
       XENT_LAUNCH(kernel<true>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
-                  dim3(column_threads), 0, (stream), (args));                                                     \
+                  dim3(column_threads), 0, (stream), (args), 1);                                                  \
     }                                                                                                             \
   } while (0)
 
@@ -262,4 +288,36 @@ XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
     b += scratch[XENT_MAX_WARPS + w];
   }
   __syncthreads();
+}
+
+// The reductions of one row's `group` threads (xent_rows): shuffles within
+// the warp for a group up to the warp's width, the block-wide reductions
+// above for a whole block. group is the same in every thread of a block, so
+// the block-wide branch is taken by all of them. A group of 1 (a thread per
+// row) reduces nothing.
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_group_reduce(A& m, A& s, A& a, A& b, int64_t group, Scratch scratch) {
+  if (group > XENT_WARP) {
+    xent_block_reduce(m, s, a, b, scratch);
+    return;
+  }
+  for (int offset = (int)group / 2; offset > 0; offset /= 2) {
+    const A m2 = xent_shfl_xor(m, offset);
+    const A s2 = xent_shfl_xor(s, offset);
+    xent_online_merge(m, s, m2, s2);
+    a += xent_shfl_xor(a, offset);
+    b += xent_shfl_xor(b, offset);
+  }
+}
+
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_group_sum2(A& a, A& b, int64_t group, Scratch scratch) {
+  if (group > XENT_WARP) {
+    xent_block_sum2(a, b, scratch);
+    return;
+  }
+  for (int offset = (int)group / 2; offset > 0; offset /= 2) {
+    a += xent_shfl_xor(a, offset);
+    b += xent_shfl_xor(b, offset);
+  }
 }
