@@ -6,8 +6,10 @@
 #   bench/run_gpu.sh --prebuilt DIR  # or takes what `bench/run_gpu.sh --build-only DIR` built elsewhere
 #
 # It runs the GPU test suite (//tests:gpu_test: every CUDA variant against
-# the reference, determinism, CUDA graphs, the split vocabulary, NCCL), then
-# the benchmark, and writes bench/results/<date>-<gpu>.{json,png,log}.
+# the reference, determinism, CUDA graphs, the split vocabulary, NCCL; and
+# //tests:gpu_hip_on_cuda_test: the same for every HIP variant, run on the
+# NVIDIA GPU through runtime/hip_on_cuda), then the benchmark, and writes
+# bench/results/<date>-<gpu>.{json,png,log}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,10 +22,12 @@ case "${1:-}" in
 esac
 
 if [ -z "$prebuilt" ]; then
-  ./bazelw build --config=cuda //runtime:libxent_shared.so //bench:libxent_roofline.so //tests:gpu_test
+  ./bazelw build --config=cuda //runtime:libxent_shared.so //bench:libxent_roofline.so //tests:gpu_test \
+    //tests:gpu_hip_on_cuda_test
   prebuilt=$(mktemp -d)
   cp bazel-bin/runtime/libxent_shared.so bazel-bin/bench/libxent_roofline.so bazel-bin/tests/gpu_test \
-     bazel-bin/gen/cuda/manifest.tsv "$prebuilt"/
+     bazel-bin/tests/gpu_hip_on_cuda_test bazel-bin/gen/cuda/manifest.tsv "$prebuilt"/
+  cp bazel-bin/gen/hip/manifest.tsv "$prebuilt/hip_manifest.tsv"
   git rev-parse HEAD > "$prebuilt/commit" 2>/dev/null || echo unknown > "$prebuilt/commit"
   if [ -n "$build_only" ]; then
     mkdir -p "$build_only" && cp "$prebuilt"/* "$build_only"/ && chmod u+w "$build_only"/*
@@ -45,6 +49,8 @@ exec > >(tee "$out.log") 2>&1
 status=0
 echo "== gpu_test"
 "$prebuilt/gpu_test" "$prebuilt/manifest.tsv" || status=1
+echo "== gpu_hip_on_cuda_test"
+"$prebuilt/gpu_hip_on_cuda_test" "$prebuilt/hip_manifest.tsv" || status=1
 echo "== bench"
 XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench.py --lib "$prebuilt/libxent_shared.so" \
   --roofline "$prebuilt/libxent_roofline.so" --out "$out" ${BENCH_GROUPS:+--groups "$BENCH_GROUPS"} || status=1

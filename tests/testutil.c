@@ -11,6 +11,15 @@
 
 #ifdef XENT_TEST_CUDA
 #include <cuda_runtime_api.h>
+
+/* Buffers of a CUDA handle, or of a HIP handle running on the NVIDIA GPU
+   through runtime/hip_on_cuda, are cudart allocations. */
+static int tu_on_gpu(xent_backend_kind kind) {
+#ifdef XENT_TEST_HIP_ON_CUDA
+  if (kind == XENT_BACKEND_HIP) return 1;
+#endif
+  return kind == XENT_BACKEND_CUDA;
+}
 #endif
 
 size_t tu_dtype_bytes(xent_dtype dtype) { return dtype == XENT_F64 ? 8 : dtype == XENT_F32 ? 4 : 2; }
@@ -177,7 +186,7 @@ double tu_max_error(xent_dtype dtype, const void* got, const double* want, int64
 void* tu_alloc(xent_backend_kind kind, size_t bytes) {
   if (bytes == 0) bytes = 1;
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) {
+  if (tu_on_gpu(kind)) {
     void* p = NULL;
     if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
     cudaMemset(p, 0, bytes);
@@ -190,7 +199,7 @@ void* tu_alloc(xent_backend_kind kind, size_t bytes) {
 
 void tu_free(xent_backend_kind kind, void* p) {
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) {
+  if (tu_on_gpu(kind)) {
     cudaFree(p);
     return;
   }
@@ -201,7 +210,7 @@ void tu_free(xent_backend_kind kind, void* p) {
 
 void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) {
+  if (tu_on_gpu(kind)) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
     return;
   }
@@ -212,7 +221,7 @@ void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t byt
 
 void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) {
+  if (tu_on_gpu(kind)) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
     return;
   }
@@ -223,7 +232,7 @@ void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes
 
 void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) {
+  if (tu_on_gpu(kind)) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
     return;
   }
@@ -234,7 +243,7 @@ void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
 
 void tu_sync(xent_backend_kind kind) {
 #ifdef XENT_TEST_CUDA
-  if (kind == XENT_BACKEND_CUDA) cudaDeviceSynchronize();
+  if (tu_on_gpu(kind)) cudaDeviceSynchronize();
 #endif
   (void)kind;
 }

@@ -1,0 +1,45 @@
+/* HIP-on-CUDA, device side: compiles the HIP rendering of the kernels
+   (gen:hip, XENT_WARP = 64) with nvcc for an NVIDIA GPU. Launches are CUDA
+   launches; the one real difference is the wavefront: HIP's kernels shuffle
+   across 64 lanes, an NVIDIA warp has 32. A 64-lane wavefront is emulated as
+   a pair of warps (threads 64k .. 64k+63 of a block): a shuffle whose lanes
+   stay within 32 is the warp's own shuffle; the xor-32 step exchanges
+   between the two warps through shared memory and block barriers.
+
+   The rule this costs: a width-64 shuffle with lane mask 32 must be reached
+   by every thread of the block, the same number of times (it contains
+   __syncthreads). xent's kernels keep it: every row loop is uniform across
+   the block (xent_device.h's row walk), and wavefront shuffles appear only
+   in the row reductions. Blocks are whole wavefronts (the spec's tune
+   statement checks it for hip), at most 1024 threads, one-dimensional. */
+#ifndef XENT_HIP_ON_CUDA_RUNTIME_H
+#define XENT_HIP_ON_CUDA_RUNTIME_H
+
+#include <cuda_runtime.h>
+
+#include "hip/hip_runtime_api.h"
+
+#define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...) \
+  kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+
+#define XENT_HIP_ON_CUDA_WAVE 64
+
+// The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's value.
+// The first barrier lets every thread finish reading the previous exchange.
+__device__ __forceinline__ double xent_hip_on_cuda_exchange32(double v) {
+  __shared__ double wave_pairs[1024];
+  __syncthreads();
+  wave_pairs[threadIdx.x] = v;
+  __syncthreads();
+  return wave_pairs[threadIdx.x ^ 32];
+}
+
+// HIP's __shfl_xor(var, lane_mask, width = 64) on 32-lane warps. Doubles
+// pass through the exchange exactly; floats widen to double and back.
+template <typename T>
+__device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = XENT_HIP_ON_CUDA_WAVE) {
+  if (lane_mask >= 32 && width > 32) return (T)xent_hip_on_cuda_exchange32((double)v);
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width < 32 ? width : 32);
+}
+
+#endif
