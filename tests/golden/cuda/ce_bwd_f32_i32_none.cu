@@ -67,16 +67,14 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const xent_row_walk walk = xent_rows<kColumn>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
-    // A slot past the last row goes through the tile (its group's shuffles
-    // and the block's barriers need every thread) on the last row's label,
-    // walking no classes (width 0) and storing nothing.
-    const bool live = tile + walk.slot < rows;
-    const int64_t row = live ? tile + walk.slot : rows - 1;
-    const int64_t width = live ? C : 0;
-    const bool lead = live && lane == 0;  // stores the row's scalars
+    // A slot past the last row (live false) reads the last row's label,
+    // walks no classes and stores nothing (xent_tile_slot).
+    const xent_slot at = xent_tile_slot(walk, tile, rows, C);
+    const int64_t row = at.row, width = at.width;
+    const bool lead = at.live && lane == 0;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 157 "templates/cross_entropy.tmpl"
+#line 155 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -88,16 +86,16 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 251 "templates/cross_entropy.tmpl"
+#line 249 "templates/cross_entropy.tmpl"
     // The lse saved by the forward pass; for a vocabulary-parallel call,
     // combined from every slice's statistics (a.gathered).
     float lse, sum_a = 0, sum_b = 0;
     if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
     else lse = ((const float*)a.lse_in)[row];
     (void)sum_a, (void)sum_b;
-#line 268 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 281 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -105,46 +103,46 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 289 "templates/cross_entropy.tmpl"
+#line 287 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 296 "templates/cross_entropy.tmpl"
+#line 294 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 298 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 303 "templates/cross_entropy.tmpl"
+#line 301 "templates/cross_entropy.tmpl"
     // In place (grad == x) is safe: each element is read, then written, by
     // the one thread that owns it.
     xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, float raw) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 309 "templates/cross_entropy.tmpl"
+#line 307 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 316 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 329 "templates/cross_entropy.tmpl"
+#line 327 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 333 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 338 "templates/cross_entropy.tmpl"
+#line 336 "templates/cross_entropy.tmpl"
       ((float*)a.grad)[e] = xent_store_f32(dx);
     });
-#line 341 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 422 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {-1, 0, 512}};
@@ -152,13 +150,13 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 443 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 447 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 459 "templates/cross_entropy.tmpl"
+#line 457 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 464 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -69,16 +69,14 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const xent_row_walk walk = xent_rows<kColumn>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
-    // A slot past the last row goes through the tile (its group's shuffles
-    // and the block's barriers need every thread) on the last row's label,
-    // walking no classes (width 0) and storing nothing.
-    const bool live = tile + walk.slot < rows;
-    const int64_t row = live ? tile + walk.slot : rows - 1;
-    const int64_t width = live ? C : 0;
-    const bool lead = live && lane == 0;  // stores the row's scalars
+    // A slot past the last row (live false) reads the last row's label,
+    // walks no classes and stores nothing (xent_tile_slot).
+    const xent_slot at = xent_tile_slot(walk, tile, rows, C);
+    const int64_t row = at.row, width = at.width;
+    const bool lead = at.live && lane == 0;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 157 "templates/cross_entropy.tmpl"
+#line 155 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -90,11 +88,11 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 171 "templates/cross_entropy.tmpl"
+#line 169 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
-#line 175 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
@@ -102,47 +100,47 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 187 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 189 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
     });
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     const float lse = m + xent_log(s);
-#line 193 "templates/cross_entropy.tmpl"
+#line 191 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (lse, a, b); over the
       // slices, the row's loss is lse*sum(a) - sum(b) (+ z*lse^2).
       float* st = (float*)a.shard_stats + 3 * row;
       st[0] = lse;
-#line 202 "templates/cross_entropy.tmpl"
+#line 200 "templates/cross_entropy.tmpl"
       float b = here ? (weights ? weights[y] : float(1)) * xy : float(0);
-#line 204 "templates/cross_entropy.tmpl"
+#line 202 "templates/cross_entropy.tmpl"
       if (smoothing) b = (1 - eps) * b + eps / float(CT) * sum_a;
-#line 206 "templates/cross_entropy.tmpl"
+#line 204 "templates/cross_entropy.tmpl"
       st[1] = 0;  // the combine knows a from the label and the weights
       st[2] = b;
-#line 209 "templates/cross_entropy.tmpl"
+#line 207 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 220 "templates/cross_entropy.tmpl"
+#line 218 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 226 "templates/cross_entropy.tmpl"
+#line 224 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 229 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 231 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 236 "templates/cross_entropy.tmpl"
+#line 234 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 240 "templates/cross_entropy.tmpl"
+#line 238 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -152,22 +150,22 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
       }
     }
-#line 341 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 345 "templates/cross_entropy.tmpl"
+#line 343 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (lse, a, b), stored
 // rank by rank in a.gathered as [shards][rows][3]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 350 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 352 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 356 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 358 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss;
   const bool smoothing = eps != float(0);
@@ -175,7 +173,7 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     float lse, sum_a, sum_b;
     xent_gathered_row((const float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-#line 372 "templates/cross_entropy.tmpl"
+#line 370 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -184,24 +182,24 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
       if (in_range) {
         row_weight = (weights ? weights[y] : float(1));
         float k = row_weight;  // the global sum(a): the coefficient of lse
-#line 381 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
         if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
-#line 383 "templates/cross_entropy.tmpl"
+#line 381 "templates/cross_entropy.tmpl"
         l = k * lse - sum_b;
-#line 385 "templates/cross_entropy.tmpl"
+#line 383 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 387 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 392 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 399 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -214,15 +212,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 414 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 418 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 422 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {65536, 0, 512}, {-1, 0, 1024}};
@@ -230,18 +228,18 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 430 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 443 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 447 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 451 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -249,8 +247,8 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 462 "templates/cross_entropy.tmpl"
+#line 460 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 464 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -69,16 +69,14 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   const xent_row_walk walk = xent_rows<kColumn>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
-    // A slot past the last row goes through the tile (its group's shuffles
-    // and the block's barriers need every thread) on the last row's label,
-    // walking no classes (width 0) and storing nothing.
-    const bool live = tile + walk.slot < rows;
-    const int64_t row = live ? tile + walk.slot : rows - 1;
-    const int64_t width = live ? C : 0;
-    const bool lead = live && lane == 0;  // stores the row's scalars
+    // A slot past the last row (live false) reads the last row's label,
+    // walks no classes and stores nothing (xent_tile_slot).
+    const xent_slot at = xent_tile_slot(walk, tile, rows, C);
+    const int64_t row = at.row, width = at.width;
+    const bool lead = at.live && lane == 0;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 157 "templates/cross_entropy.tmpl"
+#line 155 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -90,11 +88,11 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 171 "templates/cross_entropy.tmpl"
+#line 169 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
-#line 175 "templates/cross_entropy.tmpl"
+#line 173 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
@@ -102,36 +100,36 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
       xent_online_add(m, s, xj);
-#line 187 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 189 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
     });
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     const float lse = m + xent_log(s);
-#line 211 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 220 "templates/cross_entropy.tmpl"
+#line 218 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 226 "templates/cross_entropy.tmpl"
+#line 224 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 229 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 231 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 236 "templates/cross_entropy.tmpl"
+#line 234 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 268 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 281 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -139,49 +137,49 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 289 "templates/cross_entropy.tmpl"
+#line 287 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 296 "templates/cross_entropy.tmpl"
+#line 294 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 298 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 303 "templates/cross_entropy.tmpl"
+#line 301 "templates/cross_entropy.tmpl"
     // In place (grad == x) is safe: each element is read, then written, by
     // the one thread that owns it.
     xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 309 "templates/cross_entropy.tmpl"
+#line 307 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 316 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 329 "templates/cross_entropy.tmpl"
+#line 327 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 333 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 335 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 338 "templates/cross_entropy.tmpl"
+#line 336 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_f16(dx);
     });
-#line 341 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 399 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -194,13 +192,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 412 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 418 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 422 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {-1, 0, 512}};
@@ -208,15 +206,15 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 443 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 447 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 459 "templates/cross_entropy.tmpl"
+#line 457 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 462 "templates/cross_entropy.tmpl"
+#line 460 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 464 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -75,6 +75,24 @@ XENT_DEVICE xent_row_walk xent_rows(int group) {
   return w;
 }
 
+// The row of this thread's slot in the tile that starts at row `tile`. A
+// slot past the last row still goes through the tile (its group's shuffles
+// and the block's barriers need every thread), on the last row and walking
+// no classes (width 0); `live` is false and must guard its stores.
+struct xent_slot {
+  bool live;
+  int64_t row;
+  int64_t width;  // the classes this thread's row loops walk: C, or 0
+};
+
+XENT_DEVICE xent_slot xent_tile_slot(const xent_row_walk& w, int64_t tile, int64_t rows, int64_t C) {
+  xent_slot at;
+  at.live = tile + w.slot < rows;
+  at.row = at.live ? tile + w.slot : rows - 1;
+  at.width = at.live ? C : 0;
+  return at;
+}
+
 // With inner == 1 (a compile-time 1 in the block-per-row shape) this is row * C.
 XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
   return (row / inner) * C * inner + row % inner;
@@ -227,19 +245,35 @@ XENT_DEVICE void xent_gathered_row(const A* g, int64_t rows, int shards, int64_t
   lse = m + xent_log(s);
 }
 
-// Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
-// same tree every run: bitwise reproducible). Every thread of the block must
-// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS
-// (a __shared__ array, or the emulator's checked view of one).
-template <typename A, typename Scratch>
-XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
-  for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
+// Butterfly reduction of (m, s) and two plain sums over aligned groups of
+// `width` lanes (a power of two up to the warp), in a fixed order: every
+// lane gets its group's result. Every lane of the warp must call it.
+template <typename A>
+XENT_DEVICE void xent_lanes_reduce(A& m, A& s, A& a, A& b, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
     const A m2 = xent_shfl_xor(m, offset);
     const A s2 = xent_shfl_xor(s, offset);
     xent_online_merge(m, s, m2, s2);
     a += xent_shfl_xor(a, offset);
     b += xent_shfl_xor(b, offset);
   }
+}
+
+template <typename A>
+XENT_DEVICE void xent_lanes_sum2(A& a, A& b, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    a += xent_shfl_xor(a, offset);
+    b += xent_shfl_xor(b, offset);
+  }
+}
+
+// Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
+// same tree every run: bitwise reproducible). Every thread of the block must
+// call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS
+// (a __shared__ array, or the emulator's checked view of one).
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
+  xent_lanes_reduce(m, s, a, b, XENT_WARP);
   const int warp = (int)(threadIdx.x / XENT_WARP);
   const int lane = (int)(threadIdx.x % XENT_WARP);
   const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
@@ -266,10 +300,7 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
 // Block-wide sum of two values in a fixed order; every thread gets the result.
 template <typename A, typename Scratch>
 XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
-  for (int offset = XENT_WARP / 2; offset > 0; offset /= 2) {
-    a += xent_shfl_xor(a, offset);
-    b += xent_shfl_xor(b, offset);
-  }
+  xent_lanes_sum2(a, b, XENT_WARP);
   const int warp = (int)(threadIdx.x / XENT_WARP);
   const int lane = (int)(threadIdx.x % XENT_WARP);
   const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
@@ -294,27 +325,12 @@ XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
 // row) reduces nothing.
 template <typename A, typename Scratch>
 XENT_DEVICE void xent_group_reduce(A& m, A& s, A& a, A& b, int64_t group, Scratch scratch) {
-  if (group > XENT_WARP) {
-    xent_block_reduce(m, s, a, b, scratch);
-    return;
-  }
-  for (int offset = (int)group / 2; offset > 0; offset /= 2) {
-    const A m2 = xent_shfl_xor(m, offset);
-    const A s2 = xent_shfl_xor(s, offset);
-    xent_online_merge(m, s, m2, s2);
-    a += xent_shfl_xor(a, offset);
-    b += xent_shfl_xor(b, offset);
-  }
+  if (group > XENT_WARP) xent_block_reduce(m, s, a, b, scratch);
+  else xent_lanes_reduce(m, s, a, b, (int)group);
 }
 
 template <typename A, typename Scratch>
 XENT_DEVICE void xent_group_sum2(A& a, A& b, int64_t group, Scratch scratch) {
-  if (group > XENT_WARP) {
-    xent_block_sum2(a, b, scratch);
-    return;
-  }
-  for (int offset = (int)group / 2; offset > 0; offset /= 2) {
-    a += xent_shfl_xor(a, offset);
-    b += xent_shfl_xor(b, offset);
-  }
+  if (group > XENT_WARP) xent_block_sum2(a, b, scratch);
+  else xent_lanes_sum2(a, b, (int)group);
 }
