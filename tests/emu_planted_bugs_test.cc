@@ -2,8 +2,10 @@
 // to stay quiet on the corrected kernel: a missing __syncthreads, a divergent
 // barrier, a barrier some threads skip, an out-of-range shared index,
 // lockstep-reliant warp code, a shuffle with an exited lane, a deadlock
-// between a shuffle and a barrier, and launch configurations the hardware
-// refuses. Also checks the semantics of shuffles and votes on 32- and 64-lane
+// between a shuffle and a barrier, launch configurations the hardware
+// refuses, and in thread-block clusters: distributed shared memory read
+// before the cluster sync that orders it, read from a block that has exited,
+// and a cluster sync some threads skip. Also checks the semantics of shuffles and votes on 32- and 64-lane
 // warps. Kernels are written as CUDA/HIP code and compiled against
 // xent_emu.h, as the generated kernels are.
 #include <stdio.h>
@@ -164,6 +166,41 @@ __global__ void shuffles_hip(long long* out) {
   out[2 * 64 + lane] = __shfl((long long)lane * 10, 63);
 }
 
+// ---- thread-block clusters ---------------------------------------------------
+
+// Each block publishes rank + 1 and its dynamic shared memory's first word;
+// after a cluster sync each block's thread 0 adds up all ranks' values
+// through distributed shared memory, then all sync again so that no block exits while
+// another still reads its shared memory. `bug` drops one of the syncs (1:
+// the first, 2: the last) or makes one thread skip both (3).
+__global__ void cluster_sum(float* out, int bug) {
+  XENT_SHARED_ARRAY(float, part, 2);
+  XENT_DYNAMIC_SHARED(float, dyn);
+  const unsigned rank = xent_emu_cluster_rank(), k = xent_emu_cluster_size();
+  if (bug == 3 && threadIdx.x == 7 && rank == 1) return;
+  if (threadIdx.x == 0) {
+    part[0] = (float)(rank + 1);
+    dyn[0] = 10.0f * (float)(rank + 1);
+  }
+  if (bug != 1) xent_emu_cluster_sync(__FILE__, __LINE__);
+  float s = 0, d = 0;
+  for (unsigned r = 0; threadIdx.x == 0 && r < k; ++r) {
+    s += xent_emu::cluster_view(part, r)[0];
+    d += xent_emu::cluster_view(dyn, r)[0];
+  }
+  if (bug != 2) xent_emu_cluster_sync(__FILE__, __LINE__);
+  if (threadIdx.x == 0) {
+    out[2 * blockIdx.x] = s;
+    out[2 * blockIdx.x + 1] = d;
+  }
+}
+
+#define LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, ...)                                                     \
+  [&]() {                                                                                                            \
+    return XENT_EMU_LAUNCH_CLUSTER(kernel, 32, XENT_EMU_SMEM_CUDA_OPTIN, dim3 grid, dim3 block, smem, cluster, nullptr, \
+                                   __VA_ARGS__);                                                                     \
+  }
+
 int main() {
   std::vector<float> in(256), out(256);
   for (int i = 0; i < 256; ++i) in[i] = (float)(i % 7);
@@ -243,6 +280,22 @@ int main() {
   expect(conv[2] == 1.0f, "bf16 halfway rounds to even");
   expect(conv[3] == 1.0f + 4.0f / 256.0f, "bf16 halfway from odd rounds up");
   expect(isinf(conv[4]), "f16 65520 rounds to infinity");
+
+  std::vector<float> cl(16, -1.0f);
+  expect_clean("cluster sum", LAUNCH_CLUSTER(cluster_sum, (8), (64), 100000, 4, cl.data(), 0));
+  for (int b = 0; b < 8; ++b) {
+    expect(cl[2 * b] == 10.0f && cl[2 * b + 1] == 100.0f, "block " + std::to_string(b) + " sums its cluster's ranks");
+  }
+  expect_report("cluster: DSMEM before the sync", LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 4, cl.data(), 1),
+                {"cluster_sum", "race on part[0]", "of block (0,0,0) (another block of the cluster)", "no cluster sync"});
+  expect_report("cluster: exit before the sync", LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 4, cl.data(), 2),
+                {"cluster_sum", "has exited"});
+  expect_report("cluster: a thread skips the sync", LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 4, cl.data(), 3),
+                {"cluster_sum", "cluster sync not reached"});
+  expect_report("cluster: grid not whole clusters", LAUNCH_CLUSTER(cluster_sum, (6), (64), 64, 4, cl.data(), 0),
+                {"cluster_sum", "not a multiple"});
+  expect_report("cluster: over 8 blocks", LAUNCH_CLUSTER(cluster_sum, (16), (64), 64, 16, cl.data(), 0),
+                {"cluster_sum", "portable limit"});
 
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

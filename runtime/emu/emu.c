@@ -19,12 +19,16 @@
 #define MAX_THREADS_PER_BLOCK 1024
 #define MAX_SHARED_ALLOCS 32
 
-typedef enum fiber_state { F_RUNNABLE, F_BARRIER, F_WARP, F_DONE } fiber_state;
+typedef enum fiber_state { F_RUNNABLE, F_BARRIER, F_CLUSTER, F_WARP, F_DONE } fiber_state;
+
+struct block_state;
 
 typedef struct fiber {
   ucontext_t ctx;
+  struct block_state* blk;
   xent_emu_dim3 tid;
   int linear, warp, lane;
+  int gid; /* rank * threads + linear: unique within the cluster */
   fiber_state state;
   const char* file; /* where it waits */
   int line;
@@ -32,18 +36,24 @@ typedef struct fiber {
   xent_emu_warp_kind kind;
   uint64_t mask, value, result;
   int arg, width;
-  /* Synchronisation counts, for the race detector: block barriers passed,
-     and warp syncs (__syncwarp) passed. */
-  uint32_t bar, ws;
+  /* Synchronisation counts, for the race detector: block barriers passed
+     (a cluster sync is one too), warp syncs (__syncwarp) passed, and
+     cluster syncs passed. */
+  uint32_t bar, ws, cbar;
 } fiber;
 
 /* Per element of a shared allocation: the last writer and the two most
-   recent distinct readers, with their synchronisation counts at the time
-   (-1 = none). Two readers, because a writer is usually also the last reader
-   of the element it overwrites, which would hide everyone else's read. */
+   recent distinct readers (cluster-wide ids), with their synchronisation
+   counts at the time (-1 = none). Two readers, because a writer is usually
+   also the last reader of the element it overwrites, which would hide
+   everyone else's read. */
+typedef struct sync_stamp {
+  int32_t who;
+  uint32_t bar, ws, cbar;
+} sync_stamp;
+
 typedef struct access_record {
-  int32_t writer, reader, reader2;
-  uint32_t wbar, wws, rbar, rws, r2bar, r2ws;
+  sync_stamp writer, reader, reader2;
 } access_record;
 
 typedef struct shared_alloc {
@@ -52,28 +62,38 @@ typedef struct shared_alloc {
   int line;
   size_t count, elem_size;
   char* base;
+  int owned; /* base is malloc'd (the dynamic region is the block's own) */
   access_record* records;
 } shared_alloc;
 
-typedef struct launch_state {
-  const char* kernel;
-  int warp_size;
-  size_t smem_limit;
-  xent_emu_dim3 grid, block, block_idx;
-  size_t dynamic_smem;
-  void (*body)(void*);
-  void* ctx;
+/* One block of the running cluster: its threads, barrier and shared memory. */
+typedef struct block_state {
+  xent_emu_dim3 idx;
+  int rank; /* within the cluster */
   fiber* fibers;
-  char* stacks;
-  int threads;
-  fiber* current;
-  ucontext_t scheduler;
   int barrier_waiting;
   int live; /* threads of the block that have not exited */
   shared_alloc shared[MAX_SHARED_ALLOCS];
   int shared_count;
   size_t shared_used;
   char* dynamic;
+} block_state;
+
+typedef struct launch_state {
+  const char* kernel;
+  int warp_size;
+  size_t smem_limit;
+  xent_emu_dim3 grid, block;
+  size_t dynamic_smem;
+  unsigned cluster; /* blocks per cluster, along x; 1 = no clusters */
+  void (*body)(void*);
+  void* ctx;
+  block_state* blocks; /* the running cluster's, by rank */
+  char* stacks;
+  int threads; /* per block */
+  fiber* current;
+  ucontext_t scheduler;
+  int cluster_waiting; /* threads at a cluster sync */
   int failed;
 } launch_state;
 
@@ -88,7 +108,8 @@ static void record_error(const fiber* f, const char* fmt, va_list ap) {
   char where[256] = "";
   if (L) {
     char b[48], t[48];
-    format_dim(b, sizeof b, L->block_idx);
+    const block_state* blk = f ? f->blk : (L->current ? L->current->blk : L->blocks);
+    format_dim(b, sizeof b, blk->idx);
     if (f) {
       format_dim(t, sizeof t, f->tid);
       snprintf(where, sizeof where, "xent_emu: kernel %s, block %s, thread %s: ", L->kernel, b, t);
@@ -140,10 +161,12 @@ static fiber* self(const char* what) {
 }
 
 xent_emu_dim3 xent_emu_thread_idx(void) { return self("threadIdx")->tid; }
-xent_emu_dim3 xent_emu_block_idx(void) { return self("blockIdx"), L->block_idx; }
+xent_emu_dim3 xent_emu_block_idx(void) { return self("blockIdx")->blk->idx; }
 xent_emu_dim3 xent_emu_block_dim(void) { return self("blockDim"), L->block; }
 xent_emu_dim3 xent_emu_grid_dim(void) { return self("gridDim"), L->grid; }
 int xent_emu_warp_size(void) { return self("warpSize"), L->warp_size; }
+unsigned xent_emu_cluster_rank(void) { return (unsigned)self("cluster rank")->blk->rank; }
+unsigned xent_emu_cluster_size(void) { return self("cluster size"), L->cluster; }
 
 static void yield_to_scheduler(fiber* f) { swapcontext(&f->ctx, &L->scheduler); }
 
@@ -152,7 +175,16 @@ void xent_emu_syncthreads(const char* file, int line) {
   f->state = F_BARRIER;
   f->file = file;
   f->line = line;
-  L->barrier_waiting++;
+  f->blk->barrier_waiting++;
+  yield_to_scheduler(f);
+}
+
+void xent_emu_cluster_sync(const char* file, int line) {
+  fiber* f = self("cluster sync");
+  f->state = F_CLUSTER;
+  f->file = file;
+  f->line = line;
+  L->cluster_waiting++;
   yield_to_scheduler(f);
 }
 
@@ -227,7 +259,7 @@ static int shuffle_source(const fiber* f) {
 /* Completes the warp operation lane `f` waits in, if every lane of its mask
    has arrived at the same operation. Returns 1 if completed. */
 static int try_complete_warp_op(fiber* f) {
-  fiber* warp = L->fibers + f->warp * L->warp_size;
+  fiber* warp = f->blk->fibers + f->warp * L->warp_size;
   const int n = lanes_in_warp(f->warp);
   for (int i = 0; i < n; ++i) {
     if (!(f->mask >> i & 1)) continue;
@@ -280,11 +312,11 @@ static int try_complete_warp_op(fiber* f) {
 
 /* ---- barriers ----------------------------------------------------------- */
 
-static void try_complete_barrier(void) {
-  if (L->barrier_waiting == 0 || L->barrier_waiting < L->live) return;
+static void try_complete_barrier(block_state* b) {
+  if (b->barrier_waiting == 0 || b->barrier_waiting < b->live) return;
   const fiber* first = NULL;
   for (int i = 0; i < L->threads; ++i) {
-    fiber* g = &L->fibers[i];
+    fiber* g = &b->fibers[i];
     if (g->state != F_BARRIER) continue;
     if (!first) {
       first = g;
@@ -297,29 +329,86 @@ static void try_complete_barrier(void) {
     }
   }
   for (int i = 0; i < L->threads; ++i) {
-    fiber* g = &L->fibers[i];
+    fiber* g = &b->fibers[i];
     if (g->state == F_BARRIER) {
       g->state = F_RUNNABLE;
       g->bar++;
     }
   }
-  L->barrier_waiting = 0;
+  b->barrier_waiting = 0;
+}
+
+/* A cluster sync completes when every live thread of every block of the
+   cluster waits at it, all at one site. It orders everything before it in
+   any block of the cluster before everything after it, so it counts as a
+   block barrier too. */
+static int cluster_live(void) {
+  int n = 0;
+  for (unsigned r = 0; r < L->cluster; ++r) n += L->blocks[r].live;
+  return n;
+}
+
+static void try_complete_cluster_sync(void) {
+  if (L->cluster_waiting == 0 || L->cluster_waiting < cluster_live()) return;
+  const fiber* first = NULL;
+  for (unsigned r = 0; r < L->cluster; ++r) {
+    for (int i = 0; i < L->threads; ++i) {
+      fiber* g = &L->blocks[r].fibers[i];
+      if (g->state != F_CLUSTER) continue;
+      if (!first) {
+        first = g;
+      } else if (g->line != first->line || strcmp(g->file, first->file) != 0) {
+        char t[48], b[48];
+        format_dim(t, sizeof t, first->tid);
+        format_dim(b, sizeof b, first->blk->idx);
+        fail_block(g, "divergent cluster sync: this thread waits at %s:%d, thread %s of block %s at %s:%d", g->file,
+                   g->line, t, b, first->file, first->line);
+        return;
+      }
+    }
+  }
+  for (unsigned r = 0; r < L->cluster; ++r) {
+    for (int i = 0; i < L->threads; ++i) {
+      fiber* g = &L->blocks[r].fibers[i];
+      if (g->state == F_CLUSTER) {
+        g->state = F_RUNNABLE;
+        g->bar++;
+        g->cbar++;
+      }
+    }
+  }
+  L->cluster_waiting = 0;
 }
 
 /* A thread exited: nobody may wait for it. */
 static void check_exit(fiber* f) {
-  if (L->barrier_waiting > 0) {
+  block_state* b = f->blk;
+  if (b->barrier_waiting > 0) {
     for (int i = 0; i < L->threads; ++i) {
-      const fiber* g = &L->fibers[i];
+      const fiber* g = &b->fibers[i];
       if (g->state != F_BARRIER) continue;
       char t[48];
       format_dim(t, sizeof t, g->tid);
       fail_block(f, "barrier not reached by every thread: this thread exited while thread %s (and %d in all) waits at "
-                 "__syncthreads() %s:%d", t, L->barrier_waiting, g->file, g->line);
+                 "__syncthreads() %s:%d", t, b->barrier_waiting, g->file, g->line);
       return;
     }
   }
-  fiber* warp = L->fibers + f->warp * L->warp_size;
+  if (L->cluster_waiting > 0) {
+    for (unsigned r = 0; r < L->cluster; ++r) {
+      for (int i = 0; i < L->threads; ++i) {
+        const fiber* g = &L->blocks[r].fibers[i];
+        if (g->state != F_CLUSTER) continue;
+        char t[48], bl[48];
+        format_dim(t, sizeof t, g->tid);
+        format_dim(bl, sizeof bl, g->blk->idx);
+        fail_block(f, "cluster sync not reached by every thread: this thread exited while thread %s of block %s (and "
+                   "%d in all) waits at %s:%d", t, bl, L->cluster_waiting, g->file, g->line);
+        return;
+      }
+    }
+  }
+  fiber* warp = b->fibers + f->warp * L->warp_size;
   for (int i = 0; i < lanes_in_warp(f->warp); ++i) {
     if (warp[i].state == F_WARP && (warp[i].mask >> f->lane & 1)) {
       try_complete_warp_op(&warp[i]); /* reports the inactive lane */
@@ -329,106 +418,191 @@ static void check_exit(fiber* f) {
 }
 
 static void report_deadlock(void) {
-  for (int i = 0; i < L->threads; ++i) {
-    fiber* g = &L->fibers[i];
-    if (g->state != F_WARP) continue;
-    fiber* warp = L->fibers + g->warp * L->warp_size;
-    for (int j = 0; j < lanes_in_warp(g->warp); ++j) {
-      if ((g->mask >> j & 1) && warp[j].state == F_BARRIER) {
-        fail_block(g, "deadlock: %s at %s:%d waits for lane %d, which waits at __syncthreads() %s:%d",
-                   warp_op_name(g->kind), g->file, g->line, j, warp[j].file, warp[j].line);
-        return;
+  for (unsigned r = 0; r < L->cluster; ++r) {
+    for (int i = 0; i < L->threads; ++i) {
+      fiber* g = &L->blocks[r].fibers[i];
+      if (g->state != F_WARP) continue;
+      fiber* warp = L->blocks[r].fibers + g->warp * L->warp_size;
+      for (int j = 0; j < lanes_in_warp(g->warp); ++j) {
+        if ((g->mask >> j & 1) && (warp[j].state == F_BARRIER || warp[j].state == F_CLUSTER)) {
+          fail_block(g, "deadlock: %s at %s:%d waits for lane %d, which waits at %s %s:%d", warp_op_name(g->kind),
+                     g->file, g->line, j, warp[j].state == F_BARRIER ? "__syncthreads()" : "a cluster sync",
+                     warp[j].file, warp[j].line);
+          return;
+        }
       }
     }
   }
-  fail_block(NULL, "deadlock: no thread can make progress");
+  fail_block(NULL, "deadlock: no thread can make progress (a __syncthreads() and a cluster sync waiting on each "
+             "other, or a barrier some threads never reach)");
 }
 
 /* ---- shared memory -------------------------------------------------------- */
 
-void* xent_emu_shared(const char* name, const char* file, int line, size_t count, size_t elem_size) {
-  self("shared memory");
-  for (int i = 0; i < L->shared_count; ++i) {
-    shared_alloc* a = &L->shared[i];
+static void init_records(shared_alloc* a) {
+  a->records = malloc((a->count ? a->count : 1) * sizeof *a->records);
+  const sync_stamp none = {-1, 0, 0, 0};
+  for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){none, none, none};
+}
+
+/* Block b's allocation `name` at file:line, made on first use. Another
+   block of the cluster may reach it first (through xent_emu_cluster_shared):
+   on hardware a block's shared memory exists from its start. */
+static void* block_shared(block_state* b, const char* name, const char* file, int line, size_t count,
+                          size_t elem_size) {
+  for (int i = 0; i < b->shared_count; ++i) {
+    shared_alloc* a = &b->shared[i];
     if (a->line == line && strcmp(a->file, file) == 0 && strcmp(a->name, name) == 0) return a->base;
   }
-  if (L->shared_count == MAX_SHARED_ALLOCS) xent_emu_fail("more than %d shared arrays", MAX_SHARED_ALLOCS);
+  if (b->shared_count == MAX_SHARED_ALLOCS) xent_emu_fail("more than %d shared arrays", MAX_SHARED_ALLOCS);
   const size_t bytes = count * elem_size;
-  if (L->shared_used + bytes > L->smem_limit)
+  if (b->shared_used + bytes > L->smem_limit)
     xent_emu_fail("shared memory per block: %zu bytes (%s[%zu] at %s:%d on top of %zu) exceed the %zu-byte limit",
-                  L->shared_used + bytes, name, count, file, line, L->shared_used, L->smem_limit);
-  shared_alloc* a = &L->shared[L->shared_count++];
+                  b->shared_used + bytes, name, count, file, line, b->shared_used, L->smem_limit);
+  shared_alloc* a = &b->shared[b->shared_count++];
   a->name = name;
   a->file = file;
   a->line = line;
   a->count = count;
   a->elem_size = elem_size;
+  a->owned = 1;
   /* Garbage, as on hardware: a kernel that reads before writing sees it. */
   a->base = malloc(bytes ? bytes : 1);
   memset(a->base, 0xA5, bytes);
-  a->records = malloc((count ? count : 1) * sizeof *a->records);
-  for (size_t i = 0; i < count; ++i) a->records[i] = (access_record){-1, -1, -1, 0, 0, 0, 0, 0, 0};
-  L->shared_used += bytes;
+  init_records(a);
+  b->shared_used += bytes;
   return a->base;
+}
+
+void* xent_emu_shared(const char* name, const char* file, int line, size_t count, size_t elem_size) {
+  return block_shared(self("shared memory")->blk, name, file, line, count, elem_size);
 }
 
 void* xent_emu_dynamic_shared(size_t* bytes) {
   self("dynamic shared memory");
   if (bytes) *bytes = L->dynamic_smem;
-  return L->dynamic;
+  return L->current->blk->dynamic;
 }
 
-/* Whether an earlier access by thread `who` (with its counts then) happens
-   before the current thread's access. */
-static int ordered(const fiber* me, int32_t who, uint32_t bar, uint32_t ws) {
-  if (who < 0 || who == me->linear) return 1;
-  if (me->bar > bar) return 1;
-  return who / L->warp_size == me->warp && me->ws > ws;
+/* The dynamic region as an allocation of elem_size elements with race
+   records (its bytes were counted against the limit at launch). */
+static void* block_dynamic_checked(block_state* b, const char* name, size_t elem_size) {
+  for (int i = 0; i < b->shared_count; ++i) {
+    if (b->shared[i].base == b->dynamic) return b->dynamic;
+  }
+  if (b->shared_count == MAX_SHARED_ALLOCS) xent_emu_fail("more than %d shared arrays", MAX_SHARED_ALLOCS);
+  shared_alloc* a = &b->shared[b->shared_count++];
+  a->name = name;
+  a->file = "(dynamic)";
+  a->line = 0;
+  a->count = L->dynamic_smem / elem_size;
+  a->elem_size = elem_size;
+  a->owned = 0;
+  a->base = b->dynamic;
+  init_records(a);
+  return a->base;
+}
+
+void* xent_emu_dynamic_shared_checked(const char* name, size_t elem_size, size_t* count) {
+  fiber* f = self("dynamic shared memory");
+  if ((uintptr_t)f->blk->dynamic % elem_size != 0 && elem_size <= 16)
+    xent_emu_fail("dynamic shared memory is not aligned to %zu bytes", elem_size);
+  if (count) *count = L->dynamic_smem / elem_size;
+  return block_dynamic_checked(f->blk, name, elem_size);
+}
+
+/* The allocation holding `base`, in any block of the cluster, or NULL. */
+static shared_alloc* find_alloc(const void* base, block_state** owner) {
+  for (unsigned r = 0; r < L->cluster; ++r) {
+    block_state* b = &L->blocks[r];
+    for (int i = 0; i < b->shared_count; ++i) {
+      if (b->shared[i].base == base) {
+        if (owner) *owner = b;
+        return &b->shared[i];
+      }
+    }
+  }
+  return NULL;
+}
+
+void* xent_emu_cluster_shared(const void* base, unsigned rank) {
+  fiber* f = self("distributed shared memory");
+  if (rank >= L->cluster) xent_emu_fail("distributed shared memory: rank %u, but the cluster has %u blocks", rank, L->cluster);
+  block_state* mine = NULL;
+  shared_alloc* a = find_alloc(base, &mine);
+  if (!a || mine != f->blk) xent_emu_fail("distributed shared memory: the address is not this block's shared memory");
+  block_state* other = &L->blocks[rank];
+  if (other->live == 0) {
+    char b[48];
+    format_dim(b, sizeof b, other->idx);
+    xent_emu_fail("distributed shared memory: block %s (rank %u) has exited and its shared memory is gone (a cluster "
+                  "sync missing before the exit?)", b, rank);
+  }
+  if (a->owned) return block_shared(other, a->name, a->file, a->line, a->count, a->elem_size);
+  return block_dynamic_checked(other, a->name, a->elem_size);
+}
+
+/* Whether an earlier access by `then` happens before the current thread's
+   access: the same thread; a block barrier or cluster sync since (the
+   counts of a block's threads, and of a cluster's, move in step); or, in
+   the same warp, a __syncwarp since. */
+static int ordered(const fiber* me, sync_stamp then) {
+  if (then.who < 0 || then.who == me->gid) return 1;
+  if (then.who / L->threads != me->blk->rank) return me->cbar > then.cbar;
+  if (me->bar > then.bar) return 1;
+  return (then.who % L->threads) / L->warp_size == me->warp && me->ws > then.ws;
 }
 
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
   fiber* me = self("shared memory");
   if (index < 0 || index >= count)
     xent_emu_fail("shared array '%s' index %lld is out of range [0, %lld)", name, (long long)index, (long long)count);
-  shared_alloc* a = NULL;
-  for (int i = 0; i < L->shared_count && !a; ++i) {
-    if (L->shared[i].base == base) a = &L->shared[i];
+  block_state* owner = NULL;
+  shared_alloc* a = find_alloc(base, &owner);
+  if (!a) return; /* unchecked dynamic shared memory: bounds only */
+  if (owner != me->blk && owner->live == 0) {
+    char b[48];
+    format_dim(b, sizeof b, owner->idx);
+    xent_emu_fail("distributed shared memory: %s[%lld] of block %s, which has exited (a cluster sync missing before "
+                  "the exit?)", name, (long long)index, b);
   }
-  if (!a) return; /* dynamic shared memory: bounds only */
   access_record* r = &a->records[index];
-  if (!ordered(me, r->writer, r->wbar, r->wws)) {
-    xent_emu_fail("shared memory race on %s[%lld]: this thread %s it, thread %d wrote it with no __syncthreads() or "
-                  "__syncwarp() between", name, (long long)index, is_write ? "writes" : "reads", r->writer);
-  }
-  if (is_write) {
-    if (!ordered(me, r->reader, r->rbar, r->rws))
-      xent_emu_fail("shared memory race on %s[%lld]: this thread writes it, thread %d read it with no __syncthreads() "
-                    "or __syncwarp() between", name, (long long)index, r->reader);
-    if (!ordered(me, r->reader2, r->r2bar, r->r2ws))
-      xent_emu_fail("shared memory race on %s[%lld]: this thread writes it, thread %d read it with no __syncthreads() "
-                    "or __syncwarp() between", name, (long long)index, r->reader2);
-    r->writer = me->linear;
-    r->wbar = me->bar;
-    r->wws = me->ws;
-  } else {
-    if (r->reader != me->linear) {
-      r->reader2 = r->reader;
-      r->r2bar = r->rbar;
-      r->r2ws = r->rws;
+  const sync_stamp* bad = NULL;
+  const char* did = "wrote";
+  if (!ordered(me, r->writer)) bad = &r->writer;
+  else if (is_write && !ordered(me, r->reader)) bad = &r->reader, did = "read";
+  else if (is_write && !ordered(me, r->reader2)) bad = &r->reader2, did = "read";
+  if (bad) {
+    /* The other thread, and the sync that would have ordered the two. */
+    const int other_rank = bad->who / L->threads;
+    char who[160];
+    if (other_rank == me->blk->rank) {
+      snprintf(who, sizeof who, "thread %d", bad->who % L->threads);
+    } else {
+      char b[48];
+      format_dim(b, sizeof b, L->blocks[other_rank].idx);
+      snprintf(who, sizeof who, "thread %d of block %s (another block of the cluster)", bad->who % L->threads, b);
     }
-    r->reader = me->linear;
-    r->rbar = me->bar;
-    r->rws = me->ws;
+    xent_emu_fail("shared memory race on %s[%lld]: this thread %s it, %s %s it with no %s between", name,
+                  (long long)index, is_write ? "writes" : "reads", who, did,
+                  other_rank == me->blk->rank ? "__syncthreads() or __syncwarp()" : "cluster sync");
+  }
+  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  if (is_write) {
+    r->writer = now;
+  } else {
+    if (r->reader.who != me->gid) r->reader2 = r->reader;
+    r->reader = now;
   }
 }
 
-static void free_shared(void) {
-  for (int i = 0; i < L->shared_count; ++i) {
-    free(L->shared[i].base);
-    free(L->shared[i].records);
+static void free_shared(block_state* b) {
+  for (int i = 0; i < b->shared_count; ++i) {
+    if (b->shared[i].owned) free(b->shared[i].base);
+    free(b->shared[i].records);
   }
-  L->shared_count = 0;
-  L->shared_used = L->dynamic_smem;
+  b->shared_count = 0;
+  b->shared_used = L->dynamic_smem;
 }
 
 /* ---- launching ------------------------------------------------------------ */
@@ -440,50 +614,65 @@ static void fiber_main(void) {
   /* uc_link returns to the scheduler. */
 }
 
-/* Kept out of run_block: getcontext returns twice, and the compiler may not
+/* Kept out of run_cluster: getcontext returns twice, and the compiler may not
    keep a loop's variables in registers across it. */
-static void init_fiber(fiber* f, int i) {
-  const xent_emu_dim3 b = L->block;
+static void init_fiber(block_state* b, fiber* f, int i) {
+  const xent_emu_dim3 d = L->block;
   memset(f, 0, sizeof *f);
+  f->blk = b;
   f->linear = i;
-  f->tid = (xent_emu_dim3){(unsigned)i % b.x, (unsigned)(i / b.x) % b.y, (unsigned)(i / (b.x * b.y))};
+  f->gid = b->rank * L->threads + i;
+  f->tid = (xent_emu_dim3){(unsigned)i % d.x, (unsigned)(i / d.x) % d.y, (unsigned)(i / (d.x * d.y))};
   f->warp = i / L->warp_size;
   f->lane = i % L->warp_size;
   f->state = F_RUNNABLE;
   getcontext(&f->ctx);
-  f->ctx.uc_stack.ss_sp = L->stacks + (size_t)i * FIBER_STACK;
+  f->ctx.uc_stack.ss_sp = L->stacks + (size_t)f->gid * FIBER_STACK;
   f->ctx.uc_stack.ss_size = FIBER_STACK;
   f->ctx.uc_link = &L->scheduler;
   makecontext(&f->ctx, fiber_main, 0);
 }
 
-static int run_block(void) {
-  for (int i = 0; i < L->threads; ++i) init_fiber(&L->fibers[i], i);
-  L->barrier_waiting = 0;
-  L->live = L->threads;
-  free_shared();
-  memset(L->dynamic, 0xA5, L->dynamic_smem);
+/* Runs the blocks of one cluster (one block without clusters) together, as
+   the hardware co-schedules them. */
+static int run_cluster(xent_emu_dim3 first) {
+  for (unsigned r = 0; r < L->cluster; ++r) {
+    block_state* b = &L->blocks[r];
+    b->idx = (xent_emu_dim3){first.x + r, first.y, first.z};
+    b->rank = (int)r;
+    for (int i = 0; i < L->threads; ++i) init_fiber(b, &b->fibers[i], i);
+    b->barrier_waiting = 0;
+    b->live = L->threads;
+    free_shared(b);
+    memset(b->dynamic, 0xA5, L->dynamic_smem);
+  }
+  L->cluster_waiting = 0;
   for (;;) {
-    int ran = 0;
-    /* Highest thread first: code that assumes lane 0 runs ahead of the
-       others (lockstep) reads stale values, and the race detector says so. */
-    for (int i = L->threads - 1; i >= 0 && !L->failed; --i) {
-      fiber* f = &L->fibers[i];
-      if (f->state != F_RUNNABLE) continue;
-      L->current = f;
-      swapcontext(&L->scheduler, &f->ctx);
-      L->current = NULL;
-      ran = 1;
-      if (L->failed) break;
-      if (f->state == F_WARP) try_complete_warp_op(f);
-      else if (f->state == F_DONE) {
-        L->live--;
-        check_exit(f);
+    int ran = 0, live = 0;
+    for (unsigned r = 0; r < L->cluster && !L->failed; ++r) {
+      block_state* b = &L->blocks[r];
+      /* Highest thread first: code that assumes lane 0 runs ahead of the
+         others (lockstep) reads stale values, and the race detector says so. */
+      for (int i = L->threads - 1; i >= 0 && !L->failed; --i) {
+        fiber* f = &b->fibers[i];
+        if (f->state != F_RUNNABLE) continue;
+        L->current = f;
+        swapcontext(&L->scheduler, &f->ctx);
+        L->current = NULL;
+        ran = 1;
+        if (L->failed) break;
+        if (f->state == F_WARP) try_complete_warp_op(f);
+        else if (f->state == F_DONE) {
+          b->live--;
+          check_exit(f);
+        }
+        if (!L->failed) try_complete_barrier(b);
+        if (!L->failed) try_complete_cluster_sync();
       }
-      if (!L->failed) try_complete_barrier();
+      live += b->live;
     }
     if (L->failed) return 1;
-    if (L->live == 0) return 0;
+    if (live == 0) return 0;
     if (!ran) {
       report_deadlock();
       return 1;
@@ -492,7 +681,7 @@ static int run_block(void) {
 }
 
 static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 block, size_t dynamic_smem,
-                        size_t smem_limit) {
+                        size_t smem_limit, unsigned cluster) {
   char g[48], b[48];
   format_dim(g, sizeof g, grid);
   format_dim(b, sizeof b, block);
@@ -508,6 +697,12 @@ static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 bl
   else if (dynamic_smem > smem_limit) {
     snprintf(buf, sizeof buf, "%zu bytes of dynamic shared memory, the limit is %zu", dynamic_smem, smem_limit);
     why = buf;
+  } else if (cluster == 0 || cluster > XENT_EMU_MAX_CLUSTER) {
+    snprintf(buf, sizeof buf, "a cluster of %u blocks, the portable limit is %d", cluster, XENT_EMU_MAX_CLUSTER);
+    why = buf;
+  } else if (grid.x % cluster != 0) {
+    snprintf(buf, sizeof buf, "gridDim.x is not a multiple of the cluster's %u blocks", cluster);
+    why = buf;
   }
   if (!why) return 0;
   snprintf(message, sizeof message, "xent_emu: kernel %s: invalid launch configuration grid %s block %s: %s", kernel, g,
@@ -516,14 +711,15 @@ static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 bl
   return 1;
 }
 
-int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
-                    size_t dynamic_smem, void (*body)(void*), void* ctx) {
+int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                            xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
+                            void* ctx) {
   if (pending_error) return 1; /* sticky until collected */
   if (L) {
     fprintf(stderr, "xent_emu: launch of %s from inside a kernel\n", kernel);
     abort();
   }
-  if (check_config(kernel, grid, block, dynamic_smem, smem_limit)) return 1;
+  if (check_config(kernel, grid, block, dynamic_smem, smem_limit, cluster)) return 1;
   launch_state state;
   memset(&state, 0, sizeof state);
   state.kernel = kernel;
@@ -532,31 +728,44 @@ int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_e
   state.grid = grid;
   state.block = block;
   state.dynamic_smem = dynamic_smem;
+  state.cluster = cluster;
   state.body = body;
   state.ctx = ctx;
   state.threads = (int)(block.x * block.y * block.z);
-  state.fibers = calloc((size_t)state.threads, sizeof *state.fibers);
-  state.stacks = malloc((size_t)state.threads * FIBER_STACK);
-  state.dynamic = malloc(dynamic_smem ? dynamic_smem : 1);
-  L = &state;
+  state.blocks = calloc(cluster, sizeof *state.blocks);
+  state.stacks = malloc((size_t)cluster * (size_t)state.threads * FIBER_STACK);
   int rc = 0;
-  if (!state.fibers || !state.stacks || !state.dynamic) {
-    snprintf(message, sizeof message, "xent_emu: kernel %s: out of memory for %d fibers", kernel, state.threads);
-    pending_error = 1;
-    rc = 1;
+  if (!state.blocks || !state.stacks) rc = 1;
+  for (unsigned r = 0; r < cluster && !rc; ++r) {
+    block_state* b = &state.blocks[r];
+    b->fibers = calloc((size_t)state.threads, sizeof *b->fibers);
+    /* 16-byte aligned, like the hardware's dynamic shared memory. */
+    b->dynamic = aligned_alloc(16, (dynamic_smem + 15) / 16 * 16 + 16);
+    if (!b->fibers || !b->dynamic) rc = 1;
   }
+  if (rc) {
+    snprintf(message, sizeof message, "xent_emu: kernel %s: out of memory for %u x %d fibers", kernel, cluster,
+             state.threads);
+    pending_error = 1;
+  }
+  L = &state;
   for (unsigned z = 0; z < grid.z && !rc; ++z) {
     for (unsigned y = 0; y < grid.y && !rc; ++y) {
-      for (unsigned x = 0; x < grid.x && !rc; ++x) {
-        state.block_idx = (xent_emu_dim3){x, y, z};
-        rc = run_block();
-      }
+      for (unsigned x = 0; x < grid.x && !rc; x += cluster) rc = run_cluster((xent_emu_dim3){x, y, z});
     }
   }
-  free_shared();
-  free(state.fibers);
+  for (unsigned r = 0; state.blocks && r < cluster; ++r) {
+    free_shared(&state.blocks[r]);
+    free(state.blocks[r].fibers);
+    free(state.blocks[r].dynamic);
+  }
+  free(state.blocks);
   free(state.stacks);
-  free(state.dynamic);
   L = NULL;
   return rc;
+}
+
+int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
+                    size_t dynamic_smem, void (*body)(void*), void* ctx) {
+  return xent_emu_launch_cluster(kernel, warp_size, smem_limit, grid, block, dynamic_smem, 1, body, ctx);
 }

@@ -11,8 +11,14 @@
  * whose mask names a lane that has exited or waits elsewhere, a shared-memory
  * index out of range, a shared-memory race (an access not ordered after
  * another thread's by __syncthreads or __syncwarp), and launch
- * configurations that the hardware would refuse. The C++ side that kernels
- * see is xent_emu.h. */
+ * configurations that the hardware would refuse.
+ *
+ * Thread-block clusters (sm_90): the blocks of a cluster run together, meet
+ * at cluster syncs, and read and write each other's shared memory
+ * (distributed shared memory). It also reports a cluster sync that not every
+ * thread of the cluster reaches, an access to another block's shared memory
+ * not ordered by a cluster sync, and one to a block that has exited. The
+ * C++ side that kernels see is xent_emu.h. */
 #ifndef XENT_EMU_H
 #define XENT_EMU_H
 
@@ -32,12 +38,23 @@ typedef struct xent_emu_dim3 {
 #define XENT_EMU_SMEM_CUDA (48u * 1024u)
 #define XENT_EMU_SMEM_HIP (64u * 1024u)
 
+/* Blocks per cluster: the portable limit of sm_90. */
+#define XENT_EMU_MAX_CLUSTER 8
+/* Shared memory per block with the opt-in attribute on sm_90 (227 KiB). */
+#define XENT_EMU_SMEM_CUDA_OPTIN (227u * 1024u)
+
 /* Runs body(ctx) in every thread of every block. Returns 0, or non-zero with
    xent_emu_last_message() describing the first error. After an error that
    has not been collected by xent_emu_last_error(), launches do nothing (as
    a sticky device error). */
 int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
                     size_t dynamic_smem, void (*body)(void* ctx), void* ctx);
+
+/* The same with clusters of `cluster` blocks along x (gridDim.x must be a
+   multiple): the blocks of a cluster are co-scheduled. */
+int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                            xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
+                            void* ctx);
 
 /* Returns the pending error code (0 if none) and clears it. */
 int xent_emu_last_error(void);
@@ -50,6 +67,14 @@ xent_emu_dim3 xent_emu_block_idx(void);
 xent_emu_dim3 xent_emu_block_dim(void);
 xent_emu_dim3 xent_emu_grid_dim(void);
 int xent_emu_warp_size(void);
+/* The block's rank in its cluster, and the blocks per cluster (1 without). */
+unsigned xent_emu_cluster_rank(void);
+unsigned xent_emu_cluster_size(void);
+
+/* A cluster-wide barrier at file:line (cooperative_groups' cluster.sync()):
+   every thread of every block of the cluster. It orders shared-memory
+   accesses across the cluster, and within each block as __syncthreads. */
+void xent_emu_cluster_sync(const char* file, int line);
 
 /* __syncthreads() at file:line. */
 void xent_emu_syncthreads(const char* file, int line);
@@ -80,6 +105,12 @@ uint64_t xent_emu_warp_op(xent_emu_warp_kind kind, uint64_t mask, uint64_t value
 void* xent_emu_shared(const char* name, const char* site_file, int site_line, size_t count, size_t elem_size);
 /* The dynamic shared memory passed at launch (NULL if none). */
 void* xent_emu_dynamic_shared(size_t* bytes);
+/* The same, bounds- and race-checked as `count` elements of elem_size bytes
+   (xent_emu_shared_access applies to it). */
+void* xent_emu_dynamic_shared_checked(const char* name, size_t elem_size, size_t* count);
+/* The block of rank `rank`'s copy of this block's shared allocation at
+   `base` (cooperative_groups' cluster.map_shared_rank). */
+void* xent_emu_cluster_shared(const void* base, unsigned rank);
 
 /* Race bookkeeping for element `index` of the shared allocation `base`
    (returned by xent_emu_shared): reports an access that another thread's

@@ -92,13 +92,32 @@ class shared_array {
   shared_array(const char* name, const char* file, int line, int64_t count)
       : base_(static_cast<T*>(xent_emu_shared(name, file, line, (size_t)count, sizeof(T)))), count_(count),
         name_(name) {}
+  shared_array(T* base, int64_t count, const char* name) : base_(base), count_(count), name_(name) {}
   shared_ref<T> operator[](int64_t i) const { return shared_ref<T>(base_, i, count_, name_); }
+  T* base() const { return base_; }
+  int64_t count() const { return count_; }
+  const char* name() const { return name_; }
 
  private:
   T* base_;
   int64_t count_;
   const char* name_;
 };
+
+// The dynamic shared memory of the launch as an array of T, checked.
+template <typename T>
+shared_array<T> dynamic_array(const char* name) {
+  size_t count = 0;
+  T* base = static_cast<T*>(xent_emu_dynamic_shared_checked(name, sizeof(T), &count));
+  return shared_array<T>(base, (int64_t)count, name);
+}
+
+// Block `rank`'s copy of a shared array of this block (distributed shared
+// memory).
+template <typename T>
+shared_array<T> cluster_view(const shared_array<T>& a, unsigned rank) {
+  return shared_array<T>(static_cast<T*>(xent_emu_cluster_shared(a.base(), rank)), a.count(), a.name());
+}
 
 template <typename F>
 void run_body(void* ctx) {
@@ -111,14 +130,29 @@ int launch(const char* kernel, int warp, size_t smem_limit, dim3 grid, dim3 bloc
                          xent_emu_dim3{block.x, block.y, block.z}, smem, &run_body<F>, &body);
 }
 
+template <typename F>
+int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                   F body) {
+  return xent_emu_launch_cluster(kernel, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
+                                 xent_emu_dim3{block.x, block.y, block.z}, smem, cluster, &run_body<F>, &body);
+}
+
 }  // namespace xent_emu
 
 #define XENT_SHARED_ARRAY(T, name, n) const xent_emu::shared_array<T> name(#name, __FILE__, __LINE__, (n))
+// extern __shared__ T name[]: the launch's dynamic shared memory.
+#define XENT_DYNAMIC_SHARED(T, name) const xent_emu::shared_array<T> name = xent_emu::dynamic_array<T>(#name)
 
 // The launch runs to completion before it returns (the stream is ignored:
 // emulated launches are synchronous, which any stream order allows).
 #define XENT_EMU_LAUNCH(kernel, warp, smem_limit, grid, block, smem, stream, ...) \
   ((void)(stream), xent_emu::launch(#kernel, (warp), (smem_limit), (grid), (block), (smem), [&]() { kernel(__VA_ARGS__); }))
+
+// A launch in clusters of `cluster` blocks along x (cudaLaunchKernelEx with
+// a cluster dimension), co-scheduled.
+#define XENT_EMU_LAUNCH_CLUSTER(kernel, warp, smem_limit, grid, block, smem, cluster, stream, ...)          \
+  ((void)(stream), xent_emu::launch_cluster(#kernel, (warp), (smem_limit), (grid), (block), (smem), (cluster), \
+                                            [&]() { kernel(__VA_ARGS__); }))
 
 // CUDA's warp intrinsics (every lane of `mask` must take part).
 // The optional width argument, defaulting to the warp size.
