@@ -56,10 +56,28 @@ tune "cuda" {
   { classes = 2048, row_threads = 32, block = 256 },
   { row_threads = "block", block = 256 },
 }
--- The gradient kernels (fused, or from the saved lse) hold more per thread
--- than the 64 registers a 1024-thread block leaves: 512 at most.
+-- The fused kernels hold a long row on chip (on_chip: KiB of shared memory
+-- per block of a cluster of up to 8 blocks on sm_90), so that the gradient
+-- pass reads it from there rather than from memory again: 2 passes over the
+-- logits' bytes (in, out) instead of 3. 64 KiB a block leaves room for
+-- three blocks per SM; a 128K bf16 row takes a cluster of 4, f32 of 8.
+-- Rows that fit in no cluster (f32 past 128K classes), and devices without
+-- clusters past one block's share, take the last shape.
 tune "cuda" {
-  when = { op = { "bwd", "fwd_bwd" } },
+  when = { op = "fwd_bwd" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 262144, row_threads = "block", block = 512, on_chip = 64 },
+  { row_threads = "block", block = 512 },
+}
+-- The gradient from the saved lse holds more per thread than the 64
+-- registers a 1024-thread block leaves: 512 at most.
+tune "cuda" {
+  when = { op = "bwd" },
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },

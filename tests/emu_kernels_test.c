@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/emu/emu.h"
 #include "tests/testutil.h"
 
 int main(int argc, char** argv) {
@@ -50,6 +51,24 @@ int main(int argc, char** argv) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%s rendering: %d calls in %.1f s\n", argv[1], runs,
          (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  /* The on-chip shape (a row in shared memory across a thread-block
+     cluster) runs only where the spec's tune tables name it and a case's C
+     falls in it: say which cluster sizes ran, and for a whole CUDA run,
+     require the multi-block clusters (distributed shared memory) to have. */
+  unsigned long long clusters[XENT_EMU_MAX_CLUSTER + 1];
+  xent_emu_cluster_launch_counts(clusters);
+  unsigned long long multi = 0;
+  printf("cluster launches by blocks per cluster:");
+  for (int k = 1; k <= XENT_EMU_MAX_CLUSTER; k *= 2) {
+    printf(" %d: %llu", k, clusters[k]);
+    if (k > 1) multi += clusters[k];
+  }
+  printf("\n");
+  if (target == XENT_BACKEND_CUDA && argc == 3 && multi == 0) {
+    printf("FAIL: no launch ran the on-chip shape in a cluster of several blocks (specs/cross_entropy.lua's on_chip "
+           "shapes and the cases in tests/cases.c no longer meet)\n");
+    failures++;
+  }
   printf("%d passed, %d failed\n", runs - failures, failures);
   tu_free_manifest(keys, count);
   xent_destroy(h);

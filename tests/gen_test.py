@@ -129,6 +129,30 @@ class SpecErrors(unittest.TestCase):
     def test_tune_needs_strided(self):
         self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), 12, "missing strided")
 
+    def test_tune_on_chip_not_for_hip(self):
+        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, { row_threads = "block", block = 256 } }',
+                                         'tune "hip" { strided = 256, { classes = 9000, row_threads = "block", block = 256, '
+                                         'on_chip = 32 }, { row_threads = "block", block = 256 } }'),
+                   12, "shape 1: on_chip is not supported for hip (it needs thread-block clusters: cuda only)")
+
+    def test_tune_on_chip_needs_a_block_per_row(self):
+        self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", "row_threads = 4, block = 256, on_chip = 64 }"),
+                   11, 'shape 1: on_chip needs row_threads = "block"')
+
+    def test_tune_on_chip_over_the_shared_memory(self):
+        self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, on_chip = 300 }'),
+                   11, "shape 1: on_chip must be KiB of shared memory per block, 1 to 227, got 300")
+
+    def test_tune_on_chip_not_the_last_shape(self):
+        self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
+                                         '{ row_threads = "block", block = 1024, on_chip = 64 }'),
+                   11, "shape 2: the last shape cannot be on_chip")
+
+    def test_tune_on_chip_only_for_fused_kernels(self):
+        self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, on_chip = 64 }'),
+                   11, 'on_chip serves the fused kernels only, and variant ce_fwd_f32_i64_mean is op fwd '
+                   '(limit this tune with when = { op = "fwd_bwd" })')
+
     def test_tune_unknown_field(self):
         self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), 11,
                    "shape 2: unknown field 'unroll'")

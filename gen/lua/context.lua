@@ -28,21 +28,22 @@ end
 
 -- The launch shapes dsl.lua chose for the variant on this target (its
 -- launch_shapes() text): the strided block size, the C initializer of the
--- xent_row_shape table the launcher picks from, and the largest block (the
--- kernel's launch bounds).
+-- xent_row_shape table the launcher picks from, the largest block (the
+-- kernel's launch bounds), and whether a shape holds rows on chip.
 local function launch_shapes(text)
   local strided = tonumber(text:match("^strided=(%d+)"))
-  local shapes, largest = {}, 0
-  for classes, group, block in text:gmatch("(%-?%d+):(%d+):(%d+)") do
-    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. "}"
+  local shapes, largest, on_chip = {}, 0, false
+  for classes, group, block, bytes in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+)") do
+    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. "}"
     largest = math.max(largest, tonumber(block))
+    on_chip = on_chip or tonumber(bytes) > 0
   end
   assert(strided and #shapes > 0, "malformed launch shapes: " .. text)
-  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip
 end
 
 function M.for_variant(v, target)
-  local strided, shapes, largest = launch_shapes(v["tune_" .. target])
+  local strided, shapes, largest, on_chip = launch_shapes(v["tune_" .. target])
   local d = DTYPES[v.dtype]
   local sym = M.symbols(target, v.key)
   return {
@@ -69,6 +70,8 @@ function M.for_variant(v, target)
     shapes = shapes,
     row_threads = largest,
     column_threads = strided,
+    -- Some shape holds rows in shared memory across a cluster (fused only).
+    on_chip = on_chip,
   }
 end
 

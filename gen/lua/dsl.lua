@@ -50,8 +50,11 @@ M.schemas = {
 }
 
 -- The targets a spec tunes for, and their warp width (lanes that shuffle
--- together; xent_device.h's XENT_WARP).
-M.targets = { cuda = { warp = 32 }, hip = { warp = 64 } }
+-- together; xent_device.h's XENT_WARP). on_chip: the most shared memory a
+-- block may hold a row slice in (KiB; sm_90's opt-in limit), or nil where
+-- the kernels cannot hold rows on chip yet (HIP: no clusters; a row in one
+-- workgroup's 64 KiB of LDS is future work).
+M.targets = { cuda = { warp = 32, on_chip = 227 }, hip = { warp = 64 } }
 M.target_names = { "cuda", "hip" }
 -- The largest thread block either vendor launches (xent_device.h's XENT_MAX_THREADS).
 M.max_block = 1024
@@ -253,6 +256,12 @@ local function make_env(path, st)
   -- one thread's, `strided` threads per block. With `when`, the statement
   -- applies only to matching variants; each variant takes the first tune of
   -- its target that matches, in spec order.
+  -- on_chip = n (KiB, row_threads "block", not the last shape; fused
+  -- fwd_bwd variants only): the row is held in shared memory, spread over a
+  -- thread-block cluster of the fewest blocks (a power of two, at most 8)
+  -- that hold it in n KiB each, so the gradient pass reads it from there
+  -- and not again from memory. Where the device cannot (no clusters, too
+  -- little shared memory), the launcher takes the next shape.
   function env.tune(target)
     need_family("tune")
     local here = where()
@@ -287,8 +296,8 @@ local function make_env(path, st)
         local row = what .. ", shape " .. i
         if type(s) ~= "table" then fail_at(here2, row .. " must be { classes = ..., row_threads = ..., block = ... }") end
         for k in pairs(s) do
-          if k ~= "classes" and k ~= "row_threads" and k ~= "block" then
-            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, row_threads, block)")
+          if k ~= "classes" and k ~= "row_threads" and k ~= "block" and k ~= "on_chip" then
+            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, row_threads, block, on_chip)")
           end
         end
         local block = threads(s.block, "shape " .. i .. " block")
@@ -311,7 +320,22 @@ local function make_env(path, st)
         elseif bound ~= nil then
           fail_at(here2, row .. ": the last shape serves every larger C and takes no classes bound")
         end
-        rule.shapes[i] = { classes = bound or -1, group = group, block = block }
+        local on_chip = s.on_chip
+        if on_chip ~= nil then
+          if not info.on_chip then
+            fail_at(here2, row .. ": on_chip is not supported for " .. target .. " (it needs thread-block clusters: cuda only)")
+          end
+          if math.type(on_chip) ~= "integer" or on_chip < 1 or on_chip > info.on_chip then
+            fail_at(here2, row .. ": on_chip must be KiB of shared memory per block, 1 to " .. info.on_chip .. ", got " ..
+              tostring(on_chip))
+          end
+          if group ~= 0 then fail_at(here2, row .. ": on_chip needs row_threads = \"block\"") end
+          if i == #t then
+            fail_at(here2, row .. ": the last shape cannot be on_chip (it is the fallback where a row does not fit)")
+          end
+          rule.on_chip = true
+        end
+        rule.shapes[i] = { classes = bound or -1, group = group, block = block, on_chip = (on_chip or 0) * 1024 }
       end
       st.tunes[#st.tunes + 1] = rule
     end
@@ -360,14 +384,20 @@ end
 
 -- A variant's launch shapes on one target, as one line of text the C half
 -- carries to the renderer (context.lua reads it back): "strided=<threads>"
--- then "<classes>:<row_threads>:<block>" per shape; classes -1 = any larger
--- C, row_threads 0 = the whole block.
+-- then "<classes>:<row_threads>:<block>:<on_chip bytes>" per shape; classes
+-- -1 = any larger C, row_threads 0 = the whole block, on_chip 0 = not.
 local function launch_shapes(st, v, target)
   for _, rule in ipairs(st.tunes) do
     if rule.target == target and (not rule.when or matches(rule.when, v)) then
       rule.used = true
+      if rule.on_chip and v.op ~= "fwd_bwd" then
+        fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves the fused kernels only, and variant " .. v.key ..
+          " is op " .. v.op .. " (limit this tune with when = { op = \"fwd_bwd\" })")
+      end
       local parts = { "strided=" .. rule.strided }
-      for _, s in ipairs(rule.shapes) do parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block end
+      for _, s in ipairs(rule.shapes) do
+        parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip
+      end
       return table.concat(parts, " ")
     end
   end

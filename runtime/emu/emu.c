@@ -711,9 +711,25 @@ static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 bl
   return 1;
 }
 
+static unsigned long long cluster_launches[XENT_EMU_MAX_CLUSTER + 1];
+
+void xent_emu_cluster_launch_counts(unsigned long long counts[XENT_EMU_MAX_CLUSTER + 1]) {
+  memcpy(counts, cluster_launches, sizeof cluster_launches);
+}
+
+static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
+                  size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx);
+
 int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
                             xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
                             void* ctx) {
+  const int rc = launch(kernel, warp_size, smem_limit, grid, block, dynamic_smem, cluster, body, ctx);
+  if (rc == 0 && cluster <= XENT_EMU_MAX_CLUSTER) cluster_launches[cluster]++;
+  return rc;
+}
+
+static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
+                  size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx) {
   if (pending_error) return 1; /* sticky until collected */
   if (L) {
     fprintf(stderr, "xent_emu: launch of %s from inside a kernel\n", kernel);
@@ -767,5 +783,5 @@ int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit
 
 int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
                     size_t dynamic_smem, void (*body)(void*), void* ctx) {
-  return xent_emu_launch_cluster(kernel, warp_size, smem_limit, grid, block, dynamic_smem, 1, body, ctx);
+  return launch(kernel, warp_size, smem_limit, grid, block, dynamic_smem, 1, body, ctx);
 }

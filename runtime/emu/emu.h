@@ -56,6 +56,11 @@ int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit
                             xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
                             void* ctx);
 
+/* How many cluster launches have completed so far, by blocks per cluster
+   (counts[k], k = 1..XENT_EMU_MAX_CLUSTER): tests use it to see that a
+   clustered path ran. */
+void xent_emu_cluster_launch_counts(unsigned long long counts[XENT_EMU_MAX_CLUSTER + 1]);
+
 /* Returns the pending error code (0 if none) and clears it. */
 int xent_emu_last_error(void);
 /* The message of the last error ("" if none since the process started). */

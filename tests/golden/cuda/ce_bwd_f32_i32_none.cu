@@ -44,18 +44,20 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_bwd_f32
 
 #line 119 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
-// either shape of xent_device.h's row walk (kColumn: a thread per row; else
-// `group` threads per row, 0 = the block).
+// any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
+// per row, 0 = the block; XENT_COLUMN, a thread per row).
+#line 127 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
-template <bool kColumn>
-static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 512, 1)
+template <int kShape>
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
 xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
+  constexpr bool kColumn = kShape == XENT_COLUMN;
   const float* x = (const float*)a.logits;
-#line 132 "templates/cross_entropy.tmpl"
+#line 138 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 134 "templates/cross_entropy.tmpl"
+#line 140 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -63,18 +65,20 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 144 "templates/cross_entropy.tmpl"
-  const xent_row_walk walk = xent_rows<kColumn>(row_group);
+#line 157 "templates/cross_entropy.tmpl"
+  const bool first_block = true;
+#line 159 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
     // A slot past the last row (live false) reads the last row's label,
     // walks no classes and stores nothing (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, rows, C);
     const int64_t row = at.row, width = at.width;
-    const bool lead = at.live && lane == 0;  // stores the row's scalars
+    const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 155 "templates/cross_entropy.tmpl"
+#line 170 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -86,16 +90,16 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 249 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
     // The lse saved by the forward pass; for a vocabulary-parallel call,
     // combined from every slice's statistics (a.gathered).
     float lse, sum_a = 0, sum_b = 0;
     if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
     else lse = ((const float*)a.lse_in)[row];
     (void)sum_a, (void)sum_b;
-#line 266 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 279 "templates/cross_entropy.tmpl"
+#line 302 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -103,60 +107,62 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 287 "templates/cross_entropy.tmpl"
+#line 310 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 294 "templates/cross_entropy.tmpl"
+#line 317 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 296 "templates/cross_entropy.tmpl"
+#line 319 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 301 "templates/cross_entropy.tmpl"
+#line 324 "templates/cross_entropy.tmpl"
     // In place (grad == x) is safe: each element is read, then written, by
     // the one thread that owns it.
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, float raw) {
+    const auto grad = [&](int64_t j, float raw) {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 307 "templates/cross_entropy.tmpl"
+#line 330 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 314 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 327 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 331 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 336 "templates/cross_entropy.tmpl"
+#line 359 "templates/cross_entropy.tmpl"
       ((float*)a.grad)[e] = xent_store_f32(dx);
-    });
-#line 339 "templates/cross_entropy.tmpl"
+    };
+#line 365 "templates/cross_entropy.tmpl"
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, grad);
+#line 368 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 420 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {-1, 0, 512}};
+static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 441 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 445 "templates/cross_entropy.tmpl"
+#line 474 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 457 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 462 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

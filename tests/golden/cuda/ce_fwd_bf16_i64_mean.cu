@@ -44,18 +44,20 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
 
 #line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss of each row, in
-// either shape of xent_device.h's row walk (kColumn: a thread per row; else
-// `group` threads per row, 0 = the block).
+// any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
+// per row, 0 = the block; XENT_COLUMN, a thread per row).
+#line 127 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
-template <bool kColumn>
-static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
+template <int kShape>
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
 xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
+  constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 132 "templates/cross_entropy.tmpl"
+#line 138 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 134 "templates/cross_entropy.tmpl"
+#line 140 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -63,20 +65,22 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 142 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 144 "templates/cross_entropy.tmpl"
-  const xent_row_walk walk = xent_rows<kColumn>(row_group);
+#line 157 "templates/cross_entropy.tmpl"
+  const bool first_block = true;
+#line 159 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
     // A slot past the last row (live false) reads the last row's label,
     // walks no classes and stores nothing (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, rows, C);
     const int64_t row = at.row, width = at.width;
-    const bool lead = at.live && lane == 0;  // stores the row's scalars
+    const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 155 "templates/cross_entropy.tmpl"
+#line 170 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -88,59 +92,62 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 169 "templates/cross_entropy.tmpl"
+#line 184 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
-#line 173 "templates/cross_entropy.tmpl"
+#line 188 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    const auto add = [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 185 "templates/cross_entropy.tmpl"
+#line 200 "templates/cross_entropy.tmpl"
       if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 187 "templates/cross_entropy.tmpl"
-    });
+#line 202 "templates/cross_entropy.tmpl"
+    };
+#line 209 "templates/cross_entropy.tmpl"
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
+#line 212 "templates/cross_entropy.tmpl"
     const float lse = m + xent_log(s);
-#line 191 "templates/cross_entropy.tmpl"
+#line 214 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (lse, a, b); over the
       // slices, the row's loss is lse*sum(a) - sum(b) (+ z*lse^2).
       float* st = (float*)a.shard_stats + 3 * row;
       st[0] = lse;
-#line 200 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
       float b = here ? (weights ? weights[y] : float(1)) * xy : float(0);
-#line 202 "templates/cross_entropy.tmpl"
+#line 225 "templates/cross_entropy.tmpl"
       if (smoothing) b = (1 - eps) * b + eps / float(CT) * sum_a;
-#line 204 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
       st[1] = 0;  // the combine knows a from the label and the weights
       st[2] = b;
-#line 207 "templates/cross_entropy.tmpl"
+#line 230 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 218 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * (lse - xy);
-#line 224 "templates/cross_entropy.tmpl"
+#line 247 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 227 "templates/cross_entropy.tmpl"
+#line 250 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 229 "templates/cross_entropy.tmpl"
+#line 252 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 234 "templates/cross_entropy.tmpl"
+#line 257 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 238 "templates/cross_entropy.tmpl"
+#line 261 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -150,22 +157,22 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
       }
     }
-#line 339 "templates/cross_entropy.tmpl"
+#line 368 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 343 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (lse, a, b), stored
 // rank by rank in a.gathered as [shards][rows][3]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 348 "templates/cross_entropy.tmpl"
+#line 377 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 350 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 354 "templates/cross_entropy.tmpl"
+#line 383 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 356 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss;
   const bool smoothing = eps != float(0);
@@ -173,7 +180,7 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     float lse, sum_a, sum_b;
     xent_gathered_row((const float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-#line 370 "templates/cross_entropy.tmpl"
+#line 399 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -182,24 +189,24 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
       if (in_range) {
         row_weight = (weights ? weights[y] : float(1));
         float k = row_weight;  // the global sum(a): the coefficient of lse
-#line 379 "templates/cross_entropy.tmpl"
+#line 408 "templates/cross_entropy.tmpl"
         if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
-#line 381 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
         l = k * lse - sum_b;
-#line 383 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 385 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 390 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 397 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -212,34 +219,34 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 412 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 416 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 420 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256}, {64, 4, 256}, {256, 8, 256}, {2048, 32, 256}, {16384, 0, 256}, {65536, 0, 512}, {-1, 0, 1024}};
+static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {65536, 0, 512, 0}, {-1, 0, 1024, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 428 "templates/cross_entropy.tmpl"
+#line 457 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 441 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 445 "templates/cross_entropy.tmpl"
+#line 474 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 449 "templates/cross_entropy.tmpl"
+#line 478 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -247,8 +254,8 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 460 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 462 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

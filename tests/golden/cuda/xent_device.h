@@ -18,14 +18,119 @@
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, stream, __VA_ARGS__)
 #define XENT_LAST_ERROR() xent_emu_last_error()
+// Thread-block clusters as on sm_90 (up to 8 blocks, 227 KiB of shared
+// memory per block with the opt-in).
+#define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...) \
+  XENT_EMU_LAUNCH_CLUSTER(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA_OPTIN, grid, block, smem, cluster, stream, __VA_ARGS__)
+#define XENT_CLUSTER_SYNC() xent_emu_cluster_sync(__FILE__, __LINE__)
+static inline unsigned xent_cluster_rank() { return xent_emu_cluster_rank(); }
+static inline unsigned xent_cluster_size() { return xent_emu_cluster_size(); }
+template <typename T>
+static inline xent_emu::shared_array<T> xent_cluster_view(const xent_emu::shared_array<T>& a, unsigned rank) {
+  return xent_emu::cluster_view(a, rank);
+}
+struct xent_device_limits {
+  unsigned max_cluster;
+  int64_t smem_optin;
+};
+static inline xent_device_limits xent_limits() { return {XENT_EMU_MAX_CLUSTER, XENT_EMU_SMEM_CUDA_OPTIN}; }
 #else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #define XENT_WARP 32
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #define XENT_LAST_ERROR() ((int)cudaGetLastError())
 #define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+// The launch's dynamic shared memory as an array of T (16-byte aligned).
+#define XENT_DYNAMIC_SHARED(T, name)                         \
+  extern __shared__ __align__(16) unsigned char xent_dyn_[]; \
+  T* const name = reinterpret_cast<T*>(xent_dyn_)
+
+// Thread-block clusters (sm_90 and later; the launcher uses them only on a
+// device that has them, so below sm_90 a cluster is one block).
+#define XENT_CLUSTER_SYNC() xent_cluster_sync()
+static __device__ __forceinline__ void xent_cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __syncthreads();
+#endif
+}
+static __device__ __forceinline__ unsigned xent_cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  return 0;
+#endif
+}
+static __device__ __forceinline__ unsigned xent_cluster_size() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().num_blocks();
+#else
+  return 1;
+#endif
+}
+// Block `rank`'s copy of this block's shared variable at p (distributed
+// shared memory).
+template <typename T>
+static __device__ __forceinline__ T* xent_cluster_view(T* p, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(p, rank);
+#else
+  return p;
+#endif
+}
+
+// What the current device allows: blocks per cluster (1 without clusters)
+// and shared memory per block with the opt-in. Queried once per device and
+// kept (a race between threads writes the same value).
+struct xent_device_limits {
+  unsigned max_cluster;
+  int64_t smem_optin;
+};
+static inline xent_device_limits xent_limits() {
+  static int64_t known[64];  // smem_optin * 16 + max_cluster; 0 = not yet asked
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
+    (void)cudaGetLastError();
+    return {1, 48 * 1024};
+  }
+  if (dev < 64 && known[dev]) return {(unsigned)(known[dev] % 16), known[dev] / 16};
+  int cluster = 0, optin = 0;
+  if (cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {1, 48 * 1024};
+  }
+  const xent_device_limits lim = {cluster ? 8u : 1u, (int64_t)optin};
+  if (dev < 64) known[dev] = lim.smem_optin * 16 + lim.max_cluster;
+  return lim;
+}
+
+// kernel<<<grid, block, smem>>> in clusters of `cluster` blocks along x
+// (none for 1), with the shared-memory opt-in when smem is above 48 KiB.
+template <typename... Params, typename... Args>
+static inline void xent_launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                       cudaStream_t stream, Args... args) {
+  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, args...);  // an error is left for XENT_LAST_ERROR()
+}
+#define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...) \
+  xent_launch_cluster(kernel, (grid), (block), (smem), (cluster), (stream), __VA_ARGS__)
 #endif
 
 // static: each kernel file has its own copy, so the CUDA and HIP renderings
@@ -41,7 +146,7 @@ XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor_sy
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 73 "templates/xent_device.h.tmpl"
+#line 186 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
@@ -49,32 +154,45 @@ XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2h
 
 // The row layout of every family: a row is one position (o, i) of an
 // [outer, C, inner] tensor, and element c of row r is at
-// xent_row_base(r, C, inner) + c * inner. A row kernel comes in two shapes:
-// kColumn = false (inner == 1, the row is contiguous): `group` threads share
-// a row, a power of two up to the warp (a block holds several rows, reduced
-// with shuffles) or the whole block (one row at a time); kColumn = true (a
-// strided row): one thread per row, neighbouring threads on neighbouring
-// positions, so every load is coalesced. The spec's tune statement picks the
-// shape by C (xent_row_shape). Blocks take tiles of blockDim / group rows and
+// xent_row_base(r, C, inner) + c * inner. A row kernel comes in three
+// shapes, its template argument kShape:
+//   XENT_ROW (inner == 1, the row is contiguous): `group` threads share a
+//     row, a power of two up to the warp (a block holds several rows,
+//     reduced with shuffles) or the whole block (one row at a time);
+//   XENT_COLUMN (a strided row): one thread per row, neighbouring threads on
+//     neighbouring positions, so every load is coalesced;
+//   XENT_ON_CHIP (contiguous, fused kernels): a cluster of blocks per row,
+//     each holding a slice of it in shared memory (xent_slice_each).
+// The spec's tune statement picks the shape by C (xent_row_shape). Blocks
+// take tiles of blockDim / group rows (a cluster takes one row) and
 // grid-stride over them; every thread of a block runs every tile, so the
 // barriers and full-warp shuffles inside a row are always reached by all.
+enum { XENT_ROW = 0, XENT_COLUMN = 1, XENT_ON_CHIP = 2 };
+
 struct xent_row_walk {
   int64_t lane;   // this thread's first class; the class loop steps by group
-  int64_t group;  // threads sharing a row
+  int64_t group;  // threads sharing a row (in each block of a cluster)
   int64_t slot;   // this thread's row within the block's tile
   int64_t first;  // the block's first tile (its first row); tiles step by step
   int64_t step;
 };
 
-template <bool kColumn>
+template <int kShape>
 XENT_DEVICE xent_row_walk xent_rows(int group) {
   xent_row_walk w;
-  w.group = kColumn ? 1 : (group > 0 ? (int64_t)group : (int64_t)blockDim.x);
+  w.group = kShape == XENT_COLUMN ? 1 : (group > 0 ? (int64_t)group : (int64_t)blockDim.x);
   const int64_t tile = (int64_t)blockDim.x / w.group;
   w.lane = (int64_t)threadIdx.x % w.group;
   w.slot = (int64_t)threadIdx.x / w.group;
-  w.first = (int64_t)blockIdx.x * tile;
-  w.step = (int64_t)gridDim.x * tile;
+  if (kShape == XENT_ON_CHIP) {
+    // The grid is whole clusters along x, a row per cluster at a time.
+    const int64_t k = (int64_t)xent_cluster_size();
+    w.first = (int64_t)blockIdx.x / k;
+    w.step = (int64_t)gridDim.x / k;
+  } else {
+    w.first = (int64_t)blockIdx.x * tile;
+    w.step = (int64_t)gridDim.x * tile;
+  }
   return w;
 }
 
@@ -96,27 +214,56 @@ XENT_DEVICE xent_slot xent_tile_slot(const xent_row_walk& w, int64_t tile, int64
   return at;
 }
 
-// With inner == 1 (a compile-time 1 in the block-per-row shape) this is row * C.
+// With inner == 1 (a compile-time 1 in the contiguous shapes) this is row * C.
 XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
   return (row / inner) * C * inner + row % inner;
 }
 
 // One launch shape of a contiguous row, from the spec's tune statement: for
 // C <= classes (classes < 0: any C), `group` threads per row (0: the whole
-// block) in blocks of `threads`.
+// block) in blocks of `threads`; with on_chip > 0, the row held in shared
+// memory, at most on_chip bytes of it per block of a cluster.
 struct xent_row_shape {
   int64_t classes;
   int group;
   int threads;
+  int64_t on_chip;
 };
 
-// Host: the first shape that serves C (the spec ends every table with one
-// that serves any C; the generator checks it).
+// Host: how a row of C elements of elem_size bytes is launched: its shape,
+// and for an on-chip shape the blocks per cluster and the shared memory per
+// block (cluster 0 otherwise).
+struct xent_row_launch {
+  xent_row_shape shape;
+  unsigned cluster;
+  size_t smem;
+};
+
+// The static shared memory of a row kernel (its reduction scratch), kept
+// free below the device's limit.
+#define XENT_STATIC_SMEM 2048
+
+// Host: the first shape that serves C and that this device can run (the
+// spec ends every table with a plain shape that serves any C; the generator
+// checks it). An on-chip shape takes the fewest blocks, a power of two up
+// to lim.max_cluster (0: on-chip shapes are skipped), whose slices of the
+// row's 16-byte vectors fit its bytes and the device; else the next shape.
 template <int N>
-static inline xent_row_shape xent_pick_shape(const xent_row_shape (&shapes)[N], int64_t C) {
-  for (int i = 0; i < N - 1; ++i)
-    if (C <= shapes[i].classes) return shapes[i];
-  return shapes[N - 1];
+static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, size_t elem_size,
+                                               unsigned max_cluster, int64_t smem_optin) {
+  for (int i = 0; i < N; ++i) {
+    const xent_row_shape& s = shapes[i];
+    if (i < N - 1 && C > s.classes) continue;
+    if (s.on_chip == 0) return {s, 0, 0};
+    // At most C / (16 / elem_size) whole vectors (the scalar head and tail
+    // around them stay in memory).
+    const int64_t vecs = C / (int64_t)(16 / elem_size);
+    for (unsigned k = 1; k <= max_cluster; k *= 2) {
+      const int64_t bytes = (vecs + k - 1) / k * 16;
+      if (bytes <= s.on_chip && bytes + XENT_STATIC_SMEM <= smem_optin) return {s, k, (size_t)bytes};
+    }
+  }
+  return {shapes[N - 1], 0, 0};
 }
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
@@ -130,20 +277,40 @@ static inline xent_row_shape xent_pick_shape(const xent_row_shape (&shapes)[N], 
 #endif
 static inline unsigned xent_grid_blocks(int64_t tiles) { return (unsigned)(tiles < XENT_MAX_GRID ? tiles : XENT_MAX_GRID); }
 
-// Launches kernel<false>(args, group) in the shape `shapes` picks for C when
-// the class axis is contiguous, else kernel<true>(args, 1) with a thread per
-// row in blocks of column_threads; nothing for no rows.
+// Launches kernel<XENT_ROW>(args, group) in the shape `shapes` picks for C
+// when the class axis is contiguous, else kernel<XENT_COLUMN>(args, 1) with
+// a thread per row in blocks of column_threads; nothing for no rows. The
+// table's on-chip shapes are skipped.
 #define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                              \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      const xent_row_shape shape_ = xent_pick_shape((shapes), (args).classes);                                    \
+      const xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, 1, 0, 0).shape;                    \
       const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                 \
-      XENT_LAUNCH(kernel<false>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)), dim3(shape_.threads), \
-                  0, (stream), (args), shape_.group);                                                             \
+      XENT_LAUNCH(kernel<XENT_ROW>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)),                     \
+                  dim3(shape_.threads), 0, (stream), (args), shape_.group);                                       \
     } else if ((args).rows > 0) {                                                                                 \
-      XENT_LAUNCH(kernel<true>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
+      XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
                   dim3(column_threads), 0, (stream), (args), 1);                                                  \
     }                                                                                                             \
+  } while (0)
+
+// The same for a kernel that also has the on-chip shape (elements of T):
+// kernel<XENT_ON_CHIP>(args, 0) in clusters, a row per cluster, where the
+// table and the device allow.
+#define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
+  do {                                                                                                            \
+    if ((args).rows > 0 && (args).inner == 1) {                                                                   \
+      const xent_device_limits lim_ = xent_limits();                                                              \
+      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, sizeof(T), lim_.max_cluster,         \
+                                                   lim_.smem_optin);                                              \
+      if (at_.cluster > 0) {                                                                                      \
+        const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
+        XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
+                            at_.smem, at_.cluster, (stream), (args), 0);                                          \
+        break;                                                                                                    \
+      }                                                                                                           \
+    }                                                                                                             \
+    XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream);                                               \
   } while (0)
 
 // 16 bytes of elements of T: the unit of a vector load (ld.global.v4 on
@@ -178,6 +345,40 @@ XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inne
     for (int64_t k = 0; k < kVec; ++k) f(head + i * kVec + k, chunk.e[k]);
   }
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) f(j, row[j]);
+}
+
+// The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
+// owns in its block's slice of the row, as xent_row_each does for a whole
+// row. The row's 16-byte vectors are split into one run per block of the
+// cluster ([rank * per, (rank + 1) * per)); the scalar head goes to rank 0
+// and the scalar tail to the last rank. kLoad: read the vectors from
+// memory and keep them in `stash` (the block's dynamic shared memory, per
+// vectors); else read them back from it. The scalars are read from memory
+// both times (fewer than 16 bytes each side). Each element has one owner,
+// the same in both walks, so a gradient written in place is safe.
+template <bool kLoad, typename T, typename Stash, typename F>
+XENT_DEVICE void xent_slice_each(const T* row, int64_t C, int64_t lane, int64_t group, Stash stash, F f) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const int64_t rank = (int64_t)xent_cluster_rank(), k = (int64_t)xent_cluster_size();
+  int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
+  if (head > C) head = C;
+  const int64_t vecs = (C - head) / kVec, per = (vecs + k - 1) / k;
+  const int64_t lo = rank * per, hi = lo + per < vecs ? lo + per : vecs;
+  if (rank == 0)
+    for (int64_t j = lane; j < head; j += group) f(j, row[j]);
+  const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
+  for (int64_t i = lo + lane; i < hi; i += group) {
+    xent_vec16<T> chunk;
+    if (kLoad) {
+      chunk = v[i];
+      stash[i - lo] = chunk;
+    } else {
+      chunk = stash[i - lo];
+    }
+    for (int64_t e = 0; e < kVec; ++e) f(head + i * kVec + e, chunk.e[e]);
+  }
+  if (rank == k - 1)
+    for (int64_t j = head + vecs * kVec + lane; j < C; j += group) f(j, row[j]);
 }
 
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds
@@ -336,4 +537,32 @@ template <typename A, typename Scratch>
 XENT_DEVICE void xent_group_sum2(A& a, A& b, int64_t group, Scratch scratch) {
   if (group > XENT_WARP) xent_block_sum2(a, b, scratch);
   else xent_lanes_sum2(a, b, (int)group);
+}
+
+// The on-chip shape's reduction across the blocks of a cluster, after each
+// block's own (xent_block_reduce): each block publishes its (m, s, a, b) in
+// `part` (4 elements of its shared memory), and after a cluster sync every
+// warp reads all k of them through distributed shared memory, lane l the
+// one of rank l % k, and merges them with the same butterfly: every block
+// gets the same, reproducible result. The second sync keeps every block's
+// `part` alive and unchanged until all have read it. Every thread of the
+// cluster must call it.
+template <typename A, typename Part>
+XENT_DEVICE void xent_cluster_reduce(A& m, A& s, A& a, A& b, Part part) {
+  const unsigned k = xent_cluster_size();
+  if (k == 1) return;
+  if (threadIdx.x == 0) {
+    part[0] = m;
+    part[1] = s;
+    part[2] = a;
+    part[3] = b;
+  }
+  XENT_CLUSTER_SYNC();
+  const auto p = xent_cluster_view(part, (unsigned)(threadIdx.x % XENT_WARP) % k);
+  m = p[0];
+  s = p[1];
+  a = p[2];
+  b = p[3];
+  xent_lanes_reduce(m, s, a, b, (int)k);
+  XENT_CLUSTER_SYNC();
 }

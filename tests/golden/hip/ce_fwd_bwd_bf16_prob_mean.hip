@@ -25,18 +25,20 @@
 
 #line 119 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
-// either shape of xent_device.h's row walk (kColumn: a thread per row; else
-// `group` threads per row, 0 = the block).
+// any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
+// per row, 0 = the block; XENT_COLUMN, a thread per row).
+#line 127 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
-template <bool kColumn>
-static XENT_GLOBAL void __launch_bounds__(kColumn ? 256 : 1024, 1)
+template <int kShape>
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
+  constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 130 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 134 "templates/cross_entropy.tmpl"
+#line 140 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -44,93 +46,100 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 142 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 144 "templates/cross_entropy.tmpl"
-  const xent_row_walk walk = xent_rows<kColumn>(row_group);
+#line 157 "templates/cross_entropy.tmpl"
+  const bool first_block = true;
+#line 159 "templates/cross_entropy.tmpl"
+  const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
     // A slot past the last row (live false) reads the last row's label,
     // walks no classes and stores nothing (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, rows, C);
     const int64_t row = at.row, width = at.width;
-    const bool lead = at.live && lane == 0;  // stores the row's scalars
+    const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 173 "templates/cross_entropy.tmpl"
+#line 188 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    const auto add = [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 181 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;       // sum_c w[c]*t'_c
       sum_b += wt * xj;  // sum_c w[c]*t'_c*x_c
-#line 187 "templates/cross_entropy.tmpl"
-    });
-    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-    const float lse = m + xent_log(s);
+#line 202 "templates/cross_entropy.tmpl"
+    };
 #line 209 "templates/cross_entropy.tmpl"
-    if (lead) {
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
+    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
 #line 212 "templates/cross_entropy.tmpl"
+    const float lse = m + xent_log(s);
+#line 232 "templates/cross_entropy.tmpl"
+    if (lead) {
+#line 235 "templates/cross_entropy.tmpl"
       float l = lse * sum_a - sum_b;
-#line 214 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 216 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 234 "templates/cross_entropy.tmpl"
+#line 257 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 266 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 268 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 273 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 276 "templates/cross_entropy.tmpl"
+#line 299 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 301 "templates/cross_entropy.tmpl"
+#line 324 "templates/cross_entropy.tmpl"
     // In place (grad == x) is safe: each element is read, then written, by
     // the one thread that owns it.
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, [&](int64_t j, uint16_t raw) {
+    const auto grad = [&](int64_t j, uint16_t raw) {
       const int64_t e = base + j * inner;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 307 "templates/cross_entropy.tmpl"
+#line 330 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 314 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 316 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 320 "templates/cross_entropy.tmpl"
+#line 343 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 324 "templates/cross_entropy.tmpl"
+#line 347 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * (lse - xj));
       }
-#line 331 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 333 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 336 "templates/cross_entropy.tmpl"
+#line 359 "templates/cross_entropy.tmpl"
       if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_bf16(dx);
-    });
-#line 339 "templates/cross_entropy.tmpl"
+    };
+#line 365 "templates/cross_entropy.tmpl"
+    xent_row_each<kColumn>(x, base, width, inner, lane, group, grad);
+#line 368 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 397 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -143,26 +152,26 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 412 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 416 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 420 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256}, {128, 8, 256}, {4096, 64, 256}, {32768, 0, 256}, {-1, 0, 1024}};
+static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 457 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 460 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 462 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
