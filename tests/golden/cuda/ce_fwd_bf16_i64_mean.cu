@@ -157,22 +157,22 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
       }
     }
-#line 368 "templates/cross_entropy.tmpl"
+#line 370 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 372 "templates/cross_entropy.tmpl"
+#line 374 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (lse, a, b), stored
 // rank by rank in a.gathered as [shards][rows][3]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 377 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 379 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 381 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 383 "templates/cross_entropy.tmpl"
-  float* ws = (float*)a.workspace;
 #line 385 "templates/cross_entropy.tmpl"
+  float* ws = (float*)a.workspace;
+#line 387 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss;
   const bool smoothing = eps != float(0);
@@ -180,7 +180,7 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     float lse, sum_a, sum_b;
     xent_gathered_row((const float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-#line 399 "templates/cross_entropy.tmpl"
+#line 401 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
@@ -189,24 +189,24 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
       if (in_range) {
         row_weight = (weights ? weights[y] : float(1));
         float k = row_weight;  // the global sum(a): the coefficient of lse
-#line 408 "templates/cross_entropy.tmpl"
-        if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
 #line 410 "templates/cross_entropy.tmpl"
-        l = k * lse - sum_b;
+        if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
 #line 412 "templates/cross_entropy.tmpl"
-        if (z != 0) l += z * lse * lse;
+        l = k * lse - sum_b;
 #line 414 "templates/cross_entropy.tmpl"
+        if (z != 0) l += z * lse * lse;
+#line 416 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 419 "templates/cross_entropy.tmpl"
+#line 421 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 426 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -219,15 +219,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 441 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 445 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 449 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {65536, 0, 512, 0}, {-1, 0, 1024, 0}};
@@ -235,18 +235,18 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 457 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 470 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 474 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 478 "templates/cross_entropy.tmpl"
+#line 480 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -254,8 +254,8 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 491 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
 #line 493 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 495 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -84,7 +84,7 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
 #line 202 "templates/cross_entropy.tmpl"
     };
 #line 204 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_each<true>(x + base, width, lane, group, stash, add);
+    if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_no_out(), add);
     else xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
@@ -112,45 +112,47 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
 #line 299 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
 #line 324 "templates/cross_entropy.tmpl"
-    // In place (grad == x) is safe: each element is read, then written, by
-    // the one thread that owns it.
-    const auto grad = [&](int64_t j, uint16_t raw) {
+    // The gradient of element j; the row walk stores it (16 bytes at a
+    // time where aligned). In place (grad == x) is safe: each element is
+    // read, then written, by the one thread that owns it.
+    const auto grad = [&](int64_t j, uint16_t raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 330 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 337 "templates/cross_entropy.tmpl"
+#line 338 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 339 "templates/cross_entropy.tmpl"
+#line 340 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 343 "templates/cross_entropy.tmpl"
+#line 344 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 347 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * (lse - xj));
       }
-#line 354 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 356 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 359 "templates/cross_entropy.tmpl"
-      if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_bf16(dx);
+#line 360 "templates/cross_entropy.tmpl"
+      return dx;
     };
-#line 362 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_each<false>(x + base, width, lane, group, stash, grad);
-    else xent_row_each<kColumn>(x, base, width, inner, lane, group, grad);
-#line 368 "templates/cross_entropy.tmpl"
+    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
+#line 364 "templates/cross_entropy.tmpl"
+    if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
+    else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 370 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 426 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -163,15 +165,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 441 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 445 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 449 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 512, 65536}, {-1, 0, 512, 0}};
@@ -179,10 +181,10 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 486 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 491 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
 #line 493 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 495 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

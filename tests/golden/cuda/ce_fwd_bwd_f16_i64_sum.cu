@@ -117,7 +117,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
 #line 202 "templates/cross_entropy.tmpl"
     };
 #line 204 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_each<true>(x + base, width, lane, group, stash, add);
+    if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_no_out(), add);
     else xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
@@ -168,38 +168,40 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       }
     }
 #line 324 "templates/cross_entropy.tmpl"
-    // In place (grad == x) is safe: each element is read, then written, by
-    // the one thread that owns it.
-    const auto grad = [&](int64_t j, uint16_t raw) {
+    // The gradient of element j; the row walk stores it (16 bytes at a
+    // time where aligned). In place (grad == x) is safe: each element is
+    // read, then written, by the one thread that owns it.
+    const auto grad = [&](int64_t j, uint16_t raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 330 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 337 "templates/cross_entropy.tmpl"
+#line 338 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 350 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 354 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 356 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16(xj - lse);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 359 "templates/cross_entropy.tmpl"
-      if (a.grad_f32) ((float*)a.grad)[e] = (float)(dx); else ((uint16_t*)a.grad)[e] = xent_store_f16(dx);
+#line 360 "templates/cross_entropy.tmpl"
+      return dx;
     };
-#line 362 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_each<false>(x + base, width, lane, group, stash, grad);
-    else xent_row_each<kColumn>(x, base, width, inner, lane, group, grad);
-#line 368 "templates/cross_entropy.tmpl"
+    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
+#line 364 "templates/cross_entropy.tmpl"
+    if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
+    else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 370 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 426 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -212,13 +214,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 439 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 445 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 449 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 512, 65536}, {-1, 0, 512, 0}};
@@ -226,15 +228,15 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 470 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 474 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 486 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 491 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
 #line 493 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 495 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

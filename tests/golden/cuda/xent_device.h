@@ -9,7 +9,8 @@
 
 #include <stdint.h>
 #include <float.h>
-#line 10 "templates/xent_device.h.tmpl"
+#include <string.h>
+#line 11 "templates/xent_device.h.tmpl"
 #if defined(XENT_EMU)
 // Host C++ under the SIMT emulator (runtime/emu): every GPU thread is a
 // fiber; the code below this block is the same as on the GPU.
@@ -146,7 +147,7 @@ XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor_sy
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 186 "templates/xent_device.h.tmpl"
+#line 187 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
@@ -320,52 +321,143 @@ struct alignas(16) xent_vec16 {
   T e[16 / sizeof(T)];
 };
 
+// One 16-byte store of v at dst (16-byte aligned). Through uint4: nvcc
+// splits a plain copy of a struct of eight 16-bit fields into narrower
+// stores.
+template <typename T>
+XENT_DEVICE void xent_store16(void* dst, const xent_vec16<T>& v) {
+#if defined(XENT_EMU)
+  memcpy(dst, &v, 16);
+#else
+  uint4 u;
+  memcpy(&u, &v, 16);
+  *(uint4*)dst = u;
+#endif
+}
+
+// What a row walk does with f's results. xent_no_out: nothing (f returns
+// void). xent_out: f returns the output of element j (a gradient), which
+// is stored at out[e], in T (converted by cvt) or, with f32, in float; the
+// outputs of a whole vector go out as 16-byte stores when their address is
+// 16-byte aligned (one store per 16 bytes instead of one per element).
+struct xent_no_out {
+  template <typename F, typename T>
+  __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
+    (void)e;
+    f(j, raw);
+  }
+  template <typename F, typename T>
+  __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
+    (void)e0;
+    for (int64_t k = 0; k < (int64_t)(16 / sizeof(T)); ++k) f(j0 + k, chunk.e[k]);
+  }
+};
+
+template <typename T, typename Cvt>
+struct xent_out {
+  void* p;
+  bool f32;
+  Cvt cvt;
+  template <typename F>
+  __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
+    const auto d = f(j, raw);
+    if (f32) ((float*)p)[e] = (float)d;
+    else ((T*)p)[e] = cvt(d);
+  }
+  template <typename F>
+  __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
+    constexpr int64_t kVec = 16 / sizeof(T);
+    using A = decltype(f(j0, chunk.e[0]));
+    A d[kVec];
+    for (int64_t k = 0; k < kVec; ++k) d[k] = f(j0 + k, chunk.e[k]);
+    if (f32) {
+      float* o = (float*)p + e0;
+      if constexpr (kVec % 4 == 0) {
+        if (((uintptr_t)o & 15) == 0) {
+          for (int64_t q = 0; q < kVec; q += 4) {
+            xent_vec16<float> v;
+            for (int64_t k = 0; k < 4; ++k) v.e[k] = (float)d[q + k];
+            xent_store16(o + q, v);
+          }
+          return;
+        }
+      }
+      for (int64_t k = 0; k < kVec; ++k) o[k] = (float)d[k];
+      return;
+    }
+    T* o = (T*)p + e0;
+    if (((uintptr_t)o & 15) == 0) {
+      xent_vec16<T> v;
+      for (int64_t k = 0; k < kVec; ++k) v.e[k] = cvt(d[k]);
+      xent_store16(o, v);
+      return;
+    }
+    for (int64_t k = 0; k < kVec; ++k) o[k] = cvt(d[k]);
+  }
+};
+
+template <typename T, typename Cvt>
+XENT_DEVICE xent_out<T, Cvt> xent_output(void* p, bool f32, Cvt cvt) {
+  return xent_out<T, Cvt>{p, f32, cvt};
+}
+
 // Calls f(j, x[base + j * inner]) once for every class j of a row that this
-// thread (`lane` of the `group` sharing the row) owns. A contiguous row
-// (kColumn = false) is read with 16-byte loads: scalar up to its first
-// 16-byte boundary, whole vectors (consecutive threads on consecutive
-// vectors, so a warp reads 512 contiguous bytes), a scalar tail. The split
-// depends only on C and the row's address, so a thread's order is the same
-// every run on the same buffers. x need only be aligned to its element.
-template <bool kColumn, typename T, typename F>
-XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
+// thread (`lane` of the `group` sharing the row) owns, and does with its
+// result what `out` says. A contiguous row (kColumn = false) is read with
+// 16-byte loads: scalar up to its first 16-byte boundary, whole vectors
+// (consecutive threads on consecutive vectors, so a warp reads 512
+// contiguous bytes), a scalar tail. The split depends only on C and the
+// row's address, so a thread's order is the same every run on the same
+// buffers. x need only be aligned to its element.
+template <bool kColumn, typename T, typename Out, typename F>
+XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
+                                  const Out& out, F f) {
   if (kColumn) {
-    for (int64_t j = lane; j < C; j += group) f(j, x[base + j * inner]);
+    for (int64_t j = lane; j < C; j += group) out.one(f, j, base + j * inner, x[base + j * inner]);
     return;
   }
   constexpr int64_t kVec = 16 / sizeof(T);
   const T* row = x + base;
   int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
   if (head > C) head = C;
-  for (int64_t j = lane; j < head; j += group) f(j, row[j]);
+  for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
   for (int64_t i = lane; i < vecs; i += group) {
     const xent_vec16<T> chunk = v[i];
-    for (int64_t k = 0; k < kVec; ++k) f(head + i * kVec + k, chunk.e[k]);
+    out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
   }
-  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) f(j, row[j]);
+  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, row[j]);
+}
+
+// The read-only walk: f(j, x_j) for each class this thread owns.
+template <bool kColumn, typename T, typename F>
+XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
+  xent_row_walk_io<kColumn>(x, base, C, inner, lane, group, xent_no_out(), f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
-// owns in its block's slice of the row, as xent_row_each does for a whole
-// row. The row's 16-byte vectors are split into one run per block of the
-// cluster ([rank * per, (rank + 1) * per)); the scalar head goes to rank 0
-// and the scalar tail to the last rank. kLoad: read the vectors from
-// memory and keep them in `stash` (the block's dynamic shared memory, per
-// vectors); else read them back from it. The scalars are read from memory
-// both times (fewer than 16 bytes each side). Each element has one owner,
-// the same in both walks, so a gradient written in place is safe.
-template <bool kLoad, typename T, typename Stash, typename F>
-XENT_DEVICE void xent_slice_each(const T* row, int64_t C, int64_t lane, int64_t group, Stash stash, F f) {
+// owns in its block's slice of the row, and does with its result what
+// `out` says, as xent_row_walk_io does for a whole row. The row's 16-byte
+// vectors are split into one run per block of the cluster ([rank * per,
+// (rank + 1) * per)); the scalar head goes to rank 0 and the scalar tail to
+// the last rank. kLoad: read the vectors from memory and keep them in
+// `stash` (the block's dynamic shared memory, per vectors); else read them
+// back from it. The scalars are read from memory both times (fewer than 16
+// bytes each side). Each element has one owner, the same in both walks, so
+// a gradient written in place is safe.
+template <bool kLoad, typename T, typename Stash, typename Out, typename F>
+XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t lane, int64_t group, Stash stash,
+                                 const Out& out, F f) {
   constexpr int64_t kVec = 16 / sizeof(T);
+  const T* row = x + base;
   const int64_t rank = (int64_t)xent_cluster_rank(), k = (int64_t)xent_cluster_size();
   int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
   if (head > C) head = C;
   const int64_t vecs = (C - head) / kVec, per = (vecs + k - 1) / k;
   const int64_t lo = rank * per, hi = lo + per < vecs ? lo + per : vecs;
   if (rank == 0)
-    for (int64_t j = lane; j < head; j += group) f(j, row[j]);
+    for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
   for (int64_t i = lo + lane; i < hi; i += group) {
     xent_vec16<T> chunk;
@@ -375,10 +467,10 @@ XENT_DEVICE void xent_slice_each(const T* row, int64_t C, int64_t lane, int64_t 
     } else {
       chunk = stash[i - lo];
     }
-    for (int64_t e = 0; e < kVec; ++e) f(head + i * kVec + e, chunk.e[e]);
+    out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
   }
   if (rank == k - 1)
-    for (int64_t j = head + vecs * kVec + lane; j < C; j += group) f(j, row[j]);
+    for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, row[j]);
 }
 
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds

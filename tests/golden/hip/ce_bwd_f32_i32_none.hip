@@ -121,34 +121,36 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       }
     }
 #line 324 "templates/cross_entropy.tmpl"
-    // In place (grad == x) is safe: each element is read, then written, by
-    // the one thread that owns it.
-    const auto grad = [&](int64_t j, float raw) {
+    // The gradient of element j; the row walk stores it (16 bytes at a
+    // time where aligned). In place (grad == x) is safe: each element is
+    // read, then written, by the one thread that owns it.
+    const auto grad = [&](int64_t j, float raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 330 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 337 "templates/cross_entropy.tmpl"
+#line 338 "templates/cross_entropy.tmpl"
       const float p = xent_exp(xj - lse);
-#line 350 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 354 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 359 "templates/cross_entropy.tmpl"
-      ((float*)a.grad)[e] = xent_store_f32(dx);
+#line 360 "templates/cross_entropy.tmpl"
+      return dx;
     };
-#line 365 "templates/cross_entropy.tmpl"
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, grad);
-#line 368 "templates/cross_entropy.tmpl"
+    const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
+#line 367 "templates/cross_entropy.tmpl"
+    xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 370 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 449 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -156,13 +158,13 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 470 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 474 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 488 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 493 "templates/cross_entropy.tmpl"
+#line 495 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
