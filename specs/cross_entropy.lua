@@ -59,8 +59,10 @@ tune "cuda" {
 -- The fused kernels hold a long row on chip (on_chip: KiB of shared memory
 -- per block of a cluster of up to 8 blocks on sm_90), so that the gradient
 -- pass reads it from there rather than from memory again: 2 passes over the
--- logits' bytes (in, out) instead of 3. 64 KiB a block leaves room for
--- three blocks per SM; a 128K bf16 row takes a cluster of 4, f32 of 8.
+-- logits' bytes (in, out) instead of 3. Blocks of 256 with 64 KiB each:
+-- three fit an SM's shared memory and, at the ~80 registers a thread the
+-- fused kernel takes, its register file too (512-thread blocks would fit
+-- only one). A 128K bf16 row takes a cluster of 4, f32 of 8.
 -- Rows that fit in no cluster (f32 past 128K classes), and devices without
 -- clusters past one block's share, take the last shape.
 tune "cuda" {
@@ -71,7 +73,7 @@ tune "cuda" {
   { classes = 256, row_threads = 8, block = 256 },
   { classes = 2048, row_threads = 32, block = 256 },
   { classes = 16384, row_threads = "block", block = 256 },
-  { classes = 262144, row_threads = "block", block = 512, on_chip = 64 },
+  { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = "block", block = 512 },
 }
 -- The gradient from the saved lse holds more per thread than the 64
