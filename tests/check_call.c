@@ -15,6 +15,24 @@ typedef struct device_call {
   size_t ws_bytes;
 } device_call;
 
+/* Runs the call again with tensors t and checks that the gradient (at
+   t->grad, `bytes` long) is bit for bit `want`, the first run's. `differs`
+   says what a failure means. Returns 1 on failure. */
+static int same_gradient_again(xent_handle* h, xent_op op, const xent_ce_desc* d, const device_call* dc,
+                               const xent_ce_tensors* t, const void* want, size_t bytes, const char* name,
+                               const char* differs) {
+  const xent_backend_kind kind = xent_handle_backend(h);
+  const xent_status s = xent_ce_run(h, d, op, t, dc->ws, dc->ws_bytes, NULL);
+  tu_sync(kind);
+  xent_check(h); /* already verified by the first run; clear the record */
+  void* got = malloc(bytes);
+  tu_to_host(kind, got, t->grad, bytes);
+  const int failed = s != XENT_OK || memcmp(got, want, bytes) != 0;
+  if (failed) printf("FAIL %s: %s (%s)\n", name, differs, xent_last_error());
+  free(got);
+  return failed;
+}
+
 int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t seed, int flags, const char* name) {
   const xent_backend_kind kind = xent_handle_backend(h);
   const int64_t N = d->rows, C = d->classes, NC = N * C;
@@ -108,21 +126,11 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
          the kernels store it element by element instead of 16 bytes at a
          time; bit for bit the same values. (Before the in-place run, which
          overwrites the logits.) */
-      const size_t gb = tu_dtype_bytes(d->grad_dtype);
       char* shifted = tu_alloc(kind, grad_bytes + 16);
       xent_ce_tensors t = dc.t;
       t.grad = shifted + gb;
-      s = xent_ce_run(h, d, op, &t, dc.ws, dc.ws_bytes, NULL);
-      tu_sync(kind);
-      xent_check(h); /* already verified above; clear the record */
-      void* got = malloc(grad_bytes);
-      tu_to_host(kind, got, t.grad, grad_bytes);
-      if (s != XENT_OK || memcmp(got, host, grad_bytes) != 0) {
-        printf("FAIL %s: the gradient at a misaligned address differs from the aligned one (%s)\n", name,
-               xent_last_error());
-        failed = 1;
-      }
-      free(got);
+      failed = same_gradient_again(h, op, d, &dc, &t, host, grad_bytes, name,
+                                   "the gradient at a misaligned address differs from the aligned one");
       tu_free(kind, shifted);
     }
     if (!failed && op == XENT_OP_FORWARD_BACKWARD && N > 0 && d->grad_dtype == d->dtype) {
@@ -130,16 +138,8 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
          same as the separate buffer. */
       xent_ce_tensors t = dc.t;
       t.grad = (void*)t.logits;
-      s = xent_ce_run(h, d, op, &t, dc.ws, dc.ws_bytes, NULL);
-      tu_sync(kind);
-      xent_check(h); /* already verified above; clear the record */
-      void* in_place = malloc(logits_bytes);
-      tu_to_host(kind, in_place, t.logits, logits_bytes);
-      if (s != XENT_OK || memcmp(in_place, host, logits_bytes) != 0) {
-        printf("FAIL %s: in-place gradient differs from the out-of-place one (%s)\n", name, xent_last_error());
-        failed = 1;
-      }
-      free(in_place);
+      failed = same_gradient_again(h, op, d, &dc, &t, host, grad_bytes, name,
+                                   "in-place gradient differs from the out-of-place one");
     }
   }
   free(host);

@@ -401,6 +401,14 @@ XENT_DEVICE xent_out<T, Cvt> xent_output(void* p, bool f32, Cvt cvt) {
   return xent_out<T, Cvt>{p, f32, cvt};
 }
 
+// The elements of a contiguous row before its first 16-byte boundary (at
+// most C): read as scalars, the rest as 16-byte vectors and a scalar tail.
+template <typename T>
+XENT_DEVICE int64_t xent_row_head(const T* row, int64_t C) {
+  const int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
+  return head < C ? head : C;
+}
+
 // Calls f(j, x[base + j * inner]) once for every class j of a row that this
 // thread (`lane` of the `group` sharing the row) owns, and does with its
 // result what `out` says. A contiguous row (kColumn = false) is read with
@@ -418,8 +426,7 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   }
   constexpr int64_t kVec = 16 / sizeof(T);
   const T* row = x + base;
-  int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
-  if (head > C) head = C;
+  const int64_t head = xent_row_head(row, C);
   for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
@@ -452,8 +459,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   constexpr int64_t kVec = 16 / sizeof(T);
   const T* row = x + base;
   const int64_t rank = (int64_t)xent_cluster_rank(), k = (int64_t)xent_cluster_size();
-  int64_t head = (int64_t)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T));
-  if (head > C) head = C;
+  const int64_t head = xent_row_head(row, C);
   const int64_t vecs = (C - head) / kVec, per = (vecs + k - 1) / k;
   const int64_t lo = rank * per, hi = lo + per < vecs ? lo + per : vecs;
   if (rank == 0)
