@@ -67,9 +67,21 @@ void gen_output_free(gen_output_set* set) {
   set->count = set->cap = 0;
 }
 
+/* Writes "dir/name" (name NULL: dir alone) into path[GEN_FILE_PATH_MAX];
+   a path that would not fit is an error, never a truncated name. */
+#define GEN_FILE_PATH_MAX 4096
+static int join_path(char* path, const char* dir, const char* prefix, const char* name, const char* suffix,
+                     gen_error* err) {
+  const int n = name ? snprintf(path, GEN_FILE_PATH_MAX, "%s/%s%s%s", dir, prefix, name, suffix)
+                     : snprintf(path, GEN_FILE_PATH_MAX, "%s", dir);
+  if (n < 0 || n >= GEN_FILE_PATH_MAX)
+    return gen_fail(err, "output path too long (at most %d characters): %.100s...", GEN_FILE_PATH_MAX - 1, dir);
+  return 0;
+}
+
 static int make_dirs(const char* dir, gen_error* err) {
-  char path[4096];
-  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return gen_fail(err, "%s: path too long", dir);
+  char path[GEN_FILE_PATH_MAX];
+  if (join_path(path, dir, "", NULL, "", err) != 0) return -1;
   for (char* p = path + 1; *p; ++p) {
     if (*p != '/') continue;
     *p = 0;
@@ -101,10 +113,10 @@ static int is_generated(const gen_output_set* set, const char* name) {
    run no longer generates: a variant dropped from a spec leaves no stale
    kernel behind for a `nvcc *.cu` of the directory. */
 static void remove_stale(const gen_output_set* set, const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/manifest.tsv", dir);
+  char path[GEN_FILE_PATH_MAX];
   char* text = NULL;
   gen_error ignored;
+  if (join_path(path, dir, "", "manifest.tsv", "", &ignored) != 0) return;
   if (gen_read_file(path, &text, NULL, &ignored) != 0) return;
   char* save = NULL;
   for (char* line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -118,23 +130,26 @@ static void remove_stale(const gen_output_set* set, const char* dir) {
     char* end = strchr(field, '\t');
     if (end) *end = 0;
     if (strchr(field, '/') || is_generated(set, field)) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, field);
-    unlink(path);
+    if (join_path(path, dir, "", field, "", &ignored) == 0) unlink(path);
   }
   free(text);
 }
 
 int gen_output_commit(const gen_output_set* set, const char* dir, gen_error* err) {
+  /* Every path is checked before anything is created. */
+  char path[GEN_FILE_PATH_MAX], tmp[GEN_FILE_PATH_MAX], suffix[32];
+  snprintf(suffix, sizeof suffix, ".tmp.%ld", (long)getpid());
+  for (size_t i = 0; i < set->count; ++i) {
+    if (join_path(tmp, dir, ".", set->items[i].name, suffix, err) != 0) return -1;
+  }
   if (make_dirs(dir, err) != 0) return -1;
   char** temps = calloc(set->count ? set->count : 1, sizeof *temps);
   if (!temps) return gen_fail(err, "out of memory");
   int rc = 0;
-  char path[4096];
   for (size_t i = 0; i < set->count && rc == 0; ++i) {
-    snprintf(path, sizeof path, "%s/%s", dir, set->items[i].name);
+    join_path(path, dir, "", set->items[i].name, "", err);
     if (same_content(path, set->items[i].text)) continue;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, set->items[i].name, (long)getpid());
+    join_path(tmp, dir, ".", set->items[i].name, suffix, err);
     FILE* f = fopen(tmp, "wb");
     size_t len = strlen(set->items[i].text);
     if (!f) {
@@ -149,7 +164,7 @@ int gen_output_commit(const gen_output_set* set, const char* dir, gen_error* err
   if (rc == 0) remove_stale(set, dir);
   for (size_t i = 0; i < set->count; ++i) {
     if (!temps[i]) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, set->items[i].name);
+    join_path(path, dir, "", set->items[i].name, "", err);
     if (rc == 0 && rename(temps[i], path) != 0) rc = gen_fail(err, "%s: cannot rename into place: %s", path, strerror(errno));
     if (rc != 0) unlink(temps[i]);
     free(temps[i]);

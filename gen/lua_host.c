@@ -1,8 +1,12 @@
 #include "lua_host.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "gen/spec_limits.h"
 #include "gen/lua_modules.h"
 
 /* package.preload loader for one embedded module (upvalue 1: the entry). */
@@ -15,12 +19,22 @@ static int load_embedded(lua_State* L) {
   return 1;
 }
 
+/* Lua's default panic: an error outside any protected call. */
+static int panic(lua_State* L) {
+  fprintf(stderr, "xentgen: internal error in Lua: %s\n", lua_tostring(L, -1));
+  return 0;
+}
+
 lua_State* gen_lua_open(gen_error* err) {
-  lua_State* L = luaL_newstate();
+  /* Counts the heap so that a spec's share of it can be capped. */
+  gen_heap* heap = calloc(1, sizeof *heap);
+  lua_State* L = heap ? lua_newstate(gen_heap_alloc, heap) : NULL;
   if (!L) {
+    free(heap);
     gen_fail(err, "cannot create a Lua state (out of memory)");
     return NULL;
   }
+  lua_atpanic(L, panic);
   luaL_openlibs(L);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
@@ -34,7 +48,7 @@ lua_State* gen_lua_open(gen_error* err) {
   lua_pushstring(L, "xentgen");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
     gen_fail(err, "internal error loading the generator's Lua modules: %s", lua_tostring(L, -1));
-    lua_close(L);
+    gen_lua_close(L);
     return NULL;
   }
   lua_setfield(L, LUA_REGISTRYINDEX, "xentgen");
@@ -45,4 +59,16 @@ void gen_lua_push_fn(lua_State* L, const char* fn) {
   lua_getfield(L, LUA_REGISTRYINDEX, "xentgen");
   lua_getfield(L, -1, fn);
   lua_remove(L, -2);
+}
+
+gen_heap* gen_lua_heap(lua_State* L) {
+  void* ud = NULL;
+  lua_getallocf(L, &ud);
+  return ud;
+}
+
+void gen_lua_close(lua_State* L) {
+  gen_heap* heap = gen_lua_heap(L);
+  lua_close(L);
+  free(heap);
 }

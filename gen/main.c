@@ -14,6 +14,7 @@
 #include "filter.h"
 #include "lua_host.h"
 #include "render.h"
+#include "spec_limits.h"
 #include "spec_load.h"
 
 #define MAX_SPECS 64
@@ -21,7 +22,7 @@
 static const char usage[] =
     "usage: xentgen --spec FILE [--spec FILE ...] (--list | --target cuda|hip --out DIR)\n"
     "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR]\n"
-    "               [--no-line-directives]\n"
+    "               [--no-line-directives] [--spec-time-limit SECONDS]\n"
     "\n"
     "  --spec FILE            a spec (specs/*.lua); repeat for several families\n"
     "  --list                 print every variant's canonical key and exit\n"
@@ -31,7 +32,9 @@ static const char usage[] =
     "                         patterns, e.g. 'ce_fwd_*,ce_bwd_bf16_*'\n"
     "  --exclude PATTERNS     drop keys matching any of these patterns\n"
     "  --templates DIR        template directory (default: templates)\n"
-    "  --no-line-directives   omit #line directives that map code to template lines\n";
+    "  --no-line-directives   omit #line directives that map code to template lines\n"
+    "  --spec-time-limit S    CPU seconds a spec may run (default 20); specs also\n"
+    "                         have an instruction and a memory limit (README)\n";
 
 typedef struct options {
   const char* specs[MAX_SPECS];
@@ -43,12 +46,15 @@ typedef struct options {
   const char* exclude;
   const char* templates;
   int line_directives;
+  int spec_seconds;
 } options;
 
 static int parse_args(int argc, char** argv, options* o, gen_error* err) {
   memset(o, 0, sizeof *o);
   o->templates = "templates";
   o->line_directives = 1;
+  o->spec_seconds = GEN_SPEC_CPU_SECONDS;
+  const char* seconds = NULL;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char** value = NULL;
@@ -74,6 +80,8 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
       value = &o->exclude;
     } else if (strcmp(a, "--templates") == 0) {
       value = &o->templates;
+    } else if (strcmp(a, "--spec-time-limit") == 0) {
+      value = &seconds;
     } else {
       return gen_fail(err, "unknown argument '%s' (see --help)", a);
     }
@@ -81,6 +89,15 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
     *value = argv[++i];
   }
   if (o->spec_count == 0) return gen_fail(err, "no --spec given (see --help)");
+  if (seconds) {
+    char* end = NULL;
+    const long n = strtol(seconds, &end, 10);
+    if (!*seconds || *end || n < 1 || n > 3600)
+      return gen_fail(err, "--spec-time-limit must be a whole number of seconds from 1 to 3600, not '%s'", seconds);
+    o->spec_seconds = (int)n;
+  }
+  if (o->kernels && gen_check_patterns(o->kernels, "--kernels", err) != 0) return -1;
+  if (o->exclude && gen_check_patterns(o->exclude, "--exclude", err) != 0) return -1;
   if (!o->list) {
     if (!o->target) return gen_fail(err, "--target cuda|hip is required unless --list is given");
     if (strcmp(o->target, "cuda") != 0 && strcmp(o->target, "hip") != 0)
@@ -96,7 +113,7 @@ static int run(const options* o, gen_error* err) {
   gen_variant_list variants = {0};
   gen_output_set outputs = {0};
   int rc = 0;
-  for (int i = 0; i < o->spec_count && rc == 0; ++i) rc = gen_spec_load(L, o->specs[i], &variants, err);
+  for (int i = 0; i < o->spec_count && rc == 0; ++i) rc = gen_spec_load(L, o->specs[i], o->spec_seconds, &variants, err);
   if (rc == 0) {
     long dup = gen_variants_sort(&variants);
     if (dup >= 0) {
@@ -118,7 +135,7 @@ static int run(const options* o, gen_error* err) {
   }
   gen_output_free(&outputs);
   gen_variants_free(&variants);
-  lua_close(L);
+  gen_lua_close(L);
   return rc;
 }
 

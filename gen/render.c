@@ -24,8 +24,11 @@ static const char* template_text(template_cache* cache, const char* dir, const c
     gen_fail(err, "internal error: more than %d templates", MAX_TEMPLATES);
     return NULL;
   }
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+    gen_fail(err, "template path too long: %.100s...", dir);
+    return NULL;
+  }
   if (gen_read_file(path, &cache[i].text, NULL, err) != 0) return NULL;
   snprintf(cache[i].name, sizeof cache[i].name, "%s", name);
   return cache[i].text;

@@ -7,7 +7,9 @@
 #include "error.h"
 #include "variant.h"
 
-/* On a mistake in the spec, err holds "specs/<file>.lua:<line>: <what>". */
-int gen_spec_load(lua_State* L, const char* path, gen_variant_list* out, gen_error* err);
+/* Runs the spec in the sandbox (gen/lua/sandbox.lua) under the limits of
+   gen/spec_limits.h, cpu_seconds of CPU time at most. On a mistake in the
+   spec, err holds "specs/<file>.lua:<line>: <what>". */
+int gen_spec_load(lua_State* L, const char* path, int cpu_seconds, gen_variant_list* out, gen_error* err);
 
 #endif

@@ -15,6 +15,8 @@
 -- files) and run by the Bazel repository rule that must know every output file
 -- name before the build starts. Both call load_spec() and get the same list.
 
+local sandbox = require("sandbox")
+
 local M = {}
 
 -- What each family may declare. `axes` is the canonical key order. An axis
@@ -87,7 +89,7 @@ end
 
 -- Builds the statement functions a spec may call. `st` collects the
 -- declarations; `where()` is the file:line of the statement being run.
-local function make_env(path, st)
+local function make_env(path, st, lib)
   local function where(level)
     local info = debug.getinfo(level or 3, "l")
     return path .. ":" .. tostring(info and info.currentline or 0)
@@ -99,23 +101,42 @@ local function make_env(path, st)
     end
   end
 
+  -- A list in braces with no holes and no other keys: { "a", nil, "b" },
+  -- { [3] = "a" } and { [1.5] = "a" } drop or misplace values silently in
+  -- Lua, so they are errors here.
+  local function check_sequence(value, what, here)
+    local count, largest = 0, 0
+    for k in pairs(value) do
+      if math.type(k) ~= "integer" then
+        fail_at(here, what .. " expects a plain list, got a field '" .. tostring(k) .. "'")
+      end
+      if k < 1 then fail_at(here, what .. " expects a plain list, got an entry at index " .. k) end
+      count, largest = count + 1, math.max(largest, k)
+    end
+    if largest ~= count then
+      fail_at(here, what .. " has a hole (a nil entry): " .. count .. " values at indexes up to " .. largest)
+    end
+    return count
+  end
+
+  -- Returns a copy: a spec must not change a list after the DSL checked it.
   local function string_list(value, what, here)
     if type(value) ~= "table" then
       fail_at(here, what .. " expects a list in braces, got " .. type(value))
     end
-    local seen = {}
-    for k, v in pairs(value) do
-      if type(k) ~= "number" then
-        fail_at(here, what .. " expects a plain list, got a field '" .. tostring(k) .. "'")
-      end
+    local n = check_sequence(value, what, here)
+    if n == 0 then fail_at(here, what .. " must not be empty") end
+    local seen, list = {}, {}
+    for i = 1, n do
+      local v = value[i]
       if type(v) ~= "string" then
         fail_at(here, what .. " expects strings, got " .. type(v))
       end
       if seen[v] then fail_at(here, what .. " lists '" .. v .. "' twice") end
       seen[v] = true
+      list[i] = v
     end
-    if #value == 0 then fail_at(here, what .. " must not be empty") end
-    return value
+    return list
   end
 
   local env = {}
@@ -140,7 +161,7 @@ local function make_env(path, st)
     need_family("ops")
     local here = where()
     if st.ops then fail_at(here, "ops declared twice") end
-    string_list(list, "ops", here)
+    list = string_list(list, "ops", here)
     for _, op in ipairs(list) do
       if not index_of(st.schema.ops, op) then
         fail_at(here, "unknown op '" .. op .. "' (family " .. st.family .. " has " .. quoted_list(st.schema.ops) .. ")")
@@ -170,7 +191,8 @@ local function make_env(path, st)
     local axis = declare_axis(name, here, "specialize")
     return function(values)
       local here2 = where()
-      string_list(values, "specialize \"" .. name .. "\"", here2)
+      if st.axes[name] then fail_at(here2, "axis '" .. name .. "' declared twice (first at line " .. st.axes[name].line .. ")") end
+      values = string_list(values, "specialize \"" .. name .. "\"", here2)
       for _, v in ipairs(values) do
         if not index_of(axis.values, v) then
           fail_at(here2, "unknown " .. name .. " '" .. v .. "' (expected one of " .. quoted_list(axis.values) .. ")")
@@ -206,6 +228,9 @@ local function make_env(path, st)
         allowed = axis.values
       end
       local vs = type(v) == "table" and v or { v }
+      local n = check_sequence(vs, what .. " " .. k, here)
+      if n == 0 then fail_at(here, what .. ": " .. k .. " = {} matches nothing") end
+      vs = table.move(vs, 1, n, 1, {})
       for _, x in ipairs(vs) do
         if not index_of(allowed, x) then
           fail_at(here, what .. ": unknown " .. k .. " '" .. tostring(x) .. "' (expected one of " .. quoted_list(allowed) .. ")")
@@ -229,6 +254,7 @@ local function make_env(path, st)
   function env.min_arch(t)
     need_family("min_arch")
     local here = where()
+    if st.min_arch then fail_at(here, "min_arch declared twice (first at line " .. st.min_arch_line .. ")") end
     if type(t) ~= "table" then fail_at(here, "min_arch expects { cuda = <sm number>, hip = \"gfx...\" }") end
     for k, v in pairs(t) do
       if k == "cuda" then
@@ -243,7 +269,7 @@ local function make_env(path, st)
         fail_at(here, "min_arch: unknown target '" .. tostring(k) .. "' (expected cuda, hip)")
       end
     end
-    st.min_arch = t
+    st.min_arch, st.min_arch_line = { cuda = t.cuda, hip = t.hip }, here:match(":(%d+)$")
   end
 
   -- tune "target" { strided = n, { classes = n, row_threads = n, block = n }, ..., when = { axis = value(s) } }
@@ -291,8 +317,17 @@ local function make_env(path, st)
         end
       end
       if not rule.strided then fail_at(here2, what .. ": missing strided = <threads per block for a strided class axis>") end
-      if #t == 0 then fail_at(here2, what .. " lists no shapes") end
-      for i, s in ipairs(t) do
+      local count, largest = 0, 0
+      for k in pairs(t) do
+        if math.type(k) == "integer" then
+          if k < 1 then fail_at(here2, what .. ": a shape at index " .. k .. " (shapes are a plain list)") end
+          count, largest = count + 1, math.max(largest, k)
+        end
+      end
+      if largest ~= count then fail_at(here2, what .. " has a hole (a nil entry) in its list of shapes") end
+      if count == 0 then fail_at(here2, what .. " lists no shapes") end
+      for i = 1, count do
+        local s = t[i]
         local row = what .. ", shape " .. i
         if type(s) ~= "table" then fail_at(here2, row .. " must be { classes = ..., row_threads = ..., block = ... }") end
         for k in pairs(s) do
@@ -341,9 +376,8 @@ local function make_env(path, st)
     end
   end
 
-  -- Sandboxed standard library: string/table/math only (no io, os, load, require).
-  env.string, env.table, env.math = string, table, math
-  env.ipairs, env.pairs, env.tostring, env.tonumber, env.type = ipairs, pairs, tostring, tonumber, type
+  -- The sandbox's own copies of string/table/math and a few base functions.
+  for k, v in pairs(lib) do env[k] = v end
 
   return setmetatable(env, {
     __index = function(_, k)
@@ -466,14 +500,17 @@ local function expand(path, st)
   return variants
 end
 
--- Loads, validates and expands one spec. Returns the sorted variant list, or
--- nil and "path:line: message".
+-- Loads, validates and expands one spec in the sandbox (gen/lua/sandbox.lua).
+-- Returns the sorted variant list, or nil and "path:line: message".
 function M.load_spec(path, text)
+  if type(path) ~= "string" or path == "" or path:find("%c") then
+    -- The path is written into every generated file and the manifest.
+    return nil, "spec path " .. string.format("%q", tostring(path)) .. " is empty or has a control character"
+  end
   local st = { axes = {}, excludes = {}, tunes = {} }
-  local env = make_env(path, st)
-  local chunk, err = load(text, "@" .. path, "t", env)
-  if not chunk then return nil, err end
-  local ok, res = pcall(function()
+  local ok, res = sandbox.run(path, function(lib)
+    local chunk, err = sandbox.compile(path, text, make_env(path, st, lib))
+    if not chunk then error({ xent = true, msg = err }, 0) end
     chunk()
     if not st.schema then fail_at(path .. ":1", "spec declares no family (start with family \"<name>\")") end
     return expand(path, st)

@@ -43,7 +43,9 @@ local function compile(name, text)
   end
   -- Line 1 of the chunk holds the prologue and template line 1 together.
   local src = code[1] .. table.concat(code, "\n", 2)
-  return load(src, "@templates/" .. name, "t")
+  -- An empty environment: the chunk's first statement binds _ENV to the
+  -- context that render() passes in, and nothing else is reachable.
+  return load(src, "@templates/" .. name, "t", {})
 end
 
 -- Renders template `name` (its text given) with the names in `ctx` visible.
