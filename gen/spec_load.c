@@ -94,20 +94,17 @@ static int copy_variant(lua_State* L, gen_variant* v, gen_error* err) {
   return 0;
 }
 
-int gen_spec_load(lua_State* L, const char* path, int cpu_seconds, gen_variant_list* out, gen_error* err) {
+int gen_spec_load_text(lua_State* L, const char* path, const char* text, size_t size, int cpu_seconds,
+                       gen_variant_list* out, gen_error* err) {
   for (const char* p = path; *p; ++p) {
     /* The path is written into every generated file and the manifest. */
     if ((unsigned char)*p < 0x20 || *p == 0x7f) return gen_fail(err, "spec path has a control character: %.200s", path);
   }
   if (strlen(path) >= GEN_PATH_MAX) return gen_fail(err, "spec path is %zu characters (at most %d)", strlen(path), GEN_PATH_MAX - 1);
-  char* text = NULL;
-  size_t size = 0;
-  if (gen_read_file(path, &text, &size, err) != 0) return -1;
   int top = lua_gettop(L);
   gen_lua_push_fn(L, "load_spec");
   lua_pushstring(L, path);
   lua_pushlstring(L, text, size); /* all of it: the DSL refuses a NUL byte */
-  free(text);
   int rc = 0;
   gen_heap* heap = gen_lua_heap(L);
   gen_spec_limits_begin(L, heap, path, cpu_seconds);
@@ -132,5 +129,14 @@ int gen_spec_load(lua_State* L, const char* path, int cpu_seconds, gen_variant_l
     }
   }
   lua_settop(L, top);
+  return rc;
+}
+
+int gen_spec_load(lua_State* L, const char* path, int cpu_seconds, gen_variant_list* out, gen_error* err) {
+  char* text = NULL;
+  size_t size = 0;
+  if (gen_read_file(path, &text, &size, err) != 0) return -1;
+  const int rc = gen_spec_load_text(L, path, text, size, cpu_seconds, out, err);
+  free(text);
   return rc;
 }

@@ -1,0 +1,119 @@
+-- Softmax cross entropy: logits [outer, C, inner] (any class axis, read in
+-- place), hard integer labels or soft labels (a distribution per position).
+-- Semantics are PyTorch's F.cross_entropy (README, "Semantics"). xentgen
+-- reports a mistake as specs/cross_entropy.lua:<line>, the line where its
+-- statement starts.
+family "cross_entropy"
+
+-- fwd: loss (per row or reduced) and the per-row log-sum-exp for backward.
+-- bwd: gradient from dloss and the saved log-sum-exp.
+-- fwd_bwd: loss and gradient in one pass over the logits.
+ops { "fwd", "bwd", "fwd_bwd" }
+
+-- Types change the generated C, so they are always compile-time axes.
+specialize "dtype" { "f32", "f16", "bf16", "f64" }
+specialize "label" { "i32", "i64", "prob" }
+-- The reduction decides what the kernel writes (per-row losses, or block
+-- partials for a deterministic two-stage sum), so it is compile time too.
+specialize "reduction" { "none", "sum", "mean" }
+
+-- Options that cost one uniform branch per row or element (or a scalar
+-- read): run time, so that 3 x 4 x 3 x 3 = 108 kernels per target cover every
+-- combination. The class-axis stride, the extra tensors (log_prob, softmax,
+-- grad_bias, grad_labels) and f32 outputs for f16/bf16 logits are run-time
+-- arguments of every kernel, not axes (README, "Options"). So is the
+-- vocabulary-parallel split: a class offset and the global C in every kernel,
+-- and the shard statistics and their combine in the fwd kernels, which the
+-- runtime chains with the bwd kernels around one all-gather: no extra
+-- kernels, and the fused fwd_bwd kernels carry none of it.
+runtime "weights"          -- null pointer = unweighted; weights[y] is one load per row
+runtime "label_smoothing"  -- epsilon = 0 skips the per-row sum of logits
+runtime "ignore_index"     -- one integer compare per row
+-- LLM-training extras (Liger's lse_square_scale, Gemma-2's logit cap): a
+-- scale of 0 turns each off; the cap costs a tanh per element when on.
+runtime "z_loss"           -- loss += z * lse^2 on counted rows
+runtime "softcap"          -- logits -> cap * tanh(logits / cap)
+
+-- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
+-- the kernels assume (every shuffle names its mask).
+min_arch { cuda = 70, hip = "gfx90a" }
+
+-- Launch shapes of the row kernels (docs/PERFORMANCE.md, "Launch shapes"),
+-- picked at run time by C: the first shape whose `classes` bound is >= C.
+-- Small vocabularies put several rows in a block (row_threads threads each,
+-- reduced with warp shuffles) so that no lane idles on a short row; large
+-- ones give a row a whole block. Strided rows (class axis not last) take one
+-- thread each. These are starting points chosen from the bytes per row, not
+-- yet measured on a GPU: bench/run_gpu.sh is how to change them.
+-- f64 first: its fused gradient with the soft cap's tanh needs more
+-- registers than a 512- or 1024-thread block leaves a thread, and spills.
+tune "cuda" {
+  when = { dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { row_threads = "block", block = 256 },
+}
+-- The fused kernels hold a long row on chip (on_chip: KiB of shared memory
+-- per block of a cluster of up to 8 blocks on sm_90), so that the gradient
+-- pass reads it from there rather than from memory again: 2 passes over the
+-- logits' bytes (in, out) instead of 3. Blocks of 256 with 64 KiB each:
+-- three fit an SM's shared memory and, at the ~80 registers a thread the
+-- fused kernel takes, its register file too (512-thread blocks would fit
+-- only one). A 128K bf16 row takes a cluster of 4, f32 of 8.
+-- Rows that fit in no cluster (f32 past 128K classes), and devices without
+-- clusters past one block's share, take the last shape.
+tune "cuda" {
+  when = { op = "fwd_bwd" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
+  { row_threads = "block", block = 512 },
+}
+-- The gradient from the saved lse holds more per thread than the 64
+-- registers a 1024-thread block leaves: 512 at most.
+tune "cuda" {
+  when = { op = "bwd" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 512 },
+}
+tune "cuda" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 65536, row_threads = "block", block = 512 },
+  { row_threads = "block", block = 1024 },
+}
+-- AMD CDNA: 64-lane wavefronts (a wave per row up to 4096 classes, where a
+-- CUDA warp would give up), 64 KB of LDS per workgroup of which the
+-- reductions use a few hundred bytes.
+tune "hip" {
+  when = { dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { row_threads = "block", block = 256 },
+}
+tune "hip" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 1024 },
+}

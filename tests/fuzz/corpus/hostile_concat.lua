@@ -1,0 +1,3 @@
+family "cross_entropy"
+table.concat = function() return "os.execute(\"id\")" end
+ops { "fwd", nil, "bwd" }

@@ -1,0 +1,47 @@
+-- Softmax and log-softmax along one axis, and their gradients: ONNX Runtime's
+-- Softmax/LogSoftmax and SoftmaxGrad/LogSoftmaxGrad (opset 13, any axis).
+-- The input is [outer, C, inner] in memory and is read in place, strided
+-- when the axis is not last (README, "Semantics"). xentgen reports a mistake
+-- as specs/softmax.lua:<line>, the line where its statement starts.
+family "softmax"
+
+-- fwd: y = softmax(x) or log_softmax(x).
+-- bwd: dx from the forward's output y and the upstream dy.
+ops { "fwd", "bwd" }
+
+-- Types and the kind change every formula: compile time, 2 x 4 x 2 = 16
+-- kernels per target.
+specialize "dtype" { "f32", "f16", "bf16", "f64" }
+specialize "kind" { "softmax", "log_softmax" }
+
+min_arch { cuda = 70, hip = "gfx90a" }
+
+-- Launch shapes by C, as in cross_entropy.lua (docs/PERFORMANCE.md, "Launch
+-- shapes"); untuned starting points.
+tune "cuda" {
+  when = { dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { row_threads = "block", block = 256 },
+}
+tune "cuda" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 256, row_threads = 8, block = 256 },
+  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 65536, row_threads = "block", block = 512 },
+  { row_threads = "block", block = 1024 },
+}
+tune "hip" {
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 1024 },
+}
