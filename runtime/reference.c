@@ -31,19 +31,38 @@ static double target(const xent_ce_desc* d, const void* labels, int64_t row, int
   return (1 - d->label_smoothing) * t + d->label_smoothing / (double)d->classes;
 }
 
-static double row_lse(const xent_ce_desc* d, const void* logits, int64_t n) {
+/* A row's statistics, kept apart as PyTorch's log_softmax keeps them: the
+   max m and lr = log sum exp(x - m), so that lse - x_c = (m - x_c) + lr and
+   log p_c = (x_c - m) - lr never round a difference of logits to the
+   magnitude of lse (1e8, 3e38). A NaN logit, or a max of +-inf, makes the
+   row NaN (lr NaN), as x - max is NaN somewhere in PyTorch's. */
+typedef struct row_stats {
+  double m, lr;
+  double lse; /* log sum exp(x): +-inf where the max is, as torch.logsumexp */
+} row_stats;
+
+static row_stats stats_of(double m, double s) {
+  row_stats st = {m, isfinite(m) ? log(s) : NAN, isfinite(m) ? m + log(s) : m};
+  return st;
+}
+
+static row_stats row_statistics(const xent_ce_desc* d, const void* logits, int64_t n) {
   const int64_t C = d->classes;
   double m = -INFINITY;
   for (int64_t c = 0; c < C; ++c) {
     const double x = logit(d, logits, n, c);
-    if (isnan(x)) return NAN;
+    if (isnan(x)) return stats_of(NAN, 0);
     if (x > m) m = x;
   }
-  if (m == -INFINITY || m == INFINITY) return m;
+  if (!isfinite(m)) return stats_of(m, 0);
   double s = 0;
   for (int64_t c = 0; c < C; ++c) s += exp(logit(d, logits, n, c) - m);
-  return m + log(s);
+  return stats_of(m, s);
 }
+
+/* lse - x_c, and the log-probability x_c - lse. */
+static double lse_minus(row_stats st, double x) { return (st.m - x) + st.lr; }
+static double log_prob_of(row_stats st, double x) { return (x - st.m) - st.lr; }
 
 static double sum_class_weights(const xent_ce_desc* d, const void* weights) {
   double s = 0;
@@ -54,7 +73,7 @@ static double sum_class_weights(const xent_ce_desc* d, const void* weights) {
 /* Whether a hard label counts as ignored: it is ignore_index, or it is out
    of range and the policy says to ignore such labels. */
 static int row_ignored(const xent_ce_desc* d, int64_t y) {
-  if (y == d->ignore_index) return 1;
+  if (y == d->ignore_index && d->ignore_index != XENT_NO_IGNORE_INDEX) return 1;
   return d->invalid_labels == XENT_INVALID_LABELS_IGNORE && (y < 0 || y >= d->classes);
 }
 
@@ -72,39 +91,39 @@ static double mean_denominator(const xent_ce_desc* d, const void* labels, const 
 
 /* One row's loss. */
 static double row_loss(const xent_ce_desc* d, const void* logits, const void* labels, const void* weights,
-                       double sum_w, int64_t n, double lse) {
+                       int64_t n, row_stats st) {
+  const double lse = st.lse;
   const int64_t C = d->classes;
   const double eps = d->label_smoothing;
   if (d->label_type == XENT_PROB) {
     double l = 0;
     for (int64_t c = 0; c < C; ++c)
-      l += weight_of(d, weights, c) * target(d, labels, n, c) * (lse - logit(d, logits, n, c));
+      l += weight_of(d, weights, c) * target(d, labels, n, c) * lse_minus(st, logit(d, logits, n, c));
     return l + d->z_loss * lse * lse;
   }
   const int64_t y = xent_load_label(d->label_type, labels, n);
   if (row_ignored(d, y)) return 0;
   if (y < 0 || y >= C) return NAN;
-  double l = (1 - eps) * weight_of(d, weights, y) * (lse - logit(d, logits, n, y));
+  double l = (1 - eps) * weight_of(d, weights, y) * lse_minus(st, logit(d, logits, n, y));
   if (eps != 0) {
-    double sum_wx = 0;
-    for (int64_t c = 0; c < C; ++c) sum_wx += weight_of(d, weights, c) * logit(d, logits, n, c);
-    l += eps / (double)C * (sum_w * lse - sum_wx);
+    double smooth = 0;
+    for (int64_t c = 0; c < C; ++c) smooth += weight_of(d, weights, c) * lse_minus(st, logit(d, logits, n, c));
+    l += eps / (double)C * smooth;
   }
   return l + d->z_loss * lse * lse;
 }
 
 void xent_ref_ce_forward(const xent_ce_desc* d, const void* logits, const void* labels, const void* weights,
                          double* loss_rows, double* loss_total, double* lse_out, double* log_prob, double* softmax) {
-  const double sum_w = sum_class_weights(d, weights);
   double total = 0;
   for (int64_t n = 0; n < d->rows; ++n) {
-    const double lse = row_lse(d, logits, n);
-    const double l = row_loss(d, logits, labels, weights, sum_w, n, lse);
+    const row_stats st = row_statistics(d, logits, n);
+    const double l = row_loss(d, logits, labels, weights, n, st);
     total += l;
     if (loss_rows) loss_rows[n] = l;
-    if (lse_out) lse_out[n] = lse;
+    if (lse_out) lse_out[n] = st.lse;
     for (int64_t c = 0; c < d->classes && (log_prob || softmax); ++c) {
-      const double lp = logit(d, logits, n, c) - lse;
+      const double lp = log_prob_of(st, logit(d, logits, n, c));
       if (log_prob) log_prob[xent_ref_index(d, n, c)] = lp;
       if (softmax) softmax[xent_ref_index(d, n, c)] = exp(lp);
     }
@@ -129,7 +148,9 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
   for (int64_t n = 0; n < d->rows; ++n) {
     const double upstream = dloss ? dloss[d->reduction == XENT_REDUCTION_NONE ? n : 0] : 1.0;
     const double scale = upstream / denominator;
-    const double lse = lse_in ? lse_in[n] : row_lse(d, logits, n);
+    /* A caller's lse stands for the row's statistics as it is. */
+    const row_stats st = lse_in ? stats_of(lse_in[n], 1) : row_statistics(d, logits, n);
+    const double lse = st.lse;
     /* dx_c = p_c * p_coef - (the label's part of c), times the cap's factor. */
     double p_coef = 0;
     int64_t y = -1;
@@ -148,7 +169,7 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
       const int64_t i = xent_ref_index(d, n, c);
       double dx = row_value;
       if (active) {
-        const double p = exp(logit(d, logits, n, c) - lse);
+        const double p = exp(log_prob_of(st, logit(d, logits, n, c)));
         dx = p * p_coef;
         if (soft) {
           dx -= weight_of(d, weights, c) * target(d, labels, n, c);
@@ -166,7 +187,7 @@ void xent_ref_ce_backward(const xent_ce_desc* d, const void* logits, const void*
       grad[i] = dx + (grad_bias ? grad_bias[i] : 0.0);
       /* d loss / d t_c = (1 - eps) * w_c * (lse - x_c). */
       if (soft && grad_labels)
-        grad_labels[i] = scale * (1 - eps) * weight_of(d, weights, c) * (lse - logit(d, logits, n, c));
+        grad_labels[i] = scale * (1 - eps) * weight_of(d, weights, c) * lse_minus(st, logit(d, logits, n, c));
     }
   }
 }
@@ -178,12 +199,15 @@ static int64_t softmax_index(const xent_softmax_desc* d, int64_t row, int64_t c)
 void xent_ref_softmax_forward(const xent_softmax_desc* d, const void* x, double* y) {
   for (int64_t n = 0; n < d->rows; ++n) {
     double m = -INFINITY, s = 0;
-    for (int64_t c = 0; c < d->classes; ++c) m = fmax(m, xent_load(d->dtype, x, softmax_index(d, n, c)));
-    for (int64_t c = 0; c < d->classes; ++c) s += exp(xent_load(d->dtype, x, softmax_index(d, n, c)) - m);
-    const double lse = m + log(s);
+    for (int64_t c = 0; c < d->classes; ++c) {
+      const double v = xent_load(d->dtype, x, softmax_index(d, n, c));
+      m = isnan(v) || isnan(m) ? NAN : fmax(m, v);
+    }
+    for (int64_t c = 0; c < d->classes && isfinite(m); ++c) s += exp(xent_load(d->dtype, x, softmax_index(d, n, c)) - m);
+    const row_stats st = stats_of(m, s);
     for (int64_t c = 0; c < d->classes; ++c) {
       const int64_t i = softmax_index(d, n, c);
-      const double v = xent_load(d->dtype, x, i) - lse;
+      const double v = log_prob_of(st, xent_load(d->dtype, x, i));
       y[i] = d->kind == XENT_LOG_SOFTMAX ? v : exp(v);
     }
   }

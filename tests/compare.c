@@ -42,7 +42,7 @@ int64_t tu_first_bad_row(const xent_ce_desc* d, const void* labels) {
   if (d->label_type == XENT_PROB || d->invalid_labels != XENT_INVALID_LABELS_REPORT) return -1;
   for (int64_t n = 0; n < d->rows; ++n) {
     const int64_t y = xent_load_label(d->label_type, labels, n);
-    if (y != d->ignore_index && (y < 0 || y >= d->classes)) return n;
+    if ((y != d->ignore_index || y == XENT_NO_IGNORE_INDEX) && (y < 0 || y >= d->classes)) return n;
   }
   return -1;
 }

@@ -65,17 +65,18 @@ class XentVsTorch(unittest.TestCase):
 
     def check(self, target, dtype, label_type, reduction, rows, classes, weighted, ignore_index, smoothing,
               scale=3.0, ignore_all=False, all_ignored_zero=False, seed=0, z_loss=0.0, softcap=0.0,
-              ignore_bad_labels=False):
+              ignore_bad_labels=False, x=None, given_labels=None):
         name = (f"target={target} dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} "
                 f"w={weighted} ii={ignore_index} eps={smoothing} scale={scale}")
         rng = np.random.default_rng(seed)
         h = self.handles[target]
         d = make_desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, int(all_ignored_zero), z_loss,
                  softcap, INVALID_LABELS_IGNORE if ignore_bad_labels else INVALID_LABELS_REPORT)
-        x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
+        if x is None:
+            x = torch.from_numpy(rng.standard_normal((rows, classes)) * scale).to(TORCH[dtype])
         labels = rng.integers(0, classes, size=rows)
         mask = np.ones(rows, bool) if ignore_all else rng.random(rows) < 0.2
-        labels = np.where(mask, ignore_index, labels)
+        labels = np.where(mask, ignore_index, labels) if given_labels is None else np.array(given_labels)
         if ignore_bad_labels:  # out of range on both sides; PyTorch sees them as ignore_index
             bad = rng.random(rows) < 0.3
             labels = np.where(bad, classes + 3, labels)
@@ -121,18 +122,21 @@ class XentVsTorch(unittest.TestCase):
         lse = np.zeros(rows, acc)
         grad = np.zeros_like(xr)
         tol = TOL[dtype]
-        loss_scale = np.abs(want).max() if want.size and np.isfinite(want).all() else 1.0
+        finite = want[np.isfinite(want)]
+        loss_scale = np.abs(finite).max() if finite.size else 1.0
 
         # forward
         self.call(LIB.xent_ce_forward, h, ctypes.byref(d), ptr(xr), ptr(labels), ptr(weights), ptr(loss), ptr(lse),
                   ptr(ws), ctypes.c_size_t(ws.size), None)
         np.testing.assert_allclose(from_raw(loss, dtype).numpy(), want, rtol=tol, atol=tol * loss_scale,
                                    equal_nan=True, err_msg=name + " loss")
-        np.testing.assert_allclose(lse, want_lse, rtol=TOL[F32] if dtype != F64 else 1e-12, err_msg=name + " lse")
+        np.testing.assert_allclose(lse, want_lse, rtol=TOL[F32] if dtype != F64 else 1e-12, equal_nan=True,
+                                   err_msg=name + " lse")
         # backward from the saved lse
         self.call(LIB.xent_ce_backward, h, ctypes.byref(d), ptr(xr), ptr(labels), ptr(weights), ptr(lse), ptr(dloss),
                   ptr(grad), ptr(ws), ctypes.c_size_t(ws.size), None)
-        gscale = np.abs(want_grad).max() if want_grad.size else 1.0
+        finite = want_grad[np.isfinite(want_grad)]
+        gscale = np.abs(finite).max() if finite.size else 1.0
         np.testing.assert_allclose(from_raw(grad, dtype).numpy(), want_grad, rtol=tol, atol=tol * gscale,
                                    equal_nan=True, err_msg=name + " grad (bwd)")
         # fused, in place over a copy of the logits
@@ -165,6 +169,67 @@ class XentVsTorch(unittest.TestCase):
             self.check(target, F32, I64, MEAN, 4, 2000, True, -100, 0.1, scale=1e4, seed=11)
             self.check(target, BF16, I64, SUM, 3, 1, False, -100, 0.3, seed=12)  # C = 1
             self.check(target, F16, I32, NONE, 1, 8192, False, 7, 0.0, seed=13)  # N = 1, long row
+
+    def test_extreme_rows(self):
+        """Rows where a formula that is not shift-invariant loses everything:
+        logits around +-1e8 (+-1e4 in f16), at the dtype's largest finite
+        value, +inf beside finite logits, -inf (masked) classes, NaN, and all
+        -inf; loss, lse, the gradient from the saved lse and the fused
+        gradient, against PyTorch in float64 on the same rounded values (which
+        is NaN wherever x - max is NaN)."""
+        inf, nan = float("inf"), float("nan")
+        big = {F32: 3.4e38, BF16: 3.38e38, F16: 65504.0, F64: 1.7e308}
+        offset = {F32: 1e8, BF16: 1e8, F16: 1e4, F64: 1e8}
+        seed = 400
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, F16, BF16, F64):
+                b, o = big[dtype], offset[dtype]
+                rows = [
+                    [o, o, o, o, o],                       # PyTorch: log 5 everywhere; not 0
+                    [o + 1, o, o - 1, o + 3, o + 2],
+                    [-o, -o + 2, -o + 1, -o, -o + 3],
+                    [b, b, -b, 0, 0],                      # log 2 for the label 0
+                    [b, -b, -b, -b, b],
+                    [1, inf, 0, 0, 0],                     # +inf not the label: NaN everywhere
+                    [2, -inf, 1, -inf, 0],                 # masked classes
+                    [-inf, 3, -inf, 1, 0],                 # the label's class masked: loss inf
+                    [0, nan, 1, 2, 3],
+                    [-inf, -inf, -inf, -inf, -inf],
+                ]
+                labels = [0, 3, 4, 0, 4, 0, 2, 0, 1, 2]
+                x = torch.tensor(rows, dtype=torch.float64).to(TORCH[dtype])
+                for reduction in (NONE, MEAN):
+                    seed += 1
+                    self.check(target, dtype, I64, reduction, len(rows), 5, False, -100, 0.0, seed=seed, x=x,
+                               given_labels=labels)
+                # Smoothing and weights on the shifted rows (their sums are
+                # relative to the row, too).
+                seed += 1
+                self.check(target, dtype, I32, NONE, 3, 5, True, -100, 0.2, seed=seed, x=x[:3], given_labels=[0, 3, 4])
+
+    def test_shift_invariant_log_softmax(self):
+        """f32 logits [10000, 10001, 10002, 10003]: PyTorch's log-softmax is
+        exact there (-0.4401897 for the last), x - lse rounded to f32 is not
+        (-0.4404297); softmax likewise (0.6439143, not 0.6437597)."""
+        x = np.array([[10000, 10001, 10002, 10003], [1e5, 1e5 + 1, 1e5 + 2, 1e5 + 3]], np.float32)
+        want = F.log_softmax(torch.from_numpy(x).to(torch.float64), 1).numpy()
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = self.handles[target]
+            for kind in (LOG_SOFTMAX, SOFTMAX):
+                d = SoftmaxDesc()
+                self.call(LIB.xent_softmax_desc_init_nd, ctypes.byref(d), 2, (ctypes.c_int64 * 2)(2, 4), -1, F32, kind)
+                y = np.zeros_like(x)
+                self.call(LIB.xent_softmax_forward, h, ctypes.byref(d), ptr(x), ptr(y), None)
+                np.testing.assert_allclose(y, want if kind == LOG_SOFTMAX else np.exp(want), rtol=2e-7, atol=1e-7,
+                                           err_msg=f"target={target} kind={kind}")
+            log_prob, softmax = np.zeros_like(x), np.zeros_like(x)
+            labels = np.array([3, 0], np.int64)
+            loss = np.zeros(2, np.float32)
+            d = make_desc(2, 4, F32, I64, NONE, -100, 0.0)
+            self.run_ce(h, d, FORWARD, logits=x, labels=labels, loss=loss, log_prob=log_prob, softmax=softmax)
+            np.testing.assert_allclose(log_prob, want, rtol=2e-7, atol=1e-7, err_msg="xent_ce_run log_prob")
+            np.testing.assert_allclose(softmax, np.exp(want), rtol=2e-7, atol=1e-7, err_msg="xent_ce_run softmax")
+            np.testing.assert_allclose(loss, [-want[0, 3], -want[1, 0]], rtol=2e-7, err_msg="loss")
 
     def test_out_of_range_labels_ignored(self):
         for target in (BACKEND_CUDA, BACKEND_HIP):

@@ -42,4 +42,13 @@ __device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = XENT_HIP
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, width < 32 ? width : 32);
 }
 
+// HIP's __any(p) over a 64-lane wavefront: the warp's vote, then the other
+// warp's through the xor-32 exchange (so the same rule applies). A macro,
+// because CUDA declares a (deprecated, maskless) __any of its own.
+__device__ __forceinline__ int xent_hip_on_cuda_any(int p) {
+  const int warp = __any_sync(0xffffffffu, p);
+  return warp | (xent_hip_on_cuda_exchange32((double)warp) != 0.0);
+}
+#define __any(p) xent_hip_on_cuda_any(p)
+
 #endif

@@ -10,6 +10,12 @@
 //   dt_j   = scale_n*(1-eps)*w[j]*(lse - x_j)          (optional grad_labels)
 // The mean divides by the number of rows (PyTorch); ignore_index does not apply.
 #line 18 "templates/cross_entropy.tmpl"
+// Every formula is shift-invariant, as PyTorch's (x - max) - log sum exp(x -
+// max): with m the row's max and lr = log sum exp(x - m), lse - x_c is
+// (m - x_c) + lr and p_j is exp((x_j - m) - lr), so logits of 1e8 or 3e38 lose
+// nothing to the magnitude of lse. The sums over c of smoothing and soft
+// labels are taken relative to r, the row's first logit. A row whose max is
+// +inf or NaN is NaN throughout (lr is NaN), as in PyTorch.
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a soft
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // A row is one position: element c of row r is at (r / inner)*C*inner +
@@ -17,21 +23,21 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 75 "templates/cross_entropy.tmpl"
+#line 83 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 119 "templates/cross_entropy.tmpl"
+#line 127 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 123 "templates/cross_entropy.tmpl"
+#line 131 "templates/cross_entropy.tmpl"
 // XENT_ON_CHIP: a cluster of blocks per row, each keeping its slice of the
 // row in shared memory for the gradient pass, which then reads no logits
 // from memory: the fused pass moves the logits' bytes once in, once out.
-#line 127 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -40,9 +46,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
 xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 136 "templates/cross_entropy.tmpl"
+#line 144 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 140 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -50,15 +56,14 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 148 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 151 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
   // XENT_ON_CHIP: this block's slice of the row (16-byte vectors), and its
   // partial statistics for the other blocks of the cluster.
   XENT_DYNAMIC_SHARED(xent_vec16<uint16_t>, stash);
   XENT_SHARED_ARRAY(float, part, 4);
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
-#line 159 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -69,7 +74,13 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 188 "templates/cross_entropy.tmpl"
+#line 195 "templates/cross_entropy.tmpl"
+    // The reference the sums of x are taken from: the row's first logit (0
+    // where it is not finite, and in a vocabulary-parallel first pass, whose
+    // slices' sums are added as they are).
+    const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(x[base]), cap) : xent_load_bf16(x[base])) : float(0);
+    const float r = a.shard_stats || !(r0 - r0 == float(0)) ? float(0) : r0;
+#line 201 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto add = [&](int64_t j, uint16_t raw) {
@@ -77,82 +88,85 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 196 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
-      sum_a += wt;       // sum_c w[c]*t'_c
-      sum_b += wt * xj;  // sum_c w[c]*t'_c*x_c
-#line 202 "templates/cross_entropy.tmpl"
+      sum_a += wt;             // sum_c w[c]*t'_c
+      sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
+#line 215 "templates/cross_entropy.tmpl"
     };
-#line 204 "templates/cross_entropy.tmpl"
+#line 217 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_no_out(), add);
     else xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 212 "templates/cross_entropy.tmpl"
-    const float lse = m + xent_log(s);
-#line 232 "templates/cross_entropy.tmpl"
+#line 225 "templates/cross_entropy.tmpl"
+    // m - m is NaN where m is +inf or NaN: then so is every output but lse
+    // (+inf for a row with a +inf logit, as torch.logsumexp).
+    const float log_s = xent_log(s), lr = log_s + (m - m), lse = m + log_s;
+#line 247 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 235 "templates/cross_entropy.tmpl"
-      float l = lse * sum_a - sum_b;
-#line 237 "templates/cross_entropy.tmpl"
+#line 250 "templates/cross_entropy.tmpl"
+      float l = ((m - r) + lr) * sum_a - sum_b;
+#line 252 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 239 "templates/cross_entropy.tmpl"
+#line 254 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 257 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 289 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 291 "templates/cross_entropy.tmpl"
+#line 325 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 296 "templates/cross_entropy.tmpl"
+#line 330 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 299 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 324 "templates/cross_entropy.tmpl"
+#line 358 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
     const auto grad = [&](int64_t j, uint16_t raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 331 "templates/cross_entropy.tmpl"
+#line 365 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 338 "templates/cross_entropy.tmpl"
-      const float p = xent_exp(xj - lse);
-#line 340 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
+      const float p = xent_exp((xj - m) - lr);
+#line 374 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 344 "templates/cross_entropy.tmpl"
+#line 378 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 348 "templates/cross_entropy.tmpl"
-        ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * (lse - xj));
+#line 382 "templates/cross_entropy.tmpl"
+        ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 355 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 357 "templates/cross_entropy.tmpl"
-      if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
+#line 391 "templates/cross_entropy.tmpl"
+      if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 360 "templates/cross_entropy.tmpl"
+#line 394 "templates/cross_entropy.tmpl"
       return dx;
     };
+#line 402 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
-#line 364 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
     else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 370 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 428 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -165,15 +179,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 443 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 447 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 451 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -181,10 +195,10 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 488 "templates/cross_entropy.tmpl"
+#line 528 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 493 "templates/cross_entropy.tmpl"
+#line 533 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 495 "templates/cross_entropy.tmpl"
+#line 535 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -86,7 +86,8 @@ static __device__ __forceinline__ T* xent_cluster_view(T* p, unsigned rank) {
 
 // What the current device allows: blocks per cluster (1 without clusters)
 // and shared memory per block with the opt-in. Queried once per device and
-// kept (a race between threads writes the same value).
+// kept; threads may race to fill an entry, so it is read and written with
+// atomics (they all write the same value).
 struct xent_device_limits {
   unsigned max_cluster;
   int64_t smem_optin;
@@ -98,7 +99,8 @@ static inline xent_device_limits xent_limits() {
     (void)cudaGetLastError();
     return {1, 48 * 1024};
   }
-  if (dev < 64 && known[dev]) return {(unsigned)(known[dev] % 16), known[dev] / 16};
+  const int64_t seen = dev < 64 ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
+  if (seen) return {(unsigned)(seen % 16), seen / 16};
   int cluster = 0, optin = 0;
   if (cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
@@ -106,7 +108,7 @@ static inline xent_device_limits xent_limits() {
     return {1, 48 * 1024};
   }
   const xent_device_limits lim = {cluster ? 8u : 1u, (int64_t)optin};
-  if (dev < 64) known[dev] = lim.smem_optin * 16 + lim.max_cluster;
+  if (dev < 64) __atomic_store_n(&known[dev], lim.smem_optin * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
 }
 
@@ -144,10 +146,15 @@ typedef cudaStream_t xent_stream_t;
 // run a warp in lockstep).
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+// Whether p holds in any lane of the warp (every lane takes part).
+XENT_DEVICE bool xent_warp_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
+// Orders the memory accesses of the warp's lanes before it against those
+// after it: shuffles exchange values but do not order memory.
+XENT_DEVICE void xent_warp_sync() { __syncwarp(); }
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 187 "templates/xent_device.h.tmpl"
+#line 205 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024

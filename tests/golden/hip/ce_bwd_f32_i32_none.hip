@@ -9,6 +9,12 @@
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
 // a NaN row (or, if asked, counts as ignored) and is never used as an index.
 #line 18 "templates/cross_entropy.tmpl"
+// Every formula is shift-invariant, as PyTorch's (x - max) - log sum exp(x -
+// max): with m the row's max and lr = log sum exp(x - m), lse - x_c is
+// (m - x_c) + lr and p_j is exp((x_j - m) - lr), so logits of 1e8 or 3e38 lose
+// nothing to the magnitude of lse. The sums over c of smoothing and soft
+// labels are taken relative to r, the row's first logit. A row whose max is
+// +inf or NaN is NaN throughout (lr is NaN), as in PyTorch.
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a soft
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // A row is one position: element c of row r is at (r / inner)*C*inner +
@@ -16,25 +22,25 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 75 "templates/cross_entropy.tmpl"
+#line 83 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 88 "templates/cross_entropy.tmpl"
+#line 96 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 93 "templates/cross_entropy.tmpl"
+#line 101 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 95 "templates/cross_entropy.tmpl"
+#line 103 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 109 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 111 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -42,11 +48,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_
   }
 }
 
-#line 119 "templates/cross_entropy.tmpl"
+#line 127 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 127 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -55,9 +61,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
 xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const float* x = (const float*)a.logits;
-#line 138 "templates/cross_entropy.tmpl"
+#line 146 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 140 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -65,9 +71,10 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 157 "templates/cross_entropy.tmpl"
+  XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 163 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 159 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -78,10 +85,10 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 170 "templates/cross_entropy.tmpl"
+#line 176 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
-    const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
+    const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     // The label's class in this slice of the vocabulary, if it is here.
     const int64_t yl = y - off;
     const bool here = in_range && yl >= 0 && yl < C;
@@ -90,16 +97,35 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 272 "templates/cross_entropy.tmpl"
+#line 287 "templates/cross_entropy.tmpl"
     // The lse saved by the forward pass; for a vocabulary-parallel call,
     // combined from every slice's statistics (a.gathered).
     float lse, sum_a = 0, sum_b = 0;
     if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
     else lse = ((const float*)a.lse_in)[row];
     (void)sum_a, (void)sum_b;
-#line 289 "templates/cross_entropy.tmpl"
+    // p_j = exp((x_j - m) - lr), here with m = lse and lr = 0. A saved lse
+    // beyond +-64 lost the logits' precision when it was rounded to float
+    // (|lse| ulps of p: 2^-18 at 64, everything at 1e8): such a row's
+    // statistics are taken again from its logits, in one more pass over that
+    // row only. The vote keeps the reduction uniform across the warp.
+    float m = lse, lr = 0;
+    const bool again = !a.gathered && at.live && (lse > float(64) || lse < float(-64));
+    if (xent_warp_any(again)) {
+      float m2 = xent_lowest(float(0)), s2 = 0, unused_a = 0, unused_b = 0;
+      xent_row_each<kColumn>(x, base, again ? width : 0, inner, lane, group,
+                             [&](int64_t, float raw) { xent_online_add(m2, s2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw))); });
+      xent_group_reduce(m2, s2, unused_a, unused_b, group, scratch);
+      if (again) {
+        m = m2;
+        const float log_s = xent_log(s2);
+        lr = log_s + (m2 - m2);
+        lse = m + log_s;
+      }
+    }
+#line 323 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 302 "templates/cross_entropy.tmpl"
+#line 336 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -107,50 +133,51 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 310 "templates/cross_entropy.tmpl"
+#line 344 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 317 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 319 "templates/cross_entropy.tmpl"
+#line 353 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 324 "templates/cross_entropy.tmpl"
+#line 358 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
     const auto grad = [&](int64_t j, float raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 331 "templates/cross_entropy.tmpl"
+#line 365 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 338 "templates/cross_entropy.tmpl"
-      const float p = xent_exp(xj - lse);
-#line 351 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
+      const float p = xent_exp((xj - m) - lr);
+#line 385 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 355 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 360 "templates/cross_entropy.tmpl"
+#line 394 "templates/cross_entropy.tmpl"
       return dx;
     };
+#line 402 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
-#line 367 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
     xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 370 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 451 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -158,13 +185,13 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 472 "templates/cross_entropy.tmpl"
+#line 512 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 476 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 490 "templates/cross_entropy.tmpl"
+#line 530 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 495 "templates/cross_entropy.tmpl"
+#line 535 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -9,6 +9,12 @@
 // Rows whose label is ignore_index contribute 0; a label outside [0, C) gives
 // a NaN row (or, if asked, counts as ignored) and is never used as an index.
 #line 18 "templates/cross_entropy.tmpl"
+// Every formula is shift-invariant, as PyTorch's (x - max) - log sum exp(x -
+// max): with m the row's max and lr = log sum exp(x - m), lse - x_c is
+// (m - x_c) + lr and p_j is exp((x_j - m) - lr), so logits of 1e8 or 3e38 lose
+// nothing to the magnitude of lse. The sums over c of smoothing and soft
+// labels are taken relative to r, the row's first logit. A row whose max is
+// +inf or NaN is NaN throughout (lr is NaN), as in PyTorch.
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a soft
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
 // A row is one position: element c of row r is at (r / inner)*C*inner +
@@ -16,25 +22,25 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 75 "templates/cross_entropy.tmpl"
+#line 83 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
 #include <math.h>
 
-#line 88 "templates/cross_entropy.tmpl"
+#line 96 "templates/cross_entropy.tmpl"
 // One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
 // sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bf16_i64_mean_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 93 "templates/cross_entropy.tmpl"
+#line 101 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 95 "templates/cross_entropy.tmpl"
+#line 103 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 109 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 111 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
@@ -42,11 +48,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bf16
   }
 }
 
-#line 119 "templates/cross_entropy.tmpl"
+#line 127 "templates/cross_entropy.tmpl"
 // Statistics and loss of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 127 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -55,9 +61,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
 xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 138 "templates/cross_entropy.tmpl"
+#line 146 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 140 "templates/cross_entropy.tmpl"
+#line 148 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -65,11 +71,10 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
-#line 148 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 157 "templates/cross_entropy.tmpl"
+#line 163 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 159 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -80,10 +85,10 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 170 "templates/cross_entropy.tmpl"
+#line 176 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
-    const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
+    const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     // The label's class in this slice of the vocabulary, if it is here.
     const int64_t yl = y - off;
     const bool here = in_range && yl >= 0 && yl < C;
@@ -92,11 +97,17 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 184 "templates/cross_entropy.tmpl"
+#line 190 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
-#line 188 "templates/cross_entropy.tmpl"
+#line 195 "templates/cross_entropy.tmpl"
+    // The reference the sums of x are taken from: the row's first logit (0
+    // where it is not finite, and in a vocabulary-parallel first pass, whose
+    // slices' sums are added as they are).
+    const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(x[base]), cap) : xent_load_bf16(x[base])) : float(0);
+    const float r = a.shard_stats || !(r0 - r0 == float(0)) ? float(0) : r0;
+#line 201 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto add = [&](int64_t j, uint16_t raw) {
@@ -104,75 +115,77 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 200 "templates/cross_entropy.tmpl"
-      if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * xj;  // sum_c w[c]*x_c
-#line 202 "templates/cross_entropy.tmpl"
+#line 213 "templates/cross_entropy.tmpl"
+      if (smoothing) sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
+#line 215 "templates/cross_entropy.tmpl"
     };
-#line 209 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
     xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 212 "templates/cross_entropy.tmpl"
-    const float lse = m + xent_log(s);
-#line 214 "templates/cross_entropy.tmpl"
+#line 225 "templates/cross_entropy.tmpl"
+    // m - m is NaN where m is +inf or NaN: then so is every output but lse
+    // (+inf for a row with a +inf logit, as torch.logsumexp).
+    const float log_s = xent_log(s), lr = log_s + (m - m), lse = m + log_s;
+#line 229 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (lse, a, b); over the
       // slices, the row's loss is lse*sum(a) - sum(b) (+ z*lse^2).
       float* st = (float*)a.shard_stats + 3 * row;
       st[0] = lse;
-#line 223 "templates/cross_entropy.tmpl"
+#line 238 "templates/cross_entropy.tmpl"
       float b = here ? (weights ? weights[y] : float(1)) * xy : float(0);
-#line 225 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
       if (smoothing) b = (1 - eps) * b + eps / float(CT) * sum_a;
-#line 227 "templates/cross_entropy.tmpl"
+#line 242 "templates/cross_entropy.tmpl"
       st[1] = 0;  // the combine knows a from the label and the weights
       st[2] = b;
-#line 230 "templates/cross_entropy.tmpl"
+#line 245 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 241 "templates/cross_entropy.tmpl"
+#line 256 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
-          l = row_weight * (lse - xy);
-#line 247 "templates/cross_entropy.tmpl"
-          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * lse - sum_a);
-#line 250 "templates/cross_entropy.tmpl"
+          l = row_weight * ((m - xy) + lr);
+#line 262 "templates/cross_entropy.tmpl"
+          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
+#line 265 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 252 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 257 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 261 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
         const int64_t e = base + j * inner;
         const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
-        if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16(xj - lse);
-        if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp(xj - lse));
+        if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
+        if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 370 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 374 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (lse, a, b), stored
 // rank by rank in a.gathered as [shards][rows][3]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 379 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 381 "templates/cross_entropy.tmpl"
+#line 421 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 385 "templates/cross_entropy.tmpl"
+#line 425 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 387 "templates/cross_entropy.tmpl"
+#line 427 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss;
   const bool smoothing = eps != float(0);
@@ -180,33 +193,33 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_hip_ce_fwd_bf16_i64_mean_com
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     float lse, sum_a, sum_b;
     xent_gathered_row((const float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-#line 401 "templates/cross_entropy.tmpl"
+#line 441 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
-    const bool ignored = y == a.ignore_index || (a.ignore_invalid_labels && !in_range);
+    const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0, row_weight = 0;
     if (!ignored) {
       if (in_range) {
         row_weight = (weights ? weights[y] : float(1));
         float k = row_weight;  // the global sum(a): the coefficient of lse
-#line 410 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
         if (smoothing) k = (1 - eps) * k + eps / float(CT) * (weights ? ws[1] : float(CT));
-#line 412 "templates/cross_entropy.tmpl"
+#line 452 "templates/cross_entropy.tmpl"
         l = k * lse - sum_b;
-#line 414 "templates/cross_entropy.tmpl"
+#line 454 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 416 "templates/cross_entropy.tmpl"
+#line 456 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 421 "templates/cross_entropy.tmpl"
+#line 461 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 428 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -219,15 +232,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bf16
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 443 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 447 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 451 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -235,18 +248,18 @@ static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 459 "templates/cross_entropy.tmpl"
+#line 499 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 472 "templates/cross_entropy.tmpl"
+#line 512 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 476 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 480 "templates/cross_entropy.tmpl"
+#line 520 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -254,8 +267,8 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 493 "templates/cross_entropy.tmpl"
+#line 533 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 495 "templates/cross_entropy.tmpl"
+#line 535 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 148 "templates/xent_device.h.tmpl"
+#line 155 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -44,10 +44,21 @@ XENT_DEVICE T xent_cluster_view(T p, unsigned) { return p; }
 
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
+XENT_DEVICE bool xent_warp_any(bool p) { return __any(p) != 0; }
+// A wavefront runs in lockstep and issues its memory accesses in program
+// order, so it needs no memory barrier; the emulator (threads one at a time,
+// all 64 lanes in the mask) and HIP-on-CUDA (32-lane warps) do.
+#if defined(XENT_EMU)
+XENT_DEVICE void xent_warp_sync() { __syncwarp(~0ull); }
+#elif defined(__CUDACC__)
+XENT_DEVICE void xent_warp_sync() { __syncwarp(); }
+#else
+XENT_DEVICE void xent_warp_sync() {}
+#endif
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 187 "templates/xent_device.h.tmpl"
+#line 205 "templates/xent_device.h.tmpl"
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
