@@ -1,5 +1,6 @@
 /* The public entry points: validate every argument (naming it on error),
    then route to the handle's backend. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -192,7 +193,7 @@ static xent_status check_layout(const char* fn, int64_t rows, int64_t classes, i
 static xent_status check_desc(const char* fn, const xent_handle* h, const xent_ce_desc* d) {
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
   if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
-  const xent_status s = check_layout(fn, d->rows, d->classes, d->inner, d->dtype);
+  xent_status s = check_layout(fn, d->rows, d->classes, d->inner, d->dtype);
   if (s != XENT_OK) return s;
   if (d->label_type != XENT_I32 && d->label_type != XENT_I64 && d->label_type != XENT_PROB)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->label_type %d is not a xent_label_type", fn, (int)d->label_type);
@@ -214,7 +215,28 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
                      (int)d->invalid_labels);
   if (!(d->softcap >= 0.0 && isfinite(d->softcap)))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->softcap is %g, must be finite and >= 0 (0 = off)", fn, d->softcap);
-  return d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
+  /* The kernels of f32/f16/bf16 logits compute in f32: a scale that rounds
+     to 0 or infinity there would silently turn the option off, or make
+     every loss NaN. */
+  if (d->dtype != XENT_F64) {
+    if (d->softcap != 0.0 && !(d->softcap >= FLT_MIN && d->softcap <= FLT_MAX))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: desc->softcap is %g, outside f32's normal range [%g, %g] in which the kernels compute (0 = off)",
+                       fn, d->softcap, (double)FLT_MIN, (double)FLT_MAX);
+    if (d->z_loss != 0.0 && !(d->z_loss >= FLT_MIN && d->z_loss <= FLT_MAX))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: desc->z_loss is %g, outside f32's normal range [%g, %g] in which the kernels compute (0 = off)",
+                       fn, d->z_loss, (double)FLT_MIN, (double)FLT_MAX);
+  }
+  s = d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
+  if (s != XENT_OK) return s;
+  /* The workspace holds a few accumulation-type values per row and rank;
+     its size must not wrap around. */
+  const uint64_t per_row = 2 + 3 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
+  if ((uint64_t)d->rows > (SIZE_MAX / 8 - 4096) / (per_row + 2))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld: the workspace's byte count overflows", fn,
+                     (long long)d->rows);
+  return XENT_OK;
 }
 
 /* Every backend runs the generated launchers, whose workspace layout is
@@ -270,6 +292,67 @@ const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc
   return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
 }
 
+/* One buffer of a call: its name, where it is, how many bytes the call
+   touches there, the alignment its element type needs, and whether the call
+   writes it. */
+typedef struct buffer {
+  const char* name;
+  const void* p;
+  size_t bytes;
+  size_t align;
+  int written;
+} buffer;
+
+/* Every buffer is aligned to its element (a misaligned pointer is undefined
+   behaviour in C and a fault on some GPUs), and no buffer the call writes
+   overlaps another buffer of the call (an output over an input, or over
+   another output, gives wrong answers in any order the kernels could run),
+   except grad == logits, in place, for the forward_backward op. */
+static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xent_ce_call* c, size_t workspace_bytes) {
+  const xent_ce_tensors* t = &c->t;
+  const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
+  const int soft = d->label_type == XENT_PROB;
+  const size_t rows = (size_t)d->rows, elems = rows * (size_t)d->classes;
+  const size_t eb = xent_dtype_bytes(d->dtype), ab = xent_acc_bytes(d->dtype);
+  const size_t lb = xent_dtype_bytes(d->loss_dtype), gb = xent_dtype_bytes(d->grad_dtype);
+  const size_t label_b = soft ? eb : d->label_type == XENT_I32 ? 4 : 8;
+  const size_t n_loss = d->reduction == XENT_REDUCTION_NONE ? rows : 1;
+  const size_t weights_n = (size_t)(d->vocab_shard ? d->vocab_shard->global_classes : d->classes);
+  const buffer all[] = {
+      {"logits", t->logits, elems * eb, eb, 0},
+      {"labels", t->labels, (soft ? elems : rows) * label_b, label_b, 0},
+      {"weights", t->weights, weights_n * ab, ab, 0},
+      {"lse_in", c->op == XENT_OP_BACKWARD ? t->lse_in : NULL, rows * ab, ab, 0},
+      {"dloss", backward ? t->dloss : NULL, n_loss * lb, lb, 0},
+      {"grad_bias", backward ? t->grad_bias : NULL, elems * gb, gb, 0},
+      {"loss", forward ? t->loss : NULL, n_loss * lb, lb, 1},
+      {"lse", forward ? t->lse : NULL, rows * ab, ab, 1},
+      {"log_prob", forward ? t->log_prob : NULL, elems * eb, eb, 1},
+      {"softmax", forward ? t->softmax : NULL, elems * eb, eb, 1},
+      {"grad", backward ? t->grad : NULL, elems * gb, gb, 1},
+      {"grad_labels", backward && soft ? t->grad_labels : NULL, elems * eb, eb, 1},
+      {"workspace", c->workspace, workspace_bytes, 8, 1},
+  };
+  const size_t n = sizeof all / sizeof all[0];
+  for (size_t i = 0; i < n; ++i) {
+    if (all[i].p && (uintptr_t)all[i].p % all[i].align != 0)
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its %zu-byte elements", fn,
+                       all[i].name, all[i].p, all[i].align);
+  }
+  const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad && t->grad == t->logits;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const buffer *a = &all[i], *b = &all[j];
+      if (!(a->written || b->written) || !overlaps(a->p, a->bytes, b->p, b->bytes)) continue;
+      const int logits_grad = (!strcmp(a->name, "logits") && !strcmp(b->name, "grad"));
+      if (logits_grad && in_place) continue;
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s overlaps %s%s", fn, b->name, a->name,
+                       logits_grad ? " (only grad == logits, in place, with the forward_backward op)" : "");
+    }
+  }
+  return XENT_OK;
+}
+
 static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
   xent_status s = check_desc(fn, h, d);
   if (s != XENT_OK) return s;
@@ -277,10 +360,6 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   const int has_rows = d->rows > 0;
   const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
   const int soft = d->label_type == XENT_PROB;
-  const size_t elems = (size_t)(d->rows * d->classes);
-  const size_t logits_bytes = elems * xent_dtype_bytes(d->dtype);
-  const size_t grad_bytes = elems * xent_dtype_bytes(d->grad_dtype);
-  const size_t labels_bytes = soft ? logits_bytes : (size_t)d->rows * (d->label_type == XENT_I32 ? 4 : 8);
   if (has_rows && !t->logits) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: logits is NULL", fn);
   if (has_rows && !t->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: labels is NULL", fn);
   if (forward && !t->loss && (has_rows || d->reduction != XENT_REDUCTION_NONE))
@@ -296,29 +375,12 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
   if (t->grad_labels && !soft && backward)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels is set, but hard labels (desc->label_type %s) have no gradient",
                      fn, d->label_type == XENT_I32 ? "XENT_I32" : "XENT_I64");
-  /* Outputs must not overlap the inputs they are computed from. */
-  if (forward) {
-    if (overlaps(t->log_prob, logits_bytes, t->logits, logits_bytes) || overlaps(t->log_prob, logits_bytes, t->labels, labels_bytes))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: log_prob overlaps logits or labels", fn);
-    if (overlaps(t->softmax, logits_bytes, t->logits, logits_bytes) || overlaps(t->softmax, logits_bytes, t->labels, labels_bytes))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: softmax overlaps logits or labels", fn);
-  }
-  if (backward && has_rows) {
-    if (!t->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
-    const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad == t->logits;
-    if (in_place && d->grad_dtype != d->dtype)
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad == logits (in place) needs desc->grad_dtype == desc->dtype", fn);
-    if (!in_place && overlaps(t->grad, grad_bytes, t->logits, logits_bytes))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "%s: grad overlaps logits (only grad == logits, in place, with the forward_backward op)", fn);
-    if (overlaps(t->grad, grad_bytes, t->labels, labels_bytes))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad overlaps labels", fn);
-    if (t->grad_labels && (overlaps(t->grad_labels, labels_bytes, t->logits, logits_bytes) ||
-                           overlaps(t->grad_labels, labels_bytes, t->labels, labels_bytes) ||
-                           overlaps(t->grad_labels, labels_bytes, t->grad, grad_bytes)))
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels overlaps logits, labels or grad", fn);
-  }
+  if (backward && has_rows && !t->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
+  if (c->op == XENT_OP_FORWARD_BACKWARD && has_rows && t->grad == t->logits && d->grad_dtype != d->dtype)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad == logits (in place) needs desc->grad_dtype == desc->dtype", fn);
   const size_t need = required_workspace(d, c->op);
+  s = check_buffers(fn, d, c, need);
+  if (s != XENT_OK) return s;
   if (c->workspace_bytes < need)
     return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, this call needs %zu (xent_ce_workspace_size)",
                      fn, c->workspace_bytes, need);
@@ -400,6 +462,16 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
   const void* in = op == XENT_OP_FORWARD ? args->x : args->y;
   const size_t bytes = (size_t)(d->rows * d->classes) * xent_dtype_bytes(d->dtype);
   if (d->rows > 0) {
+    const size_t eb = xent_dtype_bytes(d->dtype);
+    const struct {
+      const char* name;
+      const void* p;
+    } ptrs[] = {{in_name, in}, {"dy", in2}, {op == XENT_OP_FORWARD ? "y" : "dx", args->out}};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; ++i) {
+      if (ptrs[i].p && (uintptr_t)ptrs[i].p % eb != 0)
+        return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its %zu-byte elements", fn,
+                         ptrs[i].name, ptrs[i].p, eb);
+    }
     if (!in) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, in_name);
     if (op == XENT_OP_BACKWARD && !in2) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
     if (!args->out) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, op == XENT_OP_FORWARD ? "y" : "dx");

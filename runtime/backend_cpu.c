@@ -50,9 +50,10 @@ xent_status xent_cpu_flag_alloc(xent_handle* h) {
   return XENT_OK;
 }
 
+/* One atomic exchange: calls on other threads sharing the handle may be
+   recording a row at the same time. */
 xent_status xent_cpu_flag_take(xent_handle* h, unsigned long long* row) {
-  *row = *h->bad_label_row;
-  *h->bad_label_row = XENT_NO_BAD_ROW;
+  *row = __atomic_exchange_n(h->bad_label_row, XENT_NO_BAD_ROW, __ATOMIC_SEQ_CST);
   return XENT_OK;
 }
 

@@ -18,6 +18,21 @@
  * shorthands for the common case. Semantics are PyTorch's F.cross_entropy
  * (README, "Semantics"). Errors are status codes; xent_last_error() holds a
  * message naming the argument at fault (per thread).
+ *
+ * Buffers: every pointer is aligned to its element (4 bytes for f32 logits,
+ * 8 for int64 labels, ...; the workspace to 8 bytes), or the call returns
+ * XENT_ERROR_INVALID_ARGUMENT naming it. No buffer a call writes may overlap
+ * another buffer of that call, save grad == logits (in place) for the
+ * forward_backward op; the call names the pair that does.
+ *
+ * Threads: every call may run on any thread at once, on one handle each or
+ * on one shared handle (the handle is read-only after xent_create but for
+ * its bad-label record, which kernels update atomically, and error
+ * messages are per thread). A shared handle shares that record: xent_check
+ * reports the lowest bad row of any call since the last check. Work on one
+ * stream is ordered as the caller enqueues it, as for any GPU library.
+ * xent_destroy must not race with other calls on the same handle, and a
+ * destroyed handle must not be used again (it is freed).
  */
 #ifndef XENT_H
 #define XENT_H

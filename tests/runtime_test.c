@@ -332,6 +332,144 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
   tu_free_manifest(hip, m);
 }
 
+/* Every pointer is checked for its element's alignment, every pair of
+   buffers that a call writes one of for overlap (issue 14: f32 logits off
+   by one byte crashed the cpu backend; loss == logits, lse == logits, grad
+   over the saved lse, workspace == grad and loss over the labels returned
+   XENT_OK with wrong answers), and options that f32 kernels cannot hold are
+   refused. */
+static void test_alignment_overlap_and_ranges(void) {
+  xent_handle* h = NULL;
+  CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create(CPU): %s", xent_last_error());
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 4, 10, XENT_F32, XENT_I64, XENT_REDUCTION_NONE);
+  static double store[64][16]; /* 8-byte aligned blocks */
+  /* 256 bytes apart: no two buffers share memory unless a case says so. */
+  float* logits = (float*)store[0];
+  int64_t* labels = (int64_t*)store[2];
+  float* loss = (float*)store[4];
+  float* lse = (float*)store[6];
+  float* grad = (float*)store[8];
+  float* weights = (float*)store[10];
+  void* ws = store[12];
+  for (int i = 0; i < 40; ++i) logits[i] = (float)(i % 7);
+  for (int i = 0; i < 4; ++i) labels[i] = i;
+  for (int i = 0; i < 10; ++i) weights[i] = 1;
+  const char* bytes = (const char*)store;
+  struct {
+    const char* field;
+    xent_op op;
+    size_t offset; /* bytes added to the field's pointer */
+  } misaligned[] = {
+      {"logits", XENT_OP_FORWARD, 1}, {"labels", XENT_OP_FORWARD, 4}, {"weights", XENT_OP_FORWARD, 2},
+      {"loss", XENT_OP_FORWARD, 1},   {"lse", XENT_OP_FORWARD, 3},    {"lse_in", XENT_OP_BACKWARD, 2},
+      {"grad", XENT_OP_BACKWARD, 2},  {"dloss", XENT_OP_BACKWARD, 1}, {"workspace", XENT_OP_FORWARD, 4},
+  };
+  float* dloss = (float*)store[14];
+  for (size_t i = 0; i < sizeof misaligned / sizeof misaligned[0]; ++i) {
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .weights = weights, .loss = loss, .lse = lse,
+                         .lse_in = lse, .grad = grad, .dloss = dloss};
+    void* w = ws;
+    const size_t off = misaligned[i].offset;
+    const char* f = misaligned[i].field;
+    if (!strcmp(f, "logits")) t.logits = bytes + ((const char*)logits - bytes) + off;
+    if (!strcmp(f, "labels")) t.labels = (const char*)labels + off;
+    if (!strcmp(f, "weights")) t.weights = (const char*)weights + off;
+    if (!strcmp(f, "loss")) t.loss = (char*)loss + off;
+    if (!strcmp(f, "lse")) t.lse = (char*)lse + off;
+    if (!strcmp(f, "lse_in")) t.lse_in = (const char*)lse + off;
+    if (!strcmp(f, "grad")) t.grad = (char*)grad + off;
+    if (!strcmp(f, "dloss")) t.dloss = (const char*)dloss + off;
+    if (!strcmp(f, "workspace")) w = (char*)ws + off;
+    char want[64];
+    snprintf(want, sizeof want, ": %s (", f);
+    expect_error(xent_ce_run(h, &d, misaligned[i].op, &t, w, 256, NULL), XENT_ERROR_INVALID_ARGUMENT, want, f);
+    CHECK(strstr(xent_last_error(), "is not aligned to its") != NULL, "%s: %s", f, xent_last_error());
+  }
+  {
+    float y[40];
+    xent_softmax_desc sd = {.rows = 4, .classes = 10, .inner = 1, .dtype = XENT_F32, .kind = XENT_SOFTMAX};
+    expect_error(xent_softmax_forward(h, &sd, (const char*)logits + 2, y, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "x (", "softmax x misaligned");
+  }
+  /* Overlaps: an output over an input or another output. */
+  struct {
+    const char* what;
+    xent_op op;
+    const char* message;
+  } overlaps[] = {
+      {"loss == logits", XENT_OP_FORWARD, "loss overlaps logits"},
+      {"lse == logits", XENT_OP_FORWARD, "lse overlaps logits"},
+      {"loss over labels", XENT_OP_FORWARD, "loss overlaps labels"},
+      {"lse == loss", XENT_OP_FORWARD, "lse overlaps loss"},
+      {"grad over lse_in", XENT_OP_BACKWARD, "grad overlaps lse_in"},
+      {"workspace == grad", XENT_OP_FORWARD_BACKWARD, "workspace overlaps grad"},
+      {"workspace == weights", XENT_OP_FORWARD, "workspace overlaps weights"},
+  };
+  for (size_t i = 0; i < sizeof overlaps / sizeof overlaps[0]; ++i) {
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .weights = weights, .loss = loss, .lse = lse,
+                         .lse_in = lse, .grad = grad, .dloss = dloss};
+    void* w = ws;
+    switch (i) {
+      case 0: t.loss = logits; break;
+      case 1: t.lse = logits + 4; break;
+      case 2: t.loss = (char*)labels + 8; break;
+      case 3: t.lse = loss + 2; break;
+      case 4: t.grad = lse; break;
+      case 5: w = grad; break;
+      case 6: w = weights; break;
+    }
+    expect_error(xent_ce_run(h, &d, overlaps[i].op, &t, w, 256, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 overlaps[i].message, overlaps[i].what);
+  }
+  {
+    /* Inputs may share memory: they are only read. */
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .weights = logits, .loss = loss};
+    CHECK(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, ws, 256, NULL) == XENT_OK, "weights over logits: %s", xent_last_error());
+  }
+  /* XENT_NO_IGNORE_INDEX matches no label, INT64_MIN included: that row is
+     out of range, NaN, and reported. */
+  {
+    xent_ce_desc n = d;
+    n.ignore_index = XENT_NO_IGNORE_INDEX;
+    labels[2] = INT64_MIN;
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};
+    CHECK(xent_ce_run(h, &n, XENT_OP_FORWARD, &t, ws, 256, NULL) == XENT_OK, "INT64_MIN label: %s", xent_last_error());
+    CHECK(isnan(loss[2]) && isfinite(loss[1]), "INT64_MIN label: loss %g (want NaN), %g", loss[2], loss[1]);
+    expect_error(xent_check(h), XENT_ERROR_INVALID_LABEL, "row 2 has a label outside", "INT64_MIN label reported");
+    labels[2] = 2;
+  }
+  /* Options an f32 kernel would round to 0 or infinity. */
+  {
+    xent_ce_desc o = d;
+    o.softcap = 1e-300;
+    xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};
+    expect_error(xent_ce_run(h, &o, XENT_OP_FORWARD, &t, ws, 256, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "desc->softcap is 1e-300, outside f32's normal range", "softcap 1e-300");
+    o.softcap = 1e300;
+    expect_error(xent_ce_run(h, &o, XENT_OP_FORWARD, &t, ws, 256, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "desc->softcap is 1e+300", "softcap 1e300");
+    o = d;
+    o.z_loss = 1e-310;
+    expect_error(xent_ce_run(h, &o, XENT_OP_FORWARD, &t, ws, 256, NULL), XENT_ERROR_INVALID_ARGUMENT,
+                 "desc->z_loss is", "z_loss 1e-310");
+    o.dtype = o.loss_dtype = o.grad_dtype = XENT_F64; /* f64 kernels compute in f64 */
+    size_t b = 0;
+    CHECK(xent_ce_workspace_size(h, &o, XENT_OP_FORWARD, &b) == XENT_OK, "f64 z_loss 1e-310: %s", xent_last_error());
+  }
+  /* A workspace size that would wrap around 64 bits is an error, not 0. */
+  {
+    xent_ce_desc big;
+    /* 2^60 - 1 rows of one f64 class pass the element count's check; two
+       workspace values per row are 2^64 bytes, which wrapped to 0. */
+    xent_ce_desc_init(&big, ((int64_t)1 << 60) - 1, 1, XENT_F64, XENT_I64, XENT_REDUCTION_MEAN);
+    size_t b = 12345;
+    expect_error(xent_ce_workspace_size(h, &big, XENT_OP_FORWARD, &b), XENT_ERROR_INVALID_ARGUMENT,
+                 "the workspace's byte count overflows", "workspace overflow");
+  }
+  xent_destroy(h);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: runtime_test CUDA_MANIFEST HIP_MANIFEST\n");
@@ -339,6 +477,7 @@ int main(int argc, char** argv) {
   }
   test_desc_layout();
   test_error_paths();
+  test_alignment_overlap_and_ranges();
   test_vocab_shard_errors();
   test_lookup_preference();
   test_every_manifest_key(argv[1], argv[2]);

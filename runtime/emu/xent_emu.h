@@ -188,36 +188,38 @@ int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, d
 #define __any(p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ANY, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
 #define __ballot(p) xent_emu_warp_op(XENT_EMU_VOTE_BALLOT, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__)
 
-// Atomics: fibers never preempt one another, so a read-modify-write is atomic.
+// Atomics. The fibers of one launch never preempt one another, but host
+// threads running launches at once (a handle shared by threads, whose
+// bad-label record every launch may update) do: each read-modify-write is
+// a real atomic, a compare-and-swap loop on the value's bytes.
+template <typename T, typename F>
+inline T xent_emu_atomic_update(T* p, F next) {
+  T old;
+  __atomic_load(p, &old, __ATOMIC_SEQ_CST);
+  for (;;) {
+    T want = next(old);
+    if (__atomic_compare_exchange(p, &old, &want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return old;
+  }
+}
 template <typename T>
 inline T atomicAdd(T* p, T v) {
-  T old = *p;
-  *p = old + v;
-  return old;
+  return xent_emu_atomic_update(p, [v](T old) { return (T)(old + v); });
 }
 template <typename T>
 inline T atomicMax(T* p, T v) {
-  T old = *p;
-  if (v > old) *p = v;
-  return old;
+  return xent_emu_atomic_update(p, [v](T old) { return v > old ? v : old; });
 }
 template <typename T>
 inline T atomicMin(T* p, T v) {
-  T old = *p;
-  if (v < old) *p = v;
-  return old;
+  return xent_emu_atomic_update(p, [v](T old) { return v < old ? v : old; });
 }
 template <typename T>
 inline T atomicExch(T* p, T v) {
-  T old = *p;
-  *p = v;
-  return old;
+  return xent_emu_atomic_update(p, [v](T) { return v; });
 }
 template <typename T>
 inline T atomicCAS(T* p, T compare, T v) {
-  T old = *p;
-  if (old == compare) *p = v;
-  return old;
+  return xent_emu_atomic_update(p, [compare, v](T old) { return old == compare ? v : old; });
 }
 
 // Bit casts.
