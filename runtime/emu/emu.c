@@ -23,8 +23,28 @@ typedef enum fiber_state { F_RUNNABLE, F_BARRIER, F_CLUSTER, F_WARP, F_DONE } fi
 
 struct block_state;
 
+/* Under ThreadSanitizer (--config=tsan), each fiber is a TSan fiber too:
+   TSan then keeps one shadow stack per fiber, and every switch orders the
+   fibers' accesses as the scheduler does (they never run at once). */
+#if defined(__SANITIZE_THREAD__)
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+#define TSAN_CURRENT() __tsan_get_current_fiber()
+#define TSAN_CREATE() __tsan_create_fiber(0)
+#define TSAN_DESTROY(f) ((f) ? __tsan_destroy_fiber(f) : (void)0)
+#define TSAN_SWITCH(f) __tsan_switch_to_fiber((f), 0)
+#else
+#define TSAN_CURRENT() NULL
+#define TSAN_CREATE() NULL
+#define TSAN_DESTROY(f) ((void)(f))
+#define TSAN_SWITCH(f) ((void)(f))
+#endif
+
 typedef struct fiber {
   ucontext_t ctx;
+  void* tsan; /* its TSan fiber, or NULL */
   struct block_state* blk;
   xent_emu_dim3 tid;
   int linear, warp, lane;
@@ -93,6 +113,7 @@ typedef struct launch_state {
   int threads; /* per block */
   fiber* current;
   ucontext_t scheduler;
+  void* tsan_scheduler; /* the launching thread's TSan fiber, or NULL */
   int cluster_waiting; /* threads at a cluster sync */
   int failed;
 } launch_state;
@@ -139,6 +160,7 @@ void xent_emu_fail(const char* fmt, ...) {
   if (L && L->current) {
     /* Abandon this fiber: the scheduler sees `failed` and ends the launch. */
     fiber* f = L->current;
+    TSAN_SWITCH(L->tsan_scheduler);
     swapcontext(&f->ctx, &L->scheduler);
   }
   abort(); /* called outside a launch: a bug in the caller */
@@ -168,7 +190,10 @@ int xent_emu_warp_size(void) { return self("warpSize"), L->warp_size; }
 unsigned xent_emu_cluster_rank(void) { return (unsigned)self("cluster rank")->blk->rank; }
 unsigned xent_emu_cluster_size(void) { return self("cluster size"), L->cluster; }
 
-static void yield_to_scheduler(fiber* f) { swapcontext(&f->ctx, &L->scheduler); }
+static void yield_to_scheduler(fiber* f) {
+  TSAN_SWITCH(L->tsan_scheduler);
+  swapcontext(&f->ctx, &L->scheduler);
+}
 
 void xent_emu_syncthreads(const char* file, int line) {
   fiber* f = self("__syncthreads");
@@ -611,14 +636,16 @@ static void fiber_main(void) {
   fiber* f = L->current;
   L->body(L->ctx);
   f->state = F_DONE;
-  /* uc_link returns to the scheduler. */
+  yield_to_scheduler(f); /* for good: a done fiber is never resumed */
 }
 
 /* Kept out of run_cluster: getcontext returns twice, and the compiler may not
    keep a loop's variables in registers across it. */
 static void init_fiber(block_state* b, fiber* f, int i) {
   const xent_emu_dim3 d = L->block;
+  TSAN_DESTROY(f->tsan);
   memset(f, 0, sizeof *f);
+  f->tsan = TSAN_CREATE();
   f->blk = b;
   f->linear = i;
   f->gid = b->rank * L->threads + i;
@@ -657,6 +684,7 @@ static int run_cluster(xent_emu_dim3 first) {
         fiber* f = &b->fibers[i];
         if (f->state != F_RUNNABLE) continue;
         L->current = f;
+        TSAN_SWITCH(f->tsan);
         swapcontext(&L->scheduler, &f->ctx);
         L->current = NULL;
         ran = 1;
@@ -711,10 +739,12 @@ static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 bl
   return 1;
 }
 
+/* Launches by cluster size, of every thread: counted atomically, since host
+   threads may launch at once. */
 static unsigned long long cluster_launches[XENT_EMU_MAX_CLUSTER + 1];
 
 void xent_emu_cluster_launch_counts(unsigned long long counts[XENT_EMU_MAX_CLUSTER + 1]) {
-  memcpy(counts, cluster_launches, sizeof cluster_launches);
+  for (int i = 0; i <= XENT_EMU_MAX_CLUSTER; ++i) counts[i] = __atomic_load_n(&cluster_launches[i], __ATOMIC_RELAXED);
 }
 
 static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
@@ -724,7 +754,7 @@ int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit
                             xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
                             void* ctx) {
   const int rc = launch(kernel, warp_size, smem_limit, grid, block, dynamic_smem, cluster, body, ctx);
-  if (rc == 0 && cluster <= XENT_EMU_MAX_CLUSTER) cluster_launches[cluster]++;
+  if (rc == 0 && cluster <= XENT_EMU_MAX_CLUSTER) __atomic_fetch_add(&cluster_launches[cluster], 1, __ATOMIC_RELAXED);
   return rc;
 }
 
@@ -765,6 +795,7 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
     pending_error = 1;
   }
   L = &state;
+  state.tsan_scheduler = TSAN_CURRENT();
   for (unsigned z = 0; z < grid.z && !rc; ++z) {
     for (unsigned y = 0; y < grid.y && !rc; ++y) {
       for (unsigned x = 0; x < grid.x && !rc; x += cluster) rc = run_cluster((xent_emu_dim3){x, y, z});
@@ -772,6 +803,7 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
   }
   for (unsigned r = 0; state.blocks && r < cluster; ++r) {
     free_shared(&state.blocks[r]);
+    for (int i = 0; state.blocks[r].fibers && i < state.threads; ++i) TSAN_DESTROY(state.blocks[r].fibers[i].tsan);
     free(state.blocks[r].fibers);
     free(state.blocks[r].dynamic);
   }
