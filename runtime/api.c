@@ -292,6 +292,15 @@ const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc
   return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
 }
 
+/* A non-NULL pointer is aligned to its elements of `align` bytes (a
+   misaligned one is undefined behaviour in C and a fault on some GPUs). */
+static xent_status check_aligned(const char* fn, const char* name, const void* p, size_t align) {
+  if (p && (uintptr_t)p % align != 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its %zu-byte elements", fn, name, p,
+                     align);
+  return XENT_OK;
+}
+
 /* One buffer of a call: its name, where it is, how many bytes the call
    touches there, the alignment its element type needs, and whether the call
    writes it. */
@@ -303,11 +312,11 @@ typedef struct buffer {
   int written;
 } buffer;
 
-/* Every buffer is aligned to its element (a misaligned pointer is undefined
-   behaviour in C and a fault on some GPUs), and no buffer the call writes
-   overlaps another buffer of the call (an output over an input, or over
-   another output, gives wrong answers in any order the kernels could run),
-   except grad == logits, in place, for the forward_backward op. */
+/* Every buffer is aligned to its element (check_aligned), and no buffer
+   the call writes overlaps another buffer of the call (an output over an
+   input, or over another output, gives wrong answers in any order the
+   kernels could run), except grad == logits, in place, for the
+   forward_backward op. */
 static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xent_ce_call* c, size_t workspace_bytes) {
   const xent_ce_tensors* t = &c->t;
   const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
@@ -335,9 +344,8 @@ static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xe
   };
   const size_t n = sizeof all / sizeof all[0];
   for (size_t i = 0; i < n; ++i) {
-    if (all[i].p && (uintptr_t)all[i].p % all[i].align != 0)
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its %zu-byte elements", fn,
-                       all[i].name, all[i].p, all[i].align);
+    const xent_status s = check_aligned(fn, all[i].name, all[i].p, all[i].align);
+    if (s != XENT_OK) return s;
   }
   const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad && t->grad == t->logits;
   for (size_t i = 0; i < n; ++i) {
@@ -463,15 +471,10 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
   const size_t bytes = (size_t)(d->rows * d->classes) * xent_dtype_bytes(d->dtype);
   if (d->rows > 0) {
     const size_t eb = xent_dtype_bytes(d->dtype);
-    const struct {
-      const char* name;
-      const void* p;
-    } ptrs[] = {{in_name, in}, {"dy", in2}, {op == XENT_OP_FORWARD ? "y" : "dx", args->out}};
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; ++i) {
-      if (ptrs[i].p && (uintptr_t)ptrs[i].p % eb != 0)
-        return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its %zu-byte elements", fn,
-                         ptrs[i].name, ptrs[i].p, eb);
-    }
+    xent_status a = check_aligned(fn, in_name, in, eb);
+    if (a == XENT_OK) a = check_aligned(fn, "dy", in2, eb);
+    if (a == XENT_OK) a = check_aligned(fn, op == XENT_OP_FORWARD ? "y" : "dx", args->out, eb);
+    if (a != XENT_OK) return a;
     if (!in) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, in_name);
     if (op == XENT_OP_BACKWARD && !in2) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
     if (!args->out) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, op == XENT_OP_FORWARD ? "y" : "dx");
