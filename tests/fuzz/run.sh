@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the spec loader and the template renderer (tests/fuzz/spec_fuzzer.c)
 # under AddressSanitizer and UBSan with libFuzzer, for a bounded time, from
-# the corpus in tests/fuzz/corpus. .ci/run calls it; run it by hand for
+# the real specs (specs/, read as they are) and the hostile ones in
+# tests/fuzz/corpus. .ci/run calls it; run it by hand for
 # longer with a time in seconds:  tests/fuzz/run.sh 600
 #
 # The run is reproducible (a fixed seed); new inputs it finds go to a
@@ -36,7 +37,7 @@ mkdir -p "$work/corpus" "$work/findings"
 # a second's grace), so a slow input is reported as the limit's failure.
 UBSAN_OPTIONS=print_stacktrace=1 "$work/spec_fuzzer" -seed=1 -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
   -max_len=8192 -dict=tests/fuzz/spec.dict -artifact_prefix="$work/findings/" -print_final_stats=1 \
-  "$work/corpus" tests/fuzz/corpus 2>&1 | tail -n 25 || {
+  "$work/corpus" specs tests/fuzz/corpus 2>&1 | tail -n 25 || {
   echo "spec fuzzing found a problem; the input is in:" >&2
   ls "$work/findings" >&2
   for f in "$work/findings"/*; do [ -f "$f" ] && { echo "--- $f" >&2; head -c 2000 "$f" >&2; echo >&2; }; done

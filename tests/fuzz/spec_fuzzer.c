@@ -3,8 +3,8 @@
    its limits, and every spec that loads is rendered for both targets from
    the real templates (gen/render.c) and its dispatch table emitted. Built
    with AddressSanitizer and UBSan by tests/fuzz/run.sh, which runs it for a
-   bounded time from tests/fuzz/corpus (the real specs, hostile ones, and
-   what earlier runs kept).
+   bounded time from the real specs (specs/) and the hostile ones in
+   tests/fuzz/corpus.
 
    What counts as a bug: any crash or sanitizer report, a loader that
    accepts a spec and then fails to render it (the DSL let through what the
