@@ -107,6 +107,10 @@ class Sandbox(unittest.TestCase):
         self.refused(HEADER + "local t = {}\nfor i = 1, 1e9 do t[i] = i end\n", "specs/bad.lua:4: ", "MiB of memory")
         self.refused(HEADER + 'local s = string.rep("ab", 1e9, ",")\n', "specs/bad.lua:3: ", "over the sandbox's 16 MiB")
         self.refused(HEADER + 'local s = string.rep("", 1 << 50)\n', "specs/bad.lua:3: ", "string.rep")
+        # Found by the fuzzer: a wrong argument was reported inside the
+        # sandbox (gen/lua/sandbox.lua), not at the spec's line.
+        self.refused(HEADER + 'local s = ("x"):rep"weights"\n', "specs/bad.lua:3: ", "bad argument #2 to 'rep'")
+        self.refused(HEADER + 'local s = string.rep({}, 2)\n', "specs/bad.lua:3: ", "bad argument #1 to 'rep'")
 
     def test_pathological_pattern_hits_the_cpu_time_limit(self):
         # Backtracking inside one C call: no Lua hook runs there.

@@ -51,9 +51,18 @@ function M.library()
   local s = copy(string, { "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match", "reverse",
                            "sub", "upper" })
   -- string.rep builds its result in one C call, out of the hook's sight.
+  -- Its argument errors are raised here, at the spec's line (level 2), as
+  -- string.rep itself would.
   function s.rep(str, n, sep)
-    local count = tonumber(n)
-    if count and count > 0 and (type(str) == "string" or type(str) == "number") then
+    local count = math.tointeger(tonumber(n))
+    if type(str) ~= "string" and type(str) ~= "number" then
+      error("bad argument #1 to 'rep' (string expected, got " .. type(str) .. ")", 2)
+    end
+    if not count then error("bad argument #2 to 'rep' (an integer expected, got " .. tostring(n) .. ")", 2) end
+    if sep ~= nil and type(sep) ~= "string" and type(sep) ~= "number" then
+      error("bad argument #3 to 'rep' (string expected, got " .. type(sep) .. ")", 2)
+    end
+    if count > 0 then
       local bytes = count * #tostring(str) + (count - 1) * #tostring(sep or "")
       if count > M.limits.string_bytes or bytes > M.limits.string_bytes then
         error("string.rep: a result of " .. string.format("%.0f", bytes) .. " bytes is over the sandbox's " ..
