@@ -232,7 +232,7 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
   if (s != XENT_OK) return s;
   /* The workspace holds a few accumulation-type values per row and rank;
      its size must not wrap around. */
-  const uint64_t per_row = 2 + 3 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
+  const uint64_t per_row = 2 + 4 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
   if ((uint64_t)d->rows > (SIZE_MAX / 8 - 4096) / (per_row + 2))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld: the workspace's byte count overflows", fn,
                      (long long)d->rows);

@@ -2,27 +2,30 @@
    (xent.h, xent_vocab_shard). A call is up to four launches and one
    collective, all enqueued on the caller's stream:
 
-     1. the fwd variant, first pass: each row's (lse, a, b) on this slice,
-        into this rank's part of the gather buffer;
-     2. all_gather: every rank's part, rank by rank ([ranks][rows][3]);
+     1. the fwd variant, first pass: each row's (ref, s, a, b) on this
+        slice, into this rank's part of the gather buffer;
+     2. all_gather: every rank's part, rank by rank ([ranks][rows][4]);
      3. the fwd variant, combine: the global lse and loss of each row, then
         the reduction (forward ops);
      4. the bwd variant: this slice's gradient from the combined statistics
         (backward ops).
 
-   With p = softmax over the whole vocabulary, the row loss is
-   lse * sum(a) - sum(b) (+ z * lse^2): for soft labels a = sum of w*t' and
-   b = sum of w*t'*x over the slice; for hard labels every rank knows the
-   coefficient of lse from the label and the weights, and b holds the slice's
-   (1-eps)*w[y]*x[y] + eps/C*sum(w*x). The gather is 3 accumulation-type
-   values per row, the only traffic between ranks. A hard-label backward
-   from a saved (global) lse needs no collective at all. */
+   A slice's ref is its max logit and s its sum of exp(x - ref): they merge
+   into the global max m and lr = log sum exp(x - m). With lse = m + lr, the
+   row loss is the sum over slices of a*(lse - ref) - b (+ z * lse^2), where
+   lse - ref = (m - ref) + lr: shift-invariant, as on one device. For soft
+   labels a = sum of w*t' and b = sum of w*t'*(x - ref) over the slice; for
+   hard labels a = (1-eps)*w[y] (the slice holding y) + eps/C*sum(w) and b =
+   (1-eps)*w[y]*(x[y] - ref) + eps/C*sum(w*(x - ref)). The gather is 4
+   accumulation-type values per row, the only traffic between ranks. A
+   hard-label backward from a saved (global) lse needs no collective at all
+   (the gradient's precision is then the saved lse's: xent.h). */
 #include <stdint.h>
 
 #include "dispatch.h"
 #include "internal.h"
 
-enum { STATS_PER_ROW = 3 };
+enum { STATS_PER_ROW = 4 };
 
 xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
   const xent_vocab_shard* s = d->vocab_shard;
@@ -46,7 +49,7 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
   return XENT_OK;
 }
 
-/* One rank's statistics: rows * 3 accumulation-type values. */
+/* One rank's statistics: rows * 4 accumulation-type values. */
 static size_t slice_bytes(const xent_ce_desc* d) {
   return (size_t)d->rows * STATS_PER_ROW * xent_acc_bytes(d->dtype);
 }

@@ -101,8 +101,13 @@ typedef enum xent_invalid_labels {
    class numbers), weights ([global_classes]) and options; each gets the loss
    and lse of the whole vocabulary and the gradient of its own slice, with
    smoothing spread over global_classes (Megatron uses the local count).
-   Each call runs one collective: an all-gather of 3 accumulation-type values
-   per row (12 bytes in f32). The collective is the caller's: NCCL or RCCL
+   Each call runs one collective: an all-gather of 4 accumulation-type values
+   per row (16 bytes in f32), none for a hard-label backward from the saved
+   lse. Loss, lse and gradient are shift-invariant as on one device, with one
+   exception: a hard-label backward from the saved lse has that lse's
+   precision, |lse| ulps of each probability (a single device takes the
+   statistics of such a row again from its logits; a slice cannot). Where
+   |lse| may exceed 64 (f32) and that matters, use XENT_OP_FORWARD_BACKWARD. The collective is the caller's: NCCL or RCCL
    through xent_vocab_shard_nccl(), or any function of this type. It gathers
    `bytes` from every rank into recv, rank by rank; send is recv + rank *
    bytes (in place, as ncclAllGather allows). It is enqueued on `stream`

@@ -234,7 +234,8 @@ static void test_vocab_shard_errors(void) {
   d.vocab_shard = &shard;
   size_t need = 0;
   CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "sharded workspace: %s", xent_last_error());
-  CHECK(need == 4 * (2 + 2 * 4) + 3 * 4 * 3 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
+  /* Launchers: 2 + 2 * rows f32 values; then ranks * rows * (ref, s, a, b). */
+  CHECK(need == 4 * (2 + 2 * 4) + 3 * 4 * 4 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
   float logits[40] = {0}, loss[4], workspace[128];
   int64_t labels[4] = {1, 12, 29, -100};
   xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};

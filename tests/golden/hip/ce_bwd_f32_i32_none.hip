@@ -97,20 +97,25 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 287 "templates/cross_entropy.tmpl"
-    // The lse saved by the forward pass; for a vocabulary-parallel call,
-    // combined from every slice's statistics (a.gathered).
-    float lse, sum_a = 0, sum_b = 0;
-    if (a.gathered) xent_gathered_row((float*)a.gathered, rows, a.shards, row, lse, sum_a, sum_b);
-    else lse = ((const float*)a.lse_in)[row];
+#line 300 "templates/cross_entropy.tmpl"
+    // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
+    // m and lr combined from every slice's statistics (a.gathered); else the
+    // lse saved by the forward pass, m = lse and lr = 0.
+    float lse, m, lr = 0, sum_a = 0, sum_b = 0;
+    if (a.gathered) {
+      const xent_gathered<float> g = xent_gathered_row((float*)a.gathered, rows, a.shards, row);
+      lse = g.lse, m = g.m, lr = g.lr, sum_a = g.sum_a;
+    } else {
+      lse = m = ((const float*)a.lse_in)[row];
+    }
     (void)sum_a, (void)sum_b;
-    // p_j = exp((x_j - m) - lr), here with m = lse and lr = 0. A saved lse
-    // beyond +-64 lost the logits' precision when it was rounded to float
-    // (|lse| ulps of p: 2^-18 at 64, everything at 1e8): such a row's
-    // statistics are taken again from its logits, in one more pass over that
-    // row only. The vote keeps the reduction uniform across the warp.
-    float m = lse, lr = 0;
-    const bool again = !a.gathered && at.live && (lse > float(64) || lse < float(-64));
+    // A saved lse beyond +-64 lost the logits' precision when it was rounded
+    // to float (|lse| ulps of p: 2^-18 at 64, everything at 1e8): such a
+    // row's statistics are taken again from its logits, in one more pass over
+    // that row only. The vote keeps the reduction uniform across the warp. A
+    // vocabulary slice cannot (its logits are not the row's): there the
+    // saved lse is used as it is (xent.h).
+    const bool again = !a.shards && at.live && (lse > float(64) || lse < float(-64));
     if (xent_warp_any(again)) {
       float m2 = xent_lowest(float(0)), s2 = 0, unused_a = 0, unused_b = 0;
       xent_row_each<kColumn>(x, base, again ? width : 0, inner, lane, group,
@@ -123,9 +128,9 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
         lse = m + log_s;
       }
     }
-#line 323 "templates/cross_entropy.tmpl"
+#line 341 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 336 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -133,51 +138,51 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 344 "templates/cross_entropy.tmpl"
+#line 362 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 351 "templates/cross_entropy.tmpl"
+#line 369 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 353 "templates/cross_entropy.tmpl"
+#line 371 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 358 "templates/cross_entropy.tmpl"
+#line 376 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
     const auto grad = [&](int64_t j, float raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 365 "templates/cross_entropy.tmpl"
+#line 383 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 372 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 385 "templates/cross_entropy.tmpl"
+#line 403 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 389 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 394 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
       return dx;
     };
-#line 402 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
-#line 407 "templates/cross_entropy.tmpl"
+#line 425 "templates/cross_entropy.tmpl"
     xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 410 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 491 "templates/cross_entropy.tmpl"
+#line 511 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -185,13 +190,13 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 512 "templates/cross_entropy.tmpl"
+#line 536 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 516 "templates/cross_entropy.tmpl"
+#line 540 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 530 "templates/cross_entropy.tmpl"
+#line 554 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 535 "templates/cross_entropy.tmpl"
+#line 559 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -67,12 +67,11 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
 #line 195 "templates/cross_entropy.tmpl"
-    // The reference the sums of x are taken from: the row's first logit (0
-    // where it is not finite, and in a vocabulary-parallel first pass, whose
-    // slices' sums are added as they are).
+    // The reference the sums of x are taken from: the row's (or slice's)
+    // first logit, 0 where it is not finite.
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(x[base]), cap) : xent_load_bf16(x[base])) : float(0);
-    const float r = a.shard_stats || !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 201 "templates/cross_entropy.tmpl"
+    const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
+#line 200 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto add = [&](int64_t j, uint16_t raw) {
@@ -80,82 +79,82 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       (void)e;
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
       xent_online_add(m, s, xj);
-#line 209 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 215 "templates/cross_entropy.tmpl"
+#line 219 "templates/cross_entropy.tmpl"
     };
-#line 222 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
     xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 225 "templates/cross_entropy.tmpl"
+#line 229 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = m + log_s;
-#line 247 "templates/cross_entropy.tmpl"
+#line 260 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 250 "templates/cross_entropy.tmpl"
+#line 263 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 252 "templates/cross_entropy.tmpl"
+#line 265 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 254 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 272 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 323 "templates/cross_entropy.tmpl"
+#line 341 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 325 "templates/cross_entropy.tmpl"
+#line 343 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 330 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 333 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 358 "templates/cross_entropy.tmpl"
+#line 376 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
     const auto grad = [&](int64_t j, uint16_t raw) -> float {
       const int64_t e = base + j * inner;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 365 "templates/cross_entropy.tmpl"
+#line 383 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 372 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 374 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (a.grad_labels) {
-#line 378 "templates/cross_entropy.tmpl"
+#line 396 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 382 "templates/cross_entropy.tmpl"
+#line 400 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 389 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
       if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 391 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
       if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 394 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
       return dx;
     };
-#line 402 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
-#line 407 "templates/cross_entropy.tmpl"
+#line 425 "templates/cross_entropy.tmpl"
     xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 410 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 468 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -168,15 +167,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_fwd_bwd_
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 483 "templates/cross_entropy.tmpl"
+#line 503 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 487 "templates/cross_entropy.tmpl"
+#line 507 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 491 "templates/cross_entropy.tmpl"
+#line 511 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -184,10 +183,10 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 530 "templates/cross_entropy.tmpl"
+#line 554 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 533 "templates/cross_entropy.tmpl"
+#line 557 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 535 "templates/cross_entropy.tmpl"
+#line 559 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -441,21 +441,48 @@ XENT_DEVICE void xent_online_merge(A& m, A& s, A m2, A s2) {
   m = mm;
 }
 
-// Vocabulary-parallel: one row's global log-sum-exp and sums of a and b
-// from every slice's (lse, a, b), gathered rank by rank as [shards][rows][3].
-// Always in rank order: reproducible.
+// Vocabulary-parallel: one row's global statistics from every slice's
+// (ref, s, a, b), gathered rank by rank as [shards][rows][4]. A slice's ref is
+// its max (0 where it has no finite logit, s == 0), s its sum of exp(x - ref),
+// and its share of the row's loss is a*(lse - ref) - b: with m the global max
+// and lr = log sum exp(x - m), lse - ref = (m - ref) + lr, shift-invariant
+// like the one-device formulas. Always in rank order: reproducible.
 template <typename A>
-XENT_DEVICE void xent_gathered_row(const A* g, int64_t rows, int shards, int64_t row, A& lse, A& sum_a, A& sum_b) {
+struct xent_gathered {
+  A m, lr, lse;  // the global max, log sum exp(x - m), and m + lr
+  A sum_a;       // the slices' a, added
+  A loss;        // the row's loss without z-loss (hard labels: if in range)
+};
+
+template <typename A>
+XENT_DEVICE xent_gathered<A> xent_gathered_row(const A* g, int64_t rows, int shards, int64_t row) {
   A m = xent_lowest(A(0)), s = 0;
-  sum_a = 0;
-  sum_b = 0;
   for (int k = 0; k < shards; ++k) {
-    const A* st = g + ((int64_t)k * rows + row) * 3;
-    xent_online_add(m, s, st[0]);
-    sum_a += st[1];
-    sum_b += st[2];
+    const A* st = g + ((int64_t)k * rows + row) * 4;
+    if (st[1] == A(0)) continue;  // no finite logit: nothing to add, and ref is not a max
+    if (st[0] > m) {
+      s = s * xent_exp(m - st[0]) + st[1];
+      m = st[0];
+    } else {
+      s += st[1] * xent_exp(st[0] - m);
+    }
   }
-  lse = m + xent_log(s);
+  xent_gathered<A> r;
+  const A log_s = xent_log(s);
+  r.m = m;
+  r.lr = log_s + (m - m);  // NaN where m is +inf or NaN, as one device has it
+  r.lse = m + log_s;
+  r.sum_a = 0;
+  r.loss = 0;
+  for (int k = 0; k < shards; ++k) {
+    const A* st = g + ((int64_t)k * rows + row) * 4;
+    r.sum_a += st[2];
+    // A slice with a == 0 adds no lse: (m - ref) may be inf there (ref
+    // -3e38 under a max of 3e38), and 0 * inf would make the row NaN.
+    if (st[2] != A(0)) r.loss += st[2] * ((m - st[0]) + r.lr);
+    r.loss -= st[3];
+  }
+  return r;
 }
 
 // Butterfly reduction of (m, s) and two plain sums over aligned groups of
