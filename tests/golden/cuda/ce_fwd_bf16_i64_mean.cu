@@ -57,7 +57,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
 template <int kShape>
-static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
 xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
@@ -109,28 +109,39 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
 #line 200 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    const auto add = [&](int64_t j, uint16_t raw) {
+    const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
-      (void)e;
-      const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
-      xent_online_add(m, s, xj);
-#line 212 "templates/cross_entropy.tmpl"
+      (void)e, (void)j, (void)xj;
+#line 210 "templates/cross_entropy.tmpl"
       if (smoothing) {
         sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 215 "templates/cross_entropy.tmpl"
+#line 213 "templates/cross_entropy.tmpl"
         sum_b += (weights ? weights[off + j] : float(1));             // sum_c w[c], for a vocabulary slice
-#line 217 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
       }
-#line 219 "templates/cross_entropy.tmpl"
+#line 217 "templates/cross_entropy.tmpl"
     };
-#line 226 "templates/cross_entropy.tmpl"
-    xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
+    const auto add = [&](int64_t j, uint16_t raw) {
+      const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
+      xent_online_add(m, s, xj);
+      sums(j, xj);
+    };
+    // A whole 16-byte vector: its max first, no branch per element.
+    const auto add_vec = [&](int64_t j0, const xent_vec16<uint16_t>& c) {
+      constexpr int kVec = 16 / sizeof(uint16_t);
+      float xv[kVec];
+      for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
+      xent_online_add_n(m, s, xv);
+      for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
+    };
+#line 237 "templates/cross_entropy.tmpl"
+    xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 229 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
-    const float log_s = xent_log(s), lr = log_s + (m - m), lse = m + log_s;
-#line 233 "templates/cross_entropy.tmpl"
+    const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
+#line 244 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -139,41 +150,41 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + 4 * row;
       st[0] = ref;
       st[1] = s;
-#line 245 "templates/cross_entropy.tmpl"
+#line 256 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 248 "templates/cross_entropy.tmpl"
+#line 259 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 255 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 258 "templates/cross_entropy.tmpl"
-    } else if (lead) {
 #line 269 "templates/cross_entropy.tmpl"
+    } else if (lead) {
+#line 280 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 275 "templates/cross_entropy.tmpl"
+#line 286 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 278 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 280 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 285 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 289 "templates/cross_entropy.tmpl"
+#line 300 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -183,56 +194,56 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 428 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 432 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 437 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 439 "templates/cross_entropy.tmpl"
+#line 466 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 443 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 445 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 460 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 465 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 467 "templates/cross_entropy.tmpl"
+#line 494 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 470 "templates/cross_entropy.tmpl"
+#line 497 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 472 "templates/cross_entropy.tmpl"
+#line 499 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 474 "templates/cross_entropy.tmpl"
+#line 501 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 476 "templates/cross_entropy.tmpl"
+#line 503 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 481 "templates/cross_entropy.tmpl"
+#line 508 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 488 "templates/cross_entropy.tmpl"
+#line 515 "templates/cross_entropy.tmpl"
 // One block: the mean of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -245,34 +256,34 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bf1
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 503 "templates/cross_entropy.tmpl"
+#line 530 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 507 "templates/cross_entropy.tmpl"
+#line 534 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 511 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {65536, 0, 512, 0}, {-1, 0, 1024, 0}};
+static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 519 "templates/cross_entropy.tmpl"
+#line 546 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 536 "templates/cross_entropy.tmpl"
+#line 563 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 540 "templates/cross_entropy.tmpl"
+#line 567 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 544 "templates/cross_entropy.tmpl"
+#line 571 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -280,8 +291,8 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 557 "templates/cross_entropy.tmpl"
+#line 584 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 559 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

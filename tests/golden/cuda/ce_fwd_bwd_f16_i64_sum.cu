@@ -117,51 +117,62 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
 #line 200 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
-    const auto add = [&](int64_t j, uint16_t raw) {
+    const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
-      (void)e;
-      const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
-      xent_online_add(m, s, xj);
-#line 212 "templates/cross_entropy.tmpl"
+      (void)e, (void)j, (void)xj;
+#line 210 "templates/cross_entropy.tmpl"
       if (smoothing) {
         sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 217 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
       }
-#line 219 "templates/cross_entropy.tmpl"
+#line 217 "templates/cross_entropy.tmpl"
     };
-#line 221 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_no_out(), add);
-    else xent_row_each<kColumn>(x, base, width, inner, lane, group, add);
+    const auto add = [&](int64_t j, uint16_t raw) {
+      const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
+      xent_online_add(m, s, xj);
+      sums(j, xj);
+    };
+    // A whole 16-byte vector: its max first, no branch per element.
+    const auto add_vec = [&](int64_t j0, const xent_vec16<uint16_t>& c) {
+      constexpr int kVec = 16 / sizeof(uint16_t);
+      float xv[kVec];
+      for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_f16(c.e[k]), cap) : xent_load_f16(c.e[k]));
+      xent_online_add_n(m, s, xv);
+      for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
+    };
+#line 232 "templates/cross_entropy.tmpl"
+    if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
+    else xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 229 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
-    const float log_s = xent_log(s), lr = log_s + (m - m), lse = m + log_s;
-#line 260 "templates/cross_entropy.tmpl"
+    const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
+#line 271 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 269 "templates/cross_entropy.tmpl"
+#line 280 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 275 "templates/cross_entropy.tmpl"
+#line 286 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 278 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 280 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 285 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 341 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 354 "templates/cross_entropy.tmpl"
+#line 370 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -169,60 +180,72 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 362 "templates/cross_entropy.tmpl"
+#line 378 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 369 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 371 "templates/cross_entropy.tmpl"
+#line 387 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 376 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
-    const auto grad = [&](int64_t j, uint16_t raw) -> float {
+    // kExtras: the optional outputs (grad_bias, grad_labels, log_prob,
+    // softmax). The walk is compiled with and without them, so that a call
+    // without them spends no predicated load or store per element on them.
+    const auto grad_of = [&](auto extras, int64_t j, uint16_t raw) -> float {
+      constexpr bool kExtras = decltype(extras)::value;
       const int64_t e = base + j * inner;
+      (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 383 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 390 "templates/cross_entropy.tmpl"
+#line 411 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 403 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 407 "templates/cross_entropy.tmpl"
-      if (a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 409 "templates/cross_entropy.tmpl"
-      if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
-      if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 412 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
+      if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
+#line 430 "templates/cross_entropy.tmpl"
+      if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
+      if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
+#line 433 "templates/cross_entropy.tmpl"
       return dx;
     };
-#line 415 "templates/cross_entropy.tmpl"
+    const bool extras = a.grad_bias || a.log_prob || a.softmax;
+#line 437 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites x[y], which the lead read
     // before the group's reduction: with a group within one warp, that
     // reduction was shuffles, which do not order memory.
     if (group <= XENT_WARP) xent_warp_sync();
-#line 420 "templates/cross_entropy.tmpl"
+#line 442 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
-#line 422 "templates/cross_entropy.tmpl"
-    if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
-    else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 428 "templates/cross_entropy.tmpl"
+    const auto walk_grad = [&](auto extras_flag) {
+      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
+#line 446 "templates/cross_entropy.tmpl"
+      if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
+      else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 451 "templates/cross_entropy.tmpl"
+    };
+    if (extras) walk_grad(xent_bool<true>());
+    else walk_grad(xent_bool<false>());
+#line 455 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 488 "templates/cross_entropy.tmpl"
+#line 515 "templates/cross_entropy.tmpl"
 // One block: the sum of the per-row losses, in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
@@ -235,13 +258,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 501 "templates/cross_entropy.tmpl"
+#line 528 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 507 "templates/cross_entropy.tmpl"
+#line 534 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 511 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -249,15 +272,15 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 536 "templates/cross_entropy.tmpl"
+#line 563 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 540 "templates/cross_entropy.tmpl"
+#line 567 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 552 "templates/cross_entropy.tmpl"
+#line 579 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 557 "templates/cross_entropy.tmpl"
+#line 584 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 559 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

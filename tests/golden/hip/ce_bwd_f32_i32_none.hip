@@ -97,7 +97,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 300 "templates/cross_entropy.tmpl"
+#line 311 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
@@ -118,19 +118,24 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool again = !a.shards && at.live && (lse > float(64) || lse < float(-64));
     if (xent_warp_any(again)) {
       float m2 = xent_lowest(float(0)), s2 = 0, unused_a = 0, unused_b = 0;
-      xent_row_each<kColumn>(x, base, again ? width : 0, inner, lane, group,
-                             [&](int64_t, float raw) { xent_online_add(m2, s2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw))); });
+      xent_row_each_vec<kColumn>(x, base, again ? width : 0, inner, lane, group,
+                                 [&](int64_t, float raw) { xent_online_add(m2, s2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw))); },
+                                 [&](int64_t, const xent_vec16<float>& c) {
+                                   float xv[16 / sizeof(float)];
+                                   for (int k = 0; k < (int)(16 / sizeof(float)); ++k) xv[k] = (capped ? xent_softcap(xent_load_f32(c.e[k]), cap) : xent_load_f32(c.e[k]));
+                                   xent_online_add_n(m2, s2, xv);
+                                 });
       xent_group_reduce(m2, s2, unused_a, unused_b, group, scratch);
       if (again) {
         m = m2;
         const float log_s = xent_log(s2);
         lr = log_s + (m2 - m2);
-        lse = m + log_s;
+        lse = xent_lse(m, log_s);
       }
     }
-#line 341 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 354 "templates/cross_entropy.tmpl"
+#line 370 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -138,51 +143,63 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 362 "templates/cross_entropy.tmpl"
+#line 378 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 369 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 371 "templates/cross_entropy.tmpl"
+#line 387 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 376 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
-    const auto grad = [&](int64_t j, float raw) -> float {
+    // kExtras: the optional outputs (grad_bias, grad_labels, log_prob,
+    // softmax). The walk is compiled with and without them, so that a call
+    // without them spends no predicated load or store per element on them.
+    const auto grad_of = [&](auto extras, int64_t j, float raw) -> float {
+      constexpr bool kExtras = decltype(extras)::value;
       const int64_t e = base + j * inner;
+      (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 383 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 390 "templates/cross_entropy.tmpl"
+#line 411 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 403 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 407 "templates/cross_entropy.tmpl"
-      if (a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 412 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
+      if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
+#line 433 "templates/cross_entropy.tmpl"
       return dx;
     };
-#line 420 "templates/cross_entropy.tmpl"
+    const bool extras = a.grad_bias;
+#line 442 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
-#line 425 "templates/cross_entropy.tmpl"
-    xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 428 "templates/cross_entropy.tmpl"
+    const auto walk_grad = [&](auto extras_flag) {
+      const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, j, raw); };
+#line 449 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 451 "templates/cross_entropy.tmpl"
+    };
+    if (extras) walk_grad(xent_bool<true>());
+    else walk_grad(xent_bool<false>());
+#line 455 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 511 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -190,13 +207,13 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 536 "templates/cross_entropy.tmpl"
+#line 563 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 540 "templates/cross_entropy.tmpl"
+#line 567 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
   }
-#line 554 "templates/cross_entropy.tmpl"
+#line 581 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 559 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

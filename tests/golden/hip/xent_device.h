@@ -225,6 +225,21 @@ static inline unsigned xent_grid_blocks(int64_t tiles) { return (unsigned)(tiles
     XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream);                                               \
   } while (0)
 
+// A compile-time flag as a type (std::integral_constant without
+// <type_traits>), for generic lambdas compiled once per value.
+template <bool B>
+struct xent_bool {
+  static constexpr bool value = B;
+};
+
+// A loop the GPU compilers unroll (host compilers under the emulator do as
+// they see fit).
+#if defined(XENT_EMU)
+#define XENT_UNROLL
+#else
+#define XENT_UNROLL _Pragma("unroll")
+#endif
+
 // 16 bytes of elements of T: the unit of a vector load (ld.global.v4 on
 // CUDA, global_load_dwordx4 on AMD).
 template <typename T>
@@ -341,7 +356,23 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
-  for (int64_t i = lane; i < vecs; i += group) {
+  // kLoads independent 16-byte loads issued before any is used: Little's law
+  // asks ~32 KB in flight per SM for 3 TB/s at ~700 ns, one load per thread
+  // of 32 resident warps is 16 KB. The elements are then taken in the order
+  // of one vector at a time, so the results are the same either way.
+  constexpr int64_t kLoads = 4;
+  int64_t i = lane;
+  for (; i + (kLoads - 1) * group < vecs; i += kLoads * group) {
+    xent_vec16<T> chunk[kLoads];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) chunk[u] = v[i + u * group];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) {
+      const int64_t k = i + u * group;
+      out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+    }
+  }
+  for (; i < vecs; i += group) {
     const xent_vec16<T> chunk = v[i];
     out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
   }
@@ -352,6 +383,29 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
 template <bool kColumn, typename T, typename F>
 XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
   xent_row_walk_io<kColumn>(x, base, C, inner, lane, group, xent_no_out(), f);
+}
+
+// A read-only walk that hands whole 16-byte vectors to fv(j0, vector) and
+// the scalars around them to f(j, x_j) (xent_online_add_n's callers).
+template <typename FV>
+struct xent_vec_sink {
+  FV fv;
+  template <typename F, typename T>
+  __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
+    (void)e;
+    f(j, raw);
+  }
+  template <typename F, typename T>
+  __device__ __forceinline__ void vec(F&, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
+    (void)e0;
+    fv(j0, chunk);
+  }
+};
+
+template <bool kColumn, typename T, typename F, typename FV>
+XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
+                                   F f, FV fv) {
+  xent_row_walk_io<kColumn>(x, base, C, inner, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
@@ -376,7 +430,27 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   if (rank == 0)
     for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
-  for (int64_t i = lo + lane; i < hi; i += group) {
+  // As xent_row_walk_io: kLoads vectors read before any is used.
+  constexpr int64_t kLoads = 4;
+  int64_t i = lo + lane;
+  for (; i + (kLoads - 1) * group < hi; i += kLoads * group) {
+    xent_vec16<T> chunk[kLoads];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) {
+      if (kLoad) {
+        chunk[u] = v[i + u * group];
+      } else {
+        chunk[u] = stash[i + u * group - lo];
+      }
+    }
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) {
+      const int64_t k = i + u * group;
+      if (kLoad) stash[k - lo] = chunk[u];
+      out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+    }
+  }
+  for (; i < hi; i += group) {
     xent_vec16<T> chunk;
     if (kLoad) {
       chunk = v[i];
@@ -394,6 +468,12 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
 // to nearest even and keeps NaN a (quiet) NaN.
 XENT_DEVICE float xent_load_bf16(uint16_t bits) { return __uint_as_float((uint32_t)bits << 16); }
 XENT_DEVICE uint16_t xent_store_bf16(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
+  // One F2F instruction (round to nearest even; NaN stays NaN).
+  uint16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  return r;
+#endif
   uint32_t u = __float_as_uint(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -405,8 +485,20 @@ XENT_DEVICE double xent_load_f64(double v) { return v; }
 XENT_DEVICE double xent_store_f64(double v) { return v; }
 
 // exp and log in the accumulation type. exp2 with log2(e) folded in is one
-// hardware instruction plus a multiply on both vendors.
-XENT_DEVICE float xent_exp(float x) { return exp2f(x * 1.4426950408889634f); }
+// hardware instruction plus a multiply on both vendors. The argument is
+// always a difference taken first (x - m), never folded into one FMA as
+// x*log2(e) - m*log2(e): that would cost the rounding of m*log2(e), |m| ulps,
+// and with it the shift invariance. On CUDA, ex2.approx.ftz: without the
+// fix-up for results below 2^-126 (a probability that small is 0 here).
+XENT_DEVICE float xent_exp(float x) {
+#if defined(__CUDA_ARCH__) && !defined(XENT_EMU)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+#else
+  return exp2f(x * 1.4426950408889634f);
+#endif
+}
 XENT_DEVICE double xent_exp(double x) { return exp(x); }
 XENT_DEVICE float xent_log(float x) { return logf(x); }
 XENT_DEVICE double xent_log(double x) { return log(x); }
@@ -423,6 +515,11 @@ XENT_DEVICE A xent_softcap(A x, A cap) { return cap * xent_tanh(x / cap); }
 XENT_DEVICE float xent_lowest(float) { return -FLT_MAX; }
 XENT_DEVICE double xent_lowest(double) { return -DBL_MAX; }
 
+// The row's lse from its max m and log_s = log sum exp(x - m): +inf where m
+// is +inf (torch.logsumexp), whatever s is (inf - inf made it NaN).
+template <typename A>
+XENT_DEVICE A xent_lse(A m, A log_s) { return m > -xent_lowest(m) ? m : m + log_s; }
+
 // Online softmax statistics of one row: running max m and sum s of exp(x - m).
 template <typename A>
 XENT_DEVICE void xent_online_add(A& m, A& s, A x) {
@@ -432,6 +529,20 @@ XENT_DEVICE void xent_online_add(A& m, A& s, A x) {
   } else {
     s += xent_exp(x - m);
   }
+}
+
+// The same for the elements of a 16-byte vector at once: one rescale of s
+// for the vector's max instead of a data-dependent branch per element, and
+// one exp per element. fmax skips NaN, which reaches s through its exp; a
+// +inf max makes s NaN (inf - inf), which xent_lse and lr handle.
+template <typename A, int N>
+XENT_DEVICE void xent_online_add_n(A& m, A& s, const A (&x)[N]) {
+  A mx = m;
+  for (int k = 0; k < N; ++k) mx = fmax(mx, x[k]);
+  A t = 0;
+  for (int k = 0; k < N; ++k) t += xent_exp(x[k] - mx);
+  s = s * xent_exp(m - mx) + t;
+  m = mx;
 }
 
 template <typename A>
@@ -471,7 +582,7 @@ XENT_DEVICE xent_gathered<A> xent_gathered_row(const A* g, int64_t rows, int sha
   const A log_s = xent_log(s);
   r.m = m;
   r.lr = log_s + (m - m);  // NaN where m is +inf or NaN, as one device has it
-  r.lse = m + log_s;
+  r.lse = xent_lse(m, log_s);
   r.sum_a = 0;
   r.loss = 0;
   for (int k = 0; k < shards; ++k) {

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""A static performance report of the generated CUDA kernels, read from their
+sm_90 machine code: no GPU needed.
+
+    ./bazelw run //bench:sass_report                      # prints it
+    ./bazelw run //bench:sass_report -- --out bench/results/sass_report.md
+
+For each main kernel and the launch shape its tune table picks for a case:
+registers and spills (ptxas's report), resident warps per SM (from the
+registers, the block and the shared memory, against an H100's limits), the
+16-byte loads each thread keeps in flight in the main loop, the bytes that
+makes in flight per SM, and the instructions the main loop spends per
+16-byte vector, with the issue rate that asks of an SM at 3 TB/s.
+
+How the machine code is read (cuobjdump -sass, PyPI's nvidia-cuda-cuobjdump
+or the toolkit's): a loop is a backward branch. The main loop of a pass is
+the innermost loop holding 16-byte loads (global, or shared for the on-chip
+kernels' second pass). Its path is walked from the loop head, taking every
+conditional branch whose target is inside the loop and that skips no 16-byte
+load or store: in these kernels those branches skip run-time options (soft
+cap, smoothing, weights) and slow paths (a division's FCHK fix-up), so the
+path is that of a call with the options off. "Loads in flight" counts the
+16-byte loads on the path before the first instruction that reads a
+register one of them writes.
+
+The H100 figures: 132 SMs at 1.755 GHz (its clock under load), 64K
+registers, 64 warps, 32 blocks and 228 KB of shared memory per SM, four
+schedulers each issuing one warp instruction per clock."""
+
+import argparse
+import datetime
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SMS, CLOCK_HZ, BANDWIDTH = 132, 1.755e9, 3.0e12
+REGS_PER_SM, WARPS_PER_SM, BLOCKS_PER_SM, SMEM_PER_SM = 65536, 64, 32, 228 * 1024
+SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2}
+
+# (variant, row-kernel instantiation, what it is, classes C of the case,
+# passes over the row, and the row's bytes moved per byte of logits: 1 for a
+# read, 2 for a read and a write, 3 for two reads and a write)
+CASES = [
+    ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16", 131072, 1, 1),
+    ("ce_fwd_f16_i64_mean", "ROW", "forward, f16", 131072, 1, 1),
+    ("ce_fwd_f32_i64_mean", "ROW", "forward, f32", 131072, 1, 1),
+    ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16", 1000, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "ROW", "fused fwd+bwd, bf16", 8192, 2, 3),
+    ("ce_fwd_bwd_bf16_i64_mean", "ON_CHIP", "fused fwd+bwd, bf16, on chip", 131072, 2, 2),
+    ("ce_bwd_bf16_i64_none", "ROW", "backward from lse, bf16", 131072, 1, 2),
+    ("ce_bwd_f32_i64_none", "ROW", "backward from lse, f32", 131072, 1, 2),
+    ("sm_fwd_bf16_softmax", "ROW", "softmax, bf16", 131072, 2, 3),
+    ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
+]
+
+INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+def find_tool(name):
+    for path in (os.environ.get("XENT_" + name.upper()), shutil.which(name),
+                 os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "bin", name)):
+        if path and os.path.exists(path):
+            return path
+    try:  # PyPI's nvidia-cuda-cuobjdump
+        import nvidia
+        for root in nvidia.__path__:
+            for hit in glob.glob(os.path.join(root, "*", "bin", name)):
+                return hit
+    except ImportError:
+        pass
+    sys.exit(f"sass_report: {name} not found (PATH, $XENT_{name.upper()}, $CUDA_PATH/bin, or "
+             f"`pip install nvidia-cuda-cuobjdump`)")
+
+
+def parse_sass(text):
+    """[(address, predicate, opcode, operands)] of one function."""
+    out = []
+    for line in text.splitlines():
+        m = INSN.search(line)
+        if m:
+            out.append((int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
+    return out
+
+
+def branch_target(op, operands):
+    if op != "BRA":
+        return None
+    m = re.search(r"0x([0-9a-f]+)", operands)
+    return int(m.group(1), 16) if m else None
+
+
+def is_vector_load(op):
+    return op.startswith("LDG") and ".128" in op
+
+
+def is_wide_access(op):
+    """A 16-byte load or store, global or shared: the work of a row pass."""
+    return op[:3] in ("LDG", "LDS", "STG", "STS") and ".128" in op
+
+
+def is_pass_load(op):
+    """A pass's 16-byte loads: from memory, or from shared memory (the
+    on-chip kernels' second pass)."""
+    return (op.startswith("LDG") or op.startswith("LDS")) and ".128" in op
+
+
+def loops(insns):
+    """(head index, backward-branch index) of every loop, innermost first."""
+    index = {a: i for i, (a, _, _, _) in enumerate(insns)}
+    found = []
+    for i, (addr, _, op, operands) in enumerate(insns):
+        t = branch_target(op, operands)
+        if t is not None and t <= addr and t in index:
+            found.append((index[t], i))
+    return sorted(found, key=lambda hl: hl[1] - hl[0])
+
+
+def walk_path(insns, head, tail):
+    """The instructions of one iteration on the path that takes every branch
+    inside the loop (see the module's docstring)."""
+    index = {a: i for i, (a, _, _, _) in enumerate(insns)}
+    path, i, seen = [], head, set()
+    while head <= i <= tail and i not in seen:
+        seen.add(i)
+        addr, pred, op, operands = insns[i]
+        path.append(insns[i])
+        if i == tail:
+            break
+        t = branch_target(op, operands)
+        if t is not None and t in index and head <= index[t] <= tail and index[t] > i and (
+                not pred or not any(is_wide_access(o) for _, _, o, _ in insns[i + 1:index[t]])):
+            i = index[t]
+        elif op in ("EXIT", "RET") and not pred:
+            break
+        else:
+            i += 1
+    return path
+
+
+def registers_of(operand_text):
+    return [int(r) for r in re.findall(r"\bR(\d+)\b", operand_text)]
+
+
+def loads_in_flight(path):
+    """16-byte loads issued before any of their registers is read."""
+    pending = set()
+    count = 0
+    for _, _, op, operands in path:
+        regs = registers_of(operands)
+        if is_vector_load(op):
+            dest = regs[0] if regs else None
+            srcs = regs[1:]
+            if pending & set(srcs):
+                break
+            count += 1
+            if dest is not None:
+                pending |= set(range(dest, dest + 4))
+            continue
+        # The first register operand of most instructions is written, the
+        # rest read; a store reads all of them.
+        reads = regs if op.startswith("ST") else regs[1:]
+        if pending & set(reads) or (regs and regs[0] in pending and not op.startswith("ST") and op != "MOV"):
+            break
+    return count
+
+
+def main_passes(insns, passes):
+    """The main loop of each pass: innermost loops with 16-byte loads, the
+    `passes` with the most, in program order."""
+    chosen = []
+    for head, tail in loops(insns):
+        body = insns[head:tail + 1]
+        vec = sum(1 for _, _, op, _ in body if is_pass_load(op))
+        if vec == 0:
+            continue
+        if any(head <= h and t <= tail for h, t, _ in chosen):
+            continue  # an outer loop of one already chosen
+        chosen.append((head, tail, vec))
+    # The most loads first; among loops with as many (a pass compiled twice,
+    # with and without the optional outputs), the shortest path.
+    chosen.sort(key=lambda c: (-c[2], len(walk_path(insns, c[0], c[1]))))
+    return sorted(chosen[:passes])
+
+
+def ptxas_report(log, function):
+    """(registers, spill store bytes) of `function` for sm_90, from ptxas -v."""
+    start = log.find(f"Compiling entry function '{function}' for 'sm_90'")
+    if start < 0:
+        return None
+    end = log.find("Compiling entry function", start + 1)
+    block = log[start:end if end > 0 else len(log)]
+    regs = re.search(r"Used (\d+) registers", block)
+    spill = re.search(r"(\d+) bytes spill stores", block)
+    return (int(regs.group(1)), int(spill.group(1))) if regs and spill else None
+
+
+def pick_shape(shapes, C, elem_size, on_chip):
+    """As xent_pick_launch: (threads, blocks per cluster, shared bytes)."""
+    for i, (classes, group, threads, chip) in enumerate(shapes):
+        if i < len(shapes) - 1 and C > classes:
+            continue
+        if chip == 0:
+            return (threads, 0, 0) if not on_chip else None
+        if not on_chip:
+            continue  # the plain launch skips on-chip shapes
+        vecs = C // (16 // elem_size)
+        k = 1
+        while k <= 8:
+            nbytes = -(-vecs // k) * 16
+            if nbytes <= chip:
+                return threads, k, nbytes
+            k *= 2
+    return None
+
+
+def resident_warps(regs, threads, smem):
+    warps = -(-threads // 32)
+    per_warp = -(-regs * 32 // 256) * 256
+    blocks = min(REGS_PER_SM // (warps * per_warp), WARPS_PER_SM // warps, BLOCKS_PER_SM)
+    if smem:
+        blocks = min(blocks, SMEM_PER_SM // (smem + 1024))
+    return blocks * warps
+
+
+def report(gen, objects, cuobjdump):
+    rows = []
+    for key, shape, what, C, passes, moved in CASES:
+        src = os.path.join(gen, key + ".cu")
+        obj = os.path.join(objects, key + ".cu.pic.o")
+        log_path = os.path.join(objects, key + ".cu.log")
+        if not (os.path.exists(src) and os.path.exists(obj)):
+            rows.append((what, C, None, f"{key} was not generated or compiled"))
+            continue
+        text = open(src).read()
+        family = "softmax_args" if key.startswith("sm_") else "ce_args"
+        function = f"_Z{len('xent_cuda_' + key + '_rows')}xent_cuda_{key}_rowsILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
+        reg_spill = ptxas_report(open(log_path).read(), function)
+        if not reg_spill:
+            rows.append((what, C, None, f"{function} not in ptxas's report"))
+            continue
+        regs, spill = reg_spill
+        elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
+        if shape == "COLUMN":
+            threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
+            cluster, smem = 0, 0
+        else:
+            table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
+            shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
+            threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP")
+        sass = subprocess.run([cuobjdump, "-sass", "-arch", "sm_90", "-fun", function, obj], capture_output=True,
+                              text=True, check=True).stdout
+        insns = parse_sass(sass)
+        found = main_passes(insns, passes)
+        warps = resident_warps(regs, threads, smem)
+        loop_info = []
+        for head, tail, _ in found:
+            path = walk_path(insns, head, tail)
+            vecs = sum(1 for _, _, op, _ in path if is_pass_load(op))
+            loop_info.append((len(path), vecs, loads_in_flight(path), tail - head + 1,
+                              sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
+        rows.append((what, C, dict(key=key, shape=shape, regs=regs, spill=spill, threads=threads, cluster=cluster,
+                                   smem=smem, warps=warps, loops=loop_info, moved=moved), None))
+    return rows
+
+
+def render(rows, stamp):
+    vec_rate = BANDWIDTH / 16 / SMS / CLOCK_HZ  # 16-byte vectors per SM per clock at 3 TB/s
+    out = [f"# Static report of the sm_90 machine code ({stamp})", "",
+           "Generated by `bench/sass_report.py` (its docstring says how the machine code is read). Per SM of an",
+           f"H100 at 3 TB/s: {vec_rate:.3f} 16-byte vectors moved per clock, each vector of the row costing one",
+           "move per read or write of it (1 for the forward, 2 for the backward and the on-chip fused kernel,",
+           "3 where the row is read twice). Targets (issue 13): >= 32 KB of loads in flight per SM on every",
+           "contiguous shape; <= 3 warp instructions per clock per SM at 3 TB/s.", "",
+           "| kernel | C | variant, shape | regs | spill B | block | warps/SM | loop: path / vectors (in flight) "
+           "| 16 B loads in flight per SM | instr. per vector | warp instr./clock/SM at 3 TB/s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for what, C, r, err in rows:
+        if r is None:
+            out.append(f"| {what} | {C} | not measured: {err} | | | | | | | | |")
+            continue
+        loops_txt = "; ".join(f"{n} / {v} ({f})" for n, v, f, _, _ in r["loops"]) or "no 16-byte loop"
+        first_flight = r["loops"][0][2] if r["loops"] else 0
+        in_flight = r["warps"] * 32 * first_flight * 16
+        per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
+        rate = vec_rate / r["moved"] * per_vec / 32
+        shape = r["shape"] + (f", cluster of {r['cluster']}, {r['smem'] // 1024} KB smem" if r["cluster"] else "")
+        out.append(f"| {what} | {C} | `{r['key']}`, {shape} | {r['regs']} | {r['spill']} | {r['threads']} | "
+                   f"{r['warps']} | {loops_txt} | {in_flight / 1024:.0f} KB | {per_vec:.0f} | {rate:.2f} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gen", help="the generated CUDA sources (default: the runfiles' gen/cuda)")
+    ap.add_argument("--objects", help="nvcc's objects and logs (default: the runfiles' gen/cuda_objects)")
+    ap.add_argument("--out", help="write the report here (relative to the workspace under bazel run)")
+    args = ap.parse_args()
+    # The runfiles' workspace root (bazel run), or the checkout's.
+    runfiles = os.environ.get("RUNFILES_DIR")
+    here = os.path.join(runfiles, "xent") if runfiles else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    gen = args.gen or os.path.join(here, "gen", "cuda")
+    objects = args.objects or os.path.join(here, "gen", "cuda_objects")
+    text = render(report(gen, objects, find_tool("cuobjdump")), datetime.date.today().isoformat())
+    if args.out:
+        root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
+        path = os.path.join(root, args.out)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print(f"wrote {path}")
+        # The README's performance section shows the table between markers.
+        readme = os.path.join(root, "README.md")
+        begin, end = "<!-- sass_report begin -->", "<!-- sass_report end -->"
+        body = open(readme).read() if os.path.exists(readme) else ""
+        if begin in body and end in body:
+            table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+            head, rest = body.split(begin, 1)
+            with open(readme, "w") as f:
+                f.write(head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+            print(f"updated {readme}")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
