@@ -233,7 +233,7 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
   /* The workspace holds a few accumulation-type values per row and rank;
      its size must not wrap around. */
   const uint64_t per_row = 2 + 4 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
-  if ((uint64_t)d->rows > (SIZE_MAX / 8 - 4096) / (per_row + 2))
+  if ((uint64_t)d->rows > (SIZE_MAX / 8 - 65536) / (per_row + 2))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld: the workspace's byte count overflows", fn,
                      (long long)d->rows);
   return XENT_OK;
@@ -243,7 +243,12 @@ static xent_status check_desc(const char* fn, const xent_handle* h, const xent_c
    xent_ce_workspace_bytes() (generated xent_launch.h). */
 static size_t launcher_workspace(const xent_ce_desc* d, xent_op op) {
   const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
-  return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced);
+  /* The totals kernel runs for hard labels where the mean's gradient needs
+     the sum of row weights, or smoothing that of class weights (the weights
+     are known only at the call: counted whenever smoothing is on). */
+  const int hard = d->label_type != XENT_PROB;
+  const int totals = hard && ((d->reduction == XENT_REDUCTION_MEAN && op != XENT_OP_FORWARD) || d->label_smoothing != 0);
+  return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced, reduced || totals);
 }
 
 /* A vocabulary-parallel call also holds every rank's row statistics. */

@@ -200,7 +200,7 @@ static void test_error_paths(void) {
   xent_ce_desc empty = d;
   empty.rows = 0;
   loss[0] = 123;
-  double workspace[64];
+  double workspace[1100];
   size_t need = 0;
   CHECK(xent_ce_workspace_size(h, &empty, XENT_OP_FORWARD, &need) == XENT_OK && need <= sizeof workspace, "workspace");
   CHECK(xent_ce_forward(h, &empty, NULL, NULL, NULL, loss, NULL, workspace, need, NULL) == XENT_OK, "N=0: %s",
@@ -209,9 +209,10 @@ static void test_error_paths(void) {
 
   /* A reduced loss needs O(N) workspace, never O(N*C). */
   CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "workspace size");
-  CHECK(need == 4 * (2 + 2 * 4), "f32 mean over 4 rows: %zu bytes", need);
+  /* Two totals, a loss and a weight per row, the reductions' partial pairs. */
+  CHECK(need == 4 * (2 + 2 * 4 + 2 * 1024), "f32 mean over 4 rows: %zu bytes", need);
   expect_error(xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, workspace, need - 1, NULL),
-               XENT_ERROR_WORKSPACE_TOO_SMALL, "this call needs 40", "workspace too small");
+               XENT_ERROR_WORKSPACE_TOO_SMALL, "this call needs 8232", "workspace too small");
   expect_error(xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, NULL, need, NULL), XENT_ERROR_INVALID_ARGUMENT,
                "workspace is NULL", "workspace NULL");
   xent_destroy(h);
@@ -234,9 +235,10 @@ static void test_vocab_shard_errors(void) {
   d.vocab_shard = &shard;
   size_t need = 0;
   CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "sharded workspace: %s", xent_last_error());
-  /* Launchers: 2 + 2 * rows f32 values; then ranks * rows * (ref, s, a, b). */
-  CHECK(need == 4 * (2 + 2 * 4) + 3 * 4 * 4 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
-  float logits[40] = {0}, loss[4], workspace[128];
+  /* Launchers: 2 + 2 * rows + 2 * 1024 f32 values; then ranks * rows * (ref,
+     s, a, b). */
+  CHECK(need == 4 * (2 + 2 * 4 + 2 * 1024) + 3 * 4 * 4 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
+  float logits[40] = {0}, loss[4], workspace[2200];
   int64_t labels[4] = {1, 12, 29, -100};
   xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};
   expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, need, NULL), XENT_ERROR_COLLECTIVE,

@@ -27,17 +27,19 @@
 #include "xent_device.h"
 #include "xent_launch.h"
 
+static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
+
 #include <math.h>
 
-#line 127 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 131 "templates/cross_entropy.tmpl"
+#line 153 "templates/cross_entropy.tmpl"
 // XENT_ON_CHIP: a cluster of blocks per row, each keeping its slice of the
 // row in shared memory for the gradient pass, which then reads no logits
 // from memory: the fused pass moves the logits' bytes once in, once out.
-#line 135 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -46,9 +48,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
 xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 144 "templates/cross_entropy.tmpl"
+#line 166 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 148 "templates/cross_entropy.tmpl"
+#line 170 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -57,13 +59,13 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 157 "templates/cross_entropy.tmpl"
+#line 179 "templates/cross_entropy.tmpl"
   // XENT_ON_CHIP: this block's slice of the row (16-byte vectors), and its
   // partial statistics for the other blocks of the cluster.
   XENT_DYNAMIC_SHARED(xent_vec16<uint16_t>, stash);
   XENT_SHARED_ARRAY(float, part, 4);
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
-#line 165 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -74,22 +76,22 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 195 "templates/cross_entropy.tmpl"
+#line 217 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite.
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(x[base]), cap) : xent_load_bf16(x[base])) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 200 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 206 "templates/cross_entropy.tmpl"
+#line 228 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 217 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
@@ -104,37 +106,37 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 232 "templates/cross_entropy.tmpl"
+#line 254 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
     else xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 240 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 271 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 274 "templates/cross_entropy.tmpl"
-      float l = ((m - r) + lr) * sum_a - sum_b;
-#line 276 "templates/cross_entropy.tmpl"
-      if (z != 0) l += z * lse * lse;
-#line 278 "templates/cross_entropy.tmpl"
-      const float row_weight = 1;
 #line 296 "templates/cross_entropy.tmpl"
+      float l = ((m - r) + lr) * sum_a - sum_b;
+#line 298 "templates/cross_entropy.tmpl"
+      if (z != 0) l += z * lse * lse;
+#line 300 "templates/cross_entropy.tmpl"
+      const float row_weight = 1;
+#line 318 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 357 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 359 "templates/cross_entropy.tmpl"
+#line 381 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 364 "templates/cross_entropy.tmpl"
+#line 386 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 367 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 392 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
@@ -146,70 +148,84 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 404 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 411 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 413 "templates/cross_entropy.tmpl"
+#line 435 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 417 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 421 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 428 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 430 "templates/cross_entropy.tmpl"
+#line 452 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 433 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 442 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 446 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 451 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 455 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 515 "templates/cross_entropy.tmpl"
-// One block: the mean of the per-row losses, in a fixed order.
-static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
+#line 537 "templates/cross_entropy.tmpl"
+// Stage 1 of the mean of the per-row losses (and their weights):
+// this block's run of rows (xent_partial_blocks), in a fixed order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   const float* __restrict__ ws = (const float*)a.workspace;
   const int64_t rows = a.rows;
+  int64_t lo, hi;
+  xent_partial_range(rows, lo, hi);
   float total = 0, total_weight = 0;
-  for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
+  for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
     total += ws[2 + n];
     total_weight += ws[2 + rows + n];
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 530 "templates/cross_entropy.tmpl"
-    // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
-    const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
-    if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 534 "templates/cross_entropy.tmpl"
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = total;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = total_weight;
   }
 }
 
-#line 538 "templates/cross_entropy.tmpl"
+// Stage 2: the mean from the partials, in order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+  float total, total_weight;
+  xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
+  if (threadIdx.x == 0) {
+#line 566 "templates/cross_entropy.tmpl"
+    // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
+    const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
+    if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
+#line 570 "templates/cross_entropy.tmpl"
+  }
+}
+
+#line 574 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -217,10 +233,11 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 579 "templates/cross_entropy.tmpl"
+#line 616 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 584 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 586 "templates/cross_entropy.tmpl"
+#line 621 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+#line 624 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

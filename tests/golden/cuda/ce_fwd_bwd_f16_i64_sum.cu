@@ -26,37 +26,53 @@
 #include "xent_device.h"
 #include "xent_launch.h"
 
+static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
+
 #include <math.h>
 
-#line 96 "templates/cross_entropy.tmpl"
-// One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
-// sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
-static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_totals(const xent_ce_args a) {
-  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 101 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;
 #line 103 "templates/cross_entropy.tmpl"
+// Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
+// ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
+// of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_totals(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+#line 109 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;
+#line 111 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 117 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 119 "templates/cross_entropy.tmpl"
+  int64_t lo, hi;
+#line 127 "templates/cross_entropy.tmpl"
+  xent_partial_range(C, lo, hi);
+  for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 130 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
+  if (threadIdx.x == 0) {
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = row_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = class_weight;
+  }
+}
+
+// Stage 2: ws[0] and ws[1] from the partials, in order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+  float row_weight, class_weight;
+  xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes)), row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
     ((float*)a.workspace)[1] = class_weight;
   }
 }
 
-#line 127 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 131 "templates/cross_entropy.tmpl"
+#line 153 "templates/cross_entropy.tmpl"
 // XENT_ON_CHIP: a cluster of blocks per row, each keeping its slice of the
 // row in shared memory for the gradient pass, which then reads no logits
 // from memory: the fused pass moves the logits' bytes once in, once out.
-#line 135 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -65,9 +81,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
 xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 146 "templates/cross_entropy.tmpl"
+#line 168 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 148 "templates/cross_entropy.tmpl"
+#line 170 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -76,13 +92,13 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 157 "templates/cross_entropy.tmpl"
+#line 179 "templates/cross_entropy.tmpl"
   // XENT_ON_CHIP: this block's slice of the row (16-byte vectors), and its
   // partial statistics for the other blocks of the cluster.
   XENT_DYNAMIC_SHARED(xent_vec16<uint16_t>, stash);
   XENT_SHARED_ARRAY(float, part, 4);
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
-#line 165 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -93,7 +109,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 176 "templates/cross_entropy.tmpl"
+#line 198 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -105,27 +121,27 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 190 "templates/cross_entropy.tmpl"
+#line 212 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(x[base + yl * inner]), cap) : xent_load_f16(x[base + yl * inner])) : float(0);
-#line 195 "templates/cross_entropy.tmpl"
+#line 217 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite.
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_f16(x[base]), cap) : xent_load_f16(x[base])) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 200 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 210 "templates/cross_entropy.tmpl"
+#line 232 "templates/cross_entropy.tmpl"
       if (smoothing) {
         sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 215 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
       }
-#line 217 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
@@ -140,39 +156,39 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 232 "templates/cross_entropy.tmpl"
+#line 254 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
     else xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 240 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 271 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 280 "templates/cross_entropy.tmpl"
+#line 302 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 286 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 289 "templates/cross_entropy.tmpl"
+#line 311 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 291 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 296 "templates/cross_entropy.tmpl"
+#line 318 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 357 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 370 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -180,20 +196,20 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 378 "templates/cross_entropy.tmpl"
+#line 400 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 385 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 387 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 392 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
@@ -205,66 +221,80 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 404 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 411 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 424 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 428 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 430 "templates/cross_entropy.tmpl"
+#line 452 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 433 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 437 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites x[y], which the lead read
     // before the group's reduction: with a group within one warp, that
     // reduction was shuffles, which do not order memory.
     if (group <= XENT_WARP) xent_warp_sync();
-#line 442 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 446 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 451 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 455 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 515 "templates/cross_entropy.tmpl"
-// One block: the sum of the per-row losses, in a fixed order.
-static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
+#line 537 "templates/cross_entropy.tmpl"
+// Stage 1 of the sum of the per-row losses (and their weights):
+// this block's run of rows (xent_partial_blocks), in a fixed order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
   const float* __restrict__ ws = (const float*)a.workspace;
   const int64_t rows = a.rows;
+  int64_t lo, hi;
+  xent_partial_range(rows, lo, hi);
   float total = 0, total_weight = 0;
-  for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
+  for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
     total += ws[2 + n];
     total_weight += ws[2 + rows + n];
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 528 "templates/cross_entropy.tmpl"
-    if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 534 "templates/cross_entropy.tmpl"
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = total;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = total_weight;
   }
 }
 
-#line 538 "templates/cross_entropy.tmpl"
+// Stage 2: the sum from the partials, in order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+  float total, total_weight;
+  xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
+  if (threadIdx.x == 0) {
+#line 564 "templates/cross_entropy.tmpl"
+    if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
+#line 570 "templates/cross_entropy.tmpl"
+  }
+}
+
+#line 574 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -272,15 +302,17 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 563 "templates/cross_entropy.tmpl"
+#line 599 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 567 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 603 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+    XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 579 "templates/cross_entropy.tmpl"
+#line 616 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 584 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
-#line 586 "templates/cross_entropy.tmpl"
+#line 621 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+  XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+#line 624 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -285,6 +285,34 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
 #endif
 static inline unsigned xent_grid_blocks(int64_t tiles) { return (unsigned)(tiles < XENT_MAX_GRID ? tiles : XENT_MAX_GRID); }
 
+// Two-stage sums over n items (the mean's totals, the per-row losses):
+// stage 1 runs xent_partial_blocks(n) blocks of XENT_PARTIAL_THREADS, block b
+// adding its run of items (xent_partial_range) into partial b; stage 2, one
+// block, adds the partials in order. A single block over 8M positions would
+// take milliseconds; this takes a few microseconds, and the split depends on
+// n only: the same result on every run and every device. Under the emulator
+// a block takes 512 items, so that the tests' row counts run several, and
+// at most 4 blocks run (as XENT_MAX_GRID): each runs a fiber per thread.
+#define XENT_PARTIAL_THREADS 256
+#if defined(XENT_EMU)
+#define XENT_PARTIAL_ITEMS 512
+#define XENT_PARTIAL_BLOCKS 4
+#else
+#define XENT_PARTIAL_ITEMS 8192
+#define XENT_PARTIAL_BLOCKS 1024  // the workspace holds XENT_MAX_PARTIALS (xent_launch.h)
+#endif
+static inline __host__ __device__ unsigned xent_partial_blocks(int64_t n) {
+  const int64_t b = (n + XENT_PARTIAL_ITEMS - 1) / XENT_PARTIAL_ITEMS;
+  return (unsigned)(b < 1 ? 1 : b > XENT_PARTIAL_BLOCKS ? XENT_PARTIAL_BLOCKS : b);
+}
+// Items [lo, hi) of this block of stage 1 (gridDim.x blocks over n).
+XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
+  const int64_t blocks = (int64_t)gridDim.x, chunk = (n + blocks - 1) / blocks;
+  lo = (int64_t)blockIdx.x * chunk;
+  if (lo > n) lo = n;
+  hi = lo + chunk < n ? lo + chunk : n;
+}
+
 // Launches kernel<XENT_ROW>(args, group) in the shape `shapes` picks for C
 // when the class axis is contiguous, else kernel<XENT_COLUMN>(args, 1) with
 // a thread per row in blocks of column_threads; nothing for no rows. The
@@ -763,6 +791,19 @@ XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
     b += scratch[XENT_MAX_WARPS + w];
   }
   __syncthreads();
+}
+
+// Two-stage sums (xent_partial_blocks), stage 2: the sums of the first
+// `blocks` partial pairs, in a fixed order.
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_partials_sum(const A* partials, unsigned blocks, A& a, A& b, Scratch scratch) {
+  a = 0;
+  b = 0;
+  for (int64_t k = threadIdx.x; k < (int64_t)blocks; k += blockDim.x) {
+    a += partials[2 * k];
+    b += partials[2 * k + 1];
+  }
+  xent_block_sum2(a, b, scratch);
 }
 
 // The reductions of one row's `group` threads (xent_rows): shuffles within

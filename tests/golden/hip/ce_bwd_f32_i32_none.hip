@@ -26,33 +26,49 @@
 #include "xent_device.h"
 #include "xent_launch.h"
 
+static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
+
 #include <math.h>
 
-#line 96 "templates/cross_entropy.tmpl"
-// One block: ws[0] = sum over rows of w[y] (the mean's denominator), ws[1] =
-// sum over classes of w[c] (the smoothing term). Fixed order, no atomics.
-static XENT_GLOBAL void __launch_bounds__(XENT_MAX_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
-  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 101 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;
 #line 103 "templates/cross_entropy.tmpl"
+// Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
+// ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
+// of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+#line 109 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;
+#line 111 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
-#line 117 "templates/cross_entropy.tmpl"
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 119 "templates/cross_entropy.tmpl"
+  int64_t lo, hi;
+#line 127 "templates/cross_entropy.tmpl"
+  xent_partial_range(C, lo, hi);
+  for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
+#line 130 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
+  if (threadIdx.x == 0) {
+    ((float*)a.workspace + 2)[2 * blockIdx.x] = row_weight;
+    ((float*)a.workspace + 2)[2 * blockIdx.x + 1] = class_weight;
+  }
+}
+
+// Stage 2: ws[0] and ws[1] from the partials, in order.
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_bwd_f32_i32_none_totals_final(const xent_ce_args a) {
+  XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
+  float row_weight, class_weight;
+  xent_partials_sum(((float*)a.workspace + 2), xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes)), row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace)[0] = row_weight;
     ((float*)a.workspace)[1] = class_weight;
   }
 }
 
-#line 127 "templates/cross_entropy.tmpl"
+#line 149 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 135 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling.
@@ -61,9 +77,9 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024, 1)
 xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const float* x = (const float*)a.logits;
-#line 146 "templates/cross_entropy.tmpl"
+#line 168 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 148 "templates/cross_entropy.tmpl"
+#line 170 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -72,9 +88,9 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 163 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 165 "templates/cross_entropy.tmpl"
+#line 187 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -85,7 +101,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 176 "templates/cross_entropy.tmpl"
+#line 198 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -97,7 +113,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 311 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
@@ -133,9 +149,9 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
         lse = xent_lse(m, log_s);
       }
     }
-#line 357 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 370 "templates/cross_entropy.tmpl"
+#line 392 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -143,20 +159,20 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 378 "templates/cross_entropy.tmpl"
+#line 400 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 385 "templates/cross_entropy.tmpl"
+#line 407 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 387 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 392 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it.
@@ -168,38 +184,38 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 404 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 411 "templates/cross_entropy.tmpl"
-      const float p = xent_exp((xj - m) - lr);
-#line 424 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 428 "templates/cross_entropy.tmpl"
-      if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
 #line 433 "templates/cross_entropy.tmpl"
+      const float p = xent_exp((xj - m) - lr);
+#line 446 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
+#line 450 "templates/cross_entropy.tmpl"
+      if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
+#line 455 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 442 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 449 "templates/cross_entropy.tmpl"
+#line 471 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 451 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 455 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 538 "templates/cross_entropy.tmpl"
+#line 574 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -207,13 +223,14 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 563 "templates/cross_entropy.tmpl"
+#line 599 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 567 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(1), dim3(XENT_MAX_THREADS), 0, stream, a);
+#line 603 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
+    XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 581 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 586 "templates/cross_entropy.tmpl"
+#line 624 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
