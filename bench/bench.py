@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """xent's benchmark: each case of issue 5's table timed side by side with its
-roofline and with PyTorch (eager F.cross_entropy and torch.compile of it) on
-the same tensors, in one process.
+roofline, with PyTorch (eager F.cross_entropy and torch.compile of it) and
+with the published kernels Liger-Kernel and Quack on the same tensors, in one
+process. A peer that cannot run (not installed, no GPU, a failed check
+against PyTorch) is named in the result with the reason.
 
 On a GPU (the default): CUDA events around every call, a 256 MiB write
 between calls so no case runs out of L2, 5 warm-ups and the median of 25
@@ -147,6 +149,68 @@ def model_bytes(case, elem):
     return passes * nv * elem + n * 8 + n * 4
 
 
+# The published kernels xent must beat, beside PyTorch: each gives a loss
+# function of ([N, V] logits, labels) with PyTorch's mean, or raises with the
+# reason it cannot run here (recorded in the result, never dropped). They
+# travel to the GPU machine as wheels (docs/PERFORMANCE.md).
+def peer_liger(device):
+    if device != "cuda":
+        raise RuntimeError("Liger-Kernel is Triton: CUDA only")
+    from liger_kernel.transformers import LigerCrossEntropyLoss
+    return LigerCrossEntropyLoss(reduction="mean")
+
+
+def peer_quack(device):
+    if device != "cuda":
+        raise RuntimeError("Quack is CuTe DSL: sm_90 / sm_100 only")
+    from quack.cross_entropy import cross_entropy
+
+    def loss(x, y):
+        out = cross_entropy(x, y)
+        out = out[0] if isinstance(out, tuple) else out
+        return out.mean() if out.dim() > 0 else out  # per-row losses in some releases
+    return loss
+
+
+PEERS = {"liger": peer_liger, "quack": peer_quack}
+
+
+def run_peers(case, x, y, op, nbytes, timer, device, xent_s):
+    """Each peer on its own copy of the logits (Liger writes the gradient
+    over its input in the forward), checked against PyTorch before it is
+    timed; its time, or why there is none."""
+    out = {}
+    for name, make in PEERS.items():
+        try:
+            if x.dim() != 2:
+                raise RuntimeError("takes [N, V] logits only")
+            fn = make(device)
+            xp = x.detach().clone().requires_grad_(op == "fwd_bwd")
+            xr = x.detach().float().requires_grad_(op == "fwd_bwd")
+            ref = F.cross_entropy(xr, y)
+            got = fn(xp, y)
+            err = {"loss": abs(got.float().item() - ref.item()) / max(abs(ref.item()), 1e-6)}
+            if op == "fwd_bwd":
+                got.backward()
+                ref.backward()
+                err["grad"] = ((xp.grad.float() - xr.grad).abs().max() / xr.grad.abs().max().clamp_min(1e-30)).item()
+            if any(e > TOL[case["dtype"]] for e in err.values()):
+                raise RuntimeError(f"disagrees with PyTorch: {err}")
+
+            def call():
+                xp.grad = None
+                loss = fn(xp, y)
+                if op == "fwd_bwd":
+                    loss.backward()
+
+            secs = timer(call)
+            out[name] = dict(s=secs, tbps=nbytes / secs / 1e12, speedup=secs / xent_s, errors=err)
+            del xp, xr
+        except Exception as e:  # noqa: BLE001 -- any failure is the peer's, reported with its reason
+            out[name] = dict(error=f"{type(e).__name__}: {e}"[:500])
+    return out
+
+
 def run_case(case, xent, timer, device, roofline, compiled_cache):
     dtype_id, tdtype = DTYPES[case["dtype"]]
     shape, axis, op = case["shape"], case["axis"], case["op"]
@@ -241,6 +305,7 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
         else:
             result["torch_compile_error"] = f"torch {torch.__version__} has no torch.compile"
         del xg
+        result["peers"] = run_peers(case, x, y, op, nbytes, timer, device, result["xent_s"])
     del x, y, grad, ws, lse, loss
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -301,10 +366,13 @@ def plot(results, env, path):
         rows = sorted((r for r in results if r["group"] == "sweep" and r["op"] == op), key=lambda r: r["shape"][1])
         v = [r["shape"][1] for r in rows]
         series = [("xent", "xent_tbps", "o-"), ("PyTorch eager", "torch_eager_tbps", "s--"),
-                  ("torch.compile", "torch_compile_tbps", "^--"), (f"{rows[0]['roofline'] if rows else ''} roofline",
-                                                                  "roofline_tbps", "k:")]
+                  ("torch.compile", "torch_compile_tbps", "^--"), ("Liger-Kernel", "liger", "v-."),
+                  ("Quack", "quack", "d-."), (f"{rows[0]['roofline'] if rows else ''} roofline", "roofline_tbps", "k:")]
         for label, key, style in series:
-            pts = [(vv, r[key]) for vv, r in zip(v, rows) if key in r]
+            if key in PEERS:
+                pts = [(vv, r["peers"][key]["tbps"]) for vv, r in zip(v, rows) if "tbps" in r.get("peers", {}).get(key, {})]
+            else:
+                pts = [(vv, r[key]) for vv, r in zip(v, rows) if key in r]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
         ax.set_xscale("log", base=2)
@@ -353,6 +421,8 @@ def main():
             line += f"; {r['speedup_vs_eager']:.3g}x eager"
         if "speedup_vs_compile" in r:
             line += f", {r['speedup_vs_compile']:.2f}x compile"
+        for name, peer in r.get("peers", {}).items():
+            line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
         print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)
     # Fused time over forward-only time, per shape (target: <= 2.1).
     fwd = {(r["dtype"], tuple(r["shape"])): r["xent_s"] for r in results if r["op"] == "fwd"}

@@ -41,6 +41,12 @@ class DryRun(unittest.TestCase):
                 if r["torch"] and r["op"] != "bwd":
                     self.assertGreater(r["torch_eager_s"], 0, name)
                     self.assertTrue("torch_compile_s" in r or "torch_compile_error" in r, name)
+                    # Liger-Kernel and Quack need a GPU: each is named with
+                    # the reason it did not run, never dropped.
+                    self.assertEqual(set(r["peers"]), {"liger", "quack"}, name)
+                    for peer in r["peers"].values():
+                        self.assertIn("CUDA only" if peer is r["peers"]["liger"] else "sm_90", peer.get("error", ""),
+                                      name)
             self.assertTrue(any("fused_over_forward" in r for r in results))
             with open(out + ".png", "rb") as f:
                 png = f.read()
