@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I64, PROB, NONE, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
-from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors
+from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, ALL_GATHER, VocabShard
 
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
@@ -31,23 +31,6 @@ TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
 LIB = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
 LIB.xent_last_error.restype = ctypes.c_char_p
 P = ctypes.c_void_p
-ALL_GATHER = ctypes.CFUNCTYPE(ctypes.c_int, P, P, P, ctypes.c_size_t, P)
-
-
-class VocabShard(ctypes.Structure):
-    """xent_vocab_shard."""
-
-    _fields_ = [
-        ("class_offset", ctypes.c_int64),
-        ("global_classes", ctypes.c_int64),
-        ("rank", ctypes.c_int),
-        ("ranks", ctypes.c_int),
-        ("all_gather", ALL_GATHER),
-        ("ctx", P),
-    ]
-
-
-assert ctypes.sizeof(VocabShard) == 40
 
 
 def raw(t):

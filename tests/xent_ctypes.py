@@ -46,6 +46,24 @@ def make_desc(rows, classes, dtype, label_type, reduction, ignore_index=-100, sm
                 int(all_ignored_zero), z_loss, softcap, invalid_labels)
 
 
+# xent_all_gather_fn and xent_vocab_shard (desc.vocab_shard points at one).
+ALL_GATHER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_void_p)
+
+
+class VocabShard(ctypes.Structure):
+    """xent_vocab_shard."""
+
+    _fields_ = [
+        ("class_offset", ctypes.c_int64),
+        ("global_classes", ctypes.c_int64),
+        ("rank", ctypes.c_int),
+        ("ranks", ctypes.c_int),
+        ("all_gather", ALL_GATHER),
+        ("ctx", ctypes.c_void_p),
+    ]
+
+
 class Tensors(ctypes.Structure):
     """xent_ce_tensors."""
 
@@ -72,3 +90,4 @@ DESC_LAYOUT = (104, 64, 80, 96)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 12 * 8
+assert ctypes.sizeof(VocabShard) == 40
