@@ -5,9 +5,12 @@
 // between a shuffle and a barrier, launch configurations the hardware
 // refuses, and in thread-block clusters: distributed shared memory read
 // before the cluster sync that orders it, read from a block that has exited,
-// and a cluster sync some threads skip. Also checks the semantics of shuffles and votes on 32- and 64-lane
-// warps. Kernels are written as CUDA/HIP code and compiled against
-// xent_emu.h, as the generated kernels are.
+// and a cluster sync some threads skip; in global memory (when asked), an
+// in-place overwrite ordered only by shuffles, blocks writing one word, and
+// a handoff between the blocks of a cluster with no cluster sync. Also
+// checks the semantics of shuffles and votes on 32- and 64-lane warps.
+// Kernels are written as CUDA/HIP code and compiled against xent_emu.h, as
+// the generated kernels are.
 #include <stdio.h>
 #include <string.h>
 
@@ -195,6 +198,44 @@ __global__ void cluster_sum(float* out, int bug) {
   }
 }
 
+// ---- global memory (xent_emu_check_global) ----------------------------------
+
+#define LD(p) xent_emu::global_load((p), __FILE__, __LINE__)
+#define ST(p, v) xent_emu::global_store((p), (v), __FILE__, __LINE__)
+
+// A row of 64 logits shared by a warp, overwritten in place by its gradient
+// (the fused kernel's hazard): lane 0 reads the label's logit x[y], owned by
+// lane y % 32, the warp reduces its max with shuffles, then every lane
+// overwrites its own elements. Shuffles order no memory: without the
+// __syncwarp, lane y % 32 may overwrite x[y] before lane 0's read lands.
+__global__ void in_place_row(float* x, int y, float* out, int with_syncwarp) {
+  const unsigned lane = threadIdx.x;
+  float m = fmaxf(LD(x + lane), LD(x + lane + 32));
+  const float xy = lane == 0 ? LD(x + y) : 0.0f;
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (with_syncwarp) __syncwarp();
+  ST(x + lane, LD(x + lane) - m);
+  ST(x + lane + 32, LD(x + lane + 32) - m);
+  if (lane == 0) out[0] = m - xy;
+}
+
+// Every block adds its part into out[0]: blocks are never ordered within a
+// launch (the fix: a slot per block, added up by a second launch).
+__global__ void blocks_share_output(const float* in, float* out, int per_block) {
+  if (threadIdx.x != 0) return;
+  float* o = per_block ? out + blockIdx.x : out;
+  ST(o, (per_block ? 0.0f : LD(o)) + LD(in + blockIdx.x));
+}
+
+// Rank 0 of a cluster writes a word of global memory that rank 1 then reads:
+// ordered only by a cluster sync.
+__global__ void cluster_handoff(float* g, int with_sync) {
+  const unsigned rank = xent_emu_cluster_rank();
+  if (rank == 0 && threadIdx.x == 0) ST(g + blockIdx.x / 2, 1.0f + (float)blockIdx.x);
+  if (with_sync) xent_emu_cluster_sync(__FILE__, __LINE__);
+  if (rank == 1 && threadIdx.x == 0) ST(g + 8 + blockIdx.x / 2, LD(g + blockIdx.x / 2));
+}
+
 #define LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, ...)                                                     \
   [&]() {                                                                                                            \
     return XENT_EMU_LAUNCH_CLUSTER(kernel, 32, XENT_EMU_SMEM_CUDA_OPTIN, dim3 grid, dim3 block, smem, cluster, nullptr, \
@@ -296,6 +337,35 @@ int main() {
                 {"cluster_sum", "not a multiple"});
   expect_report("cluster: over 8 blocks", LAUNCH_CLUSTER(cluster_sum, (16), (64), 64, 16, cl.data(), 0),
                 {"cluster_sum", "portable limit"});
+
+  printf("global memory (xent_emu_check_global):\n");
+  std::vector<float> row(64), g(16);
+  for (int i = 0; i < 64; ++i) row[i] = (float)(i % 11);
+  expect_clean("global checks off by default",
+               LAUNCH(in_place_row, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, row.data(), 37, out.data(), 0));
+  expect(xent_emu_check_global(1) == 0, "xent_emu_check_global returns the previous setting");
+  for (int i = 0; i < 64; ++i) row[i] = (float)(i % 11);
+  expect_report("in place, shuffles only",
+                LAUNCH(in_place_row, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, row.data(), 37, out.data(), 0),
+                {"kernel in_place_row", "thread (5,0,0)", "global memory race", "store at", "thread 0 read it at",
+                 "no __syncthreads() or __syncwarp() between", "shuffles and votes do not order memory"});
+  for (int i = 0; i < 64; ++i) row[i] = (float)(i % 11);
+  expect_clean("in place, __syncwarp before the stores",
+               LAUNCH(in_place_row, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, row.data(), 37, out.data(), 1));
+  expect(out[0] == 10.0f - 4.0f && row[37] == 4.0f - 10.0f, "in_place_row computes m - x[y] and x - m");
+  expect_report("blocks add into one word",
+                LAUNCH(blocks_share_output, 32, XENT_EMU_SMEM_CUDA, (3), (32), 0, in.data(), out.data(), 0),
+                {"kernel blocks_share_output", "block (1,0,0)", "global memory race", "of block (0,0,0)",
+                 "in the same launch", "kernel boundary"});
+  expect_clean("a word per block", LAUNCH(blocks_share_output, 32, XENT_EMU_SMEM_CUDA, (3), (32), 0, in.data(), out.data(), 1));
+  expect_report("cluster: global handoff, no sync",
+                LAUNCH_CLUSTER(cluster_handoff, (4), (32), 0, 2, g.data(), 0),
+                {"kernel cluster_handoff", "block (1,0,0)", "global memory race", "load at",
+                 "of block (0,0,0) wrote it", "no cluster sync"});
+  expect_clean("cluster: global handoff after a cluster sync",
+               LAUNCH_CLUSTER(cluster_handoff, (4), (32), 0, 2, g.data(), 1));
+  expect(g[8] == 1.0f && g[9] == 3.0f, "cluster_handoff passes rank 0's word to rank 1");
+  expect(xent_emu_check_global(0) == 1, "xent_emu_check_global(0) turns the checks off");
 
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

@@ -621,6 +621,134 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
   }
 }
 
+/* ---- global-memory races (xent_emu_check_global) ---------------------------
+
+   An open-addressed table from 2-byte granules of global memory (the
+   smallest element a kernel stores) to their access record: the last writer
+   and the two most recent distinct readers, as for shared memory, but by
+   grid-wide thread (block of the grid, thread of the block) and with the
+   site of each access for the report. Emptied at every launch: a kernel
+   boundary orders everything. */
+typedef struct global_stamp {
+  int64_t block; /* linear index in the grid; -1: none */
+  int32_t thread;
+  uint32_t bar, ws, cbar;
+  const char* file;
+  int line;
+} global_stamp;
+
+typedef struct global_record {
+  uintptr_t granule; /* address / 2 + 1; 0: an empty slot */
+  global_stamp writer, reader, reader2;
+} global_record;
+
+static _Thread_local int global_checks;
+static _Thread_local global_record* global_table;
+static _Thread_local size_t global_cap, global_used;
+
+/* Freed rather than cleared: a fresh calloc'd table costs only the pages
+   the next launch touches. */
+static void global_reset(void) {
+  free(global_table);
+  global_table = NULL;
+  global_cap = global_used = 0;
+}
+
+int xent_emu_check_global(int on) {
+  const int was = global_checks;
+  global_checks = on != 0;
+  global_reset();
+  return was;
+}
+
+static int64_t block_linear(xent_emu_dim3 b) {
+  return ((int64_t)b.z * L->grid.y + b.y) * L->grid.x + b.x;
+}
+
+static global_record* global_slot(uintptr_t granule) {
+  if (2 * (global_used + 1) > global_cap) {
+    const size_t cap = global_cap ? 2 * global_cap : 1u << 16;
+    global_record* t = calloc(cap, sizeof *t);
+    if (!t) xent_emu_fail("out of memory for the global-memory race table (%zu entries)", cap);
+    for (size_t i = 0; i < global_cap; ++i) {
+      if (!global_table[i].granule) continue;
+      size_t k = (global_table[i].granule * 0x9E3779B97F4A7C15ull) & (cap - 1);
+      while (t[k].granule) k = (k + 1) & (cap - 1);
+      t[k] = global_table[i];
+    }
+    free(global_table);
+    global_table = t;
+    global_cap = cap;
+  }
+  size_t k = (granule * 0x9E3779B97F4A7C15ull) & (global_cap - 1);
+  while (global_table[k].granule && global_table[k].granule != granule) k = (k + 1) & (global_cap - 1);
+  if (!global_table[k].granule) {
+    global_record* r = &global_table[k];
+    r->granule = granule;
+    r->writer.block = r->reader.block = r->reader2.block = -1;
+    global_used++;
+  }
+  return &global_table[k];
+}
+
+/* Whether `then` happens before the current thread's access: the same
+   thread; the same block and a barrier since, or the same warp and a
+   __syncwarp since; another block of the running cluster and a cluster sync
+   since. Blocks of different clusters are never ordered within a launch. */
+static int global_ordered(const fiber* me, int64_t my_block, global_stamp then) {
+  if (then.block < 0) return 1;
+  if (then.block == my_block) {
+    if (then.thread == me->linear) return 1;
+    if (me->bar > then.bar) return 1;
+    return then.thread / L->warp_size == me->warp && me->ws > then.ws;
+  }
+  const int64_t first = my_block - me->blk->rank;
+  if (then.block >= first && then.block < first + (int64_t)L->cluster) return me->cbar > then.cbar;
+  return 0;
+}
+
+void xent_emu_global_access(const void* p, size_t bytes, int is_write, const char* file, int line) {
+  if (!global_checks || !L || !L->current) return;
+  fiber* me = L->current;
+  const int64_t my_block = block_linear(me->blk->idx);
+  const global_stamp now = {my_block, me->linear, me->bar, me->ws, me->cbar, file, line};
+  const uintptr_t first = (uintptr_t)p / 2, last = ((uintptr_t)p + (bytes ? bytes : 1) - 1) / 2;
+  for (uintptr_t g = first; g <= last; ++g) {
+    global_record* r = global_slot(g + 1);
+    const global_stamp* bad = NULL;
+    const char* did = "wrote";
+    if (!global_ordered(me, my_block, r->writer)) bad = &r->writer;
+    else if (is_write && !global_ordered(me, my_block, r->reader)) bad = &r->reader, did = "read";
+    else if (is_write && !global_ordered(me, my_block, r->reader2)) bad = &r->reader2, did = "read";
+    if (bad) {
+      const int64_t bx = bad->block % L->grid.x, by = bad->block / L->grid.x % L->grid.y,
+                    bz = bad->block / L->grid.x / L->grid.y;
+      const int64_t cluster_first = my_block - me->blk->rank;
+      const int same_cluster = bad->block >= cluster_first && bad->block < cluster_first + (int64_t)L->cluster;
+      char who[200];
+      const char* missing;
+      if (bad->block == my_block) {
+        snprintf(who, sizeof who, "thread %d", bad->thread);
+        missing = "with no __syncthreads() or __syncwarp() between (shuffles and votes do not order memory)";
+      } else {
+        snprintf(who, sizeof who, "thread %d of block (%lld,%lld,%lld)", bad->thread, (long long)bx, (long long)by,
+                 (long long)bz);
+        missing = same_cluster ? "with no cluster sync between"
+                               : "in the same launch (blocks of different clusters are ordered only by a kernel "
+                                 "boundary)";
+      }
+      xent_emu_fail("global memory race at %p (a %zu-byte %s at %s:%d): %s %s it at %s:%d %s", (const void*)(g * 2),
+                    bytes, is_write ? "store" : "load", file, line, who, did, bad->file, bad->line, missing);
+    }
+    if (is_write) {
+      r->writer = now;
+    } else {
+      if (!(r->reader.block == my_block && r->reader.thread == me->linear)) r->reader2 = r->reader;
+      r->reader = now;
+    }
+  }
+}
+
 static void free_shared(block_state* b) {
   for (int i = 0; i < b->shared_count; ++i) {
     if (b->shared[i].owned) free(b->shared[i].base);
@@ -796,6 +924,7 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
   }
   L = &state;
   state.tsan_scheduler = TSAN_CURRENT();
+  if (global_checks) global_reset();
   for (unsigned z = 0; z < grid.z && !rc; ++z) {
     for (unsigned y = 0; y < grid.y && !rc; ++y) {
       for (unsigned x = 0; x < grid.x && !rc; x += cluster) rc = run_cluster((xent_emu_dim3){x, y, z});

@@ -10,8 +10,9 @@
  * thread reaches, barriers at different sites (divergence), a warp operation
  * whose mask names a lane that has exited or waits elsewhere, a shared-memory
  * index out of range, a shared-memory race (an access not ordered after
- * another thread's by __syncthreads or __syncwarp), and launch
- * configurations that the hardware would refuse.
+ * another thread's by __syncthreads or __syncwarp), when asked a
+ * global-memory race (xent_emu_check_global), and launch configurations
+ * that the hardware would refuse.
  *
  * Thread-block clusters (sm_90): the blocks of a cluster run together, meet
  * at cluster syncs, and read and write each other's shared memory
@@ -121,6 +122,20 @@ void* xent_emu_cluster_shared(const void* base, unsigned rank);
    (returned by xent_emu_shared): reports an access that another thread's
    access does not happen before. */
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write);
+
+/* Global-memory race checks, for the calling thread's launches (off by
+   default: they keep a record per 2-byte granule touched, so tests turn
+   them on where buffers alias, as a gradient written over its logits).
+   While on, every global access a kernel reports through
+   xent_emu_global_access (xent_device.h's XENT_LD and XENT_ST) is checked
+   against the other threads' accesses in the same launch: a store and a
+   load, or two stores, of the same bytes by two threads are a race unless
+   the first happens before the second, by __syncthreads (same block),
+   __syncwarp (same warp) or a cluster sync (same cluster). Shuffles and
+   votes order no memory, and blocks of different clusters are never
+   ordered within a launch. Returns the previous setting. */
+int xent_emu_check_global(int on);
+void xent_emu_global_access(const void* p, size_t bytes, int is_write, const char* file, int line);
 
 /* Reports an error at the current thread and abandons the launch (does not
    return). */

@@ -119,6 +119,19 @@ shared_array<T> cluster_view(const shared_array<T>& a, unsigned rank) {
   return shared_array<T>(static_cast<T*>(xent_emu_cluster_shared(a.base(), rank)), a.count(), a.name());
 }
 
+// A global load or store at file:line, told to the race detector
+// (xent_emu_check_global) before it is made.
+template <typename T>
+inline T global_load(const T* p, const char* file, int line) {
+  xent_emu_global_access(p, sizeof(T), 0, file, line);
+  return *p;
+}
+template <typename T, typename V>
+inline void global_store(T* p, V v, const char* file, int line) {
+  xent_emu_global_access(p, sizeof(T), 1, file, line);
+  *p = v;
+}
+
 template <typename F>
 void run_body(void* ctx) {
   (*static_cast<F*>(ctx))();
