@@ -23,12 +23,14 @@ static int same_gradient_again(xent_handle* h, xent_op op, const xent_ce_desc* d
                                const char* differs) {
   const xent_backend_kind kind = xent_handle_backend(h);
   const xent_status s = xent_ce_run(h, d, op, t, dc->ws, dc->ws_bytes, NULL);
+  char why[1024] = "";
+  if (s != XENT_OK) snprintf(why, sizeof why, "%s: %s", xent_status_string(s), xent_last_error());
   tu_sync(kind);
   xent_check(h); /* already verified by the first run; clear the record */
   void* got = malloc(bytes);
   tu_to_host(kind, got, t->grad, bytes);
   const int failed = s != XENT_OK || memcmp(got, want, bytes) != 0;
-  if (failed) printf("FAIL %s: %s (%s)\n", name, differs, xent_last_error());
+  if (failed) printf("FAIL %s: %s%s%s\n", name, s != XENT_OK ? "" : differs, s != XENT_OK ? "the call failed: " : "", why);
   free(got);
   return failed;
 }
@@ -143,8 +145,14 @@ int tu_check_call(xent_handle* h, xent_op op, const xent_ce_desc* d, uint64_t se
          same as the separate buffer. */
       xent_ce_tensors t = dc.t;
       t.grad = (void*)t.logits;
+      /* Under the emulator, with its global-memory race detector on: every
+         element the gradient overwrites must be read by its other readers
+         (the label's logit, the row's first) before, ordered by a barrier
+         or __syncwarp, not only by shuffles. */
+      const int was = tu_global_race_checks(kind, 1);
       failed = same_gradient_again(h, op, d, &dc, &t, host, grad_bytes, name,
                                    "in-place gradient differs from the out-of-place one");
+      tu_global_race_checks(kind, was);
     }
   }
   free(host);

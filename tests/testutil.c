@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/emu/emu.h"
 #include "runtime/numeric.h"
 #include "runtime/reference.h"
 
@@ -246,4 +247,8 @@ void tu_sync(xent_backend_kind kind) {
   if (tu_on_gpu(kind)) cudaDeviceSynchronize();
 #endif
   (void)kind;
+}
+
+int tu_global_race_checks(xent_backend_kind kind, int on) {
+  return kind == XENT_BACKEND_CPU ? xent_emu_check_global(on) : 0;
 }

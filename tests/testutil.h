@@ -80,6 +80,12 @@ void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes
 void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes);
 /* Waits for the device (tests only; the library never synchronises). */
 void tu_sync(xent_backend_kind kind);
+/* Turns the emulator's global-memory race checks on or off for calls on a
+   cpu handle (emulated kernels; xent_emu_check_global) and returns the
+   previous setting; does nothing for a GPU handle. The checks cost a table
+   entry per 2-byte granule touched: the tests turn them on where buffers
+   alias (in place). */
+int tu_global_race_checks(xent_backend_kind kind, int on);
 
 size_t tu_dtype_bytes(xent_dtype dtype);
 

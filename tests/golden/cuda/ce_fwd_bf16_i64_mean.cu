@@ -116,26 +116,27 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
 #line 212 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
-    const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(x[base + yl * inner]), cap) : xent_load_bf16(x[base + yl * inner])) : float(0);
+    const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_bf16(XENT_LD(x + (base + yl * inner)))) : float(0);
 #line 217 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
-    // first logit, 0 where it is not finite.
-    const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(x[base]), cap) : xent_load_bf16(x[base])) : float(0);
+    // first logit, 0 where it is not finite. Every thread reads it, and in
+    // place its owner overwrites it after the reduction (the warp sync below).
+    const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 222 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 232 "templates/cross_entropy.tmpl"
+#line 233 "templates/cross_entropy.tmpl"
       if (smoothing) {
         sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 235 "templates/cross_entropy.tmpl"
+#line 236 "templates/cross_entropy.tmpl"
         sum_b += (weights ? weights[off + j] : float(1));             // sum_c w[c], for a vocabulary slice
-#line 237 "templates/cross_entropy.tmpl"
+#line 238 "templates/cross_entropy.tmpl"
       }
-#line 239 "templates/cross_entropy.tmpl"
+#line 240 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
@@ -150,14 +151,14 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 259 "templates/cross_entropy.tmpl"
+#line 260 "templates/cross_entropy.tmpl"
     xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 262 "templates/cross_entropy.tmpl"
+#line 263 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 266 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -166,100 +167,100 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + 4 * row;
       st[0] = ref;
       st[1] = s;
-#line 278 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 281 "templates/cross_entropy.tmpl"
+#line 282 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 288 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 291 "templates/cross_entropy.tmpl"
+#line 292 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 302 "templates/cross_entropy.tmpl"
+#line 303 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 308 "templates/cross_entropy.tmpl"
+#line 309 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 311 "templates/cross_entropy.tmpl"
+#line 312 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 313 "templates/cross_entropy.tmpl"
+#line 314 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 318 "templates/cross_entropy.tmpl"
+#line 319 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 322 "templates/cross_entropy.tmpl"
+#line 323 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
         const int64_t e = base + j * inner;
-        const float xj = (capped ? xent_softcap(xent_load_bf16(x[e]), cap) : xent_load_bf16(x[e]));
+        const float xj = (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (e))), cap) : xent_load_bf16(XENT_LD(x + (e))));
         if (a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 477 "templates/cross_entropy.tmpl"
+#line 481 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 481 "templates/cross_entropy.tmpl"
+#line 485 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 486 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 488 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
 #line 492 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
+#line 496 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 494 "templates/cross_entropy.tmpl"
+#line 498 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 509 "templates/cross_entropy.tmpl"
+#line 513 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 514 "templates/cross_entropy.tmpl"
+#line 518 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 516 "templates/cross_entropy.tmpl"
+#line 520 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 519 "templates/cross_entropy.tmpl"
-        row_weight = (weights ? weights[y] : float(1));
-#line 521 "templates/cross_entropy.tmpl"
-        l = g.loss;
 #line 523 "templates/cross_entropy.tmpl"
-        if (z != 0) l += z * lse * lse;
+        row_weight = (weights ? weights[y] : float(1));
 #line 525 "templates/cross_entropy.tmpl"
+        l = g.loss;
+#line 527 "templates/cross_entropy.tmpl"
+        if (z != 0) l += z * lse * lse;
+#line 529 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 530 "templates/cross_entropy.tmpl"
+#line 534 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 537 "templates/cross_entropy.tmpl"
+#line 541 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -286,15 +287,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 566 "templates/cross_entropy.tmpl"
+#line 570 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 570 "templates/cross_entropy.tmpl"
+#line 574 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 574 "templates/cross_entropy.tmpl"
+#line 578 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -302,19 +303,19 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 582 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 599 "templates/cross_entropy.tmpl"
-  if (!a.gathered && a.weights && a.label_smoothing != 0) {
 #line 603 "templates/cross_entropy.tmpl"
+  if (!a.gathered && a.weights && a.label_smoothing != 0) {
+#line 607 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 608 "templates/cross_entropy.tmpl"
+#line 612 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -322,9 +323,9 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 621 "templates/cross_entropy.tmpl"
+#line 625 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 624 "templates/cross_entropy.tmpl"
+#line 628 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

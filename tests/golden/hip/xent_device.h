@@ -60,6 +60,18 @@ XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
 #line 205 "templates/xent_device.h.tmpl"
 
+// A load from and a store to global memory where buffers may alias (the
+// logits and a gradient written over them, a softmax over its input): the
+// emulator's race detector sees them (xent_emu_check_global); on a GPU they
+// are a plain load and store.
+#if defined(XENT_EMU)
+#define XENT_LD(p) xent_emu::global_load((p), __FILE__, __LINE__)
+#define XENT_ST(p, v) xent_emu::global_store((p), (v), __FILE__, __LINE__)
+#else
+#define XENT_LD(p) (*(p))
+#define XENT_ST(p, v) ((void)(*(p) = (v)))
+#endif
+
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
@@ -281,6 +293,7 @@ struct alignas(16) xent_vec16 {
 template <typename T>
 XENT_DEVICE void xent_store16(void* dst, const xent_vec16<T>& v) {
 #if defined(XENT_EMU)
+  xent_emu_global_access(dst, 16, 1, __FILE__, __LINE__);
   memcpy(dst, &v, 16);
 #else
   uint4 u;
@@ -315,8 +328,8 @@ struct xent_out {
   template <typename F>
   __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
     const auto d = f(j, raw);
-    if (f32) ((float*)p)[e] = (float)d;
-    else ((T*)p)[e] = cvt(d);
+    if (f32) XENT_ST((float*)p + e, (float)d);
+    else XENT_ST((T*)p + e, cvt(d));
   }
   template <typename F>
   __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
@@ -336,7 +349,7 @@ struct xent_out {
           return;
         }
       }
-      for (int64_t k = 0; k < kVec; ++k) o[k] = (float)d[k];
+      for (int64_t k = 0; k < kVec; ++k) XENT_ST(o + k, (float)d[k]);
       return;
     }
     T* o = (T*)p + e0;
@@ -346,7 +359,7 @@ struct xent_out {
       xent_store16(o, v);
       return;
     }
-    for (int64_t k = 0; k < kVec; ++k) o[k] = cvt(d[k]);
+    for (int64_t k = 0; k < kVec; ++k) XENT_ST(o + k, cvt(d[k]));
   }
 };
 
@@ -375,13 +388,13 @@ template <bool kColumn, typename T, typename Out, typename F>
 XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
                                   const Out& out, F f) {
   if (kColumn) {
-    for (int64_t j = lane; j < C; j += group) out.one(f, j, base + j * inner, x[base + j * inner]);
+    for (int64_t j = lane; j < C; j += group) out.one(f, j, base + j * inner, XENT_LD(x + base + j * inner));
     return;
   }
   constexpr int64_t kVec = 16 / sizeof(T);
   const T* row = x + base;
   const int64_t head = xent_row_head(row, C);
-  for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
+  for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
   // kLoads independent 16-byte loads issued before any is used: Little's law
@@ -393,7 +406,7 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   for (; i + (kLoads - 1) * group < vecs; i += kLoads * group) {
     xent_vec16<T> chunk[kLoads];
     XENT_UNROLL
-    for (int64_t u = 0; u < kLoads; ++u) chunk[u] = v[i + u * group];
+    for (int64_t u = 0; u < kLoads; ++u) chunk[u] = XENT_LD(v + i + u * group);
     XENT_UNROLL
     for (int64_t u = 0; u < kLoads; ++u) {
       const int64_t k = i + u * group;
@@ -401,10 +414,10 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     }
   }
   for (; i < vecs; i += group) {
-    const xent_vec16<T> chunk = v[i];
+    const xent_vec16<T> chunk = XENT_LD(v + i);
     out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
   }
-  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, row[j]);
+  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
 
 // The read-only walk: f(j, x_j) for each class this thread owns.
@@ -456,7 +469,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   const int64_t vecs = (C - head) / kVec, per = (vecs + k - 1) / k;
   const int64_t lo = rank * per, hi = lo + per < vecs ? lo + per : vecs;
   if (rank == 0)
-    for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, row[j]);
+    for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
   // As xent_row_walk_io: kLoads vectors read before any is used.
   constexpr int64_t kLoads = 4;
@@ -466,7 +479,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     XENT_UNROLL
     for (int64_t u = 0; u < kLoads; ++u) {
       if (kLoad) {
-        chunk[u] = v[i + u * group];
+        chunk[u] = XENT_LD(v + i + u * group);
       } else {
         chunk[u] = stash[i + u * group - lo];
       }
@@ -481,7 +494,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   for (; i < hi; i += group) {
     xent_vec16<T> chunk;
     if (kLoad) {
-      chunk = v[i];
+      chunk = XENT_LD(v + i);
       stash[i - lo] = chunk;
     } else {
       chunk = stash[i - lo];
@@ -489,7 +502,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
   }
   if (rank == k - 1)
-    for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, row[j]);
+    for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
 
 // bfloat16 is the top half of a float: widening is exact, narrowing rounds
