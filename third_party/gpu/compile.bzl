@@ -4,17 +4,20 @@ text changed). Each object comes with the compiler's log: ptxas's per-kernel,
 per-arch report for CUDA, which tests/kernels_compiled_test.py reads.
 
 With hip_on_cuda = True, the .hip files are compiled with nvcc for NVIDIA
-GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda), at the CUDA
-architectures.
+GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 
-Architectures: --define=xent_cuda_archs=80,90 (default) and
---define=xent_hip_archs=gfx90a,gfx940 (default)."""
+Architectures: --define=xent_cuda_archs=80,90 (default),
+--define=xent_hip_archs=gfx90a,gfx940 (default) and, for HIP on CUDA,
+--define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
+a second architecture would double the largest compile of CI for a test
+that runs on one GPU)."""
 
 load("@local_gpu//:defs.bzl", "HIPCC", "NVCC")
 
 _DEFAULT_ARCHS = {
     "cuda": "80,90",
     "hip": "gfx90a,gfx940",
+    "hip_on_cuda": "90",
 }
 
 _EXTENSIONS = {
@@ -26,7 +29,7 @@ def _gpu_objects_impl(ctx):
     target = ctx.attr.target
     nvcc = target == "cuda" or ctx.attr.hip_on_cuda
     compiler = NVCC if nvcc else HIPCC
-    arch_kind = "cuda" if nvcc else "hip"
+    arch_kind = "hip_on_cuda" if ctx.attr.hip_on_cuda else target
     archs = ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind]).split(",")
     manifest = ctx.actions.declare_file(ctx.label.name + "/compiled.txt")
     if not compiler:
