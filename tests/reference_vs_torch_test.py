@@ -9,7 +9,6 @@ double, so the tolerance is a few float64 ulps scaled by the row length."""
 
 import ctypes
 import os
-import sys
 import unittest
 
 import numpy as np

@@ -14,7 +14,6 @@ Tolerance: as in xent_vs_torch_test (the dtype's rounding of the outputs plus
 f32 sums); the combine adds a handful of f32 operations per rank."""
 
 import ctypes
-import os
 import threading
 import unittest
 
@@ -24,32 +23,9 @@ import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I64, PROB, NONE, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
 from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, ALL_GATHER, VocabShard
+from torch_oracle import TORCH, TOL, P, load_lib, raw, from_raw, addr
 
-TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
-TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
-
-LIB = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
-LIB.xent_last_error.restype = ctypes.c_char_p
-P = ctypes.c_void_p
-
-
-def raw(t):
-    t = t.contiguous()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return t.view(torch.int16).numpy().copy()
-    return t.numpy().copy()
-
-
-def from_raw(a, dtype):
-    t = torch.from_numpy(a)
-    if dtype in (F16, BF16):
-        return t.view(TORCH[dtype]).to(torch.float64)
-    return t.to(torch.float64)
-
-
-def ptr(a):
-    """The address of an array (for a struct field; P(ptr(a)) as an argument)."""
-    return a.ctypes.data if a is not None else None
+LIB = load_lib()
 
 
 class Group:
@@ -97,10 +73,10 @@ def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights
         shard = VocabShard(lo, C, k, ranks, fn, None)
         d = make_desc(x.shape[0], hi - lo, dtype, label_type, reduction, -100, smoothing, z_loss=z_loss)
         d.vocab_shard = ctypes.addressof(shard)
-        t = Tensors(logits=ptr(xs), labels=ptr(lab), weights=ptr(weights), dloss=ptr(dloss), lse_in=ptr(lse_in),
-                    loss=ptr(out["loss"]) if op != BACKWARD else None,
-                    lse=ptr(out["lse"]) if op != BACKWARD else None,
-                    grad=ptr(out["grad"]) if op != FORWARD else None)
+        t = Tensors(logits=addr(xs), labels=addr(lab), weights=addr(weights), dloss=addr(dloss), lse_in=addr(lse_in),
+                    loss=addr(out["loss"]) if op != BACKWARD else None,
+                    lse=addr(out["lse"]) if op != BACKWARD else None,
+                    grad=addr(out["grad"]) if op != FORWARD else None)
         h = P()
         status = LIB.xent_create(ctypes.byref(h), BACKEND_CPU)
         if status == 0:
@@ -110,7 +86,7 @@ def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights
             status = LIB.xent_ce_workspace_size(h, ctypes.byref(d), op, ctypes.byref(nbytes))
         if status == 0:
             ws = np.zeros(max(nbytes.value, 8), np.uint8)
-            status = LIB.xent_ce_run(h, ctypes.byref(d), op, ctypes.byref(t), P(ptr(ws)), ctypes.c_size_t(ws.size), None)
+            status = LIB.xent_ce_run(h, ctypes.byref(d), op, ctypes.byref(t), P(addr(ws)), ctypes.c_size_t(ws.size), None)
         message = LIB.xent_last_error().decode()
         if h:
             LIB.xent_destroy(h)

@@ -10,7 +10,6 @@ f32 (f64 for f64) and rounds its outputs to the dtype, so the tolerance is
 the dtype's rounding plus f32 accumulation over the row."""
 
 import ctypes
-import os
 import unittest
 
 import numpy as np
@@ -18,35 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
-from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT, PROB, FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors
+from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT, PROB, FORWARD, FORWARD_BACKWARD, Tensors
 from xent_ctypes import SOFTMAX, LOG_SOFTMAX, SoftmaxDesc
+from torch_oracle import TORCH, TOL, P, load_lib, raw, from_raw, ptr
 
-TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
-# Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
-TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
-
-
-LIB = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
-LIB.xent_last_error.restype = ctypes.c_char_p
-P = ctypes.c_void_p
-
-
-def raw(t):
-    t = t.contiguous()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return t.view(torch.int16).numpy().copy()
-    return t.numpy().copy()
-
-
-def from_raw(a, dtype):
-    t = torch.from_numpy(a)
-    if dtype in (F16, BF16):
-        return t.view(TORCH[dtype]).to(torch.float64)
-    return t.to(torch.float64)
-
-
-def ptr(a):
-    return a.ctypes.data_as(P) if a is not None else None
+LIB = load_lib()
 
 
 class XentVsTorch(unittest.TestCase):

@@ -1,0 +1,49 @@
+"""What the PyTorch differential tests share: libxent_shared.so loaded through
+ctypes, the dtypes as torch dtypes, the tolerance per dtype, and the moves
+between torch tensors and the raw numpy buffers handed to the C API."""
+
+import ctypes
+import os
+
+import torch
+
+from xent_ctypes import F32, F16, BF16, F64
+
+TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
+# Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
+TOL = {F32: 2e-5, F64: 1e-10, F16: 4e-3, BF16: 2.5e-2}
+
+P = ctypes.c_void_p
+
+
+def load_lib():
+    """libxent_shared.so from the test's runfiles, with xent_last_error typed."""
+    lib = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
+    lib.xent_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def raw(t):
+    """A tensor's bytes as a numpy array (f16/bf16 as int16: numpy has no bf16)."""
+    t = t.contiguous()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.view(torch.int16).numpy().copy()
+    return t.numpy().copy()
+
+
+def from_raw(a, dtype):
+    """The inverse of raw, widened to float64 for the comparison."""
+    t = torch.from_numpy(a)
+    if dtype in (F16, BF16):
+        return t.view(TORCH[dtype]).to(torch.float64)
+    return t.to(torch.float64)
+
+
+def ptr(a):
+    """An array's address as a ctypes argument (None for None)."""
+    return a.ctypes.data_as(P) if a is not None else None
+
+
+def addr(a):
+    """An array's address as an int, for a struct field (None for None)."""
+    return a.ctypes.data if a is not None else None
