@@ -48,8 +48,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_bwd
 #line 130 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
-    ((float*)a.workspace + 2)[2 * blockIdx.x] = row_weight;
-    ((float*)a.workspace + 2)[2 * blockIdx.x + 1] = class_weight;
+    ((float*)a.workspace + 2)[2 * (int64_t)blockIdx.x] = row_weight;
+    ((float*)a.workspace + 2)[2 * (int64_t)blockIdx.x + 1] = class_weight;
   }
 }
 
@@ -113,7 +113,7 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 334 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
@@ -149,9 +149,9 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
         lse = xent_lse(m, log_s);
       }
     }
-#line 380 "templates/cross_entropy.tmpl"
+#line 381 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 393 "templates/cross_entropy.tmpl"
+#line 394 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -159,20 +159,20 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 401 "templates/cross_entropy.tmpl"
+#line 402 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 408 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 410 "templates/cross_entropy.tmpl"
+#line 411 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 415 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -185,38 +185,38 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 428 "templates/cross_entropy.tmpl"
+#line 429 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 435 "templates/cross_entropy.tmpl"
+#line 436 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 448 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 452 "templates/cross_entropy.tmpl"
+#line 453 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 457 "templates/cross_entropy.tmpl"
+#line 458 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 468 "templates/cross_entropy.tmpl"
+#line 469 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 475 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 477 "templates/cross_entropy.tmpl"
+#line 478 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 481 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 578 "templates/cross_entropy.tmpl"
+#line 579 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -224,14 +224,14 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 603 "templates/cross_entropy.tmpl"
+#line 604 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 607 "templates/cross_entropy.tmpl"
+#line 608 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 622 "templates/cross_entropy.tmpl"
+#line 623 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 628 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

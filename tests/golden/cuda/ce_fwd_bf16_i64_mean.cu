@@ -48,8 +48,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 #line 130 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = row_weight;
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = class_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = row_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x + 1] = class_weight;
   }
 }
 
@@ -131,12 +131,13 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       (void)e, (void)j, (void)xj;
 #line 233 "templates/cross_entropy.tmpl"
       if (smoothing) {
-        sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 236 "templates/cross_entropy.tmpl"
-        sum_b += (weights ? weights[off + j] : float(1));             // sum_c w[c], for a vocabulary slice
-#line 238 "templates/cross_entropy.tmpl"
+        const float wj = (weights ? weights[off + j] : float(1));
+        sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
+#line 237 "templates/cross_entropy.tmpl"
+        sum_b += wj;             // sum_c w[c], for a vocabulary slice
+#line 239 "templates/cross_entropy.tmpl"
       }
-#line 240 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
@@ -151,14 +152,14 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 260 "templates/cross_entropy.tmpl"
+#line 261 "templates/cross_entropy.tmpl"
     xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 263 "templates/cross_entropy.tmpl"
+#line 264 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 267 "templates/cross_entropy.tmpl"
+#line 268 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -167,41 +168,41 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + 4 * row;
       st[0] = ref;
       st[1] = s;
-#line 279 "templates/cross_entropy.tmpl"
+#line 280 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 282 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 289 "templates/cross_entropy.tmpl"
+#line 290 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 292 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 303 "templates/cross_entropy.tmpl"
+#line 304 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 309 "templates/cross_entropy.tmpl"
+#line 310 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 314 "templates/cross_entropy.tmpl"
+#line 315 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 319 "templates/cross_entropy.tmpl"
+#line 320 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 323 "templates/cross_entropy.tmpl"
+#line 324 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -211,56 +212,56 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 481 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 485 "templates/cross_entropy.tmpl"
+#line 486 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 490 "templates/cross_entropy.tmpl"
+#line 491 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 492 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 496 "templates/cross_entropy.tmpl"
+#line 497 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 498 "templates/cross_entropy.tmpl"
+#line 499 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 513 "templates/cross_entropy.tmpl"
+#line 514 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 518 "templates/cross_entropy.tmpl"
+#line 519 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 520 "templates/cross_entropy.tmpl"
+#line 521 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 523 "templates/cross_entropy.tmpl"
+#line 524 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 525 "templates/cross_entropy.tmpl"
+#line 526 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 527 "templates/cross_entropy.tmpl"
+#line 528 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 529 "templates/cross_entropy.tmpl"
+#line 530 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 534 "templates/cross_entropy.tmpl"
+#line 535 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 541 "templates/cross_entropy.tmpl"
+#line 542 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -276,8 +277,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = total;
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = total_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = total;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x + 1] = total_weight;
   }
 }
 
@@ -287,15 +288,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 570 "templates/cross_entropy.tmpl"
+#line 571 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 574 "templates/cross_entropy.tmpl"
+#line 575 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 578 "templates/cross_entropy.tmpl"
+#line 579 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -303,19 +304,19 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 586 "templates/cross_entropy.tmpl"
+#line 587 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 603 "templates/cross_entropy.tmpl"
+#line 604 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 607 "templates/cross_entropy.tmpl"
+#line 608 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 612 "templates/cross_entropy.tmpl"
+#line 613 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -323,9 +324,9 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 625 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 628 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -48,8 +48,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 #line 130 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = row_weight;
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = class_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = row_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x + 1] = class_weight;
   }
 }
 
@@ -139,10 +139,11 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       (void)e, (void)j, (void)xj;
 #line 233 "templates/cross_entropy.tmpl"
       if (smoothing) {
-        sum_a += (weights ? weights[off + j] : float(1)) * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 238 "templates/cross_entropy.tmpl"
+        const float wj = (weights ? weights[off + j] : float(1));
+        sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
+#line 239 "templates/cross_entropy.tmpl"
       }
-#line 240 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
@@ -157,39 +158,39 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 255 "templates/cross_entropy.tmpl"
+#line 256 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
     else xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 263 "templates/cross_entropy.tmpl"
+#line 264 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 294 "templates/cross_entropy.tmpl"
+#line 295 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 303 "templates/cross_entropy.tmpl"
+#line 304 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 309 "templates/cross_entropy.tmpl"
+#line 310 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 314 "templates/cross_entropy.tmpl"
+#line 315 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 319 "templates/cross_entropy.tmpl"
+#line 320 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 380 "templates/cross_entropy.tmpl"
+#line 381 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 393 "templates/cross_entropy.tmpl"
+#line 394 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -197,20 +198,20 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 401 "templates/cross_entropy.tmpl"
+#line 402 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 408 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 410 "templates/cross_entropy.tmpl"
+#line 411 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 415 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -223,49 +224,49 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 428 "templates/cross_entropy.tmpl"
+#line 429 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 435 "templates/cross_entropy.tmpl"
+#line 436 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 448 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 452 "templates/cross_entropy.tmpl"
+#line 453 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 454 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 457 "templates/cross_entropy.tmpl"
+#line 458 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 461 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 468 "templates/cross_entropy.tmpl"
+#line 469 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 472 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 477 "templates/cross_entropy.tmpl"
+#line 478 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 481 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 541 "templates/cross_entropy.tmpl"
+#line 542 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -281,8 +282,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   }
   xent_block_sum2(total, total_weight, scratch);
   if (threadIdx.x == 0) {
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x] = total;
-    ((float*)a.workspace + 2 + 2 * a.rows)[2 * blockIdx.x + 1] = total_weight;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = total;
+    ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x + 1] = total_weight;
   }
 }
 
@@ -292,13 +293,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 568 "templates/cross_entropy.tmpl"
+#line 569 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 574 "templates/cross_entropy.tmpl"
+#line 575 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 578 "templates/cross_entropy.tmpl"
+#line 579 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -306,17 +307,17 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 603 "templates/cross_entropy.tmpl"
+#line 604 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 607 "templates/cross_entropy.tmpl"
+#line 608 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 620 "templates/cross_entropy.tmpl"
+#line 621 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 625 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 628 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
