@@ -3,11 +3,15 @@
 #define _GNU_SOURCE
 #include "emu.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 /* Enough for the kernels' locals and the C library calls they make (expf,
    logf); ASan's redzones need more. */
@@ -886,6 +890,35 @@ int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit
   return rc;
 }
 
+/* The fibers' stacks, kept from launch to launch by each host thread: a
+   fresh 64 MiB for every launch of 1024 threads cost a page fault per page
+   each fiber touched, and the kernels' tests make thousands of launches.
+   Freed when the thread exits (a pthread key's destructor). */
+static pthread_key_t stack_key;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local char* stack_cache;
+static _Thread_local size_t stack_cache_bytes;
+
+static void free_stacks(void* p) { free(p); }
+static void make_stack_key(void) { pthread_key_create(&stack_key, free_stacks); }
+
+static char* fiber_stacks(size_t bytes) {
+  if (bytes <= stack_cache_bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+    /* A fiber abandoned mid-call (a reported bug) leaves its frames'
+       redzones poisoned: clear them for the next launch's fibers. */
+    __asan_unpoison_memory_region(stack_cache, stack_cache_bytes);
+#endif
+    return stack_cache;
+  }
+  free(stack_cache);
+  stack_cache = malloc(bytes);
+  stack_cache_bytes = stack_cache ? bytes : 0;
+  pthread_once(&stack_key_once, make_stack_key);
+  pthread_setspecific(stack_key, stack_cache);
+  return stack_cache;
+}
+
 static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
                   size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx) {
   if (pending_error) return 1; /* sticky until collected */
@@ -907,7 +940,7 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
   state.ctx = ctx;
   state.threads = (int)(block.x * block.y * block.z);
   state.blocks = calloc(cluster, sizeof *state.blocks);
-  state.stacks = malloc((size_t)cluster * (size_t)state.threads * FIBER_STACK);
+  state.stacks = fiber_stacks((size_t)cluster * (size_t)state.threads * FIBER_STACK);
   int rc = 0;
   if (!state.blocks || !state.stacks) rc = 1;
   for (unsigned r = 0; r < cluster && !rc; ++r) {
@@ -937,7 +970,6 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
     free(state.blocks[r].dynamic);
   }
   free(state.blocks);
-  free(state.stacks);
   L = NULL;
   return rc;
 }
