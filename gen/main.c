@@ -3,12 +3,14 @@
 
    load (spec_load.c, through the Lua DSL) -> filter (filter.c) -> sort ->
    render (render.c) -> dispatch table and manifest (dispatch_emit.c) ->
-   commit every file at once (fileio.c). Any error stops before the commit:
-   a bad spec writes nothing. */
+   [--check: every rendered file parsed by libclang and held to the rules,
+   check/] -> commit every file at once (fileio.c). Any error stops before
+   the commit: a bad spec, or a rendering that breaks a rule, writes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/check.h"
 #include "dispatch_emit.h"
 #include "error.h"
 #include "filter.h"
@@ -23,6 +25,7 @@ static const char usage[] =
     "usage: xentgen --spec FILE [--spec FILE ...] (--list | --target cuda|hip --out DIR)\n"
     "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR]\n"
     "               [--no-line-directives] [--spec-time-limit SECONDS]\n"
+    "               [--check [--check-emu DIR] [--check-root DIR]]\n"
     "\n"
     "  --spec FILE            a spec (specs/*.lua); repeat for several families\n"
     "  --list                 print every variant's canonical key and exit\n"
@@ -34,7 +37,15 @@ static const char usage[] =
     "  --templates DIR        template directory (default: templates)\n"
     "  --no-line-directives   omit #line directives that map code to template lines\n"
     "  --spec-time-limit S    CPU seconds a spec may run (default 20); specs also\n"
-    "                         have an instruction and a memory limit (README)\n";
+    "                         have an instruction and a memory limit (README)\n"
+    "  --check                parse every rendered file with libclang and hold it to\n"
+    "                         the rules (index-width, deterministic, graph-safe,\n"
+    "                         warp-sync);\n"
+    "                         a finding prints templates/FILE:LINE: RULE: WHAT and\n"
+    "                         nothing is written\n"
+    "  --check-emu DIR        for --target cuda (parsed as the emulator's host C++):\n"
+    "                         the directory of xent_emu.h (default: runtime/emu)\n"
+    "  --check-root DIR       the directory runtime/numeric.h is under (default: .)\n";
 
 typedef struct options {
   const char* specs[MAX_SPECS];
@@ -47,6 +58,9 @@ typedef struct options {
   const char* templates;
   int line_directives;
   int spec_seconds;
+  int check;
+  const char* check_emu;
+  const char* check_root;
 } options;
 
 static int parse_args(int argc, char** argv, options* o, gen_error* err) {
@@ -60,6 +74,10 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
     const char** value = NULL;
     if (strcmp(a, "--list") == 0) {
       o->list = 1;
+      continue;
+    }
+    if (strcmp(a, "--check") == 0) {
+      o->check = 1;
       continue;
     }
     if (strcmp(a, "--no-line-directives") == 0) {
@@ -78,6 +96,10 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
       value = &o->kernels;
     } else if (strcmp(a, "--exclude") == 0) {
       value = &o->exclude;
+    } else if (strcmp(a, "--check-emu") == 0) {
+      value = &o->check_emu;
+    } else if (strcmp(a, "--check-root") == 0) {
+      value = &o->check_root;
     } else if (strcmp(a, "--templates") == 0) {
       value = &o->templates;
     } else if (strcmp(a, "--spec-time-limit") == 0) {
@@ -131,6 +153,10 @@ static int run(const options* o, gen_error* err) {
     gen_render_options ropt = {o->target, o->templates, o->line_directives};
     rc = gen_render_all(L, &variants, &ropt, &outputs, err);
     if (rc == 0) rc = gen_emit_dispatch(L, &variants, o->target, &outputs, err);
+    if (rc == 0 && o->check) {
+      gen_check_options copt = {o->target, o->check_emu, o->check_root, 1};
+      rc = gen_check_outputs(&outputs, &copt, err);
+    }
     if (rc == 0) rc = gen_output_commit(&outputs, o->out, err);
   }
   gen_output_free(&outputs);

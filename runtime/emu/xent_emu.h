@@ -58,6 +58,15 @@ inline T shuffle(xent_emu_warp_kind kind, uint64_t mask, T v, int arg, int width
   return from_bits<T>(xent_emu_warp_op(kind, mask, to_bits(v), arg, width, file, line));
 }
 
+// The maskless forms (HIP's): every lane of the warp takes part.
+template <typename T>
+inline T shuffle_all(xent_emu_warp_kind kind, T v, int arg, int width, const char* file, int line) {
+  return shuffle(kind, XENT_EMU_FULL_MASK, v, arg, width, file, line);
+}
+inline uint64_t vote_all(xent_emu_warp_kind kind, bool p, const char* file, int line) {
+  return xent_emu_warp_op(kind, XENT_EMU_FULL_MASK, p, 0, xent_emu_warp_size(), file, line);
+}
+
 // A reference to one shared-memory element: reads and writes go through the
 // race detector.
 template <typename T>
@@ -189,17 +198,20 @@ int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, d
 #define XENT_EMU_SYNCWARP_MASK_(zero, m, ...) (m)
 
 // HIP's warp intrinsics: no mask, every lane of the wavefront takes part.
+// They go through shuffle_all and vote_all, not shuffle and
+// xent_emu_warp_op, so that xentgen --check can tell these maskless forms
+// from CUDA's _sync ones on the syntax tree (its warp-sync rule).
 #define __shfl(v, lane, ...) \
-  xent_emu::shuffle(XENT_EMU_SHFL_IDX, XENT_EMU_FULL_MASK, (v), (lane), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+  xent_emu::shuffle_all(XENT_EMU_SHFL_IDX, (v), (lane), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
 #define __shfl_up(v, delta, ...) \
-  xent_emu::shuffle(XENT_EMU_SHFL_UP, XENT_EMU_FULL_MASK, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+  xent_emu::shuffle_all(XENT_EMU_SHFL_UP, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
 #define __shfl_down(v, delta, ...) \
-  xent_emu::shuffle(XENT_EMU_SHFL_DOWN, XENT_EMU_FULL_MASK, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+  xent_emu::shuffle_all(XENT_EMU_SHFL_DOWN, (v), (delta), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
 #define __shfl_xor(v, lane_mask, ...) \
-  xent_emu::shuffle(XENT_EMU_SHFL_XOR, XENT_EMU_FULL_MASK, (v), (lane_mask), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
-#define __all(p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ALL, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
-#define __any(p) ((int)xent_emu_warp_op(XENT_EMU_VOTE_ANY, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__))
-#define __ballot(p) xent_emu_warp_op(XENT_EMU_VOTE_BALLOT, XENT_EMU_FULL_MASK, (p) != 0, 0, xent_emu_warp_size(), __FILE__, __LINE__)
+  xent_emu::shuffle_all(XENT_EMU_SHFL_XOR, (v), (lane_mask), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
+#define __all(p) ((int)xent_emu::vote_all(XENT_EMU_VOTE_ALL, (p) != 0, __FILE__, __LINE__))
+#define __any(p) ((int)xent_emu::vote_all(XENT_EMU_VOTE_ANY, (p) != 0, __FILE__, __LINE__))
+#define __ballot(p) xent_emu::vote_all(XENT_EMU_VOTE_BALLOT, (p) != 0, __FILE__, __LINE__)
 
 // Atomics. The fibers of one launch never preempt one another, but host
 // threads running launches at once (a handle shared by threads, whose

@@ -1,0 +1,33 @@
+/* xentgen --check: every rendered kernel file parsed in-process by libclang,
+   from the generator's memory before anything is written, and its syntax
+   tree held to the rules (rules.h). A finding is printed as
+   templates/<file>.tmpl:<line>: <rule>: <what> (the #line directives map
+   rendered code back to its template); any finding fails the run and
+   nothing is written.
+
+   What is parsed is the code the GPU compilers get, in a mode clang 19 can
+   read: the HIP rendering as HIP device code against ROCm's own headers
+   (-x hip --cuda-device-only -nogpulib; host code such as the launchers is
+   parsed too), the CUDA rendering as the host C++ the SIMT emulator builds
+   (-DXENT_EMU: the same kernel bodies; CUDA 13's headers are beyond clang
+   19). The shared headers (xent_device.h, xent_launch.h) go into one
+   precompiled header per run. */
+#ifndef XENT_GEN_CHECK_H
+#define XENT_GEN_CHECK_H
+
+#include "gen/error.h"
+#include "gen/fileio.h"
+
+typedef struct gen_check_options {
+  const char* target;    /* "cuda" or "hip" */
+  const char* emu_dir;   /* for cuda: the directory of xent_emu.h and emu.h */
+  const char* root_dir;  /* for cuda: the directory runtime/numeric.h is under */
+  int verbose;           /* print the files, nodes and time */
+} gen_check_options;
+
+/* Checks every rendered .cu/.hip file of `outputs`. Returns 0 when no rule
+   is broken; otherwise prints the findings to stderr, sets err and returns
+   -1 (also when a file does not parse). */
+int gen_check_outputs(const gen_output_set* outputs, const gen_check_options* opt, gen_error* err);
+
+#endif

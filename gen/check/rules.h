@@ -1,0 +1,82 @@
+/* The rules xentgen --check holds every rendered kernel file to, and the
+   syntax-tree helpers they share. Each rule is one file (rule_*.c) and one
+   function that walks a translation unit and reports through check_report.
+
+   A rule looks only at code from the rendered file itself and from the
+   templates it came from (check_in_scope), never at the system headers. */
+#ifndef XENT_GEN_CHECK_RULES_H
+#define XENT_GEN_CHECK_RULES_H
+
+#include <clang-c/Index.h>
+#include <stddef.h>
+
+typedef struct check_ctx {
+  CXTranslationUnit tu;
+  const char* target;  /* "cuda" or "hip" */
+  const char* file;    /* the rendered file being checked */
+  int shared_headers;  /* also check code from xent_device.h (once per run) */
+  int findings;
+} check_ctx;
+
+/* Prints `where: rule: what` with `where` the cursor's template file and
+   line (through #line), and counts the finding. */
+void check_report(check_ctx* ctx, CXCursor at, const char* rule, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Whether a cursor's code is the rule's business: from the rendered file,
+   or (ctx->shared_headers) from the rendered xent_device.h. */
+int check_in_scope(const check_ctx* ctx, CXCursor c);
+
+/* The expression under any implicit conversions (libclang shows an
+   implicit cast as an unexposed expression with one child). */
+CXCursor check_strip_implicit(CXCursor c);
+
+/* The width in bits of an integer type, 0 for any other. */
+int check_int_bits(CXType t);
+
+/* Whether the expression folds to an integer constant. */
+int check_is_constant(CXCursor c);
+
+/* The name of the function a call expression calls ("" if none). Fills buf. */
+const char* check_callee(CXCursor call, char* buf, unsigned cap);
+
+/* The source text of a cursor, its tokens joined by spaces (cut at cap). */
+const char* check_text(CXTranslationUnit tu, CXCursor c, char* buf, unsigned cap);
+
+/* The first `max` children of a cursor; returns how many there are (at most max). */
+int check_children(CXCursor c, CXCursor* kids, int max);
+
+/* Whether a function declaration is device code (__device__ or __global__). */
+int check_is_device_function(CXCursor fn);
+
+/* index-width: every subscript of, and offset to, a pointer is a 64-bit
+   integer, and no product or sum of run-time values inside it is computed
+   in 32 bits before it is widened. */
+void rule_index_width(check_ctx* ctx, CXCursor tu);
+
+/* deterministic: no floating-point atomics; integer atomics only as listed
+   (atomicMin of the 64-bit bad-label record). */
+void rule_deterministic(check_ctx* ctx, CXCursor tu);
+
+/* graph-safe: host code calls no synchronising or allocating runtime
+   function (a launcher must be capturable in a CUDA graph). */
+void rule_graph_safe(check_ctx* ctx, CXCursor tu);
+
+/* warp-sync (masks): in the CUDA rendering, no maskless warp shuffle, vote
+   or ballot. (Barrier uniformity, the rule's other half, is not checked yet.) */
+void rule_warp_sync(check_ctx* ctx, CXCursor tu);
+
+/* abi, per kernel file: it defines exactly one launcher,
+   xent_<target>_launch_<key> (with the emulator's _emu suffix when parsed
+   as the emulator's C++), of the function type xent_launch.h's
+   xent_launcher points to. Its name goes to `name` ("" if the check fails). */
+void rule_abi_launcher(check_ctx* ctx, CXCursor tu, const char* key, char* name, unsigned cap);
+
+/* abi, across files: the dispatch table declares exactly the `n` launchers
+   the kernel files define, each of xent_launcher's type. */
+void rule_abi_dispatch(check_ctx* ctx, CXCursor tu, const char* const* defined, size_t n);
+
+#endif

@@ -1,0 +1,165 @@
+"""xentgen --check: each rule fires on a planted bug at the right template
+line, with nothing written, and stays quiet on the corrected code; the real
+specs and templates pass in both renderings.
+
+A bug is planted by copying templates/ and inserting one line of C++ after a
+known line of cross_entropy.tmpl (inside the row kernel, or at the top of
+the launcher); the report must name templates/cross_entropy.tmpl and the
+inserted line, through the rendered file's #line directives."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
+XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
+SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "softmax.lua")]
+TEMPLATES = os.path.join(RUNFILES, "templates")
+EMU = os.path.join(RUNFILES, "runtime", "emu")
+
+# Inside the row kernel: row, C, x, a and the atomics are in scope.
+IN_KERNEL = "    const int64_t base = xent_row_base(row, C, inner);\n"
+IN_LAUNCHER = 'extern "C" int XENT_LAUNCHER({{ launcher }})(const void* args) {\n'
+KERNEL = "ce_fwd_f32_i64_none"
+
+
+def xentgen_check(target, templates, out, kernels=KERNEL):
+    args = [XENTGEN, "--check", "--target", target, "--templates", templates, "--out", out, "--kernels", kernels,
+            "--check-emu", EMU, "--check-root", RUNFILES]
+    for spec in SPECS:
+        args += ["--spec", spec]
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+class Rules(unittest.TestCase):
+    def planted(self, anchor, fragment, replace=False):
+        """A copy of templates/ with `fragment` on the line after `anchor` in
+        cross_entropy.tmpl (or in its place); returns (directory, the
+        fragment's line)."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        copy = os.path.join(tmp, "templates")
+        shutil.copytree(TEMPLATES, copy)
+        path = os.path.join(copy, "cross_entropy.tmpl")
+        with open(path) as f:
+            lines = f.readlines()
+        at = lines.index(anchor)
+        if replace:
+            lines[at] = fragment + "\n"
+        else:
+            lines.insert(at + 1, fragment + "\n")
+        with open(path, "w") as f:
+            f.writelines(lines)
+        return copy, at + 1 if replace else at + 2
+
+    def expect(self, target, anchor, bad, good, rule, what, replace=False):
+        templates, line = self.planted(anchor, bad, replace)
+        out = os.path.join(os.path.dirname(templates), "out")
+        r = xentgen_check(target, templates, out)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # At the start of a line: the template's path as the #line directive
+        # names it, not made absolute.
+        self.assertRegex(r.stderr, re.compile("^" + re.escape(f"templates/cross_entropy.tmpl:{line}: {rule}: "), re.M))
+        self.assertIn(what, r.stderr)
+        self.assertIn("nothing written", r.stderr)
+        self.assertFalse(os.path.exists(out), "a rendering that breaks a rule must write nothing")
+        templates, line = self.planted(anchor, good, replace)
+        r = xentgen_check(target, templates, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, KERNEL + (".cu" if target == "cuda" else ".hip"))))
+
+    def test_index_width_product_widened_too_late(self):
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_KERNEL,
+                            "{ const int r32 = (int)row, c32 = (int)C; (void)XENT_LD(x + (int64_t)(r32 * c32)); }",
+                            "{ const int r32 = (int)row, c32 = (int)C; (void)XENT_LD(x + (int64_t)r32 * c32); }",
+                            "index-width", "'r32 * c32' is computed in 32 bits (int) before it is widened")
+
+    def test_index_width_narrow_offset(self):
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_KERNEL, "(void)x[(unsigned)row];", "(void)x[row];",
+                            "index-width", "the offset '( unsigned ) row' into a pointer is 32-bit")
+
+    def test_deterministic_float_atomic(self):
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_KERNEL, "if (ws) atomicAdd((float*)ws, 1.0f);",
+                            "if (a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);",
+                            "deterministic", "atomicAdd on float: a floating-point atomic")
+
+    def test_deterministic_unlisted_integer_atomic(self):
+        self.expect("hip", IN_KERNEL, "if (a.bad_label_row) atomicAdd(a.bad_label_row, 1ull);",
+                    "if (a.bad_label_row) atomicMin(a.bad_label_row, 1ull);",
+                    "deterministic", "atomicAdd on unsigned long long is not an integer atomic the rule lists")
+
+    def test_graph_safe(self):
+        # The HIP rendering is parsed with ROCm's own headers, so its
+        # launchers' runtime calls are the real ones.
+        self.expect("hip", IN_LAUNCHER, "  (void)hipDeviceSynchronize();", "  (void)hipGetLastError();",
+                    "graph-safe", "hipDeviceSynchronize synchronises or allocates")
+
+    def test_warp_sync_maskless_shuffle(self):
+        self.expect("cuda", IN_KERNEL, "{ float v = 1.0f; v += __shfl_xor(v, 1, 32); (void)v; }",
+                    "{ float v = 1.0f; v += __shfl_xor_sync(0xffffffffu, v, 1); (void)v; }",
+                    "warp-sync", "a maskless warp shuffle")
+
+    def test_warp_sync_maskless_vote(self):
+        self.expect("cuda", IN_KERNEL, "(void)__ballot(row > 0);", "(void)__ballot_sync(0xffffffffu, row > 0);",
+                    "warp-sync", "a maskless warp vote")
+
+    def test_abi_launcher_signature(self):
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_LAUNCHER, IN_LAUNCHER.rstrip("\n").replace("(const void* args)", "(const void* args, int extra = 0)"),
+                            IN_LAUNCHER.rstrip("\n"), "abi", "has type int (const void *, int); xent_launch.h's "
+                            "xent_launcher points to int (const void *)", replace=True)
+
+    def test_abi_launcher_name(self):
+        # The kernel file defines a launcher the dispatch table does not name,
+        # and the table names one that nothing defines (reported in the table).
+        self.expect("hip", IN_LAUNCHER, IN_LAUNCHER.rstrip("\n").replace("{{ launcher }}", "{{ launcher }}_v2"),
+                    IN_LAUNCHER.rstrip("\n"), "abi", "defines 1 launcher (xent_hip_launch_ce_fwd_f32_i64_none_v2), "
+                    "not exactly xent_hip_launch_ce_fwd_f32_i64_none", replace=True)
+        templates, _ = self.planted(IN_LAUNCHER, IN_LAUNCHER.rstrip("\n").replace("{{ launcher }}", "{{ launcher }}_v2"), True)
+        with tempfile.TemporaryDirectory() as tmp:
+            r = xentgen_check("hip", templates, os.path.join(tmp, "out"))
+        self.assertIn("xent_dispatch_hip.c:", r.stderr)
+        self.assertIn("abi: the dispatch table names xent_hip_launch_ce_fwd_f32_i64_none, which no kernel file "
+                      "defines", r.stderr)
+
+    def test_shared_header_checked_once(self):
+        # A bug in xent_device.h (in the precompiled header every file
+        # shares) is reported once, at its template line.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        copy = os.path.join(tmp, "templates")
+        shutil.copytree(TEMPLATES, copy)
+        path = os.path.join(copy, "xent_device.h.tmpl")
+        with open(path) as f:
+            lines = f.readlines()
+        at = lines.index("// The largest block any launcher uses; sizes the cross-warp scratch arrays.\n")
+        lines.insert(at, "XENT_DEVICE float xent_bad_at(const float* p, int r, int c) { return p[(int64_t)(r * c)]; }\n")
+        with open(path, "w") as f:
+            f.writelines(lines)
+        r = xentgen_check("hip", copy, os.path.join(tmp, "out"), "ce_fwd_f32_i64_none,ce_bwd_f32_i64_none")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        want = f"templates/xent_device.h.tmpl:{at + 1}: index-width: 'r * c' is computed in 32 bits"
+        self.assertEqual(len(re.findall("^" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
+
+    def test_real_templates_pass(self):
+        kernels = "ce_fwd_bwd_bf16_i64_mean,ce_bwd_f16_prob_sum,ce_fwd_f32_i32_none,sm_fwd_f16_softmax,sm_bwd_f32_log_softmax"
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target), tempfile.TemporaryDirectory() as tmp:
+                r = xentgen_check(target, TEMPLATES, os.path.join(tmp, "out"), kernels)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(f"xentgen --check: 5 {target} files in", r.stderr)
+                self.assertIn("0 findings", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
