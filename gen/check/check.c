@@ -100,7 +100,7 @@ static void fail_run(check_run* r, const char* fmt, const char* a, const char* b
   pthread_mutex_unlock(&r->lock);
 }
 
-/* The first error diagnostic of a translation unit, or NULL. */
+/* Whether a translation unit has an error diagnostic; the first goes to buf. */
 static int first_error(CXTranslationUnit tu, char* buf, size_t cap) {
   const unsigned n = clang_getNumDiagnostics(tu);
   for (unsigned i = 0; i < n; ++i) {
