@@ -50,6 +50,10 @@ int check_in_scope(const check_ctx* ctx, CXCursor c) {
   return in;
 }
 
+int check_skip(const check_ctx* ctx, CXCursor c) {
+  return clang_isDeclaration(clang_getCursorKind(c)) && !check_in_scope(ctx, c);
+}
+
 static enum CXChildVisitResult first_child(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   *(CXCursor*)data = c;

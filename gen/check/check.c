@@ -139,6 +139,27 @@ static int make_pch(check_run* r, CXIndex index, gen_error* err) {
   return 0;
 }
 
+/* One rendered output parsed from memory at path, or NULL with the run
+   failed (libclang's error, or the first error diagnostic). */
+static CXTranslationUnit parse_output(check_run* r, CXIndex index, const gen_output* out, const char* path,
+                                      const char* const* args, int nargs) {
+  struct CXUnsavedFile file = {path, out->text, (unsigned long)strlen(out->text)};
+  CXTranslationUnit tu = NULL;
+  const enum CXErrorCode e = clang_parseTranslationUnit2(index, path, args, nargs, &file, 1, CXTranslationUnit_None, &tu);
+  if (e != CXError_Success || !tu) {
+    fail_run(r, "--check: libclang could not parse %s%s", out->name, "");
+    if (tu) clang_disposeTranslationUnit(tu);
+    return NULL;
+  }
+  char why[1024];
+  if (first_error(tu, why, sizeof why)) {
+    fail_run(r, "--check: %.200s does not parse: %.1000s", out->name, why);
+    clang_disposeTranslationUnit(tu);
+    return NULL;
+  }
+  return tu;
+}
+
 static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers) {
   const gen_output* out = &r->outputs->items[r->kernels[k]];
   char path[PATH_CAP];
@@ -148,19 +169,8 @@ static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers)
   for (int i = 0; i < r->nargs; ++i) args[n++] = r->args[i];
   args[n++] = "-include-pch";
   args[n++] = r->pch;
-  struct CXUnsavedFile file = {path, out->text, (unsigned long)strlen(out->text)};
-  CXTranslationUnit tu = NULL;
-  const enum CXErrorCode e = clang_parseTranslationUnit2(index, path, args, n, &file, 1, CXTranslationUnit_None, &tu);
-  if (e != CXError_Success || !tu) {
-    fail_run(r, "--check: libclang could not parse %s%s", out->name, "");
-    return;
-  }
-  char why[1024];
-  if (first_error(tu, why, sizeof why)) {
-    fail_run(r, "--check: %.200s does not parse: %.1000s", out->name, why);
-    clang_disposeTranslationUnit(tu);
-    return;
-  }
+  CXTranslationUnit tu = parse_output(r, index, out, path, args, n);
+  if (!tu) return;
   check_ctx ctx = {tu, r->opt->target, path, shared_headers, 0};
   const CXCursor root = clang_getTranslationUnitCursor(tu);
   rule_index_width(&ctx, root);
@@ -186,16 +196,9 @@ static void check_dispatch(check_run* r) {
   char include[PATH_CAP];
   snprintf(include, sizeof include, "-I%s", r->dir);
   const char* args[] = {"-x", "c", "-std=c11", include, emu ? "-DXENT_EMU" : "-DXENT_CHECK"};
-  struct CXUnsavedFile file = {path, r->dispatch->text, (unsigned long)strlen(r->dispatch->text)};
   CXIndex index = clang_createIndex(0, 0);
-  CXTranslationUnit tu = NULL;
-  const enum CXErrorCode e = clang_parseTranslationUnit2(index, path, args, 5, &file, 1, CXTranslationUnit_None, &tu);
-  char why[1024];
-  if (e != CXError_Success || !tu) {
-    fail_run(r, "--check: libclang could not parse %s%s", r->dispatch->name, "");
-  } else if (first_error(tu, why, sizeof why)) {
-    fail_run(r, "--check: %.200s does not parse: %.1000s", r->dispatch->name, why);
-  } else {
+  CXTranslationUnit tu = parse_output(r, index, r->dispatch, path, args, 5);
+  if (tu) {
     const char** defined = calloc(r->nkernels ? r->nkernels : 1, sizeof *defined);
     size_t n = 0;
     for (size_t k = 0; defined && k < r->nkernels; ++k)
@@ -204,8 +207,8 @@ static void check_dispatch(check_run* r) {
     rule_abi_dispatch(&ctx, clang_getTranslationUnitCursor(tu), defined, n);
     r->findings += ctx.findings;
     free(defined);
+    clang_disposeTranslationUnit(tu);
   }
-  if (tu) clang_disposeTranslationUnit(tu);
   clang_disposeIndex(index);
 }
 

@@ -18,14 +18,18 @@
 
 #include "gen/check/rules.h"
 
+/* A launcher function seen: defined (kernel file) or declared (table). */
+typedef struct abi_launcher {
+  char name[256];
+  CXCursor at;
+} abi_launcher;
+
 typedef struct abi_scan {
   check_ctx* ctx;
   const char* prefix;   /* xent_<target>_launch_ */
   char want_type[256];  /* xent_launcher's function type */
-  /* launcher functions seen: defined (kernel file) or declared (table) */
-  char found[8][256];
-  CXCursor where[8];
-  int count;
+  abi_launcher* found;  /* growable */
+  int count, cap;
   int definitions;  /* look for definitions (1) or declarations (0) */
 } abi_scan;
 
@@ -44,6 +48,8 @@ static enum CXChildVisitResult find_typedef(CXCursor c, CXCursor parent, CXClien
   return CXChildVisit_Continue;
 }
 
+/* Every launcher definition (or declaration) in scope: its type checked
+   against xent_launcher's, its name and place kept. */
 static enum CXChildVisitResult find_launchers(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   abi_scan* s = data;
@@ -56,20 +62,30 @@ static enum CXChildVisitResult find_launchers(CXCursor c, CXCursor parent, CXCli
   if (strncmp(n, s->prefix, strlen(s->prefix)) == 0) {
     CXString t = clang_getTypeSpelling(clang_getCanonicalType(clang_getCursorType(c)));
     if (strcmp(clang_getCString(t), s->want_type) != 0)
-      check_report(s->ctx, c, "abi", "%s has type %s; xent_launch.h's xent_launcher points to %s", n,
-                   clang_getCString(t), s->want_type);
+      check_report(s->ctx, c, "abi", "%s%s has type %s; xent_launch.h's xent_launcher points to %s",
+                   s->definitions ? "" : "the dispatch table's ", n, clang_getCString(t), s->want_type);
     clang_disposeString(t);
-    if (s->count < 8) {
-      snprintf(s->found[s->count], sizeof s->found[0], "%s", n);
-      s->where[s->count] = c;
+    if (s->count == s->cap) {
+      const int cap = s->cap ? 2 * s->cap : 8;
+      abi_launcher* grown = realloc(s->found, (size_t)cap * sizeof *grown);
+      if (grown) {
+        s->found = grown;
+        s->cap = cap;
+      }
     }
-    s->count++;
+    if (s->count < s->cap) {
+      snprintf(s->found[s->count].name, sizeof s->found[0].name, "%s", n);
+      s->found[s->count].at = c;
+      s->count++;
+    }
   }
   clang_disposeString(name);
   return CXChildVisit_Continue;
 }
 
-static void scan(check_ctx* ctx, CXCursor tu, abi_scan* s, int definitions) {
+/* Fills s with the launchers of tu: definitions or declarations. Returns 0
+   when xent_launch.h's type was found (s->found must then be freed). */
+static int scan(check_ctx* ctx, CXCursor tu, abi_scan* s, int definitions) {
   memset(s, 0, sizeof *s);
   s->ctx = ctx;
   s->definitions = definitions;
@@ -77,68 +93,41 @@ static void scan(check_ctx* ctx, CXCursor tu, abi_scan* s, int definitions) {
   clang_visitChildren(tu, find_typedef, s);
   if (!s->want_type[0]) {
     check_report(ctx, tu, "abi", "xent_launch.h declares no xent_launcher type");
-    return;
+    return -1;
   }
   clang_visitChildren(tu, find_launchers, s);
+  return 0;
 }
 
 void rule_abi_launcher(check_ctx* ctx, CXCursor tu, const char* key, char* name, unsigned cap) {
   abi_scan s;
   name[0] = 0;
-  scan(ctx, tu, &s, 1);
-  if (!s.want_type[0]) return;
+  if (scan(ctx, tu, &s, 1) != 0) return;
   char want[300];
   snprintf(want, sizeof want, "%s%s%s", s.prefix, key, strcmp(ctx->target, "cuda") == 0 ? "_emu" : "");
-  if (s.count != 1 || strcmp(s.found[0], want) != 0) {
-    check_report(ctx, s.count ? s.where[0] : tu, "abi", "%s defines %d launcher%s (%s), not exactly %s", ctx->file,
-                 s.count, s.count == 1 ? "" : "s", s.count ? s.found[0] : "none", want);
-    return;
+  if (s.count != 1 || strcmp(s.found[0].name, want) != 0) {
+    check_report(ctx, s.count ? s.found[0].at : tu, "abi", "%s defines %d launcher%s (%s), not exactly %s", ctx->file,
+                 s.count, s.count == 1 ? "" : "s", s.count ? s.found[0].name : "none", want);
+  } else {
+    snprintf(name, cap, "%s", want);
   }
-  snprintf(name, cap, "%s", want);
-}
-
-/* The table's launcher declarations, every one, against the names defined. */
-typedef struct table_scan {
-  abi_scan base;
-  const char* const* defined;
-  size_t n;
-  char* seen;  /* per defined name */
-} table_scan;
-
-static enum CXChildVisitResult table_entry(CXCursor c, CXCursor parent, CXClientData data) {
-  (void)parent;
-  table_scan* t = data;
-  abi_scan* s = &t->base;
-  if (clang_getCursorKind(c) != CXCursor_FunctionDecl || clang_isCursorDefinition(c) || !check_in_scope(s->ctx, c))
-    return CXChildVisit_Continue;
-  CXString name = clang_getCursorSpelling(c);
-  const char* n = clang_getCString(name);
-  if (strncmp(n, s->prefix, strlen(s->prefix)) == 0) {
-    CXString ty = clang_getTypeSpelling(clang_getCanonicalType(clang_getCursorType(c)));
-    if (strcmp(clang_getCString(ty), s->want_type) != 0)
-      check_report(s->ctx, c, "abi", "the dispatch table declares %s as %s; xent_launcher points to %s", n,
-                   clang_getCString(ty), s->want_type);
-    clang_disposeString(ty);
-    size_t i = 0;
-    while (i < t->n && strcmp(t->defined[i], n) != 0) ++i;
-    if (i == t->n) check_report(s->ctx, c, "abi", "the dispatch table names %s, which no kernel file defines", n);
-    else t->seen[i] = 1;
-  }
-  clang_disposeString(name);
-  return CXChildVisit_Continue;
+  free(s.found);
 }
 
 void rule_abi_dispatch(check_ctx* ctx, CXCursor tu, const char* const* defined, size_t n) {
-  table_scan t;
-  memset(&t, 0, sizeof t);
-  scan(ctx, tu, &t.base, 0);
-  if (!t.base.want_type[0]) return;
-  t.defined = defined;
-  t.n = n;
-  t.seen = calloc(n ? n : 1, 1);
-  if (!t.seen) return;
-  clang_visitChildren(tu, table_entry, &t);
-  for (size_t i = 0; i < n; ++i)
-    if (!t.seen[i]) check_report(ctx, tu, "abi", "%s is defined but the dispatch table does not name it", defined[i]);
-  free(t.seen);
+  abi_scan s;
+  if (scan(ctx, tu, &s, 0) != 0) return;
+  char* seen = calloc(n ? n : 1, 1);
+  for (int k = 0; seen && k < s.count; ++k) {
+    size_t i = 0;
+    while (i < n && strcmp(defined[i], s.found[k].name) != 0) ++i;
+    if (i == n)
+      check_report(ctx, s.found[k].at, "abi", "the dispatch table names %s, which no kernel file defines",
+                   s.found[k].name);
+    else seen[i] = 1;
+  }
+  for (size_t i = 0; seen && i < n; ++i)
+    if (!seen[i]) check_report(ctx, tu, "abi", "%s is defined but the dispatch table does not name it", defined[i]);
+  free(seen);
+  free(s.found);
 }

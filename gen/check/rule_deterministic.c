@@ -34,7 +34,7 @@ static CXType target_type(CXCursor call) {
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   check_ctx* ctx = data;
-  if (clang_isDeclaration(clang_getCursorKind(c)) && !check_in_scope(ctx, c)) return CXChildVisit_Continue;
+  if (check_skip(ctx, c)) return CXChildVisit_Continue;
   if (clang_getCursorKind(c) != CXCursor_CallExpr) return CXChildVisit_Recurse;
   char name[256];
   check_callee(c, name, sizeof name);

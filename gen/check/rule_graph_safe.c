@@ -30,11 +30,11 @@ static int forbidden(const char* name) {
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   check_ctx* ctx = data;
-  if (clang_isDeclaration(clang_getCursorKind(c)) && !check_in_scope(ctx, c)) return CXChildVisit_Continue;
-  if (clang_getCursorKind(c) == CXCursor_CallExpr || clang_getCursorKind(c) == CXCursor_DeclRefExpr) {
+  if (check_skip(ctx, c)) return CXChildVisit_Continue;
+  if (clang_getCursorKind(c) == CXCursor_CallExpr) {
     char name[256];
     check_callee(c, name, sizeof name);
-    if (forbidden(name) && clang_getCursorKind(c) == CXCursor_CallExpr)
+    if (forbidden(name))
       check_report(ctx, c, "graph-safe", "%s synchronises or allocates: it breaks CUDA-graph capture of the launch "
                    "(use the stream-ordered, asynchronous form, or the caller's workspace)", name);
   }

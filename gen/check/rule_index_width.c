@@ -71,7 +71,7 @@ static void check_offset(check_ctx* ctx, CXCursor at, CXCursor index) {
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   check_ctx* ctx = data;
-  if (clang_isDeclaration(clang_getCursorKind(c)) && !check_in_scope(ctx, c)) return CXChildVisit_Continue;
+  if (check_skip(ctx, c)) return CXChildVisit_Continue;
   const enum CXCursorKind kind = clang_getCursorKind(c);
   if (kind == CXCursor_ArraySubscriptExpr) {
     CXCursor kids[2];

@@ -16,7 +16,7 @@
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   check_ctx* ctx = data;
-  if (clang_isDeclaration(clang_getCursorKind(c)) && !check_in_scope(ctx, c)) return CXChildVisit_Continue;
+  if (check_skip(ctx, c)) return CXChildVisit_Continue;
   if (clang_getCursorKind(c) == CXCursor_CallExpr) {
     char name[256];
     check_callee(c, name, sizeof name);

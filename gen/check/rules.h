@@ -30,6 +30,10 @@ void check_report(check_ctx* ctx, CXCursor at, const char* rule, const char* fmt
    or (ctx->shared_headers) from the rendered xent_device.h. */
 int check_in_scope(const check_ctx* ctx, CXCursor c);
 
+/* Whether a rule's walk should not enter c: a declaration out of scope
+   (the system headers' and, after the first file, the shared headers'). */
+int check_skip(const check_ctx* ctx, CXCursor c);
+
 /* The expression under any implicit conversions (libclang shows an
    implicit cast as an unexposed expression with one child). */
 CXCursor check_strip_implicit(CXCursor c);
