@@ -571,15 +571,23 @@ void* xent_emu_cluster_shared(const void* base, unsigned rank) {
   return block_dynamic_checked(other, a->name, a->elem_size);
 }
 
-/* Whether an earlier access by `then` happens before the current thread's
-   access: the same thread; a block barrier or cluster sync since (the
-   counts of a block's threads, and of a cluster's, move in step); or, in
-   the same warp, a __syncwarp since. */
+/* Whether an access by another thread of the running cluster (`thread` of
+   this block, or any thread of another block of it), made when its counts
+   were bar, ws and cbar, happens before the current thread's: a block
+   barrier since (same block), a __syncwarp since (same warp), or a cluster
+   sync since (another block). The counts of a block's threads, and of a
+   cluster's, move in step. Shared by the shared- and global-memory
+   detectors. */
+static int synced_since(const fiber* me, int same_block, int thread, uint32_t bar, uint32_t ws, uint32_t cbar) {
+  if (!same_block) return me->cbar > cbar;
+  if (me->bar > bar) return 1;
+  return thread / L->warp_size == me->warp && me->ws > ws;
+}
+
+/* Shared memory: `then` is the same thread, or synced since. */
 static int ordered(const fiber* me, sync_stamp then) {
   if (then.who < 0 || then.who == me->gid) return 1;
-  if (then.who / L->threads != me->blk->rank) return me->cbar > then.cbar;
-  if (me->bar > then.bar) return 1;
-  return (then.who % L->threads) / L->warp_size == me->warp && me->ws > then.ws;
+  return synced_since(me, then.who / L->threads == me->blk->rank, then.who % L->threads, then.bar, then.ws, then.cbar);
 }
 
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
@@ -700,15 +708,10 @@ static global_record* global_slot(uintptr_t granule) {
    __syncwarp since; another block of the running cluster and a cluster sync
    since. Blocks of different clusters are never ordered within a launch. */
 static int global_ordered(const fiber* me, int64_t my_block, global_stamp then) {
-  if (then.block < 0) return 1;
-  if (then.block == my_block) {
-    if (then.thread == me->linear) return 1;
-    if (me->bar > then.bar) return 1;
-    return then.thread / L->warp_size == me->warp && me->ws > then.ws;
-  }
+  if (then.block < 0 || (then.block == my_block && then.thread == me->linear)) return 1;
   const int64_t first = my_block - me->blk->rank;
-  if (then.block >= first && then.block < first + (int64_t)L->cluster) return me->cbar > then.cbar;
-  return 0;
+  if (then.block < first || then.block >= first + (int64_t)L->cluster) return 0;
+  return synced_since(me, then.block == my_block, then.thread, then.bar, then.ws, then.cbar);
 }
 
 void xent_emu_global_access(const void* p, size_t bytes, int is_write, const char* file, int line) {
