@@ -54,6 +54,16 @@ static void expect_clean(const char* test, Launch launch) {
 #define LAUNCH(kernel, warp, limit, grid, block, smem, ...) \
   [&]() { return XENT_EMU_LAUNCH(kernel, warp, limit, dim3 grid, dim3 block, smem, nullptr, __VA_ARGS__); }
 
+// ---- __syncthreads_or: the block's vote -------------------------------------
+
+// out[t]: whether any thread's index is `who`; out[n + t]: a second vote in
+// which no thread votes yes (the first answer must not stick).
+__global__ void block_vote(int* out, int who) {
+  const int t = (int)threadIdx.x, n = (int)blockDim.x;
+  out[t] = __syncthreads_or(t == who);
+  out[n + t] = __syncthreads_or(0);
+}
+
 // ---- a missing __syncthreads ------------------------------------------------
 
 __global__ void block_sum(const float* in, float* out, int with_barrier) {
@@ -313,6 +323,15 @@ int main() {
     expect((unsigned long long)h[64 + l] == 0xF000000000000000ull, "64-lane ballot lane " + std::to_string(l));
     expect(h[128 + l] == 630, "64-lane shfl lane " + std::to_string(l));
   }
+
+  std::vector<int> votes(2 * 96, -1);
+  expect_clean("__syncthreads_or", LAUNCH(block_vote, 32, XENT_EMU_SMEM_CUDA, (1), (96), 0, votes.data(), 70));
+  for (int t = 0; t < 96; ++t) {
+    expect(votes[t] == 1, "__syncthreads_or: thread " + std::to_string(t) + " sees thread 70's yes");
+    expect(votes[96 + t] == 0, "__syncthreads_or: thread " + std::to_string(t) + " sees a later all-no vote");
+  }
+  expect_clean("__syncthreads_or, no one", LAUNCH(block_vote, 64, XENT_EMU_SMEM_HIP, (1), (96), 0, votes.data(), -1));
+  for (int t = 0; t < 96; ++t) expect(votes[t] == 0, "__syncthreads_or: no yes, thread " + std::to_string(t));
 
   std::vector<float> conv(5);
   expect_clean("half and bfloat16 conversions", LAUNCH(conversions, 32, XENT_EMU_SMEM_CUDA, (1), (1), 0, conv.data()));

@@ -199,13 +199,23 @@ static void yield_to_scheduler(fiber* f) {
   swapcontext(&f->ctx, &L->scheduler);
 }
 
-void xent_emu_syncthreads(const char* file, int line) {
-  fiber* f = self("__syncthreads");
+/* A barrier's waiting thread keeps its vote in value; the barrier leaves
+   the block's OR of them in every thread's result. */
+static void block_barrier(fiber* f, int vote, const char* file, int line) {
   f->state = F_BARRIER;
   f->file = file;
   f->line = line;
+  f->value = vote != 0;
   f->blk->barrier_waiting++;
   yield_to_scheduler(f);
+}
+
+void xent_emu_syncthreads(const char* file, int line) { block_barrier(self("__syncthreads"), 0, file, line); }
+
+int xent_emu_syncthreads_or(int p, const char* file, int line) {
+  fiber* f = self("__syncthreads_or");
+  block_barrier(f, p, file, line);
+  return f->result != 0;
 }
 
 void xent_emu_cluster_sync(const char* file, int line) {
@@ -357,10 +367,14 @@ static void try_complete_barrier(block_state* b) {
       return;
     }
   }
+  uint64_t any = 0;
+  for (int i = 0; i < L->threads; ++i)
+    if (b->fibers[i].state == F_BARRIER) any |= b->fibers[i].value;
   for (int i = 0; i < L->threads; ++i) {
     fiber* g = &b->fibers[i];
     if (g->state == F_BARRIER) {
       g->state = F_RUNNABLE;
+      g->result = any;
       g->bar++;
     }
   }

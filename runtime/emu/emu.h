@@ -85,6 +85,10 @@ void xent_emu_cluster_sync(const char* file, int line);
 /* __syncthreads() at file:line. */
 void xent_emu_syncthreads(const char* file, int line);
 
+/* __syncthreads_or(p) at file:line: the barrier, and whether p was nonzero
+   in any thread of the block (the same answer in all of them). */
+int xent_emu_syncthreads_or(int p, const char* file, int line);
+
 typedef enum xent_emu_warp_kind {
   XENT_EMU_SHFL_IDX,
   XENT_EMU_SHFL_UP,

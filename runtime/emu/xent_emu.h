@@ -35,6 +35,7 @@ struct dim3 {
 #define warpSize (xent_emu_warp_size())
 
 #define __syncthreads() xent_emu_syncthreads(__FILE__, __LINE__)
+#define __syncthreads_or(p) xent_emu_syncthreads_or((p) != 0, __FILE__, __LINE__)
 
 namespace xent_emu {
 
