@@ -128,16 +128,16 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 381 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 383 "templates/cross_entropy.tmpl"
+#line 393 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 388 "templates/cross_entropy.tmpl"
+#line 398 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 391 "templates/cross_entropy.tmpl"
+#line 401 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 416 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -150,56 +150,56 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 429 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 436 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 438 "templates/cross_entropy.tmpl"
+#line 448 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 442 "templates/cross_entropy.tmpl"
+#line 452 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 446 "templates/cross_entropy.tmpl"
+#line 456 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 453 "templates/cross_entropy.tmpl"
+#line 463 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 455 "templates/cross_entropy.tmpl"
+#line 465 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 458 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 462 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 469 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 473 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 478 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 482 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 542 "templates/cross_entropy.tmpl"
+#line 552 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -226,15 +226,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 571 "templates/cross_entropy.tmpl"
+#line 581 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 575 "templates/cross_entropy.tmpl"
+#line 585 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 579 "templates/cross_entropy.tmpl"
+#line 589 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -242,11 +242,11 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 621 "templates/cross_entropy.tmpl"
+#line 631 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 626 "templates/cross_entropy.tmpl"
+#line 636 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 629 "templates/cross_entropy.tmpl"
+#line 639 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -168,6 +168,11 @@ XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2h
 #define XENT_ST(p, v) ((void)(*(p) = (v)))
 #endif
 
+// Whether p holds in any thread of the block: a barrier (every thread of the
+// block calls it), and every thread gets the same answer, so a branch on it
+// is uniform across the block.
+XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
+
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
@@ -201,18 +206,17 @@ template <int kShape>
 XENT_DEVICE xent_row_walk xent_rows(int group) {
   xent_row_walk w;
   w.group = kShape == XENT_COLUMN ? 1 : (group > 0 ? (int64_t)group : (int64_t)blockDim.x);
-  const int64_t tile = (int64_t)blockDim.x / w.group;
   w.lane = (int64_t)threadIdx.x % w.group;
   w.slot = (int64_t)threadIdx.x / w.group;
-  if (kShape == XENT_ON_CHIP) {
-    // The grid is whole clusters along x, a row per cluster at a time.
-    const int64_t k = (int64_t)xent_cluster_size();
-    w.first = (int64_t)blockIdx.x / k;
-    w.step = (int64_t)gridDim.x / k;
-  } else {
-    w.first = (int64_t)blockIdx.x * tile;
-    w.step = (int64_t)gridDim.x * tile;
-  }
+  // The grid is whole clusters along x (a cluster is one block but in the
+  // on-chip shape), a tile per cluster at a time: the tile loop's bounds are
+  // the same in every thread of a cluster, so the barriers inside it are
+  // reached by all (xentgen --check's warp-sync rule reads them so).
+  const int64_t tile = kShape == XENT_ON_CHIP ? 1 : (int64_t)blockDim.x / w.group;
+  const int64_t cluster = (int64_t)(blockIdx.x / xent_cluster_size());
+  const int64_t clusters = (int64_t)(gridDim.x / xent_cluster_size());
+  w.first = cluster * tile;
+  w.step = clusters * tile;
   return w;
 }
 

@@ -128,12 +128,11 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // A saved lse beyond +-64 lost the logits' precision when it was rounded
     // to float (|lse| ulps of p: 2^-18 at 64, everything at 1e8): such a
     // row's statistics are taken again from its logits, in one more pass over
-    // that row only. The vote keeps the reduction uniform across the warp. A
-    // vocabulary slice cannot (its logits are not the row's): there the
-    // saved lse is used as it is (xent.h).
+    // that row only. A vocabulary slice cannot (its logits are not the
+    // row's): there the saved lse is used as it is (xent.h).
     const bool again = !a.shards && at.live && (lse > float(64) || lse < float(-64));
-    if (xent_warp_any(again)) {
-      float m2 = xent_lowest(float(0)), s2 = 0, unused_a = 0, unused_b = 0;
+    float m2 = xent_lowest(float(0)), s2 = 0, unused_a = 0, unused_b = 0;
+    const auto second_pass = [&] {
       xent_row_each_vec<kColumn>(x, base, again ? width : 0, inner, lane, group,
                                  [&](int64_t, float raw) { xent_online_add(m2, s2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw))); },
                                  [&](int64_t, const xent_vec16<float>& c) {
@@ -141,17 +140,28 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
                                    for (int k = 0; k < (int)(16 / sizeof(float)); ++k) xv[k] = (capped ? xent_softcap(xent_load_f32(c.e[k]), cap) : xent_load_f32(c.e[k]));
                                    xent_online_add_n(m2, s2, xv);
                                  });
-      xent_group_reduce(m2, s2, unused_a, unused_b, group, scratch);
-      if (again) {
-        m = m2;
-        const float log_s = xent_log(s2);
-        lr = log_s + (m2 - m2);
-        lse = xent_lse(m, log_s);
+    };
+    // The second pass's reduction is reached by all the threads that share
+    // a row or by none: a block-wide group votes with a barrier (whose answer
+    // is the block's), a group within a warp with the warp's vote.
+    if (group > XENT_WARP) {
+      if (xent_block_any(again)) {
+        second_pass();
+        xent_block_reduce(m2, s2, unused_a, unused_b, scratch);
       }
+    } else if (xent_warp_any(again)) {
+      second_pass();
+      xent_lanes_reduce(m2, s2, unused_a, unused_b, (int)group);
     }
-#line 381 "templates/cross_entropy.tmpl"
+    if (again) {
+      m = m2;
+      const float log_s = xent_log(s2);
+      lr = log_s + (m2 - m2);
+      lse = xent_lse(m, log_s);
+    }
+#line 391 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 394 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -159,20 +169,20 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 402 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 409 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 411 "templates/cross_entropy.tmpl"
+#line 421 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 416 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -185,38 +195,38 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 429 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 436 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 449 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 453 "templates/cross_entropy.tmpl"
+#line 463 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 458 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 469 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 476 "templates/cross_entropy.tmpl"
+#line 486 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 478 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 482 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 579 "templates/cross_entropy.tmpl"
+#line 589 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -224,14 +234,14 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 604 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 608 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 623 "templates/cross_entropy.tmpl"
+#line 633 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 629 "templates/cross_entropy.tmpl"
+#line 639 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -178,9 +178,9 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 381 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 394 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -188,20 +188,20 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 402 "templates/cross_entropy.tmpl"
+#line 412 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 409 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 411 "templates/cross_entropy.tmpl"
+#line 421 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 416 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -214,48 +214,48 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 429 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 436 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 449 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 453 "templates/cross_entropy.tmpl"
+#line 463 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 455 "templates/cross_entropy.tmpl"
+#line 465 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 458 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 462 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 469 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 476 "templates/cross_entropy.tmpl"
+#line 486 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 478 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 482 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 542 "templates/cross_entropy.tmpl"
+#line 552 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -282,13 +282,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 569 "templates/cross_entropy.tmpl"
+#line 579 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 575 "templates/cross_entropy.tmpl"
+#line 585 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 579 "templates/cross_entropy.tmpl"
+#line 589 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -296,17 +296,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 604 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 608 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 623 "templates/cross_entropy.tmpl"
+#line 633 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 626 "templates/cross_entropy.tmpl"
+#line 636 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 629 "templates/cross_entropy.tmpl"
+#line 639 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
