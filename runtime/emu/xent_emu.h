@@ -198,10 +198,8 @@ int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, d
 #define XENT_EMU_SYNCWARP_MASK(...) XENT_EMU_SYNCWARP_MASK_(0, ##__VA_ARGS__, 0xffffffffu)
 #define XENT_EMU_SYNCWARP_MASK_(zero, m, ...) (m)
 
-// HIP's warp intrinsics: no mask, every lane of the wavefront takes part.
-// They go through shuffle_all and vote_all, not shuffle and
-// xent_emu_warp_op, so that xentgen --check can tell these maskless forms
-// from CUDA's _sync ones on the syntax tree (its warp-sync rule).
+// HIP's warp intrinsics: no mask, every lane of the wavefront takes part
+// (shuffle_all and vote_all name all the lanes there are).
 #define __shfl(v, lane, ...) \
   xent_emu::shuffle_all(XENT_EMU_SHFL_IDX, (v), (lane), XENT_EMU_WIDTH(__VA_ARGS__), __FILE__, __LINE__)
 #define __shfl_up(v, delta, ...) \
