@@ -25,7 +25,7 @@ static const char usage[] =
     "usage: xentgen --spec FILE [--spec FILE ...] (--list | --target cuda|hip --out DIR)\n"
     "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR]\n"
     "               [--no-line-directives] [--spec-time-limit SECONDS]\n"
-    "               [--check [--check-emu DIR] [--check-root DIR]]\n"
+    "               [--check [--check-cuda-headers DIR]]\n"
     "\n"
     "  --spec FILE            a spec (specs/*.lua); repeat for several families\n"
     "  --list                 print every variant's canonical key and exit\n"
@@ -40,12 +40,12 @@ static const char usage[] =
     "                         have an instruction and a memory limit (README)\n"
     "  --check                parse every rendered file with libclang and hold it to\n"
     "                         the rules (index-width, deterministic, graph-safe,\n"
-    "                         warp-sync);\n"
+    "                         warp-sync, abi);\n"
     "                         a finding prints templates/FILE:LINE: RULE: WHAT and\n"
     "                         nothing is written\n"
-    "  --check-emu DIR        for --target cuda (parsed as the emulator's host C++):\n"
-    "                         the directory of xent_emu.h (default: runtime/emu)\n"
-    "  --check-root DIR       the directory runtime/numeric.h is under (default: .)\n";
+    "  --check-cuda-headers DIR\n"
+    "                         for --target cuda: the stand-in CUDA headers the\n"
+    "                         rendering is parsed against (default: gen/check/cuda)\n";
 
 typedef struct options {
   const char* specs[MAX_SPECS];
@@ -59,8 +59,7 @@ typedef struct options {
   int line_directives;
   int spec_seconds;
   int check;
-  const char* check_emu;
-  const char* check_root;
+  const char* check_cuda_headers;
 } options;
 
 static int parse_args(int argc, char** argv, options* o, gen_error* err) {
@@ -96,10 +95,8 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
       value = &o->kernels;
     } else if (strcmp(a, "--exclude") == 0) {
       value = &o->exclude;
-    } else if (strcmp(a, "--check-emu") == 0) {
-      value = &o->check_emu;
-    } else if (strcmp(a, "--check-root") == 0) {
-      value = &o->check_root;
+    } else if (strcmp(a, "--check-cuda-headers") == 0) {
+      value = &o->check_cuda_headers;
     } else if (strcmp(a, "--templates") == 0) {
       value = &o->templates;
     } else if (strcmp(a, "--spec-time-limit") == 0) {
@@ -154,7 +151,7 @@ static int run(const options* o, gen_error* err) {
     rc = gen_render_all(L, &variants, &ropt, &outputs, err);
     if (rc == 0) rc = gen_emit_dispatch(L, &variants, o->target, &outputs, err);
     if (rc == 0 && o->check) {
-      gen_check_options copt = {o->target, o->check_emu, o->check_root, 1};
+      gen_check_options copt = {o->target, o->check_cuda_headers, 1};
       rc = gen_check_outputs(&outputs, &copt, err);
     }
     if (rc == 0) rc = gen_output_commit(&outputs, o->out, err);

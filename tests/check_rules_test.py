@@ -18,7 +18,7 @@ RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
 XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
 SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "softmax.lua")]
 TEMPLATES = os.path.join(RUNFILES, "templates")
-EMU = os.path.join(RUNFILES, "runtime", "emu")
+CUDA_HEADERS = os.path.join(RUNFILES, "gen", "check", "cuda")
 
 # Inside the row kernel: row, C, x, a and the atomics are in scope.
 IN_KERNEL = "    const int64_t base = xent_row_base(row, C, inner);\n"
@@ -28,7 +28,7 @@ KERNEL = "ce_fwd_f32_i64_none"
 
 def xentgen_check(target, templates, out, kernels=KERNEL):
     args = [XENTGEN, "--check", "--target", target, "--templates", templates, "--out", out, "--kernels", kernels,
-            "--check-emu", EMU, "--check-root", RUNFILES]
+            "--check-cuda-headers", CUDA_HEADERS]
     for spec in SPECS:
         args += ["--spec", spec]
     return subprocess.run(args, capture_output=True, text=True)
@@ -55,10 +55,10 @@ class Rules(unittest.TestCase):
             f.writelines(lines)
         return copy, at + 1 if replace else at + 2
 
-    def expect(self, target, anchor, bad, good, rule, what, replace=False):
+    def expect(self, target, anchor, bad, good, rule, what, replace=False, kernel=KERNEL):
         templates, line = self.planted(anchor, bad, replace)
         out = os.path.join(os.path.dirname(templates), "out")
-        r = xentgen_check(target, templates, out)
+        r = xentgen_check(target, templates, out, kernel)
         self.assertEqual(r.returncode, 1, r.stderr)
         # At the start of a line: the template's path as the #line directive
         # names it, not made absolute.
@@ -67,9 +67,9 @@ class Rules(unittest.TestCase):
         self.assertIn("nothing written", r.stderr)
         self.assertFalse(os.path.exists(out), "a rendering that breaks a rule must write nothing")
         templates, line = self.planted(anchor, good, replace)
-        r = xentgen_check(target, templates, out)
+        r = xentgen_check(target, templates, out, kernel)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertTrue(os.path.exists(os.path.join(out, KERNEL + (".cu" if target == "cuda" else ".hip"))))
+        self.assertTrue(os.path.exists(os.path.join(out, kernel + (".cu" if target == "cuda" else ".hip"))))
 
     def test_index_width_product_widened_too_late(self):
         for target in ("cuda", "hip"):
@@ -98,19 +98,88 @@ class Rules(unittest.TestCase):
                     "deterministic", "atomicAdd on unsigned long long is not an integer atomic the rule lists")
 
     def test_graph_safe(self):
-        # The HIP rendering is parsed with ROCm's own headers, so its
-        # launchers' runtime calls are the real ones.
-        self.expect("hip", IN_LAUNCHER, "  (void)hipDeviceSynchronize();", "  (void)hipGetLastError();",
-                    "graph-safe", "hipDeviceSynchronize synchronises or allocates")
+        # Both renderings are parsed as what the GPU compilers get (HIP with
+        # ROCm's headers, CUDA with the stand-in ones), so the launchers'
+        # runtime calls are the real ones.
+        for target, api in (("cuda", "cuda"), ("hip", "hip")):
+            with self.subTest(target=target):
+                self.expect(target, IN_LAUNCHER, f"  (void){api}DeviceSynchronize();", f"  (void){api}GetLastError();",
+                            "graph-safe", f"{api}DeviceSynchronize synchronises or allocates")
+
+    def test_graph_safe_cuda_cluster_launch(self):
+        # The CUDA launch path of xent_device.h (cudaLaunchKernelEx with a
+        # cluster dimension), which only the CUDA rendering has.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        copy = os.path.join(tmp, "templates")
+        shutil.copytree(TEMPLATES, copy)
+        path = os.path.join(copy, "xent_device.h.tmpl")
+        with open(path) as f:
+            lines = f.readlines()
+        at = lines.index("  cudaLaunchConfig_t config = {};\n")
+        lines.insert(at, "  (void)cudaStreamSynchronize(stream);\n")
+        with open(path, "w") as f:
+            f.writelines(lines)
+        r = xentgen_check("cuda", copy, os.path.join(tmp, "out"), "ce_fwd_bwd_f32_i64_none,ce_bwd_f32_i64_none")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        want = f"templates/xent_device.h.tmpl:{at + 1}: graph-safe: cudaStreamSynchronize synchronises or allocates"
+        self.assertEqual(len(re.findall("^" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
 
     def test_warp_sync_maskless_shuffle(self):
         self.expect("cuda", IN_KERNEL, "{ float v = 1.0f; v += __shfl_xor(v, 1, 32); (void)v; }",
                     "{ float v = 1.0f; v += __shfl_xor_sync(0xffffffffu, v, 1); (void)v; }",
-                    "warp-sync", "a maskless warp shuffle")
+                    "warp-sync", "a maskless warp shuffle (__shfl_xor)")
 
     def test_warp_sync_maskless_vote(self):
         self.expect("cuda", IN_KERNEL, "(void)__ballot(row > 0);", "(void)__ballot_sync(0xffffffffu, row > 0);",
-                    "warp-sync", "a maskless warp vote")
+                    "warp-sync", "a maskless warp vote (__ballot)")
+
+    def test_warp_sync_barrier_in_thread_branch(self):
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_KERNEL, "if (lane == 0) __syncthreads();", "if (group > 1) __syncthreads();",
+                            "warp-sync", "__syncthreads is reached under a condition that differs between the "
+                            "threads of a block ('lane == 0' varies by thread)")
+
+    def test_warp_sync_barrier_after_thread_return(self):
+        # An early return some threads take: the block reduction after it
+        # (two calls down) is not reached by them. It is reported where the
+        # reduction is called, naming the return's condition.
+        reduce_call = "    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);\n"
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                templates, line = self.planted(IN_KERNEL, "if (lane == 1) return;")
+                with open(os.path.join(templates, "cross_entropy.tmpl")) as f:
+                    lines = f.readlines()
+                # The row shape's reduction (the kernel is not fused, so not
+                # the on-chip one before it).
+                at = lines.index(reduce_call, lines.index("%   else\n", line)) + 1
+                r = xentgen_check(target, templates, os.path.join(os.path.dirname(templates), "out"))
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(f"templates/cross_entropy.tmpl:{at}: warp-sync: xent_group_reduce -> xent_block_reduce "
+                              "-> __syncthreads is reached under a condition that differs between the threads of a "
+                              "block ('lane == 1' varies by thread)", r.stderr)
+                templates, _ = self.planted(IN_KERNEL, "if (C < 0) return;")
+                r = xentgen_check(target, templates, os.path.join(os.path.dirname(templates), "out"))
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_warp_sync_barrier_argument(self):
+        # group decides whether xent_group_reduce reaches its block barrier.
+        for target in ("cuda", "hip"):
+            with self.subTest(target=target):
+                self.expect(target, IN_KERNEL,
+                            "{ float u = 0, v = 0, p = 0, q = 0; xent_group_reduce(u, v, p, q, lane + 1, scratch); }",
+                            "{ float u = 0, v = 0, p = 0, q = 0; xent_group_reduce(u, v, p, q, group, scratch); }",
+                            "warp-sync", "argument 5 of xent_group_reduce ('lane + 1') decides whether it reaches "
+                            "xent_block_reduce -> __syncthreads, and it differs between the threads of a block")
+
+    def test_warp_sync_cluster_sync_in_block_branch(self):
+        # A cluster sync needs every block of the cluster: a branch on the
+        # block's rank is not uniform enough, one on the cluster's size is.
+        self.expect("cuda", IN_KERNEL, "if (xent_cluster_rank() == 0) XENT_CLUSTER_SYNC();",
+                    "if (xent_cluster_size() > 1) XENT_CLUSTER_SYNC();", "warp-sync",
+                    "xent_cluster_sync is reached under a condition that differs between the threads of a cluster "
+                    "('xent_cluster_rank ( ) == 0' varies by block)", kernel="ce_fwd_bwd_f32_i64_none")
 
     def test_abi_launcher_signature(self):
         for target in ("cuda", "hip"):

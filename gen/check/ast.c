@@ -86,13 +86,48 @@ int check_is_constant(CXCursor c) {
   return is_int;
 }
 
+const char* check_name(CXCursor c, char* buf, unsigned cap) {
+  CXString s = clang_getCursorSpelling(c);
+  snprintf(buf, cap, "%s", clang_getCString(s));
+  clang_disposeString(s);
+  if (buf[0]) return buf;
+  /* libclang gives a name it has not resolved (in a template, or a
+     property such as threadIdx.x) no spelling: take the last identifier of
+     its text outside template arguments (ns::f<T> is f, a.b is b). */
+  CXTranslationUnit tu = clang_Cursor_getTranslationUnit(c);
+  CXToken* tokens = NULL;
+  unsigned n = 0;
+  clang_tokenize(tu, clang_getCursorExtent(c), &tokens, &n);
+  int depth = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    CXString t = clang_getTokenSpelling(tu, tokens[i]);
+    const char* text = clang_getCString(t);
+    if (strcmp(text, "<") == 0) depth++;
+    else if (strcmp(text, ">") == 0 && depth > 0) depth--;
+    else if (depth == 0 && clang_getTokenKind(tokens[i]) == CXToken_Identifier) snprintf(buf, cap, "%s", text);
+    clang_disposeString(t);
+  }
+  if (n) clang_disposeTokens(tu, tokens, n);
+  return buf;
+}
+
 const char* check_callee(CXCursor call, char* buf, unsigned cap) {
   buf[0] = 0;
   CXCursor ref = clang_getCursorReferenced(call);
   CXString s = clang_Cursor_isNull(ref) ? clang_getCursorSpelling(call) : clang_getCursorSpelling(ref);
   snprintf(buf, cap, "%s", clang_getCString(s));
   clang_disposeString(s);
-  return buf;
+  if (buf[0]) return buf;
+  /* A call in a template that depends on its parameters is not resolved:
+     its name is the callee expression's (an overload set, or a name the
+     instantiation will look up). */
+  CXCursor callee = clang_getNullCursor();
+  clang_visitChildren(call, first_child, &callee);
+  if (clang_Cursor_isNull(callee)) return buf;
+  callee = check_strip_implicit(callee);
+  const enum CXCursorKind k = clang_getCursorKind(callee);
+  if (k != CXCursor_OverloadedDeclRef && k != CXCursor_DeclRefExpr && k != CXCursor_MemberRefExpr) return buf;
+  return check_name(callee, buf, cap);
 }
 
 typedef struct kids_acc {

@@ -59,8 +59,7 @@ static int write_file(const char* dir, const char* name, const char* text, gen_e
 
 /* The compiler arguments for the target (check.h says why these modes). */
 static int set_args(check_run* r, gen_error* err) {
-  char *include_dir = r->arg_text[0], *emu_include = r->arg_text[1], *root_include = r->arg_text[2],
-       *rocm = r->arg_text[3];
+  char *include_dir = r->arg_text[0], *stubs = r->arg_text[1], *rocm = r->arg_text[2];
   snprintf(include_dir, PATH_CAP, "-I%s", r->dir);
   const char** a = r->args;
   int n = 0;
@@ -77,14 +76,15 @@ static int set_args(check_run* r, gen_error* err) {
     a[n++] = "--offload-arch=gfx90a";
     a[n++] = "-std=c++17";
   } else if (strcmp(r->opt->target, "cuda") == 0) {
-    snprintf(emu_include, PATH_CAP, "-I%.1400s", r->opt->emu_dir ? r->opt->emu_dir : "runtime/emu");
-    snprintf(root_include, PATH_CAP, "-I%.1400s", r->opt->root_dir ? r->opt->root_dir : ".");
+    snprintf(stubs, PATH_CAP, "-I%.1400s", r->opt->cuda_headers ? r->opt->cuda_headers : "gen/check/cuda");
     a[n++] = "-x";
-    a[n++] = "c++";
-    a[n++] = "-std=gnu++17";
-    a[n++] = "-DXENT_EMU";
-    a[n++] = emu_include;
-    a[n++] = root_include;
+    a[n++] = "cuda";
+    a[n++] = "--cuda-device-only";
+    a[n++] = "--cuda-gpu-arch=sm_90";
+    a[n++] = "-nocudainc";
+    a[n++] = "-nocudalib";
+    a[n++] = "-std=c++17";
+    a[n++] = stubs;
   } else {
     return gen_fail(err, "--check: no parse mode for target '%s'", r->opt->target);
   }
@@ -177,6 +177,7 @@ static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers)
   rule_deterministic(&ctx, root);
   rule_graph_safe(&ctx, root);
   rule_warp_sync(&ctx, root);
+  rule_barrier_uniform(&ctx, root);
   char key[256];
   snprintf(key, sizeof key, "%.200s", out->name);
   char* dot = strrchr(key, '.');
@@ -192,12 +193,11 @@ static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers)
 static void check_dispatch(check_run* r) {
   char path[PATH_CAP];
   snprintf(path, sizeof path, "%s/%.200s", r->dir, r->dispatch->name);
-  const int emu = strcmp(r->opt->target, "cuda") == 0;
   char include[PATH_CAP];
   snprintf(include, sizeof include, "-I%s", r->dir);
-  const char* args[] = {"-x", "c", "-std=c11", include, emu ? "-DXENT_EMU" : "-DXENT_CHECK"};
+  const char* args[] = {"-x", "c", "-std=c11", include};
   CXIndex index = clang_createIndex(0, 0);
-  CXTranslationUnit tu = parse_output(r, index, r->dispatch, path, args, 5);
+  CXTranslationUnit tu = parse_output(r, index, r->dispatch, path, args, 4);
   if (tu) {
     const char** defined = calloc(r->nkernels ? r->nkernels : 1, sizeof *defined);
     size_t n = 0;

@@ -5,13 +5,15 @@
    rendered code back to its template); any finding fails the run and
    nothing is written.
 
-   What is parsed is the code the GPU compilers get, in a mode clang 19 can
-   read: the HIP rendering as HIP device code against ROCm's own headers
-   (-x hip --cuda-device-only -nogpulib; host code such as the launchers is
-   parsed too), the CUDA rendering as the host C++ the SIMT emulator builds
-   (-DXENT_EMU: the same kernel bodies; CUDA 13's headers are beyond clang
-   19). The shared headers (xent_device.h, xent_launch.h) go into one
-   precompiled header per run. */
+   What is parsed is the code the GPU compilers get, device and host
+   (launchers) alike, in a mode clang 19 can read: the HIP rendering as HIP
+   device code against ROCm's own headers (-x hip --cuda-device-only
+   -nogpulib), the CUDA rendering as CUDA device code for sm_90 against
+   stand-in CUDA headers (-x cuda --cuda-device-only -nocudainc, with
+   gen/check/cuda: CUDA 13's own headers are beyond clang 19; the stand-ins
+   declare the runtime API, intrinsics and types the rendering uses). The
+   shared headers (xent_device.h, xent_launch.h) go into one precompiled
+   header per run. */
 #ifndef XENT_GEN_CHECK_H
 #define XENT_GEN_CHECK_H
 
@@ -20,8 +22,7 @@
 
 typedef struct gen_check_options {
   const char* target;    /* "cuda" or "hip" */
-  const char* emu_dir;   /* for cuda: the directory of xent_emu.h and emu.h */
-  const char* root_dir;  /* for cuda: the directory runtime/numeric.h is under */
+  const char* cuda_headers; /* for cuda: the stand-in CUDA headers (default gen/check/cuda) */
   int verbose;           /* print the files, nodes and time */
 } gen_check_options;
 

@@ -8,8 +8,8 @@
    texts: if they drift apart (a renamed key, a launcher that takes its
    arguments by value), C links a call through the wrong type. Checked
    here: each kernel file <key>.cu/.hip defines exactly one launcher,
-   xent_<target>_launch_<key> (XENT_LAUNCHER's spelling, with the
-   emulator's suffix in that mode), of xent_launcher's function type; and
+   xent_<target>_launch_<key> (XENT_LAUNCHER's spelling), of
+   xent_launcher's function type; and
    the dispatch table declares exactly the launchers defined, each of that
    type. */
 #include <stdio.h>
@@ -104,7 +104,7 @@ void rule_abi_launcher(check_ctx* ctx, CXCursor tu, const char* key, char* name,
   name[0] = 0;
   if (scan(ctx, tu, &s, 1) != 0) return;
   char want[300];
-  snprintf(want, sizeof want, "%s%s%s", s.prefix, key, strcmp(ctx->target, "cuda") == 0 ? "_emu" : "");
+  snprintf(want, sizeof want, "%s%s", s.prefix, key);
   if (s.count != 1 || strcmp(s.found[0].name, want) != 0) {
     check_report(ctx, s.count ? s.found[0].at : tu, "abi", "%s defines %d launcher%s (%s), not exactly %s", ctx->file,
                  s.count, s.count == 1 ? "" : "s", s.count ? s.found[0].name : "none", want);

@@ -44,6 +44,11 @@ int check_int_bits(CXType t);
 /* Whether the expression folds to an integer constant. */
 int check_is_constant(CXCursor c);
 
+/* A cursor's name; for a name libclang leaves unresolved (a template's
+   dependent name, a property such as threadIdx.x), the last identifier of
+   its text. Fills buf. */
+const char* check_name(CXCursor c, char* buf, unsigned cap);
+
 /* The name of the function a call expression calls ("" if none). Fills buf. */
 const char* check_callee(CXCursor call, char* buf, unsigned cap);
 
@@ -70,12 +75,16 @@ void rule_deterministic(check_ctx* ctx, CXCursor tu);
 void rule_graph_safe(check_ctx* ctx, CXCursor tu);
 
 /* warp-sync (masks): in the CUDA rendering, no maskless warp shuffle, vote
-   or ballot. (Barrier uniformity, the rule's other half, is not checked yet.) */
+   or ballot. */
 void rule_warp_sync(check_ctx* ctx, CXCursor tu);
 
+/* warp-sync (barriers): every __syncthreads and cluster sync, and every
+   call of a function that reaches one, is reached under conditions that
+   are uniform across the block (the cluster). */
+void rule_barrier_uniform(check_ctx* ctx, CXCursor tu);
+
 /* abi, per kernel file: it defines exactly one launcher,
-   xent_<target>_launch_<key> (with the emulator's _emu suffix when parsed
-   as the emulator's C++), of the function type xent_launch.h's
+   xent_<target>_launch_<key>, of the function type xent_launch.h's
    xent_launcher points to. Its name goes to `name` ("" if the check fails). */
 void rule_abi_launcher(check_ctx* ctx, CXCursor tu, const char* key, char* name, unsigned cap);
 
