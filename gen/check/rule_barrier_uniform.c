@@ -14,8 +14,7 @@
    everywhere) up to the thread:
      grid     constants, template parameters, kernel arguments, blockDim,
               gridDim, the cluster size;
-     cluster  blockIdx.x / xent_cluster_size() (a cluster is consecutive
-              blocks along x);
+     cluster  xent_cluster_id() (the cluster's index in the grid);
      block    blockIdx, the cluster rank, a block-wide vote (__syncthreads_or);
      thread   threadIdx, the lane id, and whatever any of these reach.
    A value's level is the highest of what it is computed from, through
@@ -225,6 +224,7 @@ static int barrier_need(const char* name) {
 
 /* The level of a built-in variable or query, by name (-1: not one). */
 static int source_level(const char* name) {
+  if (strcmp(name, "xent_cluster_id") == 0) return L_CLUSTER;
   static const char* const thread[] = {"threadIdx", "__lane_id", "__activemask", "thread_rank",
                                        "__builtin_amdgcn_workitem_id_x", "__builtin_amdgcn_workitem_id_y",
                                        "__builtin_amdgcn_workitem_id_z", "__builtin_amdgcn_mbcnt_lo",
@@ -245,31 +245,6 @@ static const char* spelling(CXCursor c, char* buf, size_t cap) {
   snprintf(buf, cap, "%s", clang_getCString(s));
   clang_disposeString(s);
   return buf;
-}
-
-/* Whether c (implicit conversions and parentheses aside) is blockIdx.x. */
-static int is_block_index_x(CXCursor c) {
-  c = check_strip_implicit(c);
-  while (clang_getCursorKind(c) == CXCursor_CStyleCastExpr || clang_getCursorKind(c) == CXCursor_CXXFunctionalCastExpr) {
-    CXCursor kids[2];
-    const int n = check_children(c, kids, 2);
-    if (n == 0) return 0;
-    c = check_strip_implicit(kids[n - 1]);
-  }
-  char name[64];
-  if (clang_getCursorKind(c) != CXCursor_MemberRefExpr || strcmp(check_name(c, name, sizeof name), "x") != 0) return 0;
-  CXCursor base;
-  if (check_children(c, &base, 1) != 1) return 0;
-  base = check_strip_implicit(base);
-  const enum CXCursorKind k = clang_getCursorKind(base);
-  if (k == CXCursor_DeclRefExpr) return strcmp(spelling(base, name, sizeof name), "blockIdx") == 0;
-  return 0;
-}
-
-static int is_call_to(CXCursor c, const char* fn) {
-  c = check_strip_implicit(c);
-  char name[128];
-  return clang_getCursorKind(c) == CXCursor_CallExpr && strcmp(check_callee(c, name, sizeof name), fn) == 0;
 }
 
 /* The key of a struct field: "Struct::field", or "?field" when the member
@@ -733,10 +708,6 @@ static val walk(walker* w, CXCursor c, ctl k) {
         return r;
       }
       if (kind == CXCursor_CompoundAssignOperator) assign(w, kids[0], join(l, r), k);
-      /* The cluster's index: the same in every block of a cluster. */
-      if (op == CXBinaryOperator_Div && l.level == L_BLOCK && !l.params && r.level == L_GRID &&
-          is_block_index_x(kids[0]) && is_call_to(kids[1], "xent_cluster_size"))
-        return at_level(L_CLUSTER);
       return join(l, r);
     }
     case CXCursor_UnaryOperator: {

@@ -26,6 +26,8 @@
 #define XENT_CLUSTER_SYNC() xent_emu_cluster_sync(__FILE__, __LINE__)
 static inline unsigned xent_cluster_rank() { return xent_emu_cluster_rank(); }
 static inline unsigned xent_cluster_size() { return xent_emu_cluster_size(); }
+static inline unsigned xent_cluster_id() { return blockIdx.x / xent_emu_cluster_size(); }
+static inline unsigned xent_clusters() { return gridDim.x / xent_emu_cluster_size(); }
 template <typename T>
 static inline xent_emu::shared_array<T> xent_cluster_view(const xent_emu::shared_array<T>& a, unsigned rank) {
   return xent_emu::cluster_view(a, rank);
@@ -71,6 +73,27 @@ static __device__ __forceinline__ unsigned xent_cluster_size() {
   return cooperative_groups::this_cluster().num_blocks();
 #else
   return 1;
+#endif
+}
+// The cluster's index in the grid and the grid's clusters, along x (the
+// grid is whole clusters along x; without a cluster launch, a block is its
+// own cluster). Special registers: no division by the cluster's size.
+static __device__ __forceinline__ unsigned xent_cluster_id() {
+#if __CUDA_ARCH__ >= 900
+  unsigned id;
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));
+  return id;
+#else
+  return blockIdx.x;
+#endif
+}
+static __device__ __forceinline__ unsigned xent_clusters() {
+#if __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(n));
+  return n;
+#else
+  return gridDim.x;
 #endif
 }
 // Block `rank`'s copy of this block's shared variable at p (distributed
@@ -154,7 +177,7 @@ XENT_DEVICE void xent_warp_sync() { __syncwarp(); }
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 205 "templates/xent_device.h.tmpl"
+#line 230 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -213,10 +236,8 @@ XENT_DEVICE xent_row_walk xent_rows(int group) {
   // the same in every thread of a cluster, so the barriers inside it are
   // reached by all (xentgen --check's warp-sync rule reads them so).
   const int64_t tile = kShape == XENT_ON_CHIP ? 1 : (int64_t)blockDim.x / w.group;
-  const int64_t cluster = (int64_t)(blockIdx.x / xent_cluster_size());
-  const int64_t clusters = (int64_t)(gridDim.x / xent_cluster_size());
-  w.first = cluster * tile;
-  w.step = clusters * tile;
+  w.first = (int64_t)xent_cluster_id() * tile;
+  w.step = (int64_t)xent_clusters() * tile;
   return w;
 }
 

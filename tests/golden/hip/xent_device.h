@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 155 "templates/xent_device.h.tmpl"
+#line 178 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -39,6 +39,8 @@ typedef hipStream_t xent_stream_t;
 #define XENT_CLUSTER_SYNC() __syncthreads()
 XENT_DEVICE unsigned xent_cluster_rank() { return 0; }
 XENT_DEVICE unsigned xent_cluster_size() { return 1; }
+XENT_DEVICE unsigned xent_cluster_id() { return blockIdx.x; }
+XENT_DEVICE unsigned xent_clusters() { return gridDim.x; }
 template <typename T>
 XENT_DEVICE T xent_cluster_view(T p, unsigned) { return p; }
 
@@ -58,7 +60,7 @@ XENT_DEVICE void xent_warp_sync() {}
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 205 "templates/xent_device.h.tmpl"
+#line 230 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -117,10 +119,8 @@ XENT_DEVICE xent_row_walk xent_rows(int group) {
   // the same in every thread of a cluster, so the barriers inside it are
   // reached by all (xentgen --check's warp-sync rule reads them so).
   const int64_t tile = kShape == XENT_ON_CHIP ? 1 : (int64_t)blockDim.x / w.group;
-  const int64_t cluster = (int64_t)(blockIdx.x / xent_cluster_size());
-  const int64_t clusters = (int64_t)(gridDim.x / xent_cluster_size());
-  w.first = cluster * tile;
-  w.step = clusters * tile;
+  w.first = (int64_t)xent_cluster_id() * tile;
+  w.step = (int64_t)xent_clusters() * tile;
   return w;
 }
 
