@@ -1,0 +1,145 @@
+"""xent from PyTorch: fused softmax cross-entropy and softmax kernels as
+autograd ops with F.cross_entropy's semantics, on CPU tensors (xent's cpu
+backend) and CUDA tensors (its CUDA backend; its HIP backend on ROCm builds
+of PyTorch), on PyTorch's current stream.
+
+    import xent
+    loss = xent.cross_entropy(logits, target)          # like F.cross_entropy
+    loss.backward()
+"""
+
+import torch
+
+from . import _autograd as A
+from . import _capi
+from . import _run as R
+from ._capi import InvalidLabelError, XentError
+
+__all__ = ["cross_entropy", "CrossEntropyLoss", "softmax", "log_softmax", "check", "XentError", "InvalidLabelError"]
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
+                  z_loss=0.0, softcap=0.0, all_ignored_zero=False, invalid_labels="raise", loss_dtype=None,
+                  inplace_backward=False, return_lse=False):
+    """torch.nn.functional.cross_entropy, fused.
+
+    input: [C], [N, C] or [N, C, d1, ..., dk] (the class axis is 1; nothing
+    is transposed), float32, float16, bfloat16 or float64. target: class
+    indices (int64 or int32) of input's shape without the class axis, or
+    probabilities of input's shape. weight: [C]. ignore_index, reduction and
+    label_smoothing as in PyTorch. Beyond PyTorch:
+      z_loss: each counted row adds z_loss * lse^2 (PaLM; Liger's lse_square_scale);
+      softcap: the logits become softcap * tanh(logits / softcap) first (Gemma 2);
+      all_ignored_zero: a 'mean' over no counted rows is 0, not NaN (ONNX Runtime);
+      invalid_labels: 'raise' (a label outside [0, C) that is not ignore_index
+        makes its row NaN; on CPU tensors the call raises InvalidLabelError, on
+        a GPU xent.check() does, since the call does not wait for the device) or
+        'ignore' (such a row counts as ignored);
+      loss_dtype: torch.float32 for float16/bfloat16 input gives the loss in
+        float32 (the default is input's dtype);
+      inplace_backward: when input requires grad, its gradient is computed in
+        the forward pass and written over input (Liger's memory saving: the
+        logits' values are gone after the call);
+      return_lse: also return the per-row log-sum-exp (float32; float64 for
+        float64 input), shaped like the rows.
+    """
+    return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                          all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, None)
+
+
+def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                   all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard):
+    """cross_entropy's checks and shapes, for one device or (shard) a
+    vocabulary slice."""
+    if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
+        raise TypeError("xent: input and target must be tensors")
+    R.xent_dtype(input, "input")
+    unbatched = input.dim() == 1
+    if input.dim() == 0:
+        raise ValueError("xent: input must have the class axis: [C], [N, C] or [N, C, d1, ...]")
+    x = input.unsqueeze(0) if unbatched else input
+    soft = target.is_floating_point()
+    t = target.unsqueeze(0) if unbatched else target
+    if soft:
+        if t.shape != x.shape:
+            raise ValueError(f"xent: target (probabilities) has shape {tuple(target.shape)}; "
+                             f"input's {tuple(input.shape)} expected")
+        t = t.to(x.dtype)
+    else:
+        if t.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"xent: target has dtype {target.dtype}; class indices (int64 or int32) or "
+                            "probabilities (floating point) expected")
+        want = x.shape[:1] + x.shape[2:]
+        if t.shape != want:
+            raise ValueError(f"xent: target (class indices) has shape {tuple(target.shape)}; {tuple(want)} expected "
+                             f"for input of shape {tuple(input.shape)}")
+    if t.device != x.device:
+        raise ValueError(f"xent: target is on {t.device}, input on {x.device}")
+    if weight is not None:
+        classes = shard.global_classes if shard is not None else x.shape[1]
+        if weight.shape != (classes,):
+            raise ValueError(f"xent: weight has shape {tuple(weight.shape)}; ({classes},) expected")
+        weight = weight.to(device=x.device, dtype=R.accumulation_dtype(x.dtype)).contiguous()
+    if invalid_labels not in ("raise", "ignore"):
+        raise ValueError(f"xent: invalid_labels is {invalid_labels!r}; 'raise' or 'ignore' expected")
+    R.reduction_code(reduction)
+    o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
+                  float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
+                  loss_dtype if loss_dtype is not None else x.dtype, bool(inplace_backward), shard)
+    x = x if inplace_backward else x.contiguous()
+    if inplace_backward and not x.is_contiguous():
+        raise ValueError("xent: inplace_backward needs a contiguous input (its storage takes the gradient)")
+    loss, lse = A.CrossEntropy.apply(x, t.contiguous(), weight, o)
+    if unbatched:
+        loss = loss.squeeze(0) if reduction == "none" else loss
+        lse = lse.squeeze(0)
+    return (loss, lse) if return_lse else loss
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """torch.nn.CrossEntropyLoss, fused (the options of xent.cross_entropy)."""
+
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, z_loss=0.0,
+                 softcap=0.0, all_ignored_zero=False, invalid_labels="raise", loss_dtype=None,
+                 inplace_backward=False):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        self.z_loss, self.softcap, self.all_ignored_zero = z_loss, softcap, all_ignored_zero
+        self.invalid_labels, self.loss_dtype, self.inplace_backward = invalid_labels, loss_dtype, inplace_backward
+
+    def forward(self, input, target):
+        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing,
+                             z_loss=self.z_loss, softcap=self.softcap, all_ignored_zero=self.all_ignored_zero,
+                             invalid_labels=self.invalid_labels, loss_dtype=self.loss_dtype,
+                             inplace_backward=self.inplace_backward)
+
+
+def _softmax(input, dim, kind):
+    if not isinstance(input, torch.Tensor):
+        raise TypeError("xent: input must be a tensor")
+    R.xent_dtype(input, "input")
+    if input.dim() == 0:
+        raise ValueError("xent: softmax of a 0-d tensor")
+    if not -input.dim() <= dim < input.dim():
+        raise IndexError(f"xent: dim {dim} is out of range for a {input.dim()}-d input")
+    return A.Softmax.apply(input.contiguous(), dim % input.dim(), kind)
+
+
+def softmax(input, dim):
+    """torch.softmax(input, dim) (ONNX Runtime's Softmax, any axis), with its gradient."""
+    return _softmax(input, dim, _capi.SOFTMAX)
+
+
+def log_softmax(input, dim):
+    """torch.log_softmax(input, dim), with its gradient."""
+    return _softmax(input, dim, _capi.LOG_SOFTMAX)
+
+
+def check(device=None):
+    """Waits for the device's xent work and raises InvalidLabelError naming the
+    lowest row with a label outside [0, C) seen since the last check (the
+    only call that synchronises with the host)."""
+    device = torch.device(device) if device is not None else (
+        torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
+    _capi.check(_capi.lib.xent_check(R.handle(device)))

@@ -1,0 +1,228 @@
+"""The xent package against PyTorch's own ops (Debian's torch on the CPU):
+every dtype, label type, reduction and option of xent.cross_entropy against
+F.cross_entropy evaluated in float64 on the same (rounded) inputs, gradients
+through torch.autograd.grad, gradcheck in float64, N-d and unbatched input,
+softmax and log_softmax on any dim, the in-place backward, the module inside
+a training step, and the errors a caller can make."""
+
+import os
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+if "XENT_LIBRARY" not in os.environ and "TEST_SRCDIR" in os.environ:
+    os.environ["XENT_LIBRARY"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so")
+
+import xent  # noqa: E402
+
+DTYPES = [torch.float64, torch.float32, torch.bfloat16, torch.float16]
+# Relative error allowed against the float64 oracle: the output's rounding
+# to its dtype and float32 sums (xent accumulates f16/bf16 in float32).
+TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 2.5e-2}
+
+
+def close(test, got, want, dtype, what):
+    got, want = got.to(torch.float64), want.to(torch.float64)
+    scale = max(want.abs().max().item() if want.numel() else 0.0, 1.0)
+    err = (got - want).abs().max().item() if want.numel() else 0.0
+    test.assertTrue(err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
+
+
+def oracle(x, target, **kw):
+    """F.cross_entropy in float64 on x's values, and its gradient."""
+    x64 = x.detach().to(torch.float64).requires_grad_()
+    t = target.to(torch.float64) if target.is_floating_point() else target
+    loss = F.cross_entropy(x64, t, **kw)
+    (g,) = torch.autograd.grad(loss.sum(), x64)
+    return loss.detach(), g
+
+
+class CrossEntropy(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(7)
+
+    def check_against_torch(self, dtype, label, reduction, options, shape=(6, 33)):
+        n, c = shape[0], shape[1]
+        x = (torch.randn(*shape, dtype=torch.float64) * 3).to(dtype).requires_grad_()
+        row_shape = (n,) + tuple(shape[2:])
+        if label == "prob":
+            target = torch.softmax(torch.randn(*shape, dtype=torch.float64) * 2, 1).to(dtype)
+        else:
+            target = torch.randint(0, c, row_shape, dtype=torch.int64 if label == "i64" else torch.int32)
+            if "ignore_index" in options:
+                target.view(-1)[1] = options["ignore_index"]
+        kw = dict(options)
+        if "weight" in kw:
+            kw["weight"] = kw["weight"](c)
+        loss = xent.cross_entropy(x, target, reduction=reduction, **kw)
+        self.assertEqual(loss.dtype, dtype)
+        (grad,) = torch.autograd.grad(loss.sum(), x)
+        ref_kw = dict(kw)
+        ref_t = target.to(torch.int64) if label != "prob" else target
+        if "weight" in ref_kw:
+            ref_kw["weight"] = ref_kw["weight"].to(torch.float64)
+        want, want_grad = oracle(x, ref_t, reduction=reduction, **ref_kw)
+        what = f"{dtype} {label} {reduction} {sorted(options)} {tuple(shape)}"
+        close(self, loss, want, dtype, what + " loss")
+        close(self, grad, want_grad, dtype, what + " grad")
+
+    def test_every_dtype_label_reduction_and_option(self):
+        options = [{}, {"weight": lambda c: torch.rand(c, dtype=torch.float64) + 0.5, "ignore_index": 3,
+                        "label_smoothing": 0.1}, {"ignore_index": -100, "label_smoothing": 0.25}]
+        for dtype in DTYPES:
+            for label in ("i64", "i32", "prob"):
+                for reduction in ("none", "sum", "mean"):
+                    for opt in options:
+                        if label == "prob":
+                            opt = {k: v for k, v in opt.items() if k != "ignore_index"}
+                        with self.subTest(dtype=dtype, label=label, reduction=reduction, options=sorted(opt)):
+                            self.check_against_torch(dtype, label, reduction, opt)
+
+    def test_nd_class_axis_1(self):
+        for label in ("i64", "prob"):
+            for reduction in ("none", "mean"):
+                with self.subTest(label=label, reduction=reduction):
+                    self.check_against_torch(torch.float32, label, reduction, {"label_smoothing": 0.05},
+                                             shape=(2, 7, 3, 5))
+
+    def test_unbatched(self):
+        x = torch.randn(11, dtype=torch.float64, requires_grad=True)
+        for target in (torch.tensor(4), torch.softmax(torch.randn(11, dtype=torch.float64), 0)):
+            for reduction in ("none", "mean"):
+                loss = xent.cross_entropy(x, target, reduction=reduction)
+                want = F.cross_entropy(x, target, reduction=reduction)
+                self.assertEqual(loss.shape, want.shape)
+                close(self, loss, want.detach(), torch.float64, "unbatched")
+
+    def test_z_loss_and_softcap(self):
+        # Independent of F.cross_entropy's options: the soft cap is applied to
+        # the logits first, and each row adds z * logsumexp^2.
+        x = (torch.randn(5, 40, dtype=torch.float64) * 8).requires_grad_()
+        y = torch.randint(0, 40, (5,))
+        for cap, z in ((0.0, 1e-3), (15.0, 0.0), (15.0, 1e-2)):
+            for reduction in ("none", "sum"):
+                loss = xent.cross_entropy(x, y, reduction=reduction, softcap=cap, z_loss=z)
+                (g,) = torch.autograd.grad(loss.sum(), x)
+                xr = x.detach().requires_grad_()
+                xc = cap * torch.tanh(xr / cap) if cap else xr
+                rows = F.cross_entropy(xc, y, reduction="none") + z * torch.logsumexp(xc, 1) ** 2
+                want = rows if reduction == "none" else rows.sum()
+                (wg,) = torch.autograd.grad(want.sum(), xr)
+                close(self, loss, want.detach(), torch.float64, f"cap {cap} z {z} {reduction}")
+                close(self, g, wg, torch.float64, f"cap {cap} z {z} {reduction} grad")
+
+    def test_return_lse_and_loss_dtype(self):
+        x = torch.randn(4, 9, 3, dtype=torch.bfloat16)
+        y = torch.randint(0, 9, (4, 3))
+        loss, lse = xent.cross_entropy(x, y, return_lse=True, loss_dtype=torch.float32)
+        self.assertEqual((loss.dtype, lse.dtype, lse.shape), (torch.float32, torch.float32, (4, 3)))
+        close(self, lse, torch.logsumexp(x.to(torch.float64), 1), torch.float32, "lse")
+        close(self, loss, F.cross_entropy(x.to(torch.float64), y), torch.float32, "float32 loss of bf16 logits")
+
+    def test_gradcheck(self):
+        x = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+        y = torch.tensor([1, -100, 5])
+        w = torch.rand(6, dtype=torch.float64) + 0.5
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda a: xent.cross_entropy(a, y, w, label_smoothing=0.2, z_loss=0.01, softcap=4.0), (x,)))
+        t = torch.softmax(torch.randn(3, 6, dtype=torch.float64), 1).requires_grad_()
+        self.assertTrue(torch.autograd.gradcheck(lambda a, b: xent.cross_entropy(a, b, reduction="none"), (x, t)))
+
+    def test_inplace_backward(self):
+        for reduction in ("mean", "none"):
+            x = torch.randn(5, 17, dtype=torch.float64)
+            y = torch.randint(0, 17, (5,))
+            want, want_grad = oracle(x, y, reduction=reduction)
+            a = x.clone().requires_grad_()
+            work = a * 1  # a non-leaf, overwritten by its gradient
+            loss = xent.cross_entropy(work, y, reduction=reduction, inplace_backward=True)
+            close(self, loss, want, torch.float64, "in-place loss")
+            upstream = torch.rand_like(loss)
+            loss.backward(upstream)
+            close(self, a.grad, want_grad * (upstream.unsqueeze(1) if reduction == "none" else upstream),
+                  torch.float64, "in-place grad")
+
+    def test_double_backward_raises(self):
+        x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+        loss = xent.cross_entropy(x, torch.tensor([0, 1, 2]))
+        (g,) = torch.autograd.grad(loss, x, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "xent.cross_entropy is differentiable once"):
+            g.sum().backward()
+        y = xent.log_softmax(x, 1)
+        (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "xent.softmax / xent.log_softmax is differentiable once"):
+            g.sum().backward()
+
+    def test_module_in_a_training_step(self):
+        torch.manual_seed(3)
+        data = torch.randn(64, 10, dtype=torch.float64)
+        labels = torch.randint(0, 7, (64,))
+        models = []
+        for loss_fn in (xent.CrossEntropyLoss(label_smoothing=0.1), torch.nn.CrossEntropyLoss(label_smoothing=0.1)):
+            torch.manual_seed(5)
+            model = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.Tanh(), torch.nn.Linear(16, 7)).double()
+            opt = torch.optim.SGD(model.parameters(), lr=0.5)
+            losses = []
+            for _ in range(5):
+                opt.zero_grad()
+                loss = loss_fn(model(data), labels)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            models.append((model, losses))
+        (ours, our_losses), (theirs, their_losses) = models
+        self.assertLess(our_losses[-1], our_losses[0])
+        for a, b in zip(our_losses, their_losses):
+            self.assertAlmostEqual(a, b, delta=1e-9)
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            close(self, p.detach(), q.detach(), torch.float64, "parameters after 5 steps")
+
+    def test_errors(self):
+        x = torch.randn(4, 6)
+        with self.assertRaisesRegex(TypeError, "target has dtype torch.int16"):
+            xent.cross_entropy(x, torch.zeros(4, dtype=torch.int16))
+        with self.assertRaisesRegex(ValueError, r"target \(class indices\) has shape \(5,\)"):
+            xent.cross_entropy(x, torch.zeros(5, dtype=torch.int64))
+        with self.assertRaisesRegex(TypeError, "input has dtype torch.int64"):
+            xent.cross_entropy(torch.zeros(4, 6, dtype=torch.int64), torch.zeros(4, dtype=torch.int64))
+        with self.assertRaisesRegex(ValueError, "reduction is 'avg'"):
+            xent.cross_entropy(x, torch.zeros(4, dtype=torch.int64), reduction="avg")
+        with self.assertRaisesRegex(ValueError, r"weight has shape \(5,\)"):
+            xent.cross_entropy(x, torch.zeros(4, dtype=torch.int64), torch.ones(5))
+        with self.assertRaises(xent.InvalidLabelError) as caught:
+            xent.cross_entropy(x, torch.tensor([0, 1, 6, 2]))
+        self.assertIn("row 2", str(caught.exception))
+        # xent's own checks come back as XentError with its message.
+        with self.assertRaisesRegex(xent.XentError, "label_smoothing"):
+            xent.cross_entropy(x, torch.zeros(4, dtype=torch.int64), label_smoothing=1.5)
+        ignored = xent.cross_entropy(x, torch.tensor([0, 1, 6, 2]), invalid_labels="ignore", reduction="none")
+        self.assertEqual(ignored[2].item(), 0.0)
+
+
+class Softmax(unittest.TestCase):
+    def test_any_dim_with_gradients(self):
+        torch.manual_seed(11)
+        for dtype in DTYPES:
+            x = torch.randn(3, 5, 4, dtype=torch.float64).to(dtype).requires_grad_()
+            for dim in (0, 1, 2, -1):
+                for ours, theirs in ((xent.softmax, torch.softmax), (xent.log_softmax, torch.log_softmax)):
+                    with self.subTest(dtype=dtype, dim=dim, op=theirs.__name__):
+                        y = ours(x, dim)
+                        up = torch.randn_like(y)
+                        (g,) = torch.autograd.grad(y, x, up)
+                        x64 = x.detach().to(torch.float64).requires_grad_()
+                        y64 = theirs(x64, dim)
+                        (g64,) = torch.autograd.grad(y64, x64, up.to(torch.float64))
+                        close(self, y, y64.detach(), dtype, "value")
+                        close(self, g, g64, dtype, "gradient")
+
+    def test_gradcheck(self):
+        x = torch.randn(4, 3, 5, dtype=torch.float64, requires_grad=True)
+        for dim in (0, 2):
+            self.assertTrue(torch.autograd.gradcheck(lambda a: xent.log_softmax(a, dim), (x,)))
+            self.assertTrue(torch.autograd.gradcheck(lambda a: xent.softmax(a, dim), (x,)))
+
+
+if __name__ == "__main__":
+    unittest.main()
