@@ -282,6 +282,29 @@ static void backend_table(const xent_handle* h, xent_table* t) {
   }
 }
 
+xent_status xent_kernel_count(const xent_handle* handle, size_t* count) {
+  xent_clear_error();
+  if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_count: handle is NULL");
+  if (!count) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_count: count is NULL");
+  xent_table table;
+  backend_table(handle, &table);
+  *count = table.count;
+  return XENT_OK;
+}
+
+xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char** key) {
+  xent_clear_error();
+  if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: handle is NULL");
+  if (!key) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: key is NULL");
+  xent_table table;
+  backend_table(handle, &table);
+  if (index >= table.count)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: index is %zu, the %s table has %zu kernels", index,
+                     table.target, table.count);
+  *key = table.entries[index].key;
+  return XENT_OK;
+}
+
 xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   switch (h->kind) {
     case XENT_BACKEND_CUDA: return xent_cuda_launch(h, e, args);

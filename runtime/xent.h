@@ -193,6 +193,14 @@ const char* xent_backend_name(xent_backend_kind kind);
    warps; XENT_BACKEND_HIP runs the HIP rendering with 64-lane wavefronts. */
 xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
 
+/* The kernels a handle can run: the variant keys of its backend's dispatch
+   table (the cpu backend: of the rendering it emulates), sorted, e.g.
+   "ce_fwd_bf16_i64_mean". A library built from your own specs (README,
+   "Using xent in your project") lists exactly their variants. */
+xent_status xent_kernel_count(const xent_handle* handle, size_t* count);
+/* *key: the index-th key, valid as long as the library is loaded. */
+xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char** key);
+
 /* Bytes of scratch device memory a call needs (0 is possible). The
    workspace holds O(rows) values, never O(rows * classes) (a vocabulary-
    parallel call: O(rows * ranks), the gathered statistics). */

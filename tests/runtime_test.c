@@ -335,6 +335,40 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
   tu_free_manifest(hip, m);
 }
 
+/* xent_kernel_count / xent_kernel_key on a cpu handle list the emulated
+   rendering's table: the manifest's keys, in its (sorted) order, for each
+   rendering; bad arguments are named. */
+static void test_kernel_listing(const char* cuda_manifest, const char* hip_manifest) {
+  xent_handle* h = NULL;
+  CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create: %s", xent_last_error());
+  const char* manifests[2] = {cuda_manifest, hip_manifest};
+  const xent_backend_kind renderings[2] = {XENT_BACKEND_CUDA, XENT_BACKEND_HIP};
+  for (int r = 0; r < 2; ++r) {
+    char** keys = NULL;
+    const int n = tu_read_manifest(manifests[r], &keys);
+    CHECK(xent_cpu_emulate(h, renderings[r]) == XENT_OK, "emulate");
+    size_t count = 0;
+    CHECK(xent_kernel_count(h, &count) == XENT_OK && n > 0 && count == (size_t)n, "%s: %zu kernels listed, manifest %d",
+          xent_backend_name(renderings[r]), count, n);
+    for (int i = 0; i < n && (size_t)i < count; ++i) {
+      const char* key = NULL;
+      CHECK(xent_kernel_key(h, (size_t)i, &key) == XENT_OK && key && strcmp(key, keys[i]) == 0, "kernel %d: %s, manifest %s",
+            i, key ? key : "NULL", keys[i]);
+    }
+    const char* key = "unchanged";
+    expect_error(xent_kernel_key(h, count, &key), XENT_ERROR_INVALID_ARGUMENT, "index", "key past the end");
+    CHECK(strcmp(key, "unchanged") == 0, "a refused xent_kernel_key leaves *key alone");
+    tu_free_manifest(keys, n);
+  }
+  size_t count = 0;
+  const char* key = NULL;
+  expect_error(xent_kernel_count(NULL, &count), XENT_ERROR_INVALID_ARGUMENT, "handle", "count of NULL handle");
+  expect_error(xent_kernel_count(h, NULL), XENT_ERROR_INVALID_ARGUMENT, "count", "NULL count");
+  expect_error(xent_kernel_key(NULL, 0, &key), XENT_ERROR_INVALID_ARGUMENT, "handle", "key of NULL handle");
+  expect_error(xent_kernel_key(h, 0, NULL), XENT_ERROR_INVALID_ARGUMENT, "key", "NULL key");
+  xent_destroy(h);
+}
+
 /* Every pointer is checked for its element's alignment, every pair of
    buffers that a call writes one of for overlap (issue 14: f32 logits off
    by one byte crashed the cpu backend; loss == logits, lse == logits, grad
@@ -484,6 +518,7 @@ int main(int argc, char** argv) {
   test_vocab_shard_errors();
   test_lookup_preference();
   test_every_manifest_key(argv[1], argv[2]);
+  test_kernel_listing(argv[1], argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
 }
