@@ -1,0 +1,64 @@
+#!/bin/bash
+# The CMake route of README's "Using xent in your project", as a new user
+# takes it: //cmake:vendor writes a tree of two variants; plain cmake builds
+# it (the CUDA backend where nvcc is, the HIP backend where CMake finds a HIP
+# compiler; the cpu backend always) and installs it under a prefix; a
+# project finds it with find_package(xent) and links xent::xent; a program
+# compiled with `pkg-config --cflags --libs xent` links too; both run the
+# vendored kernels against float64 (tests/cmake_consumer/consumer.c).
+set -euo pipefail
+vendor="$PWD/$1"
+consumer="$PWD/tests/cmake_consumer"
+work="$TEST_TMPDIR/work"
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+# Refuses to write over an existing directory, and writes nothing then.
+mkdir taken
+if "$vendor" taken --kernels 'ce_fwd_f32_i64_mean' 2> refused.txt; then
+  echo "FAIL: vendor wrote into an existing directory"
+  exit 1
+fi
+grep -q "exists" refused.txt
+[ -z "$(ls -A taken)" ]
+
+"$vendor" tree --kernels 'ce_fwd_f32_i64_mean,ce_bwd_f32_i64_mean'
+[ "$(ls tree/kernels/cuda/*.cu | wc -l)" -eq 2 ]
+[ "$(ls tree/kernels/hip/*.hip | wc -l)" -eq 2 ]
+[ -z "$(ls -A . | grep '^\.xent-vendor' || true)" ]
+
+# No Bazel, no Lua: the build sees stand-ins that fail if called.
+mkdir blocked
+for tool in bazel bazelisk lua lua5.4 luajit; do
+  printf '#!/bin/sh\necho "%s called by the vendored build" >&2\nexit 127\n' "$tool" > "blocked/$tool"
+  chmod +x "blocked/$tool"
+done
+path_without="$work/blocked:$PATH"
+PATH="$path_without" cmake -S tree -B build -DCMAKE_INSTALL_PREFIX="$work/prefix" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_HIP_ARCHITECTURES=gfx90a > configure.log 2>&1 ||
+  { cat configure.log; exit 1; }
+grep '^-- xent:' configure.log
+PATH="$path_without" cmake --build build -j 2 > build.log 2>&1 || { tail -50 build.log; exit 1; }
+cmake --install build > install.log
+[ -f prefix/include/xent.h ]
+[ -f prefix/lib/cmake/xent/xentConfig.cmake ]
+[ -f prefix/lib/pkgconfig/xent.pc ]
+
+# find_package(xent) from another project.
+cmake -S "$consumer" -B consumer -DCMAKE_PREFIX_PATH="$work/prefix" > consumer.log 2>&1 || { cat consumer.log; exit 1; }
+cmake --build consumer > consumer_build.log 2>&1 || { cat consumer_build.log; exit 1; }
+./consumer/consumer
+
+# pkg-config from the installed tree.
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+cc -std=c11 -o pc_consumer "$consumer/consumer.c" $(pkg-config --cflags --libs xent) -lm
+LD_LIBRARY_PATH="$work/prefix/lib" ./pc_consumer
+
+skipped=""
+grep -q '^-- xent: CUDA backend on' configure.log || skipped="$skipped CUDA (no nvcc)"
+grep -q '^-- xent: HIP backend on' configure.log || skipped="$skipped HIP (CMake's check_language(HIP) found no usable compiler; README, \"CMake: a vendored source tree\")"
+if [ -n "$skipped" ]; then
+  echo "SKIPPED: the backends of:$skipped (the cpu backend, install, find_package and pkg-config passed)"
+fi
+echo "1 passed, 0 failed"
