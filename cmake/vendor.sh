@@ -12,7 +12,8 @@
 #   --kernels PATTERNS  keep only these variant keys (xentgen --kernels)
 #   --exclude PATTERNS  drop these variant keys (xentgen --exclude)
 #
-# Relative paths are taken from the directory `./bazelw run` was called in.
+# Relative paths are taken from the directory ./bazelw (or bazel run) was
+# called in.
 # The tree appears whole or not at all: it is written beside OUT_DIR and
 # renamed into place at the end.
 set -euo pipefail
@@ -22,7 +23,7 @@ usage() {
   exit 2
 }
 
-here="${BUILD_WORKING_DIRECTORY:-$PWD}"
+here="${XENT_CALLER_DIR:-${BUILD_WORKING_DIRECTORY:-$PWD}}"
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 
 # Inputs from the runfiles (bazel run) or from a checkout (run directly).
