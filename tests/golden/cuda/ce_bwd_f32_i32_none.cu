@@ -71,15 +71,19 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_bwd
 #line 157 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
-// without spilling.
+// without spilling; the strided shape asks for more resident blocks (1024
+// threads per SM for the forward, 768 where the gradient's state is live,
+// measured free of spills with ptxas -v), its loads in flight being per
+// thread.
 template <int kShape>
-static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512, 1)
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
+                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 768) : 1)
 xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const float* x = (const float*)a.logits;
-#line 168 "templates/cross_entropy.tmpl"
+#line 172 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 170 "templates/cross_entropy.tmpl"
+#line 174 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -88,9 +92,9 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 185 "templates/cross_entropy.tmpl"
+#line 189 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 187 "templates/cross_entropy.tmpl"
+#line 191 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -101,7 +105,7 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 198 "templates/cross_entropy.tmpl"
+#line 202 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -113,7 +117,7 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 335 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
@@ -159,9 +163,9 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       lr = log_s + (m2 - m2);
       lse = xent_lse(m, log_s);
     }
-#line 391 "templates/cross_entropy.tmpl"
+#line 395 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 404 "templates/cross_entropy.tmpl"
+#line 408 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -169,20 +173,20 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 412 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 419 "templates/cross_entropy.tmpl"
+#line 423 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 421 "templates/cross_entropy.tmpl"
+#line 425 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 426 "templates/cross_entropy.tmpl"
+#line 430 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -195,38 +199,38 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 439 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 446 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 459 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
 #line 463 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
+#line 467 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 468 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 479 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag) {
       const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 486 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 488 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
     };
     if (extras) walk_grad(xent_bool<true>());
     else walk_grad(xent_bool<false>());
-#line 492 "templates/cross_entropy.tmpl"
+#line 496 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 589 "templates/cross_entropy.tmpl"
+#line 593 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -234,14 +238,14 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 614 "templates/cross_entropy.tmpl"
-  if (a.weights && a.label_smoothing != 0) {
 #line 618 "templates/cross_entropy.tmpl"
+  if (a.weights && a.label_smoothing != 0) {
+#line 622 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 633 "templates/cross_entropy.tmpl"
+#line 637 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 639 "templates/cross_entropy.tmpl"
+#line 643 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

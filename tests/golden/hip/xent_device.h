@@ -81,6 +81,16 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 
 // The largest block any launcher uses; sizes the cross-warp scratch arrays.
 #define XENT_MAX_THREADS 1024
+
+// The launch bounds' minimum of resident blocks per SM for the strided
+// (XENT_COLUMN) shape, whose loads in flight scale with resident threads:
+// `resident` threads per SM in blocks of `threads`. On CUDA it caps the
+// registers ptxas may use (65536 / resident each) so that many fit; HIP reads
+// the second argument differently (waves per execution unit), so it asks
+// nothing there.
+#line 260 "templates/xent_device.h.tmpl"
+#define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
+#line 262 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The row layout of every family: a row is one position (o, i) of an
@@ -392,7 +402,23 @@ template <bool kColumn, typename T, typename Out, typename F>
 XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
                                   const Out& out, F f) {
   if (kColumn) {
-    for (int64_t j = lane; j < C; j += group) out.one(f, j, base + j * inner, XENT_LD(x + base + j * inner));
+    // A strided row is one thread's, its classes `inner` elements apart (the
+    // warp's neighbouring rows make each load coalesced, 64 bytes a warp for
+    // bf16). One element per load would keep 2 or 4 bytes per thread in
+    // flight; kLoads classes are read before any is used, 32 bytes per
+    // thread, ~32 KB per SM at the 1024 resident threads the launch bounds
+    // ask (XENT_COLUMN_MIN_BLOCKS), and are then taken in class order, so the
+    // results are those of one at a time.
+    constexpr int64_t kLoads = 32 / sizeof(T);
+    int64_t j = lane;
+    for (; j + (kLoads - 1) * group < C; j += kLoads * group) {
+      T raw[kLoads];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kLoads; ++u) raw[u] = XENT_LD(x + base + (j + u * group) * inner);
+      XENT_UNROLL
+      for (int64_t u = 0; u < kLoads; ++u) out.one(f, j + u * group, base + (j + u * group) * inner, raw[u]);
+    }
+    for (; j < C; j += group) out.one(f, j, base + j * inner, XENT_LD(x + base + j * inner));
     return;
   }
   constexpr int64_t kVec = 16 / sizeof(T);
