@@ -1,7 +1,9 @@
 """xent from PyTorch: fused softmax cross-entropy and softmax kernels as
 autograd ops with F.cross_entropy's semantics, on CPU tensors (xent's cpu
 backend) and CUDA tensors (its CUDA backend; its HIP backend on ROCm builds
-of PyTorch), on PyTorch's current stream.
+of PyTorch), on PyTorch's current stream. On PyTorch 2.4 and later they are
+also custom ops (torch.ops.xent.*) that torch.compile traces without a graph
+break.
 
     import xent
     loss = xent.cross_entropy(logits, target)          # like F.cross_entropy
@@ -12,6 +14,7 @@ import torch
 
 from . import _autograd as A
 from . import _capi
+from . import _ops
 from . import _run as R
 from ._capi import InvalidLabelError, XentError
 
@@ -89,7 +92,14 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
     x = x if inplace_backward else x.contiguous()
     if inplace_backward and not x.is_contiguous():
         raise ValueError("xent: inplace_backward needs a contiguous input (its storage takes the gradient)")
-    loss, lse = A.CrossEntropy.apply(x, t.contiguous(), weight, o)
+    t = t.contiguous()
+    if shard is None and not inplace_backward and _ops.AVAILABLE and _ops.compiling():
+        # Under torch.compile: the custom op, which it traces whole.
+        loss, lse = torch.ops.xent.cross_entropy(x, t, weight, o.ignore_index, reduction, o.label_smoothing,
+                                                 o.z_loss, o.softcap, o.all_ignored_zero, invalid_labels,
+                                                 o.loss_dtype)
+    else:
+        loss, lse = A.CrossEntropy.apply(x, t, weight, o)
     if unbatched:
         loss = loss.squeeze(0) if reduction == "none" else loss
         lse = lse.squeeze(0)
@@ -123,6 +133,8 @@ def _softmax(input, dim, kind):
         raise ValueError("xent: softmax of a 0-d tensor")
     if not -input.dim() <= dim < input.dim():
         raise IndexError(f"xent: dim {dim} is out of range for a {input.dim()}-d input")
+    if _ops.AVAILABLE and _ops.compiling():
+        return torch.ops.xent.softmax(input.contiguous(), dim % input.dim(), kind)
     return A.Softmax.apply(input.contiguous(), dim % input.dim(), kind)
 
 

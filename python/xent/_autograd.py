@@ -1,7 +1,9 @@
 """The autograd functions: cross entropy (the forward saves the per-row lse,
 or with inplace_backward computes the gradient in the forward, Liger-style)
 and softmax / log_softmax (the forward saves its output). Their backward
-passes call xent's; they are not differentiable twice."""
+passes call xent's; they are not differentiable twice. The calls
+themselves (ce_forward, ce_backward, softmax_forward, softmax_backward) are
+plain functions, which the custom ops of _ops.py call too."""
 
 import ctypes
 from collections import namedtuple
@@ -71,32 +73,80 @@ def _desc(x, target_is_prob, target_dtype, o):
     return d
 
 
-def _row_shape(x):
+def row_shape(x):
     """The shape of per-row values (loss with 'none', lse): x without dim 1."""
     return x.shape[:1] + x.shape[2:]
+
+
+def ce_forward(x, target, weight, o, grad=None):
+    """xent's forward on logits x ([N, C, d1..dk], contiguous): new (loss,
+    lse) tensors. With grad (a tensor shaped like x, x itself for the
+    in-place backward) the fused call also writes there the gradient of a
+    loss of 1."""
+    d = _desc(x, target.is_floating_point(), target.dtype, o)
+    loss = torch.empty(row_shape(x) if o.reduction == "none" else (), dtype=o.loss_dtype, device=x.device)
+    lse = torch.empty(row_shape(x), dtype=R.accumulation_dtype(x.dtype), device=x.device)
+    t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
+                  weights=weight.data_ptr() if weight is not None else None, loss=loss.data_ptr(),
+                  lse=lse.data_ptr())
+    if grad is not None:
+        t.grad = grad.data_ptr()
+    R.run(d, C.FORWARD_BACKWARD if grad is not None else C.FORWARD, t, x.device, o.shard)
+    return loss, lse
+
+
+def ce_backward(x, target, weight, lse, dloss, o, want_target):
+    """xent's backward from the saved lse: new (grad, grad_target) tensors,
+    grad_target None unless want_target (soft labels only)."""
+    d = _desc(x, target.is_floating_point(), target.dtype, o)
+    grad = torch.empty_like(x)
+    grad_target = torch.empty_like(target) if want_target else None
+    dloss = dloss.to(o.loss_dtype).contiguous()
+    t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
+                  weights=weight.data_ptr() if weight is not None else None, lse_in=lse.data_ptr(),
+                  dloss=dloss.data_ptr(), grad=grad.data_ptr(),
+                  grad_labels=grad_target.data_ptr() if grad_target is not None else None)
+    R.run(d, C.BACKWARD, t, x.device, o.shard)
+    return grad, grad_target
+
+
+def _softmax_desc(x, dim, kind):
+    d = C.SoftmaxDesc()
+    C.check(C.lib.xent_softmax_desc_init_nd(ctypes.byref(d), x.dim(), C.shape_array(list(x.shape)), dim,
+                                            R.xent_dtype(x, "input"), kind))
+    return d
+
+
+def softmax_forward(x, dim, kind):
+    """softmax or log_softmax (kind) of contiguous x along dim: a new tensor."""
+    y = torch.empty_like(x)
+    C.check(C.lib.xent_softmax_forward(R.handle(x.device), ctypes.byref(_softmax_desc(x, dim, kind)), R.ptr(x),
+                                       R.ptr(y), R.stream(x.device)))
+    return y
+
+
+def softmax_backward(y, dy, dim, kind):
+    """The input's gradient from the output y and its gradient dy."""
+    dy = dy.to(y.dtype).contiguous()
+    dx = torch.empty_like(y)
+    C.check(C.lib.xent_softmax_backward(R.handle(y.device), ctypes.byref(_softmax_desc(y, dim, kind)), R.ptr(y),
+                                        R.ptr(dy), R.ptr(dx), R.stream(y.device)))
+    return dx
 
 
 class CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, target, weight, o):
-        soft = target.is_floating_point()
-        d = _desc(x, soft, target.dtype, o)
-        loss = torch.empty(_row_shape(x) if o.reduction == "none" else (), dtype=o.loss_dtype, device=x.device)
-        lse = torch.empty(_row_shape(x), dtype=R.accumulation_dtype(x.dtype), device=x.device)
-        t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
-                      weights=weight.data_ptr() if weight is not None else None, loss=loss.data_ptr(),
-                      lse=lse.data_ptr())
         in_place = o.inplace_backward and ctx.needs_input_grad[0]
         if in_place:
             # The gradient of a loss of 1 replaces the logits now; backward
             # only scales it by the incoming gradient.
-            t.grad = x.data_ptr()
-            R.run(d, C.FORWARD_BACKWARD, t, x.device, o.shard)
+            loss, lse = ce_forward(x, target, weight, o, grad=x)
             ctx.save_for_backward(x)
         else:
-            R.run(d, C.FORWARD, t, x.device, o.shard)
+            loss, lse = ce_forward(x, target, weight, o)
             ctx.save_for_backward(x, target, weight, lse)
-        ctx.options, ctx.soft, ctx.in_place = o, soft, in_place
+        ctx.options, ctx.in_place = o, in_place
         ctx.mark_non_differentiable(lse)
         return loss, lse
 
@@ -112,42 +162,25 @@ class CrossEntropy(torch.autograd.Function):
                 scale = dloss.to(g.dtype)
             return g * scale, None, None, None
         x, target, weight, lse = ctx.saved_tensors
-        d = _desc(x, ctx.soft, target.dtype, o)
-        want_x, want_target = ctx.needs_input_grad[0], ctx.needs_input_grad[1] and ctx.soft
-        grad = torch.empty_like(x) if want_x else None
-        grad_target = torch.empty_like(target) if want_target else None
-        if grad is None and grad_target is None:
+        want_x, want_target = ctx.needs_input_grad[0], ctx.needs_input_grad[1] and target.is_floating_point()
+        if not want_x and not want_target:
             return None, None, None, None
-        dloss = dloss.to(o.loss_dtype).contiguous()
-        # The C call always writes the logits' gradient; a scratch one if
-        # only the soft labels' is wanted.
-        out = grad if grad is not None else torch.empty_like(x)
-        t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
-                      weights=weight.data_ptr() if weight is not None else None, lse_in=lse.data_ptr(),
-                      dloss=dloss.data_ptr(), grad=out.data_ptr(),
-                      grad_labels=grad_target.data_ptr() if grad_target is not None else None)
-        R.run(d, C.BACKWARD, t, x.device, o.shard)
-        return grad, grad_target, None, None
+        # The C call always writes the logits' gradient (a scratch one if
+        # only the soft labels' is wanted).
+        grad, grad_target = ce_backward(x, target, weight, lse, dloss, o, want_target)
+        return grad if want_x else None, grad_target, None, None
 
 
 class Softmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim, kind):
-        d = C.SoftmaxDesc()
-        C.check(C.lib.xent_softmax_desc_init_nd(ctypes.byref(d), x.dim(), C.shape_array(list(x.shape)), dim,
-                                                R.xent_dtype(x, "input"), kind))
-        y = torch.empty_like(x)
-        C.check(C.lib.xent_softmax_forward(R.handle(x.device), ctypes.byref(d), R.ptr(x), R.ptr(y), R.stream(x.device)))
+        y = softmax_forward(x, dim, kind)
         ctx.save_for_backward(y)
-        ctx.desc = d
+        ctx.dim, ctx.kind = dim, kind
         return y
 
     @staticmethod
     @once_differentiable("xent.softmax / xent.log_softmax")
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
-        dy = dy.to(y.dtype).contiguous()
-        dx = torch.empty_like(y)
-        C.check(C.lib.xent_softmax_backward(R.handle(y.device), ctypes.byref(ctx.desc), R.ptr(y), R.ptr(dy), R.ptr(dx),
-                                            R.stream(y.device)))
-        return dx, None, None
+        return softmax_backward(y, dy, ctx.dim, ctx.kind), None, None

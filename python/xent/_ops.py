@@ -1,0 +1,118 @@
+"""xent's calls as PyTorch custom ops (torch.library.custom_op, PyTorch 2.4
+and later), so that torch.compile traces a function calling
+xent.cross_entropy or xent.softmax without a graph break: the ops are
+opaque to the compiler, which learns their output shapes from the fake
+implementations below and their gradients from register_autograd.
+
+    xent::cross_entropy(x, target, weight?, options...) -> (loss, lse)
+    xent::cross_entropy_backward(x, target, weight?, lse, dloss, options..., want_target) -> (grad, grad_target)
+    xent::softmax(x, dim, kind) -> y
+    xent::softmax_backward(y, dy, dim, kind) -> dx
+
+The inputs are what xent.cross_entropy / xent.softmax have already checked
+and made contiguous. The package calls these ops while torch.compile traces
+it (compiling()) and its autograd.Functions otherwise, which cost less per
+call in eager mode; both run the same code (_autograd.ce_forward, ...). The
+in-place backward (it writes over its input) and the vocabulary-parallel
+loss (a Python all-gather inside the call) stay eager. On older PyTorch
+AVAILABLE is False and nothing is registered."""
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import _autograd as A
+
+AVAILABLE = hasattr(torch, "library") and hasattr(torch.library, "custom_op") and hasattr(
+    torch.library, "register_autograd")
+
+
+def compiling():
+    """Whether torch.compile (Dynamo) is tracing the caller."""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling()) if is_compiling is not None else False
+
+
+def _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels, loss_dtype):
+    return A.Options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
+                     loss_dtype, False, None)
+
+
+if AVAILABLE:
+    Tensor = torch.Tensor
+
+    @torch.library.custom_op("xent::cross_entropy", mutates_args=())
+    def cross_entropy(x: Tensor, target: Tensor, weight: Optional[Tensor], ignore_index: int, reduction: str,
+                      label_smoothing: float, z_loss: float, softcap: float, all_ignored_zero: bool,
+                      invalid_labels: str, loss_dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+        o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
+                     loss_dtype)
+        return A.ce_forward(x, target, weight, o)
+
+    @cross_entropy.register_fake
+    def _(x, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero,
+          invalid_labels, loss_dtype):
+        rows = A.row_shape(x)
+        loss = x.new_empty(rows if reduction == "none" else (), dtype=loss_dtype)
+        return loss, x.new_empty(rows, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+
+    @torch.library.custom_op("xent::cross_entropy_backward", mutates_args=())
+    def cross_entropy_backward(x: Tensor, target: Tensor, weight: Optional[Tensor], lse: Tensor, dloss: Tensor,
+                               ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
+                               softcap: float, all_ignored_zero: bool, invalid_labels: str, loss_dtype: torch.dtype,
+                               want_target: bool) -> Tuple[Tensor, Tensor]:
+        o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
+                     loss_dtype)
+        grad, grad_target = A.ce_backward(x, target, weight, lse, dloss, o, want_target)
+        # An op returns tensors only: an empty one stands for no gradient.
+        return grad, grad_target if grad_target is not None else target.new_empty(0)
+
+    @cross_entropy_backward.register_fake
+    def _(x, target, weight, lse, dloss, ignore_index, reduction, label_smoothing, z_loss, softcap,
+          all_ignored_zero, invalid_labels, loss_dtype, want_target):
+        return torch.empty_like(x), torch.empty_like(target) if want_target else target.new_empty(0)
+
+    def _ce_setup(ctx, inputs, output):
+        x, target, weight = inputs[:3]
+        ctx.save_for_backward(x, target, weight, output[1])
+        ctx.options = inputs[3:]
+        ctx.mark_non_differentiable(output[1])
+
+    def _ce_backward(ctx, dloss, _dlse):
+        x, target, weight, lse = ctx.saved_tensors
+        want_x = ctx.needs_input_grad[0]
+        want_target = bool(ctx.needs_input_grad[1]) and target.is_floating_point()
+        none = (None,) * (len(ctx.options) + 1)
+        if not want_x and not want_target:
+            return (None, None) + none
+        grad, grad_target = torch.ops.xent.cross_entropy_backward(x, target, weight, lse, dloss, *ctx.options,
+                                                                 want_target)
+        return (grad if want_x else None, grad_target if want_target else None) + none
+
+    torch.library.register_autograd("xent::cross_entropy", _ce_backward, setup_context=_ce_setup)
+
+    @torch.library.custom_op("xent::softmax", mutates_args=())
+    def softmax(x: Tensor, dim: int, kind: int) -> Tensor:
+        return A.softmax_forward(x, dim, kind)
+
+    @softmax.register_fake
+    def _(x, dim, kind):
+        return torch.empty_like(x)
+
+    @torch.library.custom_op("xent::softmax_backward", mutates_args=())
+    def softmax_backward(y: Tensor, dy: Tensor, dim: int, kind: int) -> Tensor:
+        return A.softmax_backward(y, dy, dim, kind)
+
+    @softmax_backward.register_fake
+    def _(y, dy, dim, kind):
+        return torch.empty_like(y)
+
+    def _softmax_setup(ctx, inputs, output):
+        ctx.save_for_backward(output)
+        ctx.dim, ctx.kind = inputs[1], inputs[2]
+
+    def _softmax_grad(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return torch.ops.xent.softmax_backward(y, dy, ctx.dim, ctx.kind), None, None
+
+    torch.library.register_autograd("xent::softmax", _softmax_grad, setup_context=_softmax_setup)

@@ -1,0 +1,200 @@
+"""xent's custom ops under torch.compile (PyTorch 2.4 and later; on older
+PyTorch, as Debian's 1.13 in CI, it says SKIPPED).
+
+torch.library.opcheck holds each op to PyTorch's rules (schema, fake
+implementation against the real one, autograd registration, AOT dispatch).
+Then functions calling xent.cross_entropy / softmax / log_softmax are
+compiled with fullgraph=True (any graph break fails), once with a backend
+that records the graph (the xent op must be in it: the compiler traced the
+op, not around it) and once with Inductor, and their loss and gradients are
+compared with F.cross_entropy in float64 and with the same call in eager
+mode. On CPU tensors, and on CUDA tensors when a GPU is present and the
+library has the CUDA backend."""
+
+import os
+import sys
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+if "XENT_LIBRARY" not in os.environ and "TEST_SRCDIR" in os.environ:
+    os.environ["XENT_LIBRARY"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so")
+
+import xent  # noqa: E402
+from xent import _ops  # noqa: E402
+
+# Relative error against the float64 oracle (xent_torch_test.py says why).
+TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 2.5e-2}
+
+
+def devices():
+    out = ["cpu"]
+    if torch.cuda.is_available() and os.environ.get("XENT_TEST_CUDA", "1") == "1":
+        out.append("cuda")
+    return out
+
+
+def close(test, got, want, dtype, what):
+    got, want = got.detach().to(torch.float64).cpu(), want.detach().to(torch.float64).cpu()
+    scale = max(want.abs().max().item() if want.numel() else 0.0, 1.0)
+    err = (got - want).abs().max().item() if want.numel() else 0.0
+    test.assertTrue(err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
+
+
+class Recorder:
+    """A torch.compile backend that keeps the FX graphs it is given and runs
+    them as they are."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, _example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    def calls(self):
+        return "\n".join(g.code for g in self.graphs)
+
+
+class OpCheck(unittest.TestCase):
+    def test_cross_entropy_ops(self):
+        torch.manual_seed(1)
+        for device in devices():
+            for dtype, label, reduction in ((torch.float32, "i64", "mean"), (torch.bfloat16, "i32", "none"),
+                                            (torch.float64, "prob", "sum")):
+                x = torch.randn(5, 11, dtype=torch.float64).to(dtype).to(device).requires_grad_()
+                if label == "prob":
+                    t = torch.softmax(torch.randn(5, 11, dtype=torch.float64), 1).to(dtype).to(device)
+                    t.requires_grad_()
+                else:
+                    t = torch.randint(0, 11, (5,), dtype=torch.int64 if label == "i64" else torch.int32,
+                                      device=device)
+                w = (torch.rand(11, dtype=torch.float64) + 0.5).to(
+                    torch.float64 if dtype == torch.float64 else torch.float32).to(device)
+                args = (x, t, w, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", dtype)
+                with self.subTest(device=device, dtype=dtype, label=label, reduction=reduction):
+                    torch.library.opcheck(torch.ops.xent.cross_entropy.default, args)
+
+    def test_softmax_ops(self):
+        for device in devices():
+            for kind in (0, 1):
+                x = torch.randn(3, 7, 5, device=device, requires_grad=True)
+                with self.subTest(device=device, kind=kind):
+                    torch.library.opcheck(torch.ops.xent.softmax.default, (x, 1, kind))
+                    y = torch.ops.xent.softmax(x.detach(), 1, kind)
+                    torch.library.opcheck(torch.ops.xent.softmax_backward.default, (y, torch.randn_like(y), 1, kind))
+
+
+class Compiled(unittest.TestCase):
+    def setUp(self):
+        torch._dynamo.reset()
+        torch.manual_seed(3)
+
+    def check(self, fn, oracle, inputs, dtype, what):
+        """fn compiled (recorded graph, then Inductor) against eager fn and
+        the float64 oracle: outputs and the gradients of their sum."""
+        def run(f):
+            xs = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+            out = f(*xs)
+            grads = torch.autograd.grad(out.sum(), [t for t in xs if t.requires_grad])
+            return out, grads
+
+        want_out, want_grads = run(oracle)
+        eager_out, eager_grads = run(fn)
+        rec = Recorder()
+        for name, backend in (("recorded", rec), ("inductor", "inductor")):
+            torch._dynamo.reset()
+            out, grads = run(torch.compile(fn, backend=backend, fullgraph=True))
+            close(self, out, want_out, dtype, f"{what} {name}: output")
+            close(self, out, eager_out, dtype, f"{what} {name}: output against eager")
+            for g, w, e in zip(grads, want_grads, eager_grads):
+                close(self, g, w, dtype, f"{what} {name}: gradient")
+                close(self, g, e, dtype, f"{what} {name}: gradient against eager")
+        self.assertIn("torch.ops.xent.", rec.calls(), f"{what}: no xent op in the traced graph")
+
+    def test_cross_entropy(self):
+        cases = [
+            (torch.float32, (8, 37), "i64", dict(label_smoothing=0.1)),
+            (torch.bfloat16, (6, 50), "i64", dict(reduction="sum", ignore_index=2)),
+            (torch.float64, (4, 9, 3, 5), "i32", dict(reduction="none")),
+            (torch.float32, (5, 21), "prob", dict(reduction="mean")),
+            (torch.float16, (7, 33), "i64", dict(weight=True, label_smoothing=0.2)),
+        ]
+        for device in devices():
+            for dtype, shape, label, kw in cases:
+                c = shape[1]
+                x = (torch.randn(*shape, dtype=torch.float64) * 3).to(dtype).to(device).requires_grad_()
+                rows = (shape[0],) + shape[2:]
+                if label == "prob":
+                    t = torch.softmax(torch.randn(*shape, dtype=torch.float64), 1).to(dtype).to(device)
+                    t.requires_grad_()
+                else:
+                    t = torch.randint(0, c, rows, dtype=torch.int64 if label == "i64" else torch.int32,
+                                      device=device)
+                    if "ignore_index" in kw:
+                        t.view(-1)[0] = kw["ignore_index"]
+                kw = dict(kw)
+                w = None
+                if kw.pop("weight", False):
+                    w = (torch.rand(c, dtype=torch.float64) + 0.5).to(device)
+
+                def fn(x, t, kw=kw, w=w):
+                    return xent.cross_entropy(x, t, weight=w, **kw)
+
+                def oracle(x, t, kw=kw, w=w):
+                    x64 = x.to(torch.float64)
+                    t64 = t.to(torch.float64) if t.is_floating_point() else t.to(torch.int64)
+                    return F.cross_entropy(x64, t64, weight=w, **kw)
+
+                with self.subTest(device=device, dtype=dtype, shape=shape, label=label, kw=sorted(kw)):
+                    self.check(fn, oracle, [x, t], dtype, f"cross_entropy {device} {dtype} {shape} {label} {kw}")
+
+    def test_loss_in_a_model(self):
+        """A small model's step compiled whole: the loss is one node of a
+        larger graph, its gradient flows into the Linear layer."""
+        for device in devices():
+            torch.manual_seed(5)
+            lin = torch.nn.Linear(16, 40).to(device)
+            h = torch.randn(12, 16, device=device)
+            t = torch.randint(0, 40, (12,), device=device)
+
+            def step(h, t, loss):
+                return loss(lin(torch.tanh(h)), t)
+
+            ours = torch.compile(lambda h, t: step(h, t, lambda z, t: xent.cross_entropy(z, t, z_loss=1e-3)),
+                                 fullgraph=True)
+
+            def theirs(h, t):
+                z = lin(torch.tanh(h)).to(torch.float64)
+                return F.cross_entropy(z, t) + 1e-3 * (torch.logsumexp(z, 1) ** 2).mean()
+
+            for what, fn in (("xent compiled", ours), ("torch", theirs)):
+                lin.zero_grad()
+                loss = fn(h, t)
+                loss.backward()
+                if what == "torch":
+                    want_loss, want_grad = loss.detach(), lin.weight.grad.clone()
+                else:
+                    got_loss, got_grad = loss.detach(), lin.weight.grad.clone()
+            close(self, got_loss, want_loss, torch.float32, f"model step {device}: loss")
+            close(self, got_grad, want_grad, torch.float32, f"model step {device}: weight gradient")
+
+    def test_softmax(self):
+        for device in devices():
+            for dtype in (torch.float32, torch.bfloat16):
+                x = torch.randn(4, 6, 10, dtype=torch.float64).to(dtype).to(device).requires_grad_()
+                for name, fn, oracle in (
+                        ("softmax", lambda x: xent.softmax(x, 1) * 3, lambda x: torch.softmax(x.double(), 1) * 3),
+                        ("log_softmax", lambda x: xent.log_softmax(x, -1).exp() * 2,
+                         lambda x: torch.log_softmax(x.double(), -1).exp() * 2)):
+                    with self.subTest(device=device, dtype=dtype, op=name):
+                        self.check(fn, oracle, [x], dtype, f"{name} {device} {dtype}")
+
+
+if __name__ == "__main__":
+    if not _ops.AVAILABLE:
+        print(f"SKIPPED: PyTorch {torch.__version__} has no torch.library.custom_op (2.4 and later); "
+              "xent runs eagerly there")
+        sys.exit(0)
+    unittest.main()
