@@ -28,11 +28,11 @@ static void expect_error(xent_status got, xent_status status, const char* needle
   CHECK(strstr(xent_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", what, xent_last_error(), needle);
 }
 
-/* tests/xent_ctypes.py mirrors xent_ce_desc; both sides pin its layout. */
+/* python/xent/_capi.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
   CHECK(sizeof(xent_ce_desc) == 104 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
             offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96,
-        "xent_ce_desc layout changed: update tests/xent_ctypes.py (DESC_LAYOUT) too");
+        "xent_ce_desc layout changed: update python/xent/_capi.py (DESC_LAYOUT) too");
 }
 
 static void test_error_paths(void) {

@@ -72,7 +72,7 @@ def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights
         fn = group.gather_fn(k)
         shard = VocabShard(lo, C, k, ranks, fn, None)
         d = make_desc(x.shape[0], hi - lo, dtype, label_type, reduction, -100, smoothing, z_loss=z_loss)
-        d.vocab_shard = ctypes.addressof(shard)
+        d.vocab_shard = ctypes.pointer(shard)
         t = Tensors(logits=addr(xs), labels=addr(lab), weights=addr(weights), dloss=addr(dloss), lse_in=addr(lse_in),
                     loss=addr(out["loss"]) if op != BACKWARD else None,
                     lse=addr(out["lse"]) if op != BACKWARD else None,

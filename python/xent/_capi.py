@@ -78,8 +78,9 @@ class SoftmaxDesc(ctypes.Structure):
 
 # sizeof and the offsets of all_ignored_zero, softcap and vocab_shard, as
 # tests/runtime_test.c asserts for the C struct.
-assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset, Desc.vocab_shard.offset) == (
-    104, 64, 80, 96)
+DESC_LAYOUT = (104, 64, 80, 96)
+assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
+        Desc.vocab_shard.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 12 * 8 and ctypes.sizeof(VocabShard) == 40
 
 
