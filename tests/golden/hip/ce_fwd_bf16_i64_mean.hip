@@ -216,56 +216,56 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 496 "templates/cross_entropy.tmpl"
+#line 527 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 500 "templates/cross_entropy.tmpl"
+#line 531 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 505 "templates/cross_entropy.tmpl"
+#line 536 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 507 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 511 "templates/cross_entropy.tmpl"
+#line 542 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 513 "templates/cross_entropy.tmpl"
+#line 544 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 528 "templates/cross_entropy.tmpl"
+#line 559 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 533 "templates/cross_entropy.tmpl"
+#line 564 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 535 "templates/cross_entropy.tmpl"
+#line 566 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 538 "templates/cross_entropy.tmpl"
+#line 569 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 540 "templates/cross_entropy.tmpl"
+#line 571 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 542 "templates/cross_entropy.tmpl"
+#line 573 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 544 "templates/cross_entropy.tmpl"
+#line 575 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 549 "templates/cross_entropy.tmpl"
+#line 580 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 556 "templates/cross_entropy.tmpl"
+#line 587 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -292,15 +292,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 585 "templates/cross_entropy.tmpl"
+#line 616 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 589 "templates/cross_entropy.tmpl"
+#line 620 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 593 "templates/cross_entropy.tmpl"
+#line 624 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -308,19 +308,19 @@ static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 601 "templates/cross_entropy.tmpl"
+#line 632 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 618 "templates/cross_entropy.tmpl"
+#line 649 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 622 "templates/cross_entropy.tmpl"
+#line 653 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 627 "templates/cross_entropy.tmpl"
+#line 658 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -328,9 +328,9 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 640 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 643 "templates/cross_entropy.tmpl"
+#line 674 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

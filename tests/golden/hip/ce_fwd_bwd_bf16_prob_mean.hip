@@ -139,60 +139,68 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     // kExtras: the optional outputs (grad_bias, grad_labels, log_prob,
     // softmax). The walk is compiled with and without them, so that a call
     // without them spends no predicated load or store per element on them.
-    const auto grad_of = [&](auto extras, int64_t j, uint16_t raw) -> float {
+    // kPlain: a call with the run-time options that cost per element (the
+    // soft cap; smoothing's class weights) off and fewer than 2^32 classes:
+    // compiled apart too, it spends no branch, load or multiply per element
+    // on them, and compares class indices in 32 bits.
+    const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, uint16_t raw) -> float {
       constexpr bool kExtras = decltype(extras)::value;
+      constexpr bool kPlain = decltype(plain_flag)::value;
+      (void)kPlain;
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 443 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
-      if (capped) {
+      if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 450 "templates/cross_entropy.tmpl"
+#line 456 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 452 "templates/cross_entropy.tmpl"
+#line 458 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 456 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 460 "templates/cross_entropy.tmpl"
+#line 466 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 467 "templates/cross_entropy.tmpl"
+#line 480 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 469 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 472 "templates/cross_entropy.tmpl"
+#line 485 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 476 "templates/cross_entropy.tmpl"
+#line 489 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 483 "templates/cross_entropy.tmpl"
-    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
-    const auto walk_grad = [&](auto extras_flag) {
-      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 490 "templates/cross_entropy.tmpl"
-      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 492 "templates/cross_entropy.tmpl"
-    };
-    if (extras) walk_grad(xent_bool<true>());
-    else walk_grad(xent_bool<false>());
 #line 496 "templates/cross_entropy.tmpl"
+    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
+    const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
+      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
+#line 503 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 505 "templates/cross_entropy.tmpl"
+    };
+#line 522 "templates/cross_entropy.tmpl"
+    if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
+    else if (!capped) walk_grad(xent_bool<false>(), xent_bool<true>());
+    else walk_grad(xent_bool<false>(), xent_bool<false>());
+#line 527 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 556 "templates/cross_entropy.tmpl"
+#line 587 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -219,15 +227,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 585 "templates/cross_entropy.tmpl"
+#line 616 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 589 "templates/cross_entropy.tmpl"
+#line 620 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 593 "templates/cross_entropy.tmpl"
+#line 624 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -235,11 +243,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 637 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 640 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 643 "templates/cross_entropy.tmpl"
+#line 674 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -213,53 +213,67 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // kExtras: the optional outputs (grad_bias, grad_labels, log_prob,
     // softmax). The walk is compiled with and without them, so that a call
     // without them spends no predicated load or store per element on them.
-    const auto grad_of = [&](auto extras, int64_t j, uint16_t raw) -> float {
+    // kPlain: a call with the run-time options that cost per element (the
+    // soft cap; smoothing's class weights) off and fewer than 2^32 classes:
+    // compiled apart too, it spends no branch, load or multiply per element
+    // on them, and compares class indices in 32 bits.
+    const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, uint16_t raw) -> float {
       constexpr bool kExtras = decltype(extras)::value;
+      constexpr bool kPlain = decltype(plain_flag)::value;
+      (void)kPlain;
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 443 "templates/cross_entropy.tmpl"
+#line 449 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
-      if (capped) {
+      if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 450 "templates/cross_entropy.tmpl"
+#line 456 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 463 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (j == yl ? b : float(0)) - c * (weights ? weights[off + j] : float(1))) * dcap;
-#line 467 "templates/cross_entropy.tmpl"
-      if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
 #line 469 "templates/cross_entropy.tmpl"
+      // Whether j is the label's class: in the plain walk on the low 32 bits
+      // (exact there: it runs only with CT < 2^32, so j and every yl with
+      // b != 0 differ in the low 32 bits unless equal), a third of the
+      // instructions of a 64-bit compare per element.
+      const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
+#line 476 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1)))) * dcap;
+#line 480 "templates/cross_entropy.tmpl"
+      if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
+#line 482 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 472 "templates/cross_entropy.tmpl"
+#line 485 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 476 "templates/cross_entropy.tmpl"
+#line 489 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 483 "templates/cross_entropy.tmpl"
-    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
-    const auto walk_grad = [&](auto extras_flag) {
-      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, j, raw); };
-#line 490 "templates/cross_entropy.tmpl"
-      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 492 "templates/cross_entropy.tmpl"
-    };
-    if (extras) walk_grad(xent_bool<true>());
-    else walk_grad(xent_bool<false>());
 #line 496 "templates/cross_entropy.tmpl"
+    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
+    const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
+      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
+#line 503 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
+#line 505 "templates/cross_entropy.tmpl"
+    };
+#line 522 "templates/cross_entropy.tmpl"
+    if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
+    else if (CT <= (int64_t)0xffffffff && !capped && !smoothing) walk_grad(xent_bool<false>(), xent_bool<true>());
+    else walk_grad(xent_bool<false>(), xent_bool<false>());
+#line 527 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 556 "templates/cross_entropy.tmpl"
+#line 587 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -286,13 +300,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 583 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 589 "templates/cross_entropy.tmpl"
+#line 620 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 593 "templates/cross_entropy.tmpl"
+#line 624 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -300,17 +314,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 618 "templates/cross_entropy.tmpl"
+#line 649 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 622 "templates/cross_entropy.tmpl"
+#line 653 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 637 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 640 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 643 "templates/cross_entropy.tmpl"
+#line 674 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
