@@ -10,7 +10,9 @@ registers and spills (ptxas's report), resident warps per SM (from the
 registers, the block and the shared memory, against an H100's limits), the
 16-byte loads each thread keeps in flight in the main loop, the bytes that
 makes in flight per SM, and the instructions the main loop spends per
-16-byte vector, with the issue rate that asks of an SM at 3 TB/s.
+16-byte vector, with the issue rate that asks of an SM at 3 TB/s. The
+strided shape (class axis not last) loads one element at a time: its loads
+and vectors are counted in bytes, as 16-byte equivalents.
 
 How the machine code is read (cuobjdump -sass, PyPI's nvidia-cuda-cuobjdump
 or the toolkit's): a loop is a backward branch. The main loop of a pass is
@@ -92,10 +94,6 @@ def branch_target(op, operands):
     return int(m.group(1), 16) if m else None
 
 
-def is_vector_load(op):
-    return op.startswith("LDG") and ".128" in op
-
-
 def is_wide_access(op):
     """A 16-byte load or store, global or shared: the work of a row pass."""
     return op[:3] in ("LDG", "LDS", "STG", "STS") and ".128" in op
@@ -105,6 +103,20 @@ def is_pass_load(op):
     """A pass's 16-byte loads: from memory, or from shared memory (the
     on-chip kernels' second pass)."""
     return (op.startswith("LDG") or op.startswith("LDS")) and ".128" in op
+
+
+def is_column_load(op):
+    """The strided shape's loads: one element each, from memory."""
+    return op.startswith("LDG")
+
+
+def load_bytes(op):
+    """The bytes one thread's load moves, from its width suffix (32-bit
+    when it names none)."""
+    for suffix, n in ((".128", 16), (".64", 8), (".U16", 2), (".S16", 2), (".U8", 1), (".S8", 1)):
+        if suffix in op:
+            return n
+    return 4
 
 
 def loops(insns):
@@ -144,20 +156,21 @@ def registers_of(operand_text):
     return [int(r) for r in re.findall(r"\bR(\d+)\b", operand_text)]
 
 
-def loads_in_flight(path):
-    """16-byte loads issued before any of their registers is read."""
+def loads_in_flight(path, is_load):
+    """The bytes of the loads (is_load) issued before any of their registers
+    is read, per thread."""
     pending = set()
     count = 0
     for _, _, op, operands in path:
         regs = registers_of(operands)
-        if is_vector_load(op):
+        if is_load(op) and op.startswith("LDG"):
             dest = regs[0] if regs else None
             srcs = regs[1:]
             if pending & set(srcs):
                 break
-            count += 1
+            count += load_bytes(op)
             if dest is not None:
-                pending |= set(range(dest, dest + 4))
+                pending |= set(range(dest, dest + max(1, load_bytes(op) // 4)))
             continue
         # The first register operand of most instructions is written, the
         # rest read; a store reads all of them.
@@ -167,13 +180,13 @@ def loads_in_flight(path):
     return count
 
 
-def main_passes(insns, passes):
-    """The main loop of each pass: innermost loops with 16-byte loads, the
+def main_passes(insns, passes, is_load):
+    """The main loop of each pass: innermost loops with loads (is_load), the
     `passes` with the most, in program order."""
     chosen = []
     for head, tail in loops(insns):
         body = insns[head:tail + 1]
-        vec = sum(1 for _, _, op, _ in body if is_pass_load(op))
+        vec = sum(load_bytes(op) for _, _, op, _ in body if is_load(op))
         if vec == 0:
             continue
         if any(head <= h and t <= tail for h, t, _ in chosen):
@@ -253,13 +266,16 @@ def report(gen, objects, cuobjdump):
         sass = subprocess.run([cuobjdump, "-sass", "-arch", "sm_90", "-fun", function, obj], capture_output=True,
                               text=True, check=True).stdout
         insns = parse_sass(sass)
-        found = main_passes(insns, passes)
+        is_load = is_column_load if shape == "COLUMN" else is_pass_load
+        found = main_passes(insns, passes, is_load)
         warps = resident_warps(regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:
             path = walk_path(insns, head, tail)
-            vecs = sum(1 for _, _, op, _ in path if is_pass_load(op))
-            loop_info.append((len(path), vecs, loads_in_flight(path), tail - head + 1,
+            # Vectors: the path's bytes loaded, in 16-byte units (the strided
+            # shape loads one element at a time).
+            vecs = sum(load_bytes(op) for _, _, op, _ in path if is_load(op)) / 16
+            loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
                               sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
         rows.append((what, C, dict(key=key, shape=shape, regs=regs, spill=spill, threads=threads, cluster=cluster,
                                    smem=smem, warps=warps, loops=loop_info, moved=moved), None))
@@ -281,7 +297,7 @@ def render(rows, stamp):
         if r is None:
             out.append(f"| {what} | {C} | not measured: {err} | | | | | | | | |")
             continue
-        loops_txt = "; ".join(f"{n} / {v} ({f})" for n, v, f, _, _ in r["loops"]) or "no 16-byte loop"
+        loops_txt = "; ".join(f"{n} / {v:g} ({f:g})" for n, v, f, _, _ in r["loops"]) or "no 16-byte loop"
         first_flight = r["loops"][0][2] if r["loops"] else 0
         in_flight = r["warps"] * 32 * first_flight * 16
         per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
