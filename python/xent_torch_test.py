@@ -224,5 +224,76 @@ class Softmax(unittest.TestCase):
             self.assertTrue(torch.autograd.gradcheck(lambda a: xent.softmax(a, dim), (x,)))
 
 
+class LinearCrossEntropy(unittest.TestCase):
+    """xent.linear_cross_entropy against F.linear + F.cross_entropy in
+    float64, through autograd (tests/linear_ce_vs_torch_test.py holds the C
+    call to every option)."""
+
+    def test_against_torch(self):
+        torch.manual_seed(11)
+        for dtype in (torch.float64, torch.float32, torch.bfloat16):
+            for reduction in ("mean", "sum", "none"):
+                for soft in (False, True):
+                    h = torch.randn(2, 5, 16, dtype=torch.float64).to(dtype).requires_grad_()
+                    w = (torch.randn(50, 16, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    b = (torch.randn(50, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    if soft:
+                        y = torch.softmax(torch.randn(2, 5, 50, dtype=torch.float64), -1).to(dtype)
+                        kw = dict(label_smoothing=0.1)
+                    else:
+                        y = torch.randint(0, 50, (2, 5))
+                        y[0, 1] = -100
+                        kw = dict(ce_weight=torch.rand(50, dtype=torch.float64) + 0.5, label_smoothing=0.1)
+                    loss = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, chunk_rows=3, **kw)
+                    up = torch.rand_like(loss, dtype=torch.float64).to(loss.dtype) + 0.5
+                    got = torch.autograd.grad((loss * up).sum(), (h, w, b))
+                    h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
+                    z = F.linear(h64, w64, b64).reshape(10, 50)
+                    yy = y.reshape(10, 50).to(torch.float64) if soft else y.reshape(10)
+                    ref_kw = dict(kw)
+                    if "ce_weight" in ref_kw:
+                        ref_kw["weight"] = ref_kw.pop("ce_weight")
+                    want = F.cross_entropy(z, yy, reduction=reduction, **ref_kw)
+                    want = want.reshape(2, 5) if reduction == "none" else want
+                    wg = torch.autograd.grad((want * up.to(torch.float64)).sum(), (h64, w64, b64))
+                    what = f"{dtype} {reduction} soft={soft}"
+                    close(self, loss, want.detach(), dtype, what + " loss")
+                    for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
+                        close(self, g, e, dtype, f"{what} grad of {name}")
+
+    def test_training_step(self):
+        """Two SGD steps of an output layer: the same weights as with PyTorch's
+        own loss, and the loss goes down."""
+        torch.manual_seed(2)
+        h = torch.randn(32, 8)
+        y = torch.randint(0, 20, (32,))
+        w0 = torch.randn(20, 8) * 0.3
+        for ours in (True, False):
+            w = w0.clone().requires_grad_()
+            losses = []
+            for _ in range(2):
+                loss = (xent.linear_cross_entropy(h, w, y, chunk_rows=5) if ours
+                        else F.cross_entropy(F.linear(h, w), y))
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.5 * w.grad
+                    w.grad = None
+                losses.append(loss.item())
+            if ours:
+                ours_w, ours_losses = w.detach().clone(), losses
+            else:
+                close(self, ours_w, w.detach(), torch.float32, "weights after two steps")
+                self.assertLess(ours_losses[1], ours_losses[0])
+
+    def test_errors(self):
+        h, w, y = torch.randn(3, 4), torch.randn(6, 4), torch.randint(0, 6, (3,))
+        with self.assertRaisesRegex(ValueError, "do not make"):
+            xent.linear_cross_entropy(h, torch.randn(6, 5), y)
+        with self.assertRaisesRegex(TypeError, "one dtype"):
+            xent.linear_cross_entropy(h, w.double(), y)
+        with self.assertRaisesRegex(xent.XentError, "chunk_rows is -2"):
+            xent.linear_cross_entropy(h, w, y, chunk_rows=-2)
+
+
 if __name__ == "__main__":
     unittest.main()

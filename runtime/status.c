@@ -29,6 +29,7 @@ const char* xent_status_string(xent_status status) {
     case XENT_ERROR_OUT_OF_MEMORY: return "out of memory";
     case XENT_ERROR_INVALID_LABEL: return "a label was outside [0, classes)";
     case XENT_ERROR_COLLECTIVE: return "the vocabulary-parallel collective failed";
+    case XENT_ERROR_BLAS: return "the BLAS library is absent or failed";
   }
   return "unknown status";
 }

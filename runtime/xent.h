@@ -54,7 +54,8 @@ typedef enum xent_status {
   XENT_ERROR_DEVICE = 6,             /* the GPU runtime reported an error */
   XENT_ERROR_OUT_OF_MEMORY = 7,
   XENT_ERROR_INVALID_LABEL = 8,      /* xent_check(): a label was outside [0, classes) */
-  XENT_ERROR_COLLECTIVE = 9          /* vocabulary-parallel: the all-gather failed, or NCCL/RCCL is absent */
+  XENT_ERROR_COLLECTIVE = 9,         /* vocabulary-parallel: the all-gather failed, or NCCL/RCCL is absent */
+  XENT_ERROR_BLAS = 10               /* fused linear cross entropy: the BLAS library is absent or failed */
 } xent_status;
 
 typedef enum xent_dtype { XENT_F32 = 0, XENT_F16 = 1, XENT_BF16 = 2, XENT_F64 = 3 } xent_dtype;
@@ -265,6 +266,59 @@ xent_status xent_softmax_forward(xent_handle* handle, const xent_softmax_desc* d
    dx may equal dy. */
 xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* desc, const void* y, const void* dy,
                                   void* dx, void* stream);
+
+/* Fused linear + cross entropy: the loss of a language model's output layer,
+   logits = hidden @ weight^T (+ bias), and the gradients of hidden, weight
+   and bias in the same call, without the [rows, classes] logits ever
+   existing whole. Rows are taken chunk_rows at a time: the chunk's logits by
+   a GEMM, the fused cross-entropy kernel over them in place (its gradient
+   replaces them), then the two gradient GEMMs. Every option of the loss is
+   desc->ce's, with its semantics; reductions are deterministic (the chunks
+   in order; a mean's divisor is counted from the labels before the first
+   chunk, so every chunk's gradient is scaled once).
+   Status: the cpu backend, with OpenBLAS loaded at run time
+   (libopenblas.so.0) for the GEMMs; the CUDA and HIP backends return
+   XENT_ERROR_BACKEND_UNAVAILABLE for now. */
+typedef struct xent_linear_ce_desc {
+  xent_ce_desc ce;   /* the loss: rows N, classes V, inner 1, dtype (of hidden, weight and bias), loss_dtype,
+                        grad_dtype (of every gradient), labels and every option; a vocab_shard splits weight's
+                        rows over ranks (each rank's grad_hidden is then its slice's share: sum it over ranks) */
+  int64_t hidden;    /* H >= 1 */
+  int64_t chunk_rows;/* rows per chunk, >= 0; 0: the default, the power of two nearest
+                        N / ceil(V / H) from above (Liger-Kernel's), at most N */
+  int accumulate;    /* grad_weight and grad_bias: 0 overwrites them, 1 adds to them */
+} xent_linear_ce_desc;
+
+/* desc->ce as xent_ce_desc_init, hidden H, chunk_rows 0, accumulate 0. */
+void xent_linear_ce_desc_init(xent_linear_ce_desc* desc, int64_t rows, int64_t hidden, int64_t classes,
+                              xent_dtype dtype, xent_label_type label_type, xent_reduction reduction);
+
+typedef struct xent_linear_ce_tensors {
+  const void* hidden;   /* in: [rows, H], dtype, row-major */
+  const void* weight;   /* in: [V, H], dtype */
+  const void* bias;     /* in, optional: [V], dtype */
+  const void* labels;   /* in: hard [rows] int32/int64; XENT_PROB: [rows, V], dtype */
+  const void* weights;  /* in, optional: class weights, as xent_ce_tensors.weights */
+  const void* dloss;    /* in, optional (NULL = 1): [rows] for 'none', else [1], loss_dtype */
+  void* loss;           /* out: [rows] for 'none', else [1], loss_dtype */
+  void* lse;            /* out, optional: [rows], accumulation type */
+  void* grad_hidden;    /* out, optional: [rows, H], grad_dtype */
+  void* grad_weight;    /* out, optional: [V, H], grad_dtype */
+  void* grad_bias;      /* out, optional (needs bias): [V], grad_dtype */
+} xent_linear_ce_tensors;
+
+/* Bytes of scratch memory a call needs: a chunk's logits and their f32 copy
+   (chunk_rows * V), a chunk of hidden and of its gradient in f32
+   (chunk_rows * H each, f16/bf16 only), a block of at most 4096 weight rows
+   and of their gradient in f32 (f16/bf16 only), V accumulation-type values,
+   the cross-entropy call's own workspace and one value per chunk: never
+   O(rows * V) or O(V * H). */
+xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
+                                          size_t* bytes);
+
+xent_status xent_linear_ce_run(xent_handle* handle, const xent_linear_ce_desc* desc,
+                               const xent_linear_ce_tensors* tensors, void* workspace, size_t workspace_bytes,
+                               void* stream);
 
 /* Waits for the handle's device and reports labels outside [0, classes)
    seen by any call since the last check: XENT_ERROR_INVALID_LABEL, with the

@@ -33,6 +33,9 @@ static void test_desc_layout(void) {
   CHECK(sizeof(xent_ce_desc) == 104 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
             offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96,
         "xent_ce_desc layout changed: update python/xent/_capi.py (DESC_LAYOUT) too");
+  CHECK(sizeof(xent_linear_ce_desc) == 128 && offsetof(xent_linear_ce_desc, accumulate) == 120 &&
+            sizeof(xent_linear_ce_tensors) == 11 * sizeof(void*),
+        "xent_linear_ce_desc/tensors layout changed: update python/xent/_capi.py (LinearDesc) too");
 }
 
 static void test_error_paths(void) {

@@ -22,6 +22,7 @@ INVALID_LABELS_REPORT, INVALID_LABELS_IGNORE = _capi.INVALID_LABELS_REPORT, _cap
 SOFTMAX, LOG_SOFTMAX = _capi.SOFTMAX, _capi.LOG_SOFTMAX
 Desc, Tensors, SoftmaxDesc = _capi.Desc, _capi.Tensors, _capi.SoftmaxDesc
 ALL_GATHER, VocabShard = _capi.ALL_GATHER, _capi.VocabShard
+LinearDesc, LinearTensors = _capi.LinearDesc, _capi.LinearTensors
 DESC_LAYOUT = _capi.DESC_LAYOUT
 
 

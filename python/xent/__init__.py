@@ -13,12 +13,13 @@ break.
 import torch
 
 from . import _autograd as A
+from . import _linear as L
 from . import _capi
 from . import _ops
 from . import _run as R
 from ._capi import InvalidLabelError, XentError
 
-__all__ = ["cross_entropy", "CrossEntropyLoss", "softmax", "log_softmax", "check", "XentError", "InvalidLabelError"]
+__all__ = ["cross_entropy", "linear_cross_entropy", "CrossEntropyLoss", "softmax", "log_softmax", "check", "XentError", "InvalidLabelError"]
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
@@ -104,6 +105,54 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
         loss = loss.squeeze(0) if reduction == "none" else loss
         lse = lse.squeeze(0)
     return (loss, lse) if return_lse else loss
+
+
+def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, ignore_index=-100, reduction="mean",
+                         label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
+                         invalid_labels="raise", loss_dtype=None, chunk_rows=0):
+    """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
+    the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
+    chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
+    [V, H]; bias: [V]; target: class indices of hidden's shape without H, or
+    probabilities [..., V]; ce_weight: class weights [V]. The other options
+    are xent.cross_entropy's. Gradients flow to hidden, weight and bias. CPU
+    tensors only so far."""
+    for name, t in (("hidden", hidden), ("weight", weight), ("target", target)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"xent: {name} must be a tensor")
+    R.xent_dtype(hidden, "hidden")
+    if hidden.dim() < 1 or weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"xent: hidden {tuple(hidden.shape)} and weight {tuple(weight.shape)} do not make "
+                         "[..., H] @ [V, H]^T")
+    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
+        raise TypeError("xent: hidden, weight and bias must have one dtype")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"xent: bias has shape {tuple(bias.shape)}; ({weight.shape[0]},) expected")
+    lead = hidden.shape[:-1]
+    h2 = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+    if target.is_floating_point():
+        if target.shape != lead + (weight.shape[0],):
+            raise ValueError(f"xent: target (probabilities) has shape {tuple(target.shape)}; "
+                             f"{tuple(lead + (weight.shape[0],))} expected")
+        t2 = target.reshape(-1, weight.shape[0]).to(hidden.dtype).contiguous()
+    else:
+        if target.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"xent: target has dtype {target.dtype}; class indices (int64 or int32) or "
+                            "probabilities expected")
+        if target.shape != lead:
+            raise ValueError(f"xent: target has shape {tuple(target.shape)}; {tuple(lead)} expected")
+        t2 = target.reshape(-1).contiguous()
+    if ce_weight is not None:
+        ce_weight = ce_weight.to(dtype=R.accumulation_dtype(hidden.dtype)).contiguous()
+    if invalid_labels not in ("raise", "ignore"):
+        raise ValueError(f"xent: invalid_labels is {invalid_labels!r}; 'raise' or 'ignore' expected")
+    R.reduction_code(reduction)
+    o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
+                  float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
+                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None)
+    loss = L.LinearCrossEntropy.apply(h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2,
+                                      ce_weight, o, int(chunk_rows))
+    return loss.reshape(lead) if reduction == "none" else loss
 
 
 class CrossEntropyLoss(torch.nn.Module):

@@ -14,6 +14,7 @@ NO_IGNORE_INDEX = -(2**63)
 INVALID_LABELS_REPORT, INVALID_LABELS_IGNORE = 0, 1
 SOFTMAX, LOG_SOFTMAX = 0, 1
 ERROR_INVALID_LABEL = 8
+ERROR_WORKSPACE_TOO_SMALL, ERROR_BACKEND_UNAVAILABLE, ERROR_BLAS = 5, 4, 10
 
 P = ctypes.c_void_p
 
@@ -64,6 +65,25 @@ class Tensors(ctypes.Structure):
         "grad_labels")]
 
 
+class LinearDesc(ctypes.Structure):
+    """xent_linear_ce_desc."""
+
+    _fields_ = [
+        ("ce", Desc),
+        ("hidden", ctypes.c_int64),
+        ("chunk_rows", ctypes.c_int64),
+        ("accumulate", ctypes.c_int),
+    ]
+
+
+class LinearTensors(ctypes.Structure):
+    """xent_linear_ce_tensors."""
+
+    _fields_ = [(name, P) for name in (
+        "hidden", "weight", "bias", "labels", "weights", "dloss", "loss", "lse", "grad_hidden", "grad_weight",
+        "grad_bias")]
+
+
 class SoftmaxDesc(ctypes.Structure):
     """xent_softmax_desc."""
 
@@ -82,6 +102,7 @@ DESC_LAYOUT = (104, 64, 80, 96)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 12 * 8 and ctypes.sizeof(VocabShard) == 40
+assert ctypes.sizeof(LinearDesc) == 128 and ctypes.sizeof(LinearTensors) == 11 * 8
 
 
 class XentError(RuntimeError):
@@ -136,6 +157,8 @@ class _Lib:
         dll.xent_softmax_forward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P]
         dll.xent_softmax_backward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P, P]
         dll.xent_check.argtypes = [P]
+        dll.xent_linear_ce_workspace_size.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(sz)]
+        dll.xent_linear_ce_run.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(LinearTensors), P, sz, P]
         self._dll = dll
 
 

@@ -1,0 +1,267 @@
+"""The fused linear cross entropy (xent_linear_ce_run) against PyTorch in
+float64: F.linear then F.cross_entropy (and the z-loss and soft-cap formulas
+written out), the loss and the gradients of hidden, weight and bias through
+autograd, on the same rounded inputs. Every dtype, label type and reduction,
+weights with ignore_index and smoothing, the soft cap and z-loss, dloss, the
+f32 gradients of bf16 inputs, accumulation into grad_weight and grad_bias,
+chunk boundaries (one row, fewer rows than a chunk, rows not a multiple of
+it), both emulated renderings, the workspace's bound, and the errors.
+
+Tolerance: per dtype as in the other differential tests, relative to the
+largest magnitude of the expected tensor: the logits are rounded to the
+dtype before the loss (as a GEMM in that dtype leaves them), and in f16/bf16
+grad_weight is rounded once per chunk as it accumulates."""
+
+import ctypes
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_HIP
+from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors
+from torch_oracle import TORCH, TOL, P, load_lib
+
+LIB = load_lib()
+LIB.xent_linear_ce_workspace_size.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(ctypes.c_size_t)]
+LIB.xent_linear_ce_run.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(LinearTensors), P, ctypes.c_size_t,
+                                   P]
+LIB.xent_linear_ce_desc_init.argtypes = [ctypes.POINTER(LinearDesc), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                         ctypes.c_int, ctypes.c_int, ctypes.c_int]
+REDUCTION = {NONE: "none", SUM: "sum", MEAN: "mean"}
+WORKSPACE_TOO_SMALL, INVALID_ARGUMENT = 5, 1
+
+
+def ptr(t):
+    return t.data_ptr() if t is not None else None
+
+
+def handle(render=None):
+    h = P()
+    assert LIB.xent_create(ctypes.byref(h), BACKEND_CPU) == 0, LIB.xent_last_error()
+    if render is not None:
+        assert LIB.xent_cpu_emulate(h, render) == 0
+    return h
+
+
+def run(h, desc, tensors, extra_bytes=0):
+    """(status, message, workspace bytes) of one call, with a workspace of
+    the size xent asks for (plus extra_bytes, which may be negative)."""
+    n = ctypes.c_size_t()
+    s = LIB.xent_linear_ce_workspace_size(h, ctypes.byref(desc), ctypes.byref(n))
+    assert s == 0, LIB.xent_last_error()
+    ws = torch.empty(max(n.value + extra_bytes, 0) + 64, dtype=torch.uint8)
+    base = (ws.data_ptr() + 63) // 64 * 64
+    s = LIB.xent_linear_ce_run(h, ctypes.byref(desc), ctypes.byref(tensors), base, n.value + extra_bytes, None)
+    return s, LIB.xent_last_error().decode(), n.value
+
+
+def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
+           dloss=None):
+    """Loss and the gradients of hidden, weight, bias in float64."""
+    h64 = h.to(torch.float64).requires_grad_()
+    w64 = w.to(torch.float64).requires_grad_()
+    b64 = b.to(torch.float64).requires_grad_() if b is not None else None
+    z = F.linear(h64, w64, b64)
+    if cap:
+        z = cap * torch.tanh(z / cap)
+    t = target.to(torch.float64) if target.is_floating_point() else target.to(torch.int64)
+    wt = weights.to(torch.float64) if weights is not None else None
+    rows = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="none")
+    if z_loss:
+        rows = rows + z_loss * torch.logsumexp(z, 1) ** 2
+    if reduction == "none":
+        loss = rows
+    elif reduction == "sum":
+        loss = rows.sum()
+    else:
+        loss = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="mean")
+        if z_loss:
+            loss = loss + z_loss * (torch.logsumexp(z, 1) ** 2).sum() / rows.new_tensor(float(rows.shape[0]))
+    upstream = dloss.to(torch.float64) if dloss is not None else torch.ones_like(loss)
+    grads = torch.autograd.grad((loss * upstream).sum(), [h64, w64] + ([b64] if b is not None else []))
+    lse = torch.logsumexp(z, 1)
+    return loss.detach(), lse.detach(), grads
+
+
+class LinearCrossEntropy(unittest.TestCase):
+    def close(self, got, want, dtype, what):
+        got, want = got.to(torch.float64), want.to(torch.float64)
+        scale = max(want.abs().max().item() if want.numel() else 0.0, 1.0)
+        err = (got - want).abs().max().item() if want.numel() else 0.0
+        self.assertTrue(err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
+
+    def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
+              smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None):
+        torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
+        tt = TORCH[dtype]
+        hid = torch.randn(N, H, dtype=torch.float64).to(tt)
+        w = (torch.randn(V, H, dtype=torch.float64) * 2 / H ** 0.5).to(tt)
+        b = (torch.randn(V, dtype=torch.float64) * 0.5).to(tt) if bias else None
+        if label == PROB:
+            target = torch.softmax(torch.randn(N, V, dtype=torch.float64) * 2, 1).to(tt)
+        else:
+            target = torch.randint(0, V, (N,), dtype=torch.int64 if label == I64 else torch.int32)
+            if ignore:
+                target[1::3] = 5  # every third row ignored (ignore_index 5), never all
+        acc = torch.float64 if dtype == F64 else torch.float32
+        cw = (torch.rand(V, dtype=torch.float64) + 0.5).to(acc) if weights else None
+        gt = torch.float32 if grad_f32 else tt
+        loss_t = torch.float32 if grad_f32 else tt
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, dtype, label, reduction)
+        d.chunk_rows = chunk
+        d.accumulate = int(accumulate)
+        d.ce.ignore_index = 5 if ignore else NO_IGNORE_INDEX
+        d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap = smoothing, z_loss, cap
+        if grad_f32:
+            d.ce.grad_dtype = F32
+            d.ce.loss_dtype = F32
+        up = None
+        if dloss:
+            up = (torch.rand(N if reduction == NONE else 1, dtype=torch.float64) + 0.5).to(loss_t)
+        loss = torch.full((N,) if reduction == NONE else (1,), float("nan"), dtype=loss_t)
+        lse = torch.zeros(N, dtype=acc)
+        gh = torch.full((N, H), float("nan"), dtype=gt)
+        before_w = torch.randn(V, H, dtype=torch.float64).to(gt) if accumulate else torch.full((V, H), float("nan"),
+                                                                                               dtype=gt)
+        before_b = torch.randn(V, dtype=torch.float64).to(gt) if accumulate else torch.full((V,), float("nan"), dtype=gt)
+        gw, gb = before_w.clone(), before_b.clone() if bias else None
+        t = LinearTensors(hidden=ptr(hid), weight=ptr(w), bias=ptr(b), labels=ptr(target), weights=ptr(cw),
+                          dloss=ptr(up), loss=ptr(loss), lse=ptr(lse), grad_hidden=ptr(gh), grad_weight=ptr(gw),
+                          grad_bias=ptr(gb))
+        h = handle(render)
+        try:
+            s, msg, _ = run(h, d, t)
+        finally:
+            LIB.xent_destroy(h)
+        self.assertEqual(s, 0, msg)
+        want_loss, want_lse, grads = oracle(hid, w, b, target, REDUCTION[reduction], cw, 5 if ignore else -100,
+                                            smoothing, z_loss, cap, up.reshape(()) if dloss and reduction != NONE
+                                            else up)
+        what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
+                f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate}")
+        # The logits are rounded to dtype whatever the outputs' type.
+        self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
+        self.close(lse, want_lse, dtype, what + ": lse")
+        self.close(gh, grads[0], dtype, what + ": grad_hidden")
+        self.close(gw, grads[1] + (before_w.to(torch.float64) if accumulate else 0), dtype, what + ": grad_weight")
+        if bias:
+            self.close(gb, grads[2] + (before_b.to(torch.float64) if accumulate else 0), dtype, what + ": grad_bias")
+
+    def test_every_dtype_label_and_reduction(self):
+        for dtype in (F64, F32, BF16, F16):
+            for label in (I64, I32, PROB):
+                for reduction in (NONE, SUM, MEAN):
+                    with self.subTest(dtype=dtype, label=label, reduction=reduction):
+                        self.check(dtype, label, reduction)
+
+    def test_options(self):
+        for dtype in (F64, F32, BF16):
+            for reduction in (NONE, MEAN, SUM):
+                with self.subTest(dtype=dtype, reduction=reduction, what="weights, ignore_index, smoothing"):
+                    self.check(dtype, I64, reduction, weights=True, ignore=True, smoothing=0.1)
+                with self.subTest(dtype=dtype, reduction=reduction, what="soft cap, z-loss, dloss"):
+                    self.check(dtype, I64, reduction, z_loss=1e-2, cap=3.0, dloss=True)
+            with self.subTest(dtype=dtype, what="soft labels, smoothing, dloss"):
+                self.check(dtype, PROB, MEAN, smoothing=0.2, dloss=True)
+
+    def test_f32_gradients_and_accumulation(self):
+        for dtype in (BF16, F16):
+            with self.subTest(dtype=dtype, what="f32 loss and gradients"):
+                self.check(dtype, I64, MEAN, grad_f32=True)
+        for dtype in (F32, BF16):
+            with self.subTest(dtype=dtype, what="accumulate into grad_weight and grad_bias"):
+                self.check(dtype, I64, SUM, accumulate=True)
+
+    def test_chunk_boundaries(self):
+        for N, chunk in ((1, 4), (3, 8), (7, 3), (8, 8), (9, 1), (40, 0)):
+            with self.subTest(N=N, chunk=chunk):
+                self.check(F32, I64, MEAN, N=N, chunk=chunk, weights=True, ignore=True)
+        with self.subTest(what="many weight blocks"):
+            self.check(F32, I64, SUM, N=5, H=4, V=9000, chunk=2)
+            self.check(BF16, I64, MEAN, N=5, H=4, V=9000, chunk=3)
+
+    def test_hip_rendering(self):
+        self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1)
+        self.check(F32, PROB, NONE, render=BACKEND_HIP)
+
+    def test_no_rows(self):
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), 0, 4, 6, F32, I64, SUM)
+        x = torch.zeros(1, 4)
+        w, gw, gb, b = torch.ones(6, 4), torch.full((6, 4), 7.0), torch.full((6,), 7.0), torch.zeros(6)
+        loss = torch.full((1,), float("nan"))
+        t = LinearTensors(hidden=ptr(x), weight=ptr(w), bias=ptr(b), labels=ptr(torch.zeros(1, dtype=torch.int64)),
+                          loss=ptr(loss), grad_weight=ptr(gw), grad_bias=ptr(gb))
+        h = handle()
+        s, msg, _ = run(h, d, t)
+        LIB.xent_destroy(h)
+        self.assertEqual(s, 0, msg)
+        self.assertEqual((loss.item(), gw.abs().sum().item(), gb.abs().sum().item()), (0.0, 0.0, 0.0))
+
+    def test_workspace_bound(self):
+        """The workspace holds one chunk of logits and O(rows), never all the
+        logits: the size xent states for bf16 at V = 512, H = 64 and chunks
+        of 32 rows, and 16 times the rows adding only O(rows) to it."""
+        def size(N, chunk):
+            d = LinearDesc()
+            LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, 64, 512, BF16, I64, MEAN)
+            d.chunk_rows = chunk
+            h = handle()
+            n = ctypes.c_size_t()
+            self.assertEqual(LIB.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(n)), 0)
+            LIB.xent_destroy(h)
+            return n.value
+
+        # A chunk's logits in bf16 and in f32 (6 bytes each); hidden and its
+        # gradient in f32 (8 bytes per row and H); the weight block and its
+        # gradient (512 rows of H in f32, twice); V floats; the cross-entropy
+        # call's workspace (8 KiB of partials and a few values per row) and
+        # the chunks' sums.
+        stated = 32 * 512 * 6 + 32 * 64 * 8 + 2 * 512 * 64 * 4 + 512 * 4
+        small, large = size(256, 32), size(4096, 32)
+        self.assertGreaterEqual(small, stated)
+        self.assertLess(small, stated + 16384)
+        self.assertLess(large - small, 16 * 4096)
+
+    def test_errors(self):
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), 4, 3, 5, F32, I64, MEAN)
+        x, w = torch.randn(4, 3), torch.randn(5, 3)
+        y, loss = torch.zeros(4, dtype=torch.int64), torch.zeros(1)
+        h = handle()
+        try:
+            cases = [
+                ("tensors->hidden is NULL", INVALID_ARGUMENT, dict(hidden=None), {}),
+                ("tensors->grad_bias is set but tensors->bias is NULL", INVALID_ARGUMENT,
+                 dict(grad_bias=ptr(torch.zeros(5))), {}),
+                ("desc->hidden is 0", INVALID_ARGUMENT, {}, dict(hidden=0)),
+                ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
+                ("workspace_bytes is", WORKSPACE_TOO_SMALL, {}, dict(short=True)),
+            ]
+            for needle, status, tensor_over, desc_over in cases:
+                with self.subTest(needle=needle):
+                    dd = LinearDesc.from_buffer_copy(d)
+                    short = desc_over.pop("short", False)
+                    for k, v in desc_over.items():
+                        setattr(dd, k, v)
+                    fields = dict(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss))
+                    fields.update(tensor_over)
+                    t = LinearTensors(**fields)
+                    if short:
+                        s, msg, _ = run(h, dd, t, extra_bytes=-8)
+                    else:
+                        n = ctypes.c_size_t(4096)
+                        ws = torch.empty(1 << 16, dtype=torch.uint8)
+                        base = (ws.data_ptr() + 63) // 64 * 64
+                        s = LIB.xent_linear_ce_run(h, ctypes.byref(dd), ctypes.byref(t), base, n.value, None)
+                        msg = LIB.xent_last_error().decode()
+                    self.assertEqual(s, status, msg)
+                    self.assertIn(needle, msg)
+        finally:
+            LIB.xent_destroy(h)
+
+
+if __name__ == "__main__":
+    unittest.main()
