@@ -73,8 +73,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling; the strided shape asks for more resident blocks (1024
 // threads per SM for the forward, 768 where the gradient's state is live,
-// measured free of spills with ptxas -v), its loads in flight being per
-// thread.
+// 512 for f64's doubled registers; each measured free of spills with ptxas
+// -v), its loads in flight being per thread.
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 1024) : 1)

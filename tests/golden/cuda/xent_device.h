@@ -439,6 +439,7 @@ XENT_DEVICE void xent_store16(void* dst, const xent_vec16<T>& v) {
 // outputs of a whole vector go out as 16-byte stores when their address is
 // 16-byte aligned (one store per 16 bytes instead of one per element).
 struct xent_no_out {
+  static constexpr bool kReadOnly = true;  // stores nothing: vec may take classes from strided elements
   template <typename F, typename T>
   __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
     (void)e;
@@ -453,6 +454,7 @@ struct xent_no_out {
 
 template <typename T, typename Cvt>
 struct xent_out {
+  static constexpr bool kReadOnly = false;  // vec stores 16 contiguous bytes
   void* p;
   bool f32;
   Cvt cvt;
@@ -528,6 +530,22 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     // results are those of one at a time.
     constexpr int64_t kLoads = 32 / sizeof(T);
     int64_t j = lane;
+    if constexpr (Out::kReadOnly) {
+      // A walk that only reads (the forward's statistics) takes the loads
+      // as vectors of consecutive classes (group is 1 in this shape), so
+      // the vector path's branch-free max and sum run on them; its element
+      // offsets are not contiguous, which a read-only `out` never uses.
+      constexpr int64_t kVec = 16 / sizeof(T);
+      if (group == 1) {
+        for (; j + kLoads - 1 < C; j += kLoads) {
+          xent_vec16<T> chunk[kLoads / kVec];
+          XENT_UNROLL
+          for (int64_t u = 0; u < kLoads; ++u) chunk[u / kVec].e[u % kVec] = XENT_LD(x + base + (j + u) * inner);
+          XENT_UNROLL
+          for (int64_t c = 0; c < kLoads / kVec; ++c) out.vec(f, j + c * kVec, base + (j + c * kVec) * inner, chunk[c]);
+        }
+      }
+    }
     for (; j + (kLoads - 1) * group < C; j += kLoads * group) {
       T raw[kLoads];
       XENT_UNROLL
@@ -577,6 +595,7 @@ XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inne
 // the scalars around them to f(j, x_j) (xent_online_add_n's callers).
 template <typename FV>
 struct xent_vec_sink {
+  static constexpr bool kReadOnly = true;
   FV fv;
   template <typename F, typename T>
   __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {

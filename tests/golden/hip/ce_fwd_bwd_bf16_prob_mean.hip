@@ -40,8 +40,8 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling; the strided shape asks for more resident blocks (1024
 // threads per SM for the forward, 768 where the gradient's state is live,
-// measured free of spills with ptxas -v), its loads in flight being per
-// thread.
+// 512 for f64's doubled registers; each measured free of spills with ptxas
+// -v), its loads in flight being per thread.
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 768) : 1)
