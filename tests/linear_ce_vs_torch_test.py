@@ -13,13 +13,14 @@ dtype before the loss (as a GEMM in that dtype leaves them), and in f16/bf16
 grad_weight is rounded once per chunk as it accumulates."""
 
 import ctypes
+import threading
 import unittest
 
 import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_HIP
-from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors
+from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors, ALL_GATHER, VocabShard
 from torch_oracle import TORCH, TOL, P, load_lib
 
 LIB = load_lib()
@@ -185,6 +186,72 @@ class LinearCrossEntropy(unittest.TestCase):
     def test_hip_rendering(self):
         self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1)
         self.check(F32, PROB, NONE, render=BACKEND_HIP)
+
+    def test_vocabulary_parallel(self):
+        """weight's rows split over 3 ranks (threads, each its own handle, an
+        in-process all-gather): every rank gets the whole loss, its slice of
+        grad_weight and grad_bias, and its share of grad_hidden, whose sum
+        over ranks is the unsplit gradient."""
+        N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
+        for dtype, reduction in ((F32, MEAN), (F64, NONE), (BF16, SUM)):
+            torch.manual_seed(3)
+            tt = TORCH[dtype]
+            hid = torch.randn(N, H, dtype=torch.float64).to(tt)
+            w = (torch.randn(V, H, dtype=torch.float64) / 2).to(tt)
+            b = (torch.randn(V, dtype=torch.float64) / 2).to(tt)
+            y = torch.randint(0, V, (N,))
+            y[2] = -100
+            ranks = len(cuts) - 1
+            parts, barrier, out = [None] * ranks, threading.Barrier(ranks, timeout=120), [None] * ranks
+
+            def gather_fn(rank):
+                def gather(ctx, send, recv, nbytes, stream):
+                    parts[rank] = ctypes.string_at(send, nbytes)
+                    barrier.wait()
+                    for k in range(ranks):
+                        if k != rank:
+                            ctypes.memmove(recv + k * nbytes, parts[k], nbytes)
+                    barrier.wait()
+                    return 0
+                return ALL_GATHER(gather)
+
+            def rank_main(k):
+                lo, hi = cuts[k], cuts[k + 1]
+                ws, bs = w[lo:hi].contiguous(), b[lo:hi].contiguous()
+                fn = gather_fn(k)
+                shard = VocabShard(lo, V, k, ranks, fn, None)
+                d = LinearDesc()
+                LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, hi - lo, dtype, I64, reduction)
+                d.chunk_rows = 3
+                d.ce.label_smoothing = 0.1
+                d.ce.vocab_shard = ctypes.pointer(shard)
+                loss = torch.zeros(N if reduction == NONE else 1, dtype=tt)
+                gh, gw, gb = torch.zeros(N, H, dtype=tt), torch.zeros(hi - lo, H, dtype=tt), torch.zeros(hi - lo, dtype=tt)
+                t = LinearTensors(hidden=ptr(hid), weight=ptr(ws), bias=ptr(bs), labels=ptr(y), loss=ptr(loss),
+                                  grad_hidden=ptr(gh), grad_weight=ptr(gw), grad_bias=ptr(gb))
+                h = handle()
+                try:
+                    s, msg, _ = run(h, d, t)
+                finally:
+                    LIB.xent_destroy(h)
+                out[k] = (s, msg, loss, gh, gw, gb, fn)
+
+            threads = [threading.Thread(target=rank_main, args=(k,)) for k in range(ranks)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            want_loss, _, grads = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1)
+            what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel"
+            for k, (s, msg, loss, gh, gw, gb, _) in enumerate(out):
+                self.assertEqual(s, 0, f"rank {k}: {msg}")
+                self.close(loss.reshape(want_loss.shape), want_loss, dtype, f"{what} rank {k}: loss")
+                self.assertTrue(torch.equal(loss, out[0][2]), f"{what}: rank {k}'s loss differs from rank 0's")
+                lo, hi = cuts[k], cuts[k + 1]
+                self.close(gw, grads[1][lo:hi], dtype, f"{what} rank {k}: grad_weight")
+                self.close(gb, grads[2][lo:hi], dtype, f"{what} rank {k}: grad_bias")
+            total = sum(o[3].to(torch.float64) for o in out)
+            self.close(total, grads[0], dtype, f"{what}: grad_hidden summed over ranks")
 
     def test_no_rows(self):
         d = LinearDesc()
