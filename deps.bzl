@@ -57,6 +57,7 @@ def xent_dependencies(stand_ins = True):
             name = "xent_variants",
             specs = [
                 Label("//specs:cross_entropy.lua"),
+                Label("//specs:linear_cross_entropy.lua"),
                 Label("//specs:softmax.lua"),
             ],
         )

@@ -320,6 +320,13 @@ const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc
   return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
 }
 
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
+  xent_table table;
+  backend_table(h, &table);
+  char key[160];
+  return xent_lce_lookup(table.entries, table.count, table.target, d, has_weights, key, sizeof key);
+}
+
 /* A non-NULL pointer is aligned to its elements of `align` bytes (a
    misaligned one is undefined behaviour in C and a fault on some GPUs). */
 static xent_status check_aligned(const char* fn, const char* name, const void* p, size_t align) {
@@ -389,7 +396,7 @@ static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xe
   return XENT_OK;
 }
 
-static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
+xent_status xent_ce_run_call(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
   xent_status s = check_desc(fn, h, d);
   if (s != XENT_OK) return s;
   const xent_ce_tensors* t = &c->t;
@@ -422,7 +429,7 @@ static xent_status run(const char* fn, xent_handle* h, const xent_ce_desc* d, co
                      fn, c->workspace_bytes, need);
   if (need > 0 && !c->workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
   xent_ce_call call = *c;
-  call.bad_label_row = h->bad_label_row;
+  if (!call.bad_label_row) call.bad_label_row = h->bad_label_row;
   if (d->vocab_shard) return xent_vocab_run(h, d, &call, launcher_workspace(d, c->op));
   const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, t->weights != NULL);
   if (!e) return XENT_ERROR_NOT_GENERATED;
@@ -438,7 +445,7 @@ xent_status xent_ce_run(xent_handle* h, const xent_ce_desc* d, xent_op op, const
   if (!tensors) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_run: tensors is NULL");
   const xent_ce_call c = {.op = op, .t = *tensors, .workspace = workspace, .workspace_bytes = workspace_bytes,
                           .stream = stream};
-  return run("xent_ce_run", h, d, &c);
+  return xent_ce_run_call("xent_ce_run", h, d, &c);
 }
 
 xent_status xent_ce_forward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
@@ -448,7 +455,7 @@ xent_status xent_ce_forward(xent_handle* h, const xent_ce_desc* d, const void* l
   const xent_ce_call c = {.op = XENT_OP_FORWARD,
                           .t = {.logits = logits, .labels = labels, .weights = weights, .loss = loss, .lse = lse},
                           .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
-  return run("xent_ce_forward", h, d, &c);
+  return xent_ce_run_call("xent_ce_forward", h, d, &c);
 }
 
 xent_status xent_ce_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
@@ -459,7 +466,7 @@ xent_status xent_ce_backward(xent_handle* h, const xent_ce_desc* d, const void* 
       .op = XENT_OP_BACKWARD,
       .t = {.logits = logits, .labels = labels, .weights = weights, .lse_in = lse, .dloss = dloss, .grad = grad},
       .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
-  return run("xent_ce_backward", h, d, &c);
+  return xent_ce_run_call("xent_ce_backward", h, d, &c);
 }
 
 xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,
@@ -470,7 +477,7 @@ xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, cons
                           .t = {.logits = logits, .labels = labels, .weights = weights, .dloss = dloss, .loss = loss,
                                 .lse = lse, .grad = grad},
                           .workspace = workspace, .workspace_bytes = workspace_bytes, .stream = stream};
-  return run("xent_ce_forward_backward", h, d, &c);
+  return xent_ce_run_call("xent_ce_forward_backward", h, d, &c);
 }
 
 /* The softmax family. */

@@ -42,17 +42,19 @@ static const char* label_token(xent_label_type t) {
   return "?";
 }
 
-/* The base key ce_<op>_<dtype>_<label>_<reduction> of a call. */
-static void ce_base_key(const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
-  snprintf(buf, cap, "ce_%s_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype), label_token(d->label_type),
+/* The base key <prefix>_<op>_<dtype>_<label>_<reduction> of a call. */
+static void ce_base_key(const char* prefix, const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
+  snprintf(buf, cap, "%s_%s_%s_%s_%s", prefix, op_token(op), xent_dtype_name(d->dtype), label_token(d->label_type),
            reduction_token(d->reduction));
 }
 
-const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                       const xent_ce_desc* d, xent_op op, int has_weights, char* key,
-                                       size_t key_cap) {
+/* Families whose axes are cross_entropy's (ce, lce): the most specialized
+   key of the call that the table has. */
+static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char* family, const xent_dispatch_entry* table,
+                                                 size_t count, const char* target, const xent_ce_desc* d, xent_op op,
+                                                 int has_weights, char* key, size_t key_cap) {
   char base[96];
-  ce_base_key(d, op, base, sizeof base);
+  ce_base_key(prefix, d, op, base, sizeof base);
   /* The option axes in key order (gen/lua/dsl.lua's schema) and the
      specialized value this call needs for each. */
   enum { AXES = 5 };
@@ -80,10 +82,22 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
   for (int axis = 0; axis < AXES; ++axis)
     len += snprintf(options + len, sizeof options - (size_t)len, "%s%s: %s", axis ? ", " : "", names[axis], wanted[axis]);
   xent_fail(XENT_ERROR_NOT_GENERATED,
-            "no %s kernel was generated for %s (%s): add it to the spec of family cross_entropy "
-            "(specs/cross_entropy.lua) and rebuild",
-            target, base, options);
+            "no %s kernel was generated for %s (%s): add it to the spec of family %s "
+            "(specs/%s.lua) and rebuild",
+            target, base, options, family, family);
   return NULL;
+}
+
+const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                       const xent_ce_desc* d, xent_op op, int has_weights, char* key,
+                                       size_t key_cap) {
+  return lookup_ce_axes("ce", "cross_entropy", table, count, target, d, op, has_weights, key, key_cap);
+}
+
+const xent_dispatch_entry* xent_lce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                        const xent_ce_desc* d, int has_weights, char* key, size_t key_cap) {
+  return lookup_ce_axes("lce", "linear_cross_entropy", table, count, target, d, XENT_OP_FORWARD_BACKWARD, has_weights,
+                        key, key_cap);
 }
 
 const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,

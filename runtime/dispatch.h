@@ -22,6 +22,11 @@ const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size
                                        const xent_ce_desc* desc, xent_op op, int has_weights,
                                        char* key_out, size_t key_cap);
 
+/* The same for the fused linear cross entropy's steps (lce_fwd_bwd_...,
+   the axes of desc, the loss of a chunk). */
+const xent_dispatch_entry* xent_lce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
+                                        const xent_ce_desc* desc, int has_weights, char* key_out, size_t key_cap);
+
 /* The entry sm_<op>_<dtype>_<kind> of a softmax-family call (op forward or
    backward); NULL with XENT_ERROR_NOT_GENERATED recorded if absent. */
 const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,

@@ -64,6 +64,15 @@ xent_status xent_backend_launch(xent_handle* h, const struct xent_dispatch_entry
    NULL with XENT_ERROR_NOT_GENERATED recorded. */
 const struct xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
 
+/* The fused linear cross entropy's steps (lce_ keys) for a chunk's loss d. */
+const struct xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights);
+
+/* xent_ce_run with the call already gathered, reported as fn: every check,
+   then the launch. call->bad_label_row NULL records bad labels in the
+   handle's word; the linear cross entropy gives each chunk a word of its
+   own (its rows counted from the chunk's first). */
+xent_status xent_ce_run_call(const char* fn, xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call);
+
 /* Vocabulary-parallel calls (vocab_parallel.c): desc->vocab_shard's checks,
    the workspace with room for the gathered statistics after the launchers'
    `bytes`, and the call itself (its arguments already checked). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "blas_cpu.h"
+#include "dispatch.h"
 #include "internal.h"
 #include "numeric.h"
 
@@ -25,17 +26,6 @@ void xent_linear_ce_desc_init(xent_linear_ce_desc* d, int64_t rows, int64_t hidd
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Liger-Kernel's default: N / ceil(V / H) rounded up to a power of two. */
-static int64_t chunk_rows(const xent_linear_ce_desc* d) {
-  const int64_t n = d->ce.rows, v = d->ce.classes, h = d->hidden;
-  if (d->chunk_rows > 0) return min64(d->chunk_rows, n > 0 ? n : 1);
-  const int64_t factor = (v + h - 1) / h;
-  const int64_t want = (n + factor - 1) / factor;
-  int64_t c = 1;
-  while (c < want) c *= 2;
-  return min64(c, n > 0 ? n : 1);
-}
-
 static int is_half(xent_dtype t) { return t == XENT_F16 || t == XENT_BF16; }
 
 /* The chunk's cross-entropy call: n rows; a sum or a mean becomes a sum in
@@ -50,8 +40,48 @@ static xent_ce_desc chunk_desc(const xent_linear_ce_desc* d, int64_t n) {
   return c;
 }
 
+/* The steps' arguments every step shares. */
+static xent_lce_args step_args(const xent_linear_ce_desc* d, int64_t chunk_rows, void* steps_ws, void* stream) {
+  const xent_ce_desc* c = &d->ce;
+  xent_lce_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = c->rows;
+  a.classes = c->classes;
+  a.global_classes = c->vocab_shard ? c->vocab_shard->global_classes : c->classes;
+  a.chunk_rows = chunk_rows;
+  a.ignore_index = c->ignore_index;
+  a.all_ignored_zero = c->all_ignored_zero;
+  a.loss_f32 = c->loss_dtype != c->dtype;
+  a.grad_f32 = c->grad_dtype != c->dtype;
+  a.workspace = steps_ws;
+  a.stream = stream;
+  return a;
+}
+
+/* Rows per chunk: the caller's, or the variant's tune data (its PLAN step,
+   host code in every rendering: it reads the vocabulary's size only). */
+static xent_status chunk_rows(const xent_handle* h, const xent_linear_ce_desc* d, int64_t* rows) {
+  const int64_t n = d->ce.rows > 0 ? d->ce.rows : 1;
+  if (d->chunk_rows > 0) {
+    *rows = min64(d->chunk_rows, n);
+    return XENT_OK;
+  }
+  const xent_dispatch_entry* e = xent_lce_find(h, &d->ce, 0);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  xent_lce_args a = step_args(d, 0, NULL, NULL);
+  int64_t planned = 0;
+  a.step = XENT_LCE_PLAN;
+  a.chunk_rows_out = &planned;
+  if (e->launch(&a) != 0 || planned < 1)
+    return xent_fail(XENT_ERROR_DEVICE, "xent_linear_ce: %s planned no chunk", e->key);
+  *rows = min64(planned, n);
+  return XENT_OK;
+}
+
 /* The workspace's regions, each 64-byte aligned, in this order. */
 typedef struct layout {
+  int64_t chunk;   /* rows per chunk */
+  int64_t chunks;
   size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
   size_t wide;     /* chunk * V, accumulation type: the GEMM's output, then the gradient (f16/bf16, or a
                       grad_dtype other than dtype) */
@@ -59,8 +89,7 @@ typedef struct layout {
   size_t ghid;     /* chunk * H, accumulation type: its gradient (f16/bf16 gradients) */
   size_t wblock;   /* WEIGHT_BLOCK * H, accumulation type: weight rows (f16/bf16) */
   size_t gwblock;  /* WEIGHT_BLOCK * H, accumulation type: their gradient (f16/bf16 gradients) */
-  size_t gbias;    /* V, accumulation type */
-  size_t sums;     /* one per chunk, accumulation type, then the chunk's dloss */
+  size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */
   size_t total;
 } layout;
@@ -68,7 +97,10 @@ typedef struct layout {
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, layout* L) {
-  const int64_t n = chunk_rows(d), v = d->ce.classes, hd = d->hidden, vb = min64(v, WEIGHT_BLOCK);
+  int64_t n = 0;
+  xent_status s = chunk_rows(h, d, &n);
+  if (s != XENT_OK) return s;
+  const int64_t v = d->ce.classes, hd = d->hidden, vb = min64(v, WEIGHT_BLOCK);
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
   const int half = is_half(d->ce.dtype), half_grad = is_half(d->ce.grad_dtype);
   const int wide = half || d->ce.grad_dtype != d->ce.dtype;
@@ -77,17 +109,18 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
   xent_ce_desc c = chunk_desc(d, n);
   size_t ce_bytes = 0;
-  xent_status s = xent_ce_workspace_size(h, &c, XENT_OP_FORWARD_BACKWARD, &ce_bytes);
+  s = xent_ce_workspace_size(h, &c, XENT_OP_FORWARD_BACKWARD, &ce_bytes);
   if (s != XENT_OK) return s;
   size_t at = 0;
+  L->chunk = n;
+  L->chunks = chunks;
   L->logits = at, at += round64((size_t)n * v * eb);
   L->wide = at, at += wide ? round64((size_t)n * v * ab) : 0;
   L->hid = at, at += half ? round64((size_t)n * hd * ab) : 0;
   L->ghid = at, at += half_grad ? round64((size_t)n * hd * ab) : 0;
   L->wblock = at, at += half ? round64((size_t)vb * hd * ab) : 0;
   L->gwblock = at, at += half_grad ? round64((size_t)vb * hd * ab) : 0;
-  L->gbias = at, at += round64((size_t)v * ab);
-  L->sums = at, at += round64((size_t)(chunks + 1) * ab);
+  L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
   L->total = at;
   return XENT_OK;
@@ -143,23 +176,6 @@ static void narrow(xent_dtype t, const void* src, void* dst, int64_t count, int 
   }
 }
 
-/* The mean's divisor: xent_ce_run's (the sum of w[label] over the rows whose
-   label is in range and not ignore_index; the rows for soft labels). */
-static double mean_divisor(const xent_linear_ce_desc* d, const void* labels, const void* weights) {
-  const xent_ce_desc* c = &d->ce;
-  if (c->label_type == XENT_PROB) return (double)c->rows;
-  const int64_t classes = c->vocab_shard ? c->vocab_shard->global_classes : c->classes;
-  const xent_dtype acc = xent_acc_dtype(c->dtype);
-  double total = 0;
-  for (int64_t r = 0; r < c->rows; ++r) {
-    const int64_t y = xent_load_label(c->label_type, labels, r);
-    if (y == c->ignore_index || y < 0 || y >= classes) continue;
-    total += weights ? xent_load(acc, weights, y) : 1.0;
-  }
-  /* As the kernels count it: in the accumulation type. */
-  return acc == XENT_F32 ? (double)(float)total : total;
-}
-
 xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, const xent_linear_ce_tensors* t,
                                void* workspace, size_t workspace_bytes, void* stream) {
   xent_clear_error();
@@ -189,7 +205,7 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
 
   const xent_ce_desc* c = &d->ce;
   const xent_dtype dt = c->dtype, gt = c->grad_dtype, acc = xent_acc_dtype(dt);
-  const int64_t N = c->rows, V = c->classes, H = d->hidden, chunk = chunk_rows(d);
+  const int64_t N = c->rows, V = c->classes, H = d->hidden, chunk = L.chunk, chunks = L.chunks;
   const size_t eb = xent_dtype_bytes(dt), ab = xent_acc_bytes(dt), gb = xent_dtype_bytes(gt);
   const size_t lb = c->label_type == XENT_I32 ? 4 : c->label_type == XENT_I64 ? 8 : (size_t)V * eb;
   const int half = is_half(dt), half_grad = is_half(gt), in_place = gt == dt;
@@ -197,27 +213,19 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   void* logits = ws + L.logits;
   /* The gradient in the accumulation type: the GEMMs' operand. */
   void* grad = half || !in_place ? (void*)(ws + L.wide) : logits;
-  double* sums64 = (double*)(ws + L.sums);
-  float* sums32 = (float*)(ws + L.sums);
-  const int64_t chunks = N > 0 ? (N + chunk - 1) / chunk : 0;
+  char* steps_ws = ws + L.steps;
+  const xent_dispatch_entry* steps = xent_lce_find(h, c, t->weights != NULL);
+  if (!steps) return XENT_ERROR_NOT_GENERATED;
 
-  /* The scale of every chunk's gradient: dloss, over the mean's divisor. */
-  double scale = 1.0, divisor = 1.0;
-  if (c->reduction != XENT_REDUCTION_NONE) {
-    if (t->dloss) scale = xent_load(c->loss_dtype, t->dloss, 0);
-    if (c->reduction == XENT_REDUCTION_MEAN) {
-      divisor = mean_divisor(d, t->labels, t->weights);
-      scale /= divisor;
-    }
-  }
-  void* chunk_dloss = ws + L.sums + (size_t)chunks * ab;
-  xent_store(acc, chunk_dloss, 0, scale);
+  /* BEGIN: the mean's divisor and the chunks' dloss, on the device. */
+  xent_lce_args sa = step_args(d, chunk, steps_ws, stream);
+  sa.step = XENT_LCE_BEGIN;
+  sa.labels = t->labels;
+  sa.weights = t->weights;
+  sa.dloss = c->reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
+  s = xent_backend_launch(h, steps, &sa);
+  if (s != XENT_OK) return s;
 
-  /* The handle's bad-label record: the chunk calls report rows counted from
-     their first, so it is taken now (keeping what earlier calls recorded),
-     after each chunk, and put back counted from the first row of all. */
-  unsigned long long bad_row;
-  xent_cpu_flag_take(h, &bad_row);
   for (int64_t k = 0; k < chunks; ++k) {
     const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
     const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
@@ -239,35 +247,41 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
       s = xent_cpu_gemm(fn, acc, 0, 1, n, vb, H, 1.0, hid_acc, H, w, H, 0.0, (char*)out + (size_t)v0 * ab, V);
       if (s != XENT_OK) return s;
     }
-    if (t->bias)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < V; ++j)
-          xent_store(acc, out, i * V + j, xent_load(acc, out, i * V + j) + xent_load(dt, t->bias, j));
+    if (t->bias) {
+      xent_lce_args ba = step_args(d, chunk, steps_ws, stream);
+      ba.step = XENT_LCE_BIAS;
+      ba.chunk = k;
+      ba.bias = t->bias;
+      ba.acc_logits = out;
+      s = xent_backend_launch(h, steps, &ba);
+      if (s != XENT_OK) return s;
+    }
     if (half) narrow(dt, out, logits, n * V, 0);
 
-    /* The fused kernel: loss (or the chunk's sum), lse, and the gradient. */
+    /* The fused kernel: loss (or the chunk's sum), lse, and the gradient;
+       a bad label's row goes to the chunk's word, counted from its first. */
     xent_ce_desc cd = chunk_desc(d, n);
-    xent_ce_tensors ct;
-    memset(&ct, 0, sizeof ct);
-    ct.logits = logits;
-    ct.labels = (const char*)t->labels + (size_t)r0 * lb;
-    ct.weights = t->weights;
-    ct.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
+    xent_ce_call call;
+    memset(&call, 0, sizeof call);
+    call.op = XENT_OP_FORWARD_BACKWARD;
+    call.t.logits = logits;
+    call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
+    call.t.weights = t->weights;
+    call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
     if (c->reduction == XENT_REDUCTION_NONE) {
-      ct.loss = (char*)t->loss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype);
-      ct.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype) : NULL;
+      call.t.loss = (char*)t->loss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype);
+      call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype) : NULL;
     } else {
-      ct.loss = ws + L.sums + (size_t)k * ab;
-      ct.dloss = chunk_dloss;
+      call.t.loss = steps_ws + xent_lce_sum_offset(chunks, k, ab);
+      call.t.dloss = steps_ws + xent_lce_dloss_offset(chunks, ab);
     }
-    ct.grad = in_place ? logits : grad;
-    s = xent_ce_run(h, &cd, XENT_OP_FORWARD_BACKWARD, &ct, ws + L.ce, workspace_bytes - L.ce, stream);
+    call.t.grad = in_place ? logits : grad;
+    call.workspace = ws + L.ce;
+    call.workspace_bytes = workspace_bytes - L.ce;
+    call.stream = stream;
+    call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+    s = xent_ce_run_call(fn, h, &cd, &call);
     if (s != XENT_OK) return s;
-    /* A bad label's row, counted from the chunk's first: record it from the
-       first row of all. */
-    unsigned long long row;
-    xent_cpu_flag_take(h, &row);
-    if (row != XENT_NO_BAD_ROW && (unsigned long long)r0 + row < bad_row) bad_row = (unsigned long long)r0 + row;
     if (half && in_place) widen(dt, logits, grad, n * V);
 
     /* grad_hidden = grad @ weight; grad_weight (+)= grad^T @ hidden;
@@ -299,12 +313,15 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
     }
     if (t->grad_hidden && half_grad) narrow(gt, gh, (char*)t->grad_hidden + (size_t)r0 * H * gb, n * H, 0);
     if (t->grad_bias) {
-      for (int64_t j = 0; j < V; ++j) {
-        double sum = 0;
-        for (int64_t i = 0; i < n; ++i) sum += xent_load(acc, grad, i * V + j);
-        const double before = overwrite ? 0.0 : xent_load(gt, t->grad_bias, j);
-        xent_store(gt, t->grad_bias, j, before + sum);
-      }
+      /* From the gradient as the kernel stored it (grad dtype). */
+      xent_lce_args ga = step_args(d, chunk, steps_ws, stream);
+      ga.step = XENT_LCE_BIAS_GRAD;
+      ga.chunk = k;
+      ga.grad = call.t.grad;
+      ga.grad_bias = t->grad_bias;
+      ga.accumulate = d->accumulate;
+      s = xent_backend_launch(h, steps, &ga);
+      if (s != XENT_OK) return s;
     }
   }
 
@@ -313,17 +330,10 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
     if (t->grad_weight) memset(t->grad_weight, 0, (size_t)V * H * gb);
     if (t->grad_bias) memset(t->grad_bias, 0, (size_t)V * gb);
   }
-  if (c->reduction != XENT_REDUCTION_NONE) {
-    double total = 0;
-    for (int64_t k = 0; k < chunks; ++k) total += acc == XENT_F64 ? sums64[k] : (double)sums32[k];
-    if (c->reduction == XENT_REDUCTION_MEAN) total = divisor == 0 && c->all_ignored_zero ? 0.0 : total / divisor;
-    xent_store(c->loss_dtype, t->loss, 0, total);
-  }
-  if (bad_row != XENT_NO_BAD_ROW) {
-    unsigned long long* word = h->bad_label_row;
-    unsigned long long seen = __atomic_load_n(word, __ATOMIC_SEQ_CST);
-    while (bad_row < seen && !__atomic_compare_exchange_n(word, &seen, bad_row, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-    }
-  }
-  return XENT_OK;
+  /* FINISH: the loss from the chunks' sums, and the bad-label rows. */
+  xent_lce_args fa = step_args(d, chunk, steps_ws, stream);
+  fa.step = XENT_LCE_FINISH;
+  fa.loss = c->reduction != XENT_REDUCTION_NONE ? t->loss : NULL;
+  fa.bad_label_row = h->bad_label_row;
+  return xent_backend_launch(h, steps, &fa);
 }

@@ -275,7 +275,10 @@ xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* 
    replaces them), then the two gradient GEMMs. Every option of the loss is
    desc->ce's, with its semantics; reductions are deterministic (the chunks
    in order; a mean's divisor is counted from the labels before the first
-   chunk, so every chunk's gradient is scaled once).
+   chunk, so every chunk's gradient is scaled once). The steps around the
+   GEMMs and the fused kernel (the divisor, the bias and its gradient, the
+   loss from the chunks' sums) are generated kernels of family
+   linear_cross_entropy, run on the call's stream.
    Status: the cpu backend, with OpenBLAS loaded at run time
    (libopenblas.so.0) for the GEMMs; the CUDA and HIP backends return
    XENT_ERROR_BACKEND_UNAVAILABLE for now. */
@@ -284,8 +287,9 @@ typedef struct xent_linear_ce_desc {
                         grad_dtype (of every gradient), labels and every option; a vocab_shard splits weight's
                         rows over ranks (each rank's grad_hidden is then its slice's share: sum it over ranks) */
   int64_t hidden;    /* H >= 1 */
-  int64_t chunk_rows;/* rows per chunk, >= 0; 0: the default, the power of two nearest
-                        N / ceil(V / H) from above (Liger-Kernel's), at most N */
+  int64_t chunk_rows;/* rows per chunk, >= 0; 0: the default, the spec's tune data for the
+                        target (specs/linear_cross_entropy.lua: the most rows, a power of two,
+                        whose logits over the whole vocabulary fit in chunk_mib MiB), at most N */
   int accumulate;    /* grad_weight and grad_bias: 0 overwrites them, 1 adds to them */
 } xent_linear_ce_desc;
 
@@ -311,8 +315,8 @@ typedef struct xent_linear_ce_tensors {
    (chunk_rows * V), a chunk of hidden and of its gradient in f32
    (chunk_rows * H each, f16/bf16 only), a block of at most 4096 weight rows
    and of their gradient in f32 (f16/bf16 only), V accumulation-type values,
-   the cross-entropy call's own workspace and one value per chunk: never
-   O(rows * V) or O(V * H). */
+   the cross-entropy call's own workspace, and the chunk loop's steps' (8 KiB
+   of partial sums, two values per chunk): never O(rows * V) or O(V * H). */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
                                           size_t* bytes);
 

@@ -16,7 +16,7 @@ import unittest
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
 XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
-SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "softmax.lua")]
+SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "linear_cross_entropy.lua", "softmax.lua")]
 TEMPLATES = os.path.join(RUNFILES, "templates")
 CUDA_HEADERS = os.path.join(RUNFILES, "gen", "check", "cuda")
 

@@ -301,6 +301,10 @@ static void test_lookup_preference(void) {
   CHECK(e == NULL, "weighted sum is not generated");
   CHECK(strstr(xent_last_error(), "ce_fwd_f32_i64_sum") && strstr(xent_last_error(), "specs/cross_entropy.lua"),
         "miss names key and spec: %s", xent_last_error());
+  e = xent_lce_lookup(table, 3, "test", &d, 0, key, sizeof key);
+  CHECK(e == NULL && strstr(xent_last_error(), "lce_fwd_bwd_f32_i64_sum") &&
+            strstr(xent_last_error(), "specs/linear_cross_entropy.lua"),
+        "a linear cross entropy miss names its key and spec: %s", xent_last_error());
 }
 
 /* Every row of both manifests is found by the runtime's key builder in the
@@ -321,6 +325,22 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
       const xent_dispatch_entry* e =
           xent_softmax_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &sd, op, key, sizeof key);
       CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s", cuda[i]);
+      continue;
+    }
+    if (strncmp(cuda[i], "lce_", 4) == 0) {
+      /* The linear cross entropy's steps: found from the axes of the chunk's
+         loss, and the fused cross-entropy kernel they run around (the same
+         key after "l") is in the table too. */
+      xent_ce_desc d = {.rows = 1, .classes = 1};
+      xent_op op;
+      CHECK(tu_parse_key(cuda[i] + 1, &op, &d) == 0 && op == XENT_OP_FORWARD_BACKWARD, "%s parses", cuda[i]);
+      char key[160];
+      const xent_dispatch_entry* e =
+          xent_lce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, 0, key, sizeof key);
+      CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s: %s", cuda[i], e ? e->key : xent_last_error());
+      e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 0, key, sizeof key);
+      CHECK(e && strcmp(e->key, cuda[i] + 1) == 0, "%s has its fused kernel %s: %s", cuda[i], cuda[i] + 1,
+            e ? e->key : xent_last_error());
       continue;
     }
     xent_ce_desc d = {.rows = 1, .classes = 1};

@@ -43,9 +43,12 @@ local function launch_shapes(text)
 end
 
 function M.for_variant(v, target)
-  local strided, shapes, largest, on_chip = launch_shapes(v["tune_" .. target])
   local d = DTYPES[v.dtype]
   local sym = M.symbols(target, v.key)
+  local tune = v["tune_" .. target]
+  local chunk_bytes = tune:match("^chunk=(%d+)$")
+  local strided, shapes, largest, on_chip
+  if not chunk_bytes then strided, shapes, largest, on_chip = launch_shapes(tune) end
   return {
     v = v,
     target = target,
@@ -72,6 +75,8 @@ function M.for_variant(v, target)
     column_threads = strided,
     -- Some shape holds rows in shared memory across a cluster (fused only).
     on_chip = on_chip,
+    -- linear_cross_entropy: the bytes of logits one chunk may hold.
+    chunk_bytes = chunk_bytes,
   }
 end
 

@@ -49,7 +49,29 @@ M.schemas = {
       { name = "kind", values = { "softmax", "log_softmax" }, type_axis = true },
     },
   },
+  -- The fused linear cross entropy (runtime/linear_ce.c): a variant is the
+  -- device-side helpers of the chunk loop around the cross_entropy family's
+  -- fused kernel of the same axes (ce_fwd_bwd_<the same key>), and its tune
+  -- data is the size of a chunk of logits, not launch shapes.
+  linear_cross_entropy = {
+    prefix = "lce",
+    template = "linear_cross_entropy.tmpl",
+    ops = { "fwd_bwd" },
+    tune = "chunk",
+    axes = {
+      { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
+      { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
+      { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
+      { name = "weights", values = { "unweighted", "weighted" } },
+      { name = "label_smoothing", values = { "nosmooth", "smooth" } },
+      { name = "ignore_index", values = { "noignore", "ignore" } },
+      { name = "z_loss", values = { "nozloss", "zloss" } },
+      { name = "softcap", values = { "nocap", "softcap" } },
+    },
+  },
 }
+-- The largest chunk of logits a linear_cross_entropy tune may ask for (MiB).
+M.max_chunk_mib = 65536
 
 -- The targets a spec tunes for, and their warp width (lanes that shuffle
 -- together; xent_device.h's XENT_WARP). on_chip: the most shared memory a
@@ -140,7 +162,7 @@ local function make_env(path, st, lib)
   end
 
   local env = {}
-  local parse_rule
+  local parse_rule, chunk_tune
 
   function env.family(name)
     local here = where()
@@ -272,6 +294,34 @@ local function make_env(path, st, lib)
     st.min_arch, st.min_arch_line = { cuda = t.cuda, hip = t.hip }, here:match(":(%d+)$")
   end
 
+  -- tune "target" { chunk_mib = n, when = { axis = value(s) } } (family
+  -- linear_cross_entropy): the chunk loop takes as many rows at a time as
+  -- keep one chunk of logits within n MiB (a power of two, at least one
+  -- row): its memory beyond the inputs and outputs, and the M of its GEMMs.
+  function chunk_tune(target, here)
+    return function(t)
+      local here2 = where()
+      local what = "tune \"" .. target .. "\""
+      if type(t) ~= "table" then fail_at(here2, what .. " expects { chunk_mib = <MiB of logits per chunk> }") end
+      local rule = { target = target, where = here2 }
+      for k, v in pairs(t) do
+        if k == "chunk_mib" then
+          if math.type(v) ~= "integer" or v < 1 or v > M.max_chunk_mib then
+            fail_at(here2, what .. ": chunk_mib must be a whole number of MiB, 1 to " .. M.max_chunk_mib .. ", got " .. tostring(v))
+          end
+          rule.chunk_mib = v
+        elseif k == "when" then
+          rule.when = parse_rule(v, here2, what .. " when")
+        else
+          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (family " .. st.family ..
+            " tunes chunk_mib, optionally with when)")
+        end
+      end
+      if not rule.chunk_mib then fail_at(here2, what .. ": missing chunk_mib = <MiB of logits per chunk>") end
+      st.tunes[#st.tunes + 1] = rule
+    end
+  end
+
   -- tune "target" { strided = n, { classes = n, row_threads = n, block = n }, ..., when = { axis = value(s) } }
   -- The launch shapes of the family's row kernels on one target (xent_device.h's
   -- row walk). A contiguous row (inner == 1) takes the first shape whose
@@ -295,6 +345,7 @@ local function make_env(path, st, lib)
     if not info then
       fail_at(here, "tune expects a target in quotes (" .. quoted_list(M.target_names) .. "), got " .. tostring(target))
     end
+    if st.schema.tune == "chunk" then return chunk_tune(target, here) end
     return function(t)
       local here2 = where()
       local what = "tune \"" .. target .. "\""
@@ -419,11 +470,13 @@ end
 -- A variant's launch shapes on one target, as one line of text the C half
 -- carries to the renderer (context.lua reads it back): "strided=<threads>"
 -- then "<classes>:<row_threads>:<block>:<on_chip bytes>" per shape; classes
--- -1 = any larger C, row_threads 0 = the whole block, on_chip 0 = not.
+-- -1 = any larger C, row_threads 0 = the whole block, on_chip 0 = not. For
+-- a chunk tune (linear_cross_entropy): "chunk=<bytes of logits>".
 local function launch_shapes(st, v, target)
   for _, rule in ipairs(st.tunes) do
     if rule.target == target and (not rule.when or matches(rule.when, v)) then
       rule.used = true
+      if rule.chunk_mib then return "chunk=" .. (rule.chunk_mib * 1024 * 1024) end
       if rule.on_chip and v.op ~= "fwd_bwd" then
         fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves the fused kernels only, and variant " .. v.key ..
           " is op " .. v.op .. " (limit this tune with when = { op = \"fwd_bwd\" })")
