@@ -172,6 +172,24 @@ class SpecErrors(unittest.TestCase):
     def test_runtime_error_in_spec(self):
         self.check(HEADER + "local x = nil + 1\n", 3, "attempt to perform arithmetic")
 
+    # linear_cross_entropy tunes the chunk of logits, not launch shapes.
+    LCE = ('family "linear_cross_entropy"\nops { "fwd_bwd" }\n' + AXES.split('tune "cuda"')[0] +
+           'tune "hip" { chunk_mib = 256 }\n')
+
+    def test_chunk_tune_out_of_range(self):
+        self.check(self.LCE + 'tune "cuda" { chunk_mib = 0 }\n', 12, "chunk_mib must be a whole number of MiB, 1 to 65536, got 0")
+        self.check(self.LCE + 'tune "cuda" { chunk_mib = 1.5 }\n', 12, "got 1.5")
+
+    def test_chunk_tune_takes_no_launch_shapes(self):
+        self.check(self.LCE + 'tune "cuda" { strided = 256 }\n', 12,
+                   "unknown field 'strided' (family linear_cross_entropy tunes chunk_mib, optionally with when)")
+
+    def test_chunk_tune_needs_chunk_mib(self):
+        self.check(self.LCE + 'tune "cuda" { when = { dtype = "f32" } }\n', 12, "missing chunk_mib")
+
+    def test_chunk_tune_missing_for_a_target(self):
+        self.check(self.LCE, 1, 'no tune "cuda" statement matches variant lce_fwd_bwd_f32_i64_mean')
+
 
 class Expansion(unittest.TestCase):
     def list_keys(self, *extra, spec=SPEC):
@@ -185,6 +203,31 @@ class Expansion(unittest.TestCase):
                           for dt in ("f32", "f16", "bf16", "f64") for lt in ("i32", "i64", "prob")
                           for red in ("none", "sum", "mean"))
         self.assertEqual(keys, expected)
+
+    def test_linear_cross_entropy_spec_pairs_with_fused_kernels(self):
+        """Every linear cross entropy variant runs around the fused kernel of
+        the same axes, which the cross_entropy spec generates."""
+        lce = self.list_keys(spec=os.path.join(RUNFILES, "specs", "linear_cross_entropy.lua"))
+        self.assertEqual(len(lce), 36)
+        ce = set(self.list_keys())
+        for key in lce:
+            self.assertTrue(key.startswith("lce_fwd_bwd_"), key)
+            self.assertIn(key[1:], ce)
+
+    def test_chunk_tune_reaches_the_plan(self):
+        """The chunk's bytes (tune data by target) are what the rendered PLAN
+        step compares with."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "lce.lua")
+            with open(spec, "w") as f:
+                f.write(SpecErrors.LCE + 'tune "cuda" { chunk_mib = 3 }\n')
+            for target, bytes_ in (("cuda", 3 << 20), ("hip", 256 << 20)):
+                out = os.path.join(tmp, target)
+                r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                ext = ".cu" if target == "cuda" else ".hip"
+                with open(os.path.join(out, "lce_fwd_bwd_f32_i64_mean" + ext)) as f:
+                    self.assertIn(f"<= {bytes_}ll", f.read())
 
     def test_kernels_and_exclude_patterns(self):
         keys = self.list_keys("--kernels", "ce_fwd_bf16_*,ce_bwd_*_i32_mean", "--exclude", "*_sum")

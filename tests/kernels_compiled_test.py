@@ -52,7 +52,18 @@ class KernelsCompiled(unittest.TestCase):
             # spec's tune table has an on_chip shape for the variant.
             with open(os.path.join(GEN, "cuda", file)) as f:
                 shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in f.read() else 2
-            for arch in archs:
+            if key.startswith("lce_"):
+                # The linear cross entropy's steps (linear_cross_entropy.tmpl);
+                # a mean over hard labels sums its divisor in a kernel first.
+                steps = ["begin", "bias", "bias_grad", "finish"]
+                if "_mean" in key and "_prob_" not in key:
+                    steps.append("divisor")
+                for arch in archs:
+                    entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
+                    for step in steps:
+                        found = [e for e in entries if re.search(rf"xent_cuda_{key}_{step}\d", e)]
+                        self.assertEqual(len(found), 1, f"{file}: step {step} for sm_{arch}: {entries}")
+            for arch in archs if not key.startswith("lce_") else []:
                 entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
                 rows_kernel = [e for e in entries if f"xent_cuda_{key}_rows" in e]
                 self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for sm_{arch}: {rows_kernel}")
