@@ -8,7 +8,8 @@
 # It runs the GPU test suite (//tests:gpu_test: every CUDA variant against
 # the reference, determinism, CUDA graphs, the split vocabulary, NCCL; and
 # //tests:gpu_hip_on_cuda_test: the same for every HIP variant, run on the
-# NVIDIA GPU through runtime/hip_on_cuda), then the benchmark, and writes
+# NVIDIA GPU through runtime/hip_on_cuda; the fused linear cross entropy
+# against PyTorch on CUDA tensors), then the benchmark, and writes
 # bench/results/<date>-<gpu>.{json,png,log}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +52,8 @@ echo "== gpu_test"
 "$prebuilt/gpu_test" "$prebuilt/manifest.tsv" || status=1
 echo "== gpu_hip_on_cuda_test"
 "$prebuilt/gpu_hip_on_cuda_test" "$prebuilt/hip_manifest.tsv" || status=1
+echo "== linear_ce_vs_torch_test on CUDA tensors (cuBLASLt's GEMMs)"
+XENT_LIBRARY="$prebuilt/libxent_shared.so" XENT_TEST_DEVICE=cuda "$python" tests/linear_ce_vs_torch_test.py || status=1
 echo "== bench"
 XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench.py --lib "$prebuilt/libxent_shared.so" \
   --roofline "$prebuilt/libxent_roofline.so" --out "$out" ${BENCH_GROUPS:+--groups "$BENCH_GROUPS"} || status=1

@@ -141,7 +141,10 @@ xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
 void xent_destroy(xent_handle* handle) {
   if (!handle) return;
   switch (handle->kind) {
-    case XENT_BACKEND_CUDA: xent_cuda_flag_free(handle); break;
+    case XENT_BACKEND_CUDA:
+      xent_cuda_gemm_free(handle);
+      xent_cuda_flag_free(handle);
+      break;
     case XENT_BACKEND_HIP: xent_hip_flag_free(handle); break;
     default: xent_cpu_flag_free(handle); break;
   }

@@ -35,3 +35,16 @@ xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
 }
 
 void xent_cuda_flag_free(xent_handle* h) { (void)h; }
+
+xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                           void* stream) {
+  (void)h, (void)g, (void)workspace, (void)workspace_bytes, (void)stream;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: cuda backend: not built in", fn);
+}
+
+void xent_cuda_gemm_free(xent_handle* h) { (void)h; }
+
+xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream) {
+  (void)p, (void)bytes, (void)stream;
+  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: cuda backend: not built in", fn);
+}

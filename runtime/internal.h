@@ -13,6 +13,9 @@ struct xent_handle {
   /* One word in the backend's memory: the lowest row with a label outside
      [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
   unsigned long long* bad_label_row;
+  /* The GEMM library's handle (cuBLASLt), made by the first fused linear
+     cross entropy call; NULL until then. */
+  void* gemm;
 };
 
 #define XENT_NO_BAD_ROW (~0ull)
@@ -91,6 +94,34 @@ void xent_cuda_flag_free(xent_handle* h);
 xent_status xent_hip_flag_alloc(xent_handle* h);
 xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row);
 void xent_hip_flag_free(xent_handle* h);
+
+/* The fused linear cross entropy's GEMMs on a GPU backend, row-major as
+   blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op transposes
+   when ta / tb), A, B and C in `dtype`, computed in its accumulation type;
+   bias ([n], dtype, or NULL) added to every row in the GEMM's epilogue. On
+   the caller's stream, with `workspace` for the library. */
+typedef struct xent_gemm {
+  xent_dtype dtype;
+  int ta, tb;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  const void* bias;
+} xent_gemm;
+xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                           void* stream);
+xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                          void* stream);
+/* Frees h->gemm (xent_destroy). */
+void xent_cuda_gemm_free(xent_handle* h);
+/* bytes of device memory at p set to zero, on the stream. */
+xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream);
+xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream);
 
 /* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
    or no device is present. */

@@ -1,9 +1,14 @@
 /* The fused linear cross entropy (xent.h, xent_linear_ce_run): the chunk
    loop. Each chunk of rows gets its logits from a GEMM, the generated fused
-   forward+backward kernel over them in place (through xent_ce_run, so every
-   option means what it means there), and the two gradient GEMMs. Only the
-   cpu backend runs it so far: its GEMMs are OpenBLAS's (blas_cpu.c) in the
-   accumulation type, with f16/bf16 operands converted a block at a time. */
+   forward+backward kernel over them in place (through xent_ce_run's checks
+   and launch, so every option means what it means there), and the two
+   gradient GEMMs. Around them, the generated steps of family
+   linear_cross_entropy (specs/linear_cross_entropy.lua) compute the mean's
+   divisor, the bias and its gradient and the loss on the device, so nothing
+   waits for the host. The GEMMs are the backend's: OpenBLAS (blas_cpu.c) in
+   the accumulation type on the cpu backend, f16/bf16 operands converted a
+   block at a time; cuBLASLt (gemm_cuda.c) on CUDA; hipBLASLt is not written
+   yet (backend_hip.c says so). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,8 +18,11 @@
 #include "internal.h"
 #include "numeric.h"
 
-/* Rows of weight converted to f32 at a time (f16/bf16). */
+/* Rows of weight converted to f32 at a time (f16/bf16; cpu backend). */
 enum { WEIGHT_BLOCK = 4096 };
+/* The GEMM library's workspace on a GPU backend: what cuBLASLt asks for on
+   Hopper (32 MiB) for its fastest kernels. */
+#define GEMM_WORKSPACE ((size_t)32 << 20)
 
 void xent_linear_ce_desc_init(xent_linear_ce_desc* d, int64_t rows, int64_t hidden, int64_t classes,
                               xent_dtype dtype, xent_label_type label_type, xent_reduction reduction) {
@@ -89,6 +97,7 @@ typedef struct layout {
   size_t ghid;     /* chunk * H, accumulation type: its gradient (f16/bf16 gradients) */
   size_t wblock;   /* WEIGHT_BLOCK * H, accumulation type: weight rows (f16/bf16) */
   size_t gwblock;  /* WEIGHT_BLOCK * H, accumulation type: their gradient (f16/bf16 gradients) */
+  size_t gemm;     /* GPU backends: the GEMM library's workspace */
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */
   size_t total;
@@ -102,8 +111,11 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
   if (s != XENT_OK) return s;
   const int64_t v = d->ce.classes, hd = d->hidden, vb = min64(v, WEIGHT_BLOCK);
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
-  const int half = is_half(d->ce.dtype), half_grad = is_half(d->ce.grad_dtype);
-  const int wide = half || d->ce.grad_dtype != d->ce.dtype;
+  /* The cpu backend's GEMMs (OpenBLAS) take f32 or f64 operands: f16/bf16
+     ones are widened there; a GPU's take them as they are. */
+  const int cpu = h->kind == XENT_BACKEND_CPU;
+  const int half = cpu && is_half(d->ce.dtype), half_grad = cpu && is_half(d->ce.grad_dtype);
+  const int wide = cpu && (half || d->ce.grad_dtype != d->ce.dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
   if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8 || (uint64_t)(n + vb) * (uint64_t)hd > (SIZE_MAX / 16) / 8)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
@@ -120,6 +132,7 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
   L->ghid = at, at += half_grad ? round64((size_t)n * hd * ab) : 0;
   L->wblock = at, at += half ? round64((size_t)vb * hd * ab) : 0;
   L->gwblock = at, at += half_grad ? round64((size_t)vb * hd * ab) : 0;
+  L->gemm = at, at += cpu ? 0 : GEMM_WORKSPACE;
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
   L->total = at;
@@ -139,6 +152,13 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
   if (d->ce.inner != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.inner is %lld, must be 1 (logits [rows, classes])", fn,
                      (long long)d->ce.inner);
+  /* A GPU GEMM takes its operands in one type: the gradient (an operand of
+     both gradient GEMMs) must be in hidden's and weight's. */
+  if (h->kind != XENT_BACKEND_CPU && d->ce.grad_dtype != d->ce.dtype)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->ce.grad_dtype is %s and desc->ce.dtype %s: on the %s backend the gradients are in the "
+                     "inputs' dtype (f32 gradients of f16/bf16 inputs: the cpu backend only)",
+                     fn, xent_dtype_name(d->ce.grad_dtype), xent_dtype_name(d->ce.dtype), xent_backend_name(h->kind));
   return XENT_OK;
 }
 
@@ -176,6 +196,217 @@ static void narrow(xent_dtype t, const void* src, void* dst, int64_t count, int 
   }
 }
 
+/* One call's state, shared by the chunk loop's pieces. */
+typedef struct run_ctx {
+  const char* fn;
+  xent_handle* h;
+  const xent_linear_ce_desc* d;
+  const xent_linear_ce_tensors* t;
+  const layout* L;
+  char* ws;
+  size_t ws_bytes;
+  void* stream;
+  const xent_dispatch_entry* steps;
+} run_ctx;
+
+static xent_status step(const run_ctx* r, xent_lce_args* a) { return xent_backend_launch(r->h, r->steps, a); }
+
+/* The fused kernel over the chunk's logits (rows r0 .. r0 + n): the loss (or
+   the chunk's sum), the lse, and the gradient into grad; a bad label's row
+   goes to the chunk's own word, counted from its first row. */
+static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n, void* logits, void* grad) {
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_tensors* t = r->t;
+  const size_t ab = xent_acc_bytes(c->dtype), lsz = xent_dtype_bytes(c->loss_dtype);
+  const size_t lb = c->label_type == XENT_I32 ? 4 : c->label_type == XENT_I64 ? 8 : (size_t)c->classes * xent_dtype_bytes(c->dtype);
+  char* steps_ws = r->ws + r->L->steps;
+  xent_ce_desc cd = chunk_desc(r->d, n);
+  xent_ce_call call;
+  memset(&call, 0, sizeof call);
+  call.op = XENT_OP_FORWARD_BACKWARD;
+  call.t.logits = logits;
+  call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
+  call.t.weights = t->weights;
+  call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
+  if (c->reduction == XENT_REDUCTION_NONE) {
+    call.t.loss = (char*)t->loss + (size_t)r0 * lsz;
+    call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
+  } else {
+    call.t.loss = steps_ws + xent_lce_sum_offset(r->L->chunks, k, ab);
+    call.t.dloss = steps_ws + xent_lce_dloss_offset(r->L->chunks, ab);
+  }
+  call.t.grad = grad;
+  call.workspace = r->ws + r->L->ce;
+  call.workspace_bytes = r->ws_bytes - r->L->ce;
+  call.stream = r->stream;
+  call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+  return xent_ce_run_call(r->fn, r->h, &cd, &call);
+}
+
+/* BIAS_GRAD: grad_bias from the chunk's gradient as the kernel stored it. */
+static xent_status chunk_bias_grad(const run_ctx* r, int64_t k, const void* grad) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_BIAS_GRAD;
+  a.chunk = k;
+  a.grad = grad;
+  a.grad_bias = r->t->grad_bias;
+  a.accumulate = r->d->accumulate;
+  return step(r, &a);
+}
+
+/* One chunk on the cpu backend: OpenBLAS in the accumulation type, f16/bf16
+   operands widened a block of weight rows at a time. */
+static xent_status chunk_cpu(const run_ctx* r, int64_t k) {
+  const char* fn = r->fn;
+  const layout L = *r->L;
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_tensors* t = r->t;
+  const xent_dtype dt = c->dtype, gt = c->grad_dtype, acc = xent_acc_dtype(dt);
+  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, chunk = L.chunk;
+  const size_t eb = xent_dtype_bytes(dt), ab = xent_acc_bytes(dt), gb = xent_dtype_bytes(gt);
+  const int half = is_half(dt), half_grad = is_half(gt), in_place = gt == dt;
+  char* ws = r->ws;
+  void* logits = ws + L.logits;
+  /* The gradient in the accumulation type: the GEMMs' operand. */
+  void* grad = half || !in_place ? (void*)(ws + L.wide) : logits;
+  const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
+  xent_status s;
+  const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
+  const void* hid_acc = hid;
+  if (half) {
+    widen(dt, hid, ws + L.hid, n * H);
+    hid_acc = ws + L.hid;
+  }
+  /* The chunk's logits: hidden @ weight^T (+ bias), in the accumulation
+     type, then in dtype for the kernel. */
+  void* out = half ? (void*)(ws + L.wide) : logits;
+  for (int64_t v0 = 0; v0 < V; v0 += WEIGHT_BLOCK) {
+    const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
+    const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
+    if (half) {
+      widen(dt, w, ws + L.wblock, vb * H);
+      w = ws + L.wblock;
+    }
+    s = xent_cpu_gemm(fn, acc, 0, 1, n, vb, H, 1.0, hid_acc, H, w, H, 0.0, (char*)out + (size_t)v0 * ab, V);
+    if (s != XENT_OK) return s;
+  }
+  if (t->bias) {
+    xent_lce_args a = step_args(r->d, chunk, ws + L.steps, r->stream);
+    a.step = XENT_LCE_BIAS;
+    a.chunk = k;
+    a.bias = t->bias;
+    a.acc_logits = out;
+    s = step(r, &a);
+    if (s != XENT_OK) return s;
+  }
+  if (half) narrow(dt, out, logits, n * V, 0);
+
+  void* kernel_grad = in_place ? logits : grad;
+  s = chunk_loss(r, k, r0, n, logits, kernel_grad);
+  if (s != XENT_OK) return s;
+  if (half && in_place) widen(dt, logits, grad, n * V);
+
+  /* grad_hidden = grad @ weight; grad_weight (+)= grad^T @ hidden. */
+  void* gh = !t->grad_hidden ? NULL : half_grad ? (void*)(ws + L.ghid) : (char*)t->grad_hidden + (size_t)r0 * H * gb;
+  const int overwrite = k == 0 && !r->d->accumulate;
+  for (int64_t v0 = 0; v0 < V && (t->grad_hidden || t->grad_weight); v0 += WEIGHT_BLOCK) {
+    const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
+    const void* g = (const char*)grad + (size_t)v0 * ab;
+    if (t->grad_hidden) {
+      const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
+      if (half) {
+        widen(dt, w, ws + L.wblock, vb * H);
+        w = ws + L.wblock;
+      }
+      s = xent_cpu_gemm(fn, acc, 0, 0, n, H, vb, 1.0, g, V, w, H, v0 > 0 ? 1.0 : 0.0, gh, H);
+      if (s != XENT_OK) return s;
+    }
+    if (t->grad_weight) {
+      char* gw = (char*)t->grad_weight + (size_t)v0 * H * gb;
+      if (half_grad) {
+        s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, 0.0, ws + L.gwblock, H);
+        if (s == XENT_OK) narrow(gt, ws + L.gwblock, gw, vb * H, !overwrite);
+      } else {
+        s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, overwrite ? 0.0 : 1.0, gw, H);
+      }
+      if (s != XENT_OK) return s;
+    }
+  }
+  if (t->grad_hidden && half_grad) narrow(gt, gh, (char*)t->grad_hidden + (size_t)r0 * H * gb, n * H, 0);
+  return t->grad_bias ? chunk_bias_grad(r, k, kernel_grad) : XENT_OK;
+}
+
+static xent_status gpu_gemm(const run_ctx* r, const xent_gemm* g) {
+  void* ws = r->ws + r->L->gemm;
+  if (r->h->kind == XENT_BACKEND_CUDA) return xent_cuda_gemm(r->h, r->fn, g, ws, GEMM_WORKSPACE, r->stream);
+  return xent_hip_gemm(r->h, r->fn, g, ws, GEMM_WORKSPACE, r->stream);
+}
+
+/* One chunk on a GPU backend: the vendor's GEMMs in the inputs' dtype
+   (f32 or f64 compute), the bias in the first one's epilogue (f64: the
+   BIAS step), the gradient in place of the logits. */
+static xent_status chunk_gpu(const run_ctx* r, int64_t k) {
+  const layout L = *r->L;
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_tensors* t = r->t;
+  const xent_dtype dt = c->dtype;
+  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, chunk = L.chunk;
+  const size_t eb = xent_dtype_bytes(dt);
+  void* logits = r->ws + L.logits;
+  const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
+  const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
+  const int bias_step = t->bias && dt == XENT_F64;
+  const xent_gemm forward = {.dtype = dt, .ta = 0, .tb = 1, .m = n, .n = V, .k = H, .alpha = 1.0, .beta = 0.0,
+                             .a = hid, .lda = H, .b = t->weight, .ldb = H, .c = logits, .ldc = V,
+                             .bias = bias_step ? NULL : t->bias};
+  xent_status s = gpu_gemm(r, &forward);
+  if (s != XENT_OK) return s;
+  if (bias_step) {
+    xent_lce_args a = step_args(r->d, chunk, r->ws + L.steps, r->stream);
+    a.step = XENT_LCE_BIAS;
+    a.chunk = k;
+    a.bias = t->bias;
+    a.acc_logits = logits;
+    s = step(r, &a);
+    if (s != XENT_OK) return s;
+  }
+  s = chunk_loss(r, k, r0, n, logits, logits);
+  if (s != XENT_OK) return s;
+  if (t->grad_hidden) {
+    const xent_gemm g = {.dtype = dt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V, .alpha = 1.0, .beta = 0.0,
+                         .a = logits, .lda = V, .b = t->weight, .ldb = H,
+                         .c = (char*)t->grad_hidden + (size_t)r0 * H * eb, .ldc = H};
+    s = gpu_gemm(r, &g);
+    if (s != XENT_OK) return s;
+  }
+  if (t->grad_weight) {
+    const int overwrite = k == 0 && !r->d->accumulate;
+    const xent_gemm g = {.dtype = dt, .ta = 1, .tb = 0, .m = V, .n = H, .k = n, .alpha = 1.0,
+                         .beta = overwrite ? 0.0 : 1.0, .a = logits, .lda = V, .b = hid, .ldb = H,
+                         .c = t->grad_weight, .ldc = H};
+    s = gpu_gemm(r, &g);
+    if (s != XENT_OK) return s;
+  }
+  return t->grad_bias ? chunk_bias_grad(r, k, logits) : XENT_OK;
+}
+
+/* grad_weight and grad_bias when there are no rows (nothing to add). */
+static xent_status zero_outputs(const run_ctx* r) {
+  const xent_linear_ce_tensors* t = r->t;
+  const size_t gb = xent_dtype_bytes(r->d->ce.grad_dtype);
+  const size_t sizes[2] = {(size_t)r->d->ce.classes * (size_t)r->d->hidden * gb, (size_t)r->d->ce.classes * gb};
+  void* outs[2] = {t->grad_weight, t->grad_bias};
+  for (int i = 0; i < 2; ++i) {
+    if (!outs[i]) continue;
+    xent_status s = XENT_OK;
+    if (r->h->kind == XENT_BACKEND_CUDA) s = xent_cuda_zero(r->fn, outs[i], sizes[i], r->stream);
+    else if (r->h->kind == XENT_BACKEND_HIP) s = xent_hip_zero(r->fn, outs[i], sizes[i], r->stream);
+    else memset(outs[i], 0, sizes[i]);
+    if (s != XENT_OK) return s;
+  }
+  return XENT_OK;
+}
+
 xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, const xent_linear_ce_tensors* t,
                                void* workspace, size_t workspace_bytes, void* stream) {
   xent_clear_error();
@@ -183,10 +414,6 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   xent_status s = check(fn, h, d);
   if (s != XENT_OK) return s;
   if (!t) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors is NULL", fn);
-  if (h->kind != XENT_BACKEND_CPU)
-    return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE,
-                     "%s: the fused linear cross entropy runs on the cpu backend only so far, not on %s", fn,
-                     xent_backend_name(h->kind));
   if (!t->hidden) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->hidden is NULL", fn);
   if (!t->weight) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->weight is NULL", fn);
   if (!t->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->labels is NULL", fn);
@@ -202,138 +429,25 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
                      L.total);
   if (((uintptr_t)workspace & 63) != 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
-
-  const xent_ce_desc* c = &d->ce;
-  const xent_dtype dt = c->dtype, gt = c->grad_dtype, acc = xent_acc_dtype(dt);
-  const int64_t N = c->rows, V = c->classes, H = d->hidden, chunk = L.chunk, chunks = L.chunks;
-  const size_t eb = xent_dtype_bytes(dt), ab = xent_acc_bytes(dt), gb = xent_dtype_bytes(gt);
-  const size_t lb = c->label_type == XENT_I32 ? 4 : c->label_type == XENT_I64 ? 8 : (size_t)V * eb;
-  const int half = is_half(dt), half_grad = is_half(gt), in_place = gt == dt;
-  char* ws = workspace;
-  void* logits = ws + L.logits;
-  /* The gradient in the accumulation type: the GEMMs' operand. */
-  void* grad = half || !in_place ? (void*)(ws + L.wide) : logits;
-  char* steps_ws = ws + L.steps;
-  const xent_dispatch_entry* steps = xent_lce_find(h, c, t->weights != NULL);
+  const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, t->weights != NULL);
   if (!steps) return XENT_ERROR_NOT_GENERATED;
+  const run_ctx r = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes,
+                     .stream = stream, .steps = steps};
 
   /* BEGIN: the mean's divisor and the chunks' dloss, on the device. */
-  xent_lce_args sa = step_args(d, chunk, steps_ws, stream);
-  sa.step = XENT_LCE_BEGIN;
-  sa.labels = t->labels;
-  sa.weights = t->weights;
-  sa.dloss = c->reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
-  s = xent_backend_launch(h, steps, &sa);
+  xent_lce_args a = step_args(d, L.chunk, r.ws + L.steps, stream);
+  a.step = XENT_LCE_BEGIN;
+  a.labels = t->labels;
+  a.weights = t->weights;
+  a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
+  s = step(&r, &a);
+  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = h->kind == XENT_BACKEND_CPU ? chunk_cpu(&r, k) : chunk_gpu(&r, k);
+  if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;
-
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
-    const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
-    const void* hid_acc = hid;
-    if (half) {
-      widen(dt, hid, ws + L.hid, n * H);
-      hid_acc = ws + L.hid;
-    }
-    /* The chunk's logits: hidden @ weight^T (+ bias), in the accumulation
-       type, then in dtype for the kernel. */
-    void* out = half ? (void*)(ws + L.wide) : logits;
-    for (int64_t v0 = 0; v0 < V; v0 += WEIGHT_BLOCK) {
-      const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
-      const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
-      if (half) {
-        widen(dt, w, ws + L.wblock, vb * H);
-        w = ws + L.wblock;
-      }
-      s = xent_cpu_gemm(fn, acc, 0, 1, n, vb, H, 1.0, hid_acc, H, w, H, 0.0, (char*)out + (size_t)v0 * ab, V);
-      if (s != XENT_OK) return s;
-    }
-    if (t->bias) {
-      xent_lce_args ba = step_args(d, chunk, steps_ws, stream);
-      ba.step = XENT_LCE_BIAS;
-      ba.chunk = k;
-      ba.bias = t->bias;
-      ba.acc_logits = out;
-      s = xent_backend_launch(h, steps, &ba);
-      if (s != XENT_OK) return s;
-    }
-    if (half) narrow(dt, out, logits, n * V, 0);
-
-    /* The fused kernel: loss (or the chunk's sum), lse, and the gradient;
-       a bad label's row goes to the chunk's word, counted from its first. */
-    xent_ce_desc cd = chunk_desc(d, n);
-    xent_ce_call call;
-    memset(&call, 0, sizeof call);
-    call.op = XENT_OP_FORWARD_BACKWARD;
-    call.t.logits = logits;
-    call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
-    call.t.weights = t->weights;
-    call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
-    if (c->reduction == XENT_REDUCTION_NONE) {
-      call.t.loss = (char*)t->loss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype);
-      call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * xent_dtype_bytes(c->loss_dtype) : NULL;
-    } else {
-      call.t.loss = steps_ws + xent_lce_sum_offset(chunks, k, ab);
-      call.t.dloss = steps_ws + xent_lce_dloss_offset(chunks, ab);
-    }
-    call.t.grad = in_place ? logits : grad;
-    call.workspace = ws + L.ce;
-    call.workspace_bytes = workspace_bytes - L.ce;
-    call.stream = stream;
-    call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
-    s = xent_ce_run_call(fn, h, &cd, &call);
-    if (s != XENT_OK) return s;
-    if (half && in_place) widen(dt, logits, grad, n * V);
-
-    /* grad_hidden = grad @ weight; grad_weight (+)= grad^T @ hidden;
-       grad_bias (+)= the column sums of grad. */
-    void* gh = !t->grad_hidden ? NULL : half_grad ? (void*)(ws + L.ghid) : (char*)t->grad_hidden + (size_t)r0 * H * gb;
-    const int overwrite = k == 0 && !d->accumulate;
-    for (int64_t v0 = 0; v0 < V && (t->grad_hidden || t->grad_weight); v0 += WEIGHT_BLOCK) {
-      const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
-      const void* g = (const char*)grad + (size_t)v0 * ab;
-      if (t->grad_hidden) {
-        const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
-        if (half) {
-          widen(dt, w, ws + L.wblock, vb * H);
-          w = ws + L.wblock;
-        }
-        s = xent_cpu_gemm(fn, acc, 0, 0, n, H, vb, 1.0, g, V, w, H, v0 > 0 ? 1.0 : 0.0, gh, H);
-        if (s != XENT_OK) return s;
-      }
-      if (t->grad_weight) {
-        char* gw = (char*)t->grad_weight + (size_t)v0 * H * gb;
-        if (half_grad) {
-          s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, 0.0, ws + L.gwblock, H);
-          if (s == XENT_OK) narrow(gt, ws + L.gwblock, gw, vb * H, !overwrite);
-        } else {
-          s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, overwrite ? 0.0 : 1.0, gw, H);
-        }
-        if (s != XENT_OK) return s;
-      }
-    }
-    if (t->grad_hidden && half_grad) narrow(gt, gh, (char*)t->grad_hidden + (size_t)r0 * H * gb, n * H, 0);
-    if (t->grad_bias) {
-      /* From the gradient as the kernel stored it (grad dtype). */
-      xent_lce_args ga = step_args(d, chunk, steps_ws, stream);
-      ga.step = XENT_LCE_BIAS_GRAD;
-      ga.chunk = k;
-      ga.grad = call.t.grad;
-      ga.grad_bias = t->grad_bias;
-      ga.accumulate = d->accumulate;
-      s = xent_backend_launch(h, steps, &ga);
-      if (s != XENT_OK) return s;
-    }
-  }
-
-  /* Nothing to add: the outputs a chunk would have set. */
-  if (chunks == 0 && !d->accumulate) {
-    if (t->grad_weight) memset(t->grad_weight, 0, (size_t)V * H * gb);
-    if (t->grad_bias) memset(t->grad_bias, 0, (size_t)V * gb);
-  }
   /* FINISH: the loss from the chunks' sums, and the bad-label rows. */
-  xent_lce_args fa = step_args(d, chunk, steps_ws, stream);
-  fa.step = XENT_LCE_FINISH;
-  fa.loss = c->reduction != XENT_REDUCTION_NONE ? t->loss : NULL;
-  fa.bad_label_row = h->bad_label_row;
-  return xent_backend_launch(h, steps, &fa);
+  a = step_args(d, L.chunk, r.ws + L.steps, stream);
+  a.step = XENT_LCE_FINISH;
+  a.loss = d->ce.reduction != XENT_REDUCTION_NONE ? t->loss : NULL;
+  a.bad_label_row = h->bad_label_row;
+  return step(&r, &a);
 }

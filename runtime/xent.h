@@ -279,8 +279,9 @@ xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* 
    GEMMs and the fused kernel (the divisor, the bias and its gradient, the
    loss from the chunks' sums) are generated kernels of family
    linear_cross_entropy, run on the call's stream.
-   Status: the cpu backend, with OpenBLAS loaded at run time
-   (libopenblas.so.0) for the GEMMs; the CUDA and HIP backends return
+   The GEMMs: on the cpu backend OpenBLAS, loaded at run time
+   (libopenblas.so.0; XENT_ERROR_BLAS if absent); on CUDA cuBLASLt, loaded at
+   run time (gradients in the inputs' dtype there); the HIP backend returns
    XENT_ERROR_BACKEND_UNAVAILABLE for now. */
 typedef struct xent_linear_ce_desc {
   xent_ce_desc ce;   /* the loss: rows N, classes V, inner 1, dtype (of hidden, weight and bias), loss_dtype,
@@ -311,10 +312,11 @@ typedef struct xent_linear_ce_tensors {
   void* grad_bias;      /* out, optional (needs bias): [V], grad_dtype */
 } xent_linear_ce_tensors;
 
-/* Bytes of scratch memory a call needs: a chunk's logits and their f32 copy
-   (chunk_rows * V), a chunk of hidden and of its gradient in f32
-   (chunk_rows * H each, f16/bf16 only), a block of at most 4096 weight rows
-   and of their gradient in f32 (f16/bf16 only), V accumulation-type values,
+/* Bytes of scratch memory a call needs: a chunk's logits (chunk_rows * V);
+   on the cpu backend their f32 copy, a chunk of hidden and of its gradient
+   in f32 (chunk_rows * H each, f16/bf16 only) and a block of at most 4096
+   weight rows and of their gradient in f32 (f16/bf16 only); on a GPU the
+   GEMM library's workspace (32 MiB); V accumulation-type values,
    the cross-entropy call's own workspace, and the chunk loop's steps' (8 KiB
    of partial sums, two values per chunk): never O(rows * V) or O(V * H). */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,

@@ -10,16 +10,24 @@ it), both emulated renderings, the workspace's bound, and the errors.
 Tolerance: per dtype as in the other differential tests, relative to the
 largest magnitude of the expected tensor: the logits are rounded to the
 dtype before the loss (as a GEMM in that dtype leaves them), and in f16/bf16
-grad_weight is rounded once per chunk as it accumulates."""
+grad_weight is rounded once per chunk as it accumulates.
+
+With XENT_TEST_DEVICE=cuda (and XENT_LIBRARY, a --config=cuda build) the
+same cases run on the CUDA backend, cuBLASLt's GEMMs, on CUDA tensors:
+bench/run_gpu.sh does so. The f32 gradients of bf16 inputs are refused
+there (the gradient GEMMs take one operand type), and the tests of the
+emulated renderings, the host all-gather and the cpu workspace's size say
+SKIPPED."""
 
 import ctypes
+import os
 import threading
 import unittest
 
 import torch
 import torch.nn.functional as F
 
-from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_HIP
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP
 from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors, ALL_GATHER, VocabShard
 from torch_oracle import TORCH, TOL, P, load_lib
 
@@ -30,6 +38,9 @@ LIB.xent_linear_ce_run.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER
 LIB.xent_linear_ce_desc_init.argtypes = [ctypes.POINTER(LinearDesc), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                          ctypes.c_int, ctypes.c_int, ctypes.c_int]
 REDUCTION = {NONE: "none", SUM: "sum", MEAN: "mean"}
+DEVICE = os.environ.get("XENT_TEST_DEVICE", "cpu")
+GPU = DEVICE != "cpu"
+CPU_ONLY = "the cpu backend only (XENT_TEST_DEVICE=%s)" % DEVICE
 WORKSPACE_TOO_SMALL, INVALID_ARGUMENT = 5, 1
 
 
@@ -37,9 +48,14 @@ def ptr(t):
     return t.data_ptr() if t is not None else None
 
 
+def on(t):
+    """t on the device under test (None stays None)."""
+    return t.to(DEVICE) if t is not None else None
+
+
 def handle(render=None):
     h = P()
-    assert LIB.xent_create(ctypes.byref(h), BACKEND_CPU) == 0, LIB.xent_last_error()
+    assert LIB.xent_create(ctypes.byref(h), BACKEND_CUDA if GPU else BACKEND_CPU) == 0, LIB.xent_last_error()
     if render is not None:
         assert LIB.xent_cpu_emulate(h, render) == 0
     return h
@@ -51,10 +67,13 @@ def run(h, desc, tensors, extra_bytes=0):
     n = ctypes.c_size_t()
     s = LIB.xent_linear_ce_workspace_size(h, ctypes.byref(desc), ctypes.byref(n))
     assert s == 0, LIB.xent_last_error()
-    ws = torch.empty(max(n.value + extra_bytes, 0) + 64, dtype=torch.uint8)
+    ws = torch.empty(max(n.value + extra_bytes, 0) + 64, dtype=torch.uint8, device=DEVICE)
     base = (ws.data_ptr() + 63) // 64 * 64
     s = LIB.xent_linear_ce_run(h, ctypes.byref(desc), ctypes.byref(tensors), base, n.value + extra_bytes, None)
-    return s, LIB.xent_last_error().decode(), n.value
+    msg = LIB.xent_last_error().decode()
+    if GPU:
+        torch.cuda.synchronize()
+    return s, msg, n.value
 
 
 def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
@@ -128,15 +147,23 @@ class LinearCrossEntropy(unittest.TestCase):
                                                                                                dtype=gt)
         before_b = torch.randn(V, dtype=torch.float64).to(gt) if accumulate else torch.full((V,), float("nan"), dtype=gt)
         gw, gb = before_w.clone(), before_b.clone() if bias else None
-        t = LinearTensors(hidden=ptr(hid), weight=ptr(w), bias=ptr(b), labels=ptr(target), weights=ptr(cw),
-                          dloss=ptr(up), loss=ptr(loss), lse=ptr(lse), grad_hidden=ptr(gh), grad_weight=ptr(gw),
-                          grad_bias=ptr(gb))
+        # The call's tensors, on the device under test; the results come back.
+        ins = [on(x) for x in (hid, w, b, target, cw, up)]
+        outs = [on(x) for x in (loss, lse, gh, gw, gb)]
+        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), bias=ptr(ins[2]), labels=ptr(ins[3]),
+                          weights=ptr(ins[4]), dloss=ptr(ins[5]), loss=ptr(outs[0]), lse=ptr(outs[1]),
+                          grad_hidden=ptr(outs[2]), grad_weight=ptr(outs[3]), grad_bias=ptr(outs[4]))
         h = handle(render)
         try:
             s, msg, _ = run(h, d, t)
         finally:
             LIB.xent_destroy(h)
+        if GPU and grad_f32:
+            self.assertEqual(s, INVALID_ARGUMENT, msg)
+            self.assertIn("f32 gradients of f16/bf16 inputs: the cpu backend only", msg)
+            return
         self.assertEqual(s, 0, msg)
+        loss, lse, gh, gw, gb = [x.cpu() if x is not None else None for x in outs]
         want_loss, want_lse, grads = oracle(hid, w, b, target, REDUCTION[reduction], cw, 5 if ignore else -100,
                                             smoothing, z_loss, cap, up.reshape(()) if dloss and reduction != NONE
                                             else up)
@@ -184,6 +211,8 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, I64, MEAN, N=5, H=4, V=9000, chunk=3)
 
     def test_hip_rendering(self):
+        if GPU:
+            self.skipTest("the emulated HIP rendering: " + CPU_ONLY)
         self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1)
         self.check(F32, PROB, NONE, render=BACKEND_HIP)
 
@@ -192,6 +221,8 @@ class LinearCrossEntropy(unittest.TestCase):
         in-process all-gather): every rank gets the whole loss, its slice of
         grad_weight and grad_bias, and its share of grad_hidden, whose sum
         over ranks is the unsplit gradient."""
+        if GPU:
+            self.skipTest("an all-gather between host buffers: " + CPU_ONLY)
         N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
         for dtype, reduction in ((F32, MEAN), (F64, NONE), (BF16, SUM)):
             torch.manual_seed(3)
@@ -256,11 +287,12 @@ class LinearCrossEntropy(unittest.TestCase):
     def test_no_rows(self):
         d = LinearDesc()
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), 0, 4, 6, F32, I64, SUM)
-        x = torch.zeros(1, 4)
-        w, gw, gb, b = torch.ones(6, 4), torch.full((6, 4), 7.0), torch.full((6,), 7.0), torch.zeros(6)
-        loss = torch.full((1,), float("nan"))
-        t = LinearTensors(hidden=ptr(x), weight=ptr(w), bias=ptr(b), labels=ptr(torch.zeros(1, dtype=torch.int64)),
-                          loss=ptr(loss), grad_weight=ptr(gw), grad_bias=ptr(gb))
+        x = on(torch.zeros(1, 4))
+        w, gw, gb, b = (on(torch.ones(6, 4)), on(torch.full((6, 4), 7.0)), on(torch.full((6,), 7.0)),
+                        on(torch.zeros(6)))
+        loss, y = on(torch.full((1,), float("nan"))), on(torch.zeros(1, dtype=torch.int64))
+        t = LinearTensors(hidden=ptr(x), weight=ptr(w), bias=ptr(b), labels=ptr(y), loss=ptr(loss),
+                          grad_weight=ptr(gw), grad_bias=ptr(gb))
         h = handle()
         s, msg, _ = run(h, d, t)
         LIB.xent_destroy(h)
@@ -271,6 +303,9 @@ class LinearCrossEntropy(unittest.TestCase):
         """The workspace holds one chunk of logits and O(rows), never all the
         logits: the size xent states for bf16 at V = 512, H = 64 and chunks
         of 32 rows, and 16 times the rows adding only O(rows) to it."""
+        if GPU:
+            self.skipTest("the cpu backend's f32 copies are part of the size: " + CPU_ONLY)
+
         def size(N, chunk):
             d = LinearDesc()
             LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, 64, 512, BF16, I64, MEAN)

@@ -17,8 +17,11 @@ P = ctypes.c_void_p
 
 
 def load_lib():
-    """libxent_shared.so from the test's runfiles, with xent_last_error typed."""
-    lib = ctypes.CDLL(os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so"))
+    """libxent_shared.so from the test's runfiles (or $XENT_LIBRARY, as
+    bench/run_gpu.sh runs a test on a GPU), with xent_last_error typed."""
+    path = os.environ.get("XENT_LIBRARY") or os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime",
+                                                          "libxent_shared.so")
+    lib = ctypes.CDLL(path)
     lib.xent_last_error.restype = ctypes.c_char_p
     return lib
 

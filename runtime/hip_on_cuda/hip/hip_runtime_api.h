@@ -45,6 +45,9 @@ static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }
 static inline hipError_t hipMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 static inline hipError_t hipFree(void* p) { return cudaFree(p); }
 static inline hipError_t hipMemset(void* p, int value, size_t bytes) { return cudaMemset(p, value, bytes); }
+static inline hipError_t hipMemsetAsync(void* p, int value, size_t bytes, void* stream) {
+  return cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream);
+}
 static inline hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
   return cudaMemcpy(dst, src, bytes, kind);
 }

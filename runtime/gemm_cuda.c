@@ -1,0 +1,188 @@
+/* The fused linear cross entropy's GEMMs on the CUDA backend: cuBLASLt,
+   loaded with dlopen on first use (as nccl.c loads NCCL), so that libxent
+   neither links against it nor fails to load where it is absent. The types
+   and constants are cublasLt.h's (the CUDA toolkit the backend is built
+   with); only the entry points are looked up at run time.
+
+   xent's GEMMs are row-major (blas_cpu.h); cuBLASLt's are column-major. A
+   row-major C[m, n] is the column-major C^T[n, m], and C = op(A) op(B) is
+   C^T = op(B)^T op(A)^T: the call below swaps the operands and their
+   transposes, and the bias, one value per column of the row-major C, is
+   one per row of C^T, which is what CUBLASLT_EPILOGUE_BIAS adds. */
+#define _GNU_SOURCE
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+typedef struct cublaslt_lib {
+  int loaded;
+  char why[256];
+  __typeof__(cublasLtCreate)* create;
+  __typeof__(cublasLtDestroy)* destroy;
+  __typeof__(cublasLtGetStatusString)* status_string;
+  __typeof__(cublasLtMatmulDescCreate)* desc_create;
+  __typeof__(cublasLtMatmulDescDestroy)* desc_destroy;
+  __typeof__(cublasLtMatmulDescSetAttribute)* desc_set;
+  __typeof__(cublasLtMatrixLayoutCreate)* layout_create;
+  __typeof__(cublasLtMatrixLayoutDestroy)* layout_destroy;
+  __typeof__(cublasLtMatmulPreferenceCreate)* pref_create;
+  __typeof__(cublasLtMatmulPreferenceDestroy)* pref_destroy;
+  __typeof__(cublasLtMatmulPreferenceSetAttribute)* pref_set;
+  __typeof__(cublasLtMatmulAlgoGetHeuristic)* heuristic;
+  __typeof__(cublasLtMatmul)* matmul;
+} cublaslt_lib;
+
+static cublaslt_lib lt;
+static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
+
+static void load(void) {
+  static const char* const sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+  void* so = NULL;
+  for (size_t i = 0; !so && i < sizeof sonames / sizeof sonames[0]; ++i) so = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+  if (!so) {
+    snprintf(lt.why, sizeof lt.why, "cuBLASLt could not be loaded (%s); put the CUDA toolkit's lib64 on the library path",
+             dlerror());
+    return;
+  }
+  struct {
+    void** slot;
+    const char* name;
+  } entries[] = {
+      {(void**)&lt.create, "cublasLtCreate"},
+      {(void**)&lt.destroy, "cublasLtDestroy"},
+      {(void**)&lt.status_string, "cublasLtGetStatusString"},
+      {(void**)&lt.desc_create, "cublasLtMatmulDescCreate"},
+      {(void**)&lt.desc_destroy, "cublasLtMatmulDescDestroy"},
+      {(void**)&lt.desc_set, "cublasLtMatmulDescSetAttribute"},
+      {(void**)&lt.layout_create, "cublasLtMatrixLayoutCreate"},
+      {(void**)&lt.layout_destroy, "cublasLtMatrixLayoutDestroy"},
+      {(void**)&lt.pref_create, "cublasLtMatmulPreferenceCreate"},
+      {(void**)&lt.pref_destroy, "cublasLtMatmulPreferenceDestroy"},
+      {(void**)&lt.pref_set, "cublasLtMatmulPreferenceSetAttribute"},
+      {(void**)&lt.heuristic, "cublasLtMatmulAlgoGetHeuristic"},
+      {(void**)&lt.matmul, "cublasLtMatmul"},
+  };
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
+    /* POSIX: a function pointer round-trips through dlsym's void*. */
+    *entries[i].slot = dlsym(so, entries[i].name);
+    if (!*entries[i].slot) {
+      snprintf(lt.why, sizeof lt.why, "cuBLASLt was loaded but lacks %s", entries[i].name);
+      return;
+    }
+  }
+  lt.loaded = 1;
+}
+
+static cudaDataType_t data_type(xent_dtype t) {
+  switch (t) {
+    case XENT_F16: return CUDA_R_16F;
+    case XENT_BF16: return CUDA_R_16BF;
+    case XENT_F64: return CUDA_R_64F;
+    default: return CUDA_R_32F;
+  }
+}
+
+static xent_status lt_fail(const char* fn, const char* what, cublasStatus_t st) {
+  return xent_fail(XENT_ERROR_BLAS, "%s: cuBLASLt %s failed: %s", fn, what, lt.status_string(st));
+}
+
+/* The handle's cuBLASLt handle, made on first use; two threads sharing an
+   xent handle may race to make it: one keeps its own, the other's is freed. */
+static xent_status lt_handle(xent_handle* h, const char* fn, cublasLtHandle_t* out) {
+  pthread_once(&lt_once, load);
+  if (!lt.loaded) return xent_fail(XENT_ERROR_BLAS, "%s: %s", fn, lt.why);
+  void* have = __atomic_load_n(&h->gemm, __ATOMIC_ACQUIRE);
+  if (!have) {
+    cublasLtHandle_t made = NULL;
+    const cublasStatus_t st = lt.create(&made);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(fn, "cublasLtCreate", st);
+    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)made, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) have = made;
+    else lt.destroy(made);
+  }
+  *out = (cublasLtHandle_t)have;
+  return XENT_OK;
+}
+
+void xent_cuda_gemm_free(xent_handle* h) {
+  if (h->gemm && lt.loaded) lt.destroy((cublasLtHandle_t)h->gemm);
+  h->gemm = NULL;
+}
+
+xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                           void* stream) {
+  cublasLtHandle_t handle;
+  xent_status s = lt_handle(h, fn, &handle);
+  if (s != XENT_OK) return s;
+  const int f64 = g->dtype == XENT_F64;
+  /* Column-major: D^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]. A row-major X
+     [r, c] with leading dimension ld is the column-major X^T [c, r]. */
+  const cublasOperation_t op_a = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const uint64_t a_rows = g->tb ? (uint64_t)g->k : (uint64_t)g->n, a_cols = g->tb ? (uint64_t)g->n : (uint64_t)g->k;
+  const uint64_t b_rows = g->ta ? (uint64_t)g->m : (uint64_t)g->k, b_cols = g->ta ? (uint64_t)g->k : (uint64_t)g->m;
+  cublasLtMatmulDesc_t desc = NULL;
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasStatus_t st = lt.desc_create(&desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F);
+  const char* what = "cublasLtMatmulDescCreate";
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    what = "cublasLtMatmulDescSetAttribute";
+    st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b);
+    if (st == CUBLAS_STATUS_SUCCESS && g->bias) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = data_type(g->dtype);
+      st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+      if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    }
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    what = "cublasLtMatrixLayoutCreate";
+    st = lt.layout_create(&la, data_type(g->dtype), a_rows, a_cols, g->ldb);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lb, data_type(g->dtype), b_rows, b_cols, g->lda);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->dtype), (uint64_t)g->n, (uint64_t)g->m, g->ldc);
+  }
+  cublasLtMatmulHeuristicResult_t best;
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    what = "cublasLtMatmulAlgoGetHeuristic";
+    const uint64_t max_ws = workspace_bytes;
+    st = lt.pref_create(&pref);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.heuristic(handle, desc, la, lb, lc, lc, pref, 1, &best, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    what = "cublasLtMatmul";
+    /* alpha and beta in the scale type: f32, or f64 for f64. */
+    const float alpha32 = (float)g->alpha, beta32 = (float)g->beta;
+    const void* alpha = f64 ? (const void*)&g->alpha : (const void*)&alpha32;
+    const void* beta = f64 ? (const void*)&g->beta : (const void*)&beta32;
+    st = lt.matmul(handle, desc, alpha, g->b, la, g->a, lb, beta, g->c, lc, g->c, lc, &best.algo, workspace,
+                   workspace_bytes, (cudaStream_t)stream);
+  }
+  if (pref) lt.pref_destroy(pref);
+  if (lc) lt.layout_destroy(lc);
+  if (lb) lt.layout_destroy(lb);
+  if (la) lt.layout_destroy(la);
+  if (desc) lt.desc_destroy(desc);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    char shape[160];
+    snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s)", what, (long long)g->m, (long long)g->n,
+             (long long)g->k, xent_dtype_name(g->dtype));
+    return lt_fail(fn, shape, st);
+  }
+  return XENT_OK;
+}
+
+xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream) {
+  const cudaError_t err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
+  if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, cudaGetErrorString(err));
+  return XENT_OK;
+}
