@@ -284,6 +284,41 @@ class LinearCrossEntropy(unittest.TestCase):
             total = sum(o[3].to(torch.float64) for o in out)
             self.close(total, grads[0], dtype, f"{what}: grad_hidden summed over ranks")
 
+    def test_bad_labels(self):
+        """Labels outside [0, V) in the second and third chunks: xent_check
+        names the lowest such row counted from the first row of all (each
+        chunk's fused call records it from its own first row); ignoring
+        invalid labels instead records none, and the loss is finite."""
+        LIB.xent_check.argtypes = [P]
+        N, H, V = 11, 6, 13
+        torch.manual_seed(11)
+        x, w = on(torch.randn(N, H)), on(torch.randn(V, H))
+        y = torch.randint(0, V, (N,))
+        y[6], y[9] = V, -3
+        y = on(y)
+        for ignore in (False, True):
+            d = LinearDesc()
+            LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, F32, I64, SUM)
+            d.chunk_rows = 4
+            d.ce.invalid_labels = 1 if ignore else 0
+            loss = on(torch.zeros(1))
+            t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss))
+            h = handle()
+            try:
+                self.assertEqual(LIB.xent_check(h), 0)
+                s, msg, _ = run(h, d, t)
+                self.assertEqual(s, 0, msg)
+                c = LIB.xent_check(h)
+                msg = LIB.xent_last_error().decode()
+            finally:
+                LIB.xent_destroy(h)
+            if ignore:
+                self.assertEqual(c, 0, msg)
+                self.assertTrue(torch.isfinite(loss.cpu()).all())
+            else:
+                self.assertEqual(c, 8, msg)  # XENT_ERROR_INVALID_LABEL
+                self.assertIn("row 6 has a label outside", msg)
+
     def test_no_rows(self):
         d = LinearDesc()
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), 0, 4, 6, F32, I64, SUM)
