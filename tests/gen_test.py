@@ -150,8 +150,15 @@ class SpecErrors(unittest.TestCase):
 
     def test_tune_on_chip_only_for_fused_kernels(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, on_chip = 64 }'),
-                   11, 'on_chip serves the fused kernels only, and variant ce_fwd_f32_i64_mean is op fwd '
+                   11, 'on_chip serves op fwd_bwd only in family cross_entropy, and variant ce_fwd_f32_i64_mean is op fwd '
                    '(limit this tune with when = { op = "fwd_bwd" })')
+
+    def test_tune_on_chip_in_softmax_forward_only(self):
+        spec = ('family "softmax"\nops { "fwd", "bwd" }\nspecialize "dtype" { "f32" }\nspecialize "kind" { "softmax" }\n'
+                'tune "cuda" { strided = 256, { classes = 64, row_threads = "block", block = 256, on_chip = 64 }, '
+                '{ row_threads = "block", block = 1024 } }\ntune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
+        self.check(spec, 5, 'on_chip serves op fwd only in family softmax, and variant sm_bwd_f32_softmax is op bwd '
+                   '(limit this tune with when = { op = "fwd" })')
 
     def test_tune_unknown_field(self):
         self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), 11,

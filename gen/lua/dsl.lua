@@ -27,6 +27,9 @@ M.schemas = {
     prefix = "ce",
     template = "cross_entropy.tmpl",
     ops = { "fwd", "bwd", "fwd_bwd" },
+    -- The ops whose kernels can hold a row on chip (tune's on_chip): the
+    -- fused kernel, whose gradient pass reads the row again.
+    on_chip_ops = { "fwd_bwd" },
     axes = {
       { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
       { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
@@ -42,6 +45,8 @@ M.schemas = {
     prefix = "sm",
     template = "softmax.tmpl",
     ops = { "fwd", "bwd" },
+    -- The forward's output pass reads the row again.
+    on_chip_ops = { "fwd" },
     axes = {
       { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
       -- Softmax and log-softmax differ in every formula, so the kind is
@@ -332,8 +337,8 @@ local function make_env(path, st, lib)
   -- one thread's, `strided` threads per block. With `when`, the statement
   -- applies only to matching variants; each variant takes the first tune of
   -- its target that matches, in spec order.
-  -- on_chip = n (KiB, row_threads "block", not the last shape; fused
-  -- fwd_bwd variants only): the row is held in shared memory, spread over a
+  -- on_chip = n (KiB, row_threads "block", not the last shape; the ops of
+  -- the family's on_chip_ops only): the row is held in shared memory, spread over a
   -- thread-block cluster of the fewest blocks (a power of two, at most 8)
   -- that hold it in n KiB each, so the gradient pass reads it from there
   -- and not again from memory. Where the device cannot (no clusters, too
@@ -477,9 +482,11 @@ local function launch_shapes(st, v, target)
     if rule.target == target and (not rule.when or matches(rule.when, v)) then
       rule.used = true
       if rule.chunk_mib then return "chunk=" .. (rule.chunk_mib * 1024 * 1024) end
-      if rule.on_chip and v.op ~= "fwd_bwd" then
-        fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves the fused kernels only, and variant " .. v.key ..
-          " is op " .. v.op .. " (limit this tune with when = { op = \"fwd_bwd\" })")
+      local ops = st.schema.on_chip_ops or {}
+      if rule.on_chip and not index_of(ops, v.op) then
+        local want = #ops == 1 and ("\"" .. ops[1] .. "\"") or ("{ \"" .. table.concat(ops, "\", \"") .. "\" }")
+        fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves op " .. quoted_list(ops) .. " only in family " ..
+          st.family .. ", and variant " .. v.key .. " is op " .. v.op .. " (limit this tune with when = { op = " .. want .. " })")
       end
       local parts = { "strided=" .. rule.strided }
       for _, s in ipairs(rule.shapes) do

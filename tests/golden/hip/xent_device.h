@@ -102,8 +102,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 //     reduced with shuffles) or the whole block (one row at a time);
 //   XENT_COLUMN (a strided row): one thread per row, neighbouring threads on
 //     neighbouring positions, so every load is coalesced;
-//   XENT_ON_CHIP (contiguous, fused kernels): a cluster of blocks per row,
-//     each holding a slice of it in shared memory (xent_slice_each).
+//   XENT_ON_CHIP (contiguous; the fused cross entropy and the softmax
+//     forward, which read the row twice): a cluster of blocks per row, each
+//     holding a slice of it in shared memory (xent_slice_walk).
 // The spec's tune statement picks the shape by C (xent_row_shape). Blocks
 // take tiles of blockDim / group rows (a cluster takes one row) and
 // grid-stride over them; every thread of a block runs every tile, so the
