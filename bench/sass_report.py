@@ -54,7 +54,9 @@ CASES = [
     ("ce_fwd_bwd_bf16_i64_mean", "ON_CHIP", "fused fwd+bwd, bf16, on chip", 131072, 2, 2),
     ("ce_bwd_bf16_i64_none", "ROW", "backward from lse, bf16", 131072, 1, 2),
     ("ce_bwd_f32_i64_none", "ROW", "backward from lse, f32", 131072, 1, 2),
-    ("sm_fwd_bf16_softmax", "ROW", "softmax, bf16", 131072, 2, 3),
+    ("sm_fwd_bf16_softmax", "ROW", "softmax, bf16", 8192, 2, 3),
+    ("sm_fwd_bf16_softmax", "ON_CHIP", "softmax, bf16, on chip", 131072, 2, 2),
+    ("sm_bwd_bf16_softmax", "ROW", "softmax backward, bf16 (y and dy)", 131072, 2, 5),
     ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
 ]
 

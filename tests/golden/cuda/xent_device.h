@@ -586,6 +586,83 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
 
+// Two rows of the same layout read together (the softmax backward's y and
+// dy): calls f(j, y_j, dy_j) for every class this thread owns and, with
+// kStore, stores its result at out[base + j * inner] (out may be y or dy:
+// each element is read before its owner writes it). A contiguous row is read
+// with 16-byte vectors, two of each row in flight per thread (64 bytes),
+// where y and dy share their alignment (scalars otherwise), and the result
+// is stored 16 bytes at a time where out is aligned too; a strided row
+// reads kLoads classes of each before using any, as xent_row_walk_io.
+// Classes are taken in the same order every run on the same buffers.
+template <bool kColumn, bool kStore, typename T, typename Cvt, typename F>
+XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_t base, int64_t C, int64_t inner,
+                                int64_t lane, int64_t group, F f) {
+  const auto one = [&](int64_t j, int64_t e) {
+    const auto d = f(j, XENT_LD(y + e), XENT_LD(dy + e));
+    if (kStore) XENT_ST(out + e, cvt(d));
+  };
+  if (kColumn) {
+    constexpr int64_t kLoads = 16 / sizeof(T);
+    int64_t j = lane;
+    for (; j + (kLoads - 1) * group < C; j += kLoads * group) {
+      T ry[kLoads], rd[kLoads];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kLoads; ++u) {
+        ry[u] = XENT_LD(y + base + (j + u * group) * inner);
+        rd[u] = XENT_LD(dy + base + (j + u * group) * inner);
+      }
+      XENT_UNROLL
+      for (int64_t u = 0; u < kLoads; ++u) {
+        const auto d = f(j + u * group, ry[u], rd[u]);
+        if (kStore) XENT_ST(out + base + (j + u * group) * inner, cvt(d));
+      }
+    }
+    for (; j < C; j += group) one(j, base + j * inner);
+    return;
+  }
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const T* yr = y + base;
+  const T* dr = dy + base;
+  if ((((uintptr_t)yr ^ (uintptr_t)dr) & 15) != 0) {
+    for (int64_t j = lane; j < C; j += group) one(j, base + j);
+    return;
+  }
+  const int64_t head = xent_row_head(yr, C);
+  for (int64_t j = lane; j < head; j += group) one(j, base + j);
+  const int64_t vecs = (C - head) / kVec;
+  const xent_vec16<T>* vy = (const xent_vec16<T>*)(yr + head);
+  const xent_vec16<T>* vd = (const xent_vec16<T>*)(dr + head);
+  const auto use = [&](int64_t i, const xent_vec16<T>& cy, const xent_vec16<T>& cd) {
+    using A = decltype(f(0, cy.e[0], cd.e[0]));
+    A d[kVec];
+    for (int64_t k = 0; k < kVec; ++k) d[k] = f(head + i * kVec + k, cy.e[k], cd.e[k]);
+    if (!kStore) return;
+    T* o = out + base + head + i * kVec;
+    if (((uintptr_t)o & 15) == 0) {
+      xent_vec16<T> v;
+      for (int64_t k = 0; k < kVec; ++k) v.e[k] = cvt(d[k]);
+      xent_store16(o, v);
+    } else {
+      for (int64_t k = 0; k < kVec; ++k) XENT_ST(o + k, cvt(d[k]));
+    }
+  };
+  constexpr int64_t kLoads = 2;
+  int64_t i = lane;
+  for (; i + (kLoads - 1) * group < vecs; i += kLoads * group) {
+    xent_vec16<T> cy[kLoads], cd[kLoads];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) {
+      cy[u] = XENT_LD(vy + i + u * group);
+      cd[u] = XENT_LD(vd + i + u * group);
+    }
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) use(i + u * group, cy[u], cd[u]);
+  }
+  for (; i < vecs; i += group) use(i, XENT_LD(vy + i), XENT_LD(vd + i));
+  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j, base + j);
+}
+
 // The read-only walk: f(j, x_j) for each class this thread owns.
 template <bool kColumn, typename T, typename F>
 XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
