@@ -9,7 +9,6 @@
    the accumulation type on the cpu backend, f16/bf16 operands converted a
    block at a time; cuBLASLt (gemm_cuda.c) on CUDA; hipBLASLt is not written
    yet (backend_hip.c says so). */
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -243,6 +242,16 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   return xent_ce_run_call(r->fn, r->h, &cd, &call);
 }
 
+/* BIAS: the chunk's logits in the accumulation type (acc_logits) += bias. */
+static xent_status chunk_bias(const run_ctx* r, int64_t k, void* acc_logits) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_BIAS;
+  a.chunk = k;
+  a.bias = r->t->bias;
+  a.acc_logits = acc_logits;
+  return step(r, &a);
+}
+
 /* BIAS_GRAD: grad_bias from the chunk's gradient as the kernel stored it. */
 static xent_status chunk_bias_grad(const run_ctx* r, int64_t k, const void* grad) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
@@ -291,12 +300,7 @@ static xent_status chunk_cpu(const run_ctx* r, int64_t k) {
     if (s != XENT_OK) return s;
   }
   if (t->bias) {
-    xent_lce_args a = step_args(r->d, chunk, ws + L.steps, r->stream);
-    a.step = XENT_LCE_BIAS;
-    a.chunk = k;
-    a.bias = t->bias;
-    a.acc_logits = out;
-    s = step(r, &a);
+    s = chunk_bias(r, k, out);
     if (s != XENT_OK) return s;
   }
   if (half) narrow(dt, out, logits, n * V, 0);
@@ -362,12 +366,7 @@ static xent_status chunk_gpu(const run_ctx* r, int64_t k) {
   xent_status s = gpu_gemm(r, &forward);
   if (s != XENT_OK) return s;
   if (bias_step) {
-    xent_lce_args a = step_args(r->d, chunk, r->ws + L.steps, r->stream);
-    a.step = XENT_LCE_BIAS;
-    a.chunk = k;
-    a.bias = t->bias;
-    a.acc_logits = logits;
-    s = step(r, &a);
+    s = chunk_bias(r, k, logits);
     if (s != XENT_OK) return s;
   }
   s = chunk_loss(r, k, r0, n, logits, logits);

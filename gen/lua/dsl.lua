@@ -19,6 +19,20 @@ local sandbox = require("sandbox")
 
 local M = {}
 
+-- The cross-entropy axes, in key order: family cross_entropy's, and the
+-- linear cross entropy's (whose variants run around those kernels). Read
+-- only.
+local CE_AXES = {
+  { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
+  { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
+  { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
+  { name = "weights", values = { "unweighted", "weighted" } },
+  { name = "label_smoothing", values = { "nosmooth", "smooth" } },
+  { name = "ignore_index", values = { "noignore", "ignore" } },
+  { name = "z_loss", values = { "nozloss", "zloss" } },
+  { name = "softcap", values = { "nocap", "softcap" } },
+}
+
 -- What each family may declare. `axes` is the canonical key order. An axis
 -- with `choice` values names what each compile-time value means; axes marked
 -- `type_axis` must be specialized (they change C types, not just a branch).
@@ -30,16 +44,7 @@ M.schemas = {
     -- The ops whose kernels can hold a row on chip (tune's on_chip): the
     -- fused kernel, whose gradient pass reads the row again.
     on_chip_ops = { "fwd_bwd" },
-    axes = {
-      { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
-      { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
-      { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
-      { name = "weights", values = { "unweighted", "weighted" } },
-      { name = "label_smoothing", values = { "nosmooth", "smooth" } },
-      { name = "ignore_index", values = { "noignore", "ignore" } },
-      { name = "z_loss", values = { "nozloss", "zloss" } },
-      { name = "softcap", values = { "nocap", "softcap" } },
-    },
+    axes = CE_AXES,
   },
   softmax = {
     prefix = "sm",
@@ -63,16 +68,7 @@ M.schemas = {
     template = "linear_cross_entropy.tmpl",
     ops = { "fwd_bwd" },
     tune = "chunk",
-    axes = {
-      { name = "dtype", values = { "f32", "f16", "bf16", "f64" }, type_axis = true },
-      { name = "label", values = { "i32", "i64", "prob" }, type_axis = true },
-      { name = "reduction", values = { "none", "sum", "mean" }, type_axis = true },
-      { name = "weights", values = { "unweighted", "weighted" } },
-      { name = "label_smoothing", values = { "nosmooth", "smooth" } },
-      { name = "ignore_index", values = { "noignore", "ignore" } },
-      { name = "z_loss", values = { "nozloss", "zloss" } },
-      { name = "softcap", values = { "nocap", "softcap" } },
-    },
+    axes = CE_AXES,
   },
 }
 -- The largest chunk of logits a linear_cross_entropy tune may ask for (MiB).
