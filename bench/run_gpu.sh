@@ -9,7 +9,8 @@
 # the reference, determinism, CUDA graphs, the split vocabulary, NCCL; and
 # //tests:gpu_hip_on_cuda_test: the same for every HIP variant, run on the
 # NVIDIA GPU through runtime/hip_on_cuda; the fused linear cross entropy
-# against PyTorch on CUDA tensors), then the benchmark, and writes
+# against PyTorch on CUDA tensors, on the CUDA backend and on the HIP one
+# built for NVIDIA), then the benchmark, and writes
 # bench/results/<date>-<gpu>.{json,png,log}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,10 @@ esac
 
 if [ -z "$prebuilt" ]; then
   ./bazelw build --config=cuda //runtime:libxent_shared.so //bench:libxent_roofline.so //tests:gpu_test \
-    //tests:gpu_hip_on_cuda_test
+    //tests:gpu_hip_on_cuda_test //runtime:libxent_hip_on_cuda_shared.so
   prebuilt=$(mktemp -d)
-  cp bazel-bin/runtime/libxent_shared.so bazel-bin/bench/libxent_roofline.so bazel-bin/tests/gpu_test \
+  cp bazel-bin/runtime/libxent_shared.so bazel-bin/runtime/libxent_hip_on_cuda_shared.so bazel-bin/bench/libxent_roofline.so \
+     bazel-bin/tests/gpu_test \
      bazel-bin/tests/gpu_hip_on_cuda_test bazel-bin/gen/cuda/manifest.tsv "$prebuilt"/
   cp bazel-bin/gen/hip/manifest.tsv "$prebuilt/hip_manifest.tsv"
   git rev-parse HEAD > "$prebuilt/commit" 2>/dev/null || echo unknown > "$prebuilt/commit"
@@ -54,6 +56,9 @@ echo "== gpu_hip_on_cuda_test"
 "$prebuilt/gpu_hip_on_cuda_test" "$prebuilt/hip_manifest.tsv" || status=1
 echo "== linear_ce_vs_torch_test on CUDA tensors (cuBLASLt's GEMMs)"
 XENT_LIBRARY="$prebuilt/libxent_shared.so" XENT_TEST_DEVICE=cuda "$python" tests/linear_ce_vs_torch_test.py || status=1
+echo "== linear_ce_vs_torch_test on the HIP backend built for NVIDIA (cuBLASLt as hipBLASLt)"
+XENT_LIBRARY="$prebuilt/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda XENT_TEST_BACKEND=hip "$python" \
+  tests/linear_ce_vs_torch_test.py || status=1
 echo "== bench"
 XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench.py --lib "$prebuilt/libxent_shared.so" \
   --roofline "$prebuilt/libxent_roofline.so" --out "$out" ${BENCH_GROUPS:+--groups "$BENCH_GROUPS"} || status=1

@@ -145,7 +145,10 @@ void xent_destroy(xent_handle* handle) {
       xent_cuda_gemm_free(handle);
       xent_cuda_flag_free(handle);
       break;
-    case XENT_BACKEND_HIP: xent_hip_flag_free(handle); break;
+    case XENT_BACKEND_HIP:
+      xent_hip_gemm_free(handle);
+      xent_hip_flag_free(handle);
+      break;
     default: xent_cpu_flag_free(handle); break;
   }
   free(handle);

@@ -71,16 +71,6 @@ xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row) {
 
 void xent_hip_flag_free(xent_handle* h) { hipFree(h->bad_label_row); }
 
-/* The fused linear cross entropy's GEMMs through hipBLASLt (loaded at run
-   time, as nccl.c loads RCCL) are not written yet: docs/LINEAR_CE.md. */
-xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
-                          void* stream) {
-  (void)h, (void)g, (void)workspace, (void)workspace_bytes, (void)stream;
-  return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE,
-                   "%s: the hip backend has no GEMMs for the fused linear cross entropy yet (hipBLASLt); the cuda and "
-                   "cpu backends have", fn);
-}
-
 xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream) {
   const hipError_t err = hipMemsetAsync(p, 0, bytes, (hipStream_t)stream);
   if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, hipGetErrorString(err));

@@ -2,13 +2,12 @@
    loaded with dlopen on first use (as nccl.c loads NCCL), so that libxent
    neither links against it nor fails to load where it is absent. The types
    and constants are cublasLt.h's (the CUDA toolkit the backend is built
-   with); only the entry points are looked up at run time.
+   with); only the entry points are looked up at run time. xent's GEMMs are
+   row-major, cuBLASLt's column-major: gemm_layout.h maps one to the other.
 
-   xent's GEMMs are row-major (blas_cpu.h); cuBLASLt's are column-major. A
-   row-major C[m, n] is the column-major C^T[n, m], and C = op(A) op(B) is
-   C^T = op(B)^T op(A)^T: the call below swaps the operands and their
-   transposes, and the bias, one value per column of the row-major C, is
-   one per row of C^T, which is what CUBLASLT_EPILOGUE_BIAS adds. */
+   Compiled with XENT_GEMM_FOR_HIP, this file is the HIP backend's GEMM in
+   the HIP-on-CUDA build (runtime/hip_on_cuda), where hipBLASLt would itself
+   be cuBLASLt: it then defines xent_hip_gemm and xent_hip_gemm_free. */
 #define _GNU_SOURCE
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -16,7 +15,16 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "gemm_layout.h"
 #include "internal.h"
+
+#ifdef XENT_GEMM_FOR_HIP
+#define GEMM_ENTRY xent_hip_gemm
+#define GEMM_FREE xent_hip_gemm_free
+#else
+#define GEMM_ENTRY xent_cuda_gemm
+#define GEMM_FREE xent_cuda_gemm_free
+#endif
 
 typedef struct cublaslt_lib {
   int loaded;
@@ -107,22 +115,20 @@ static xent_status lt_handle(xent_handle* h, const char* fn, cublasLtHandle_t* o
   return XENT_OK;
 }
 
-void xent_cuda_gemm_free(xent_handle* h) {
+void GEMM_FREE(xent_handle* h) {
   if (h->gemm && lt.loaded) lt.destroy((cublasLtHandle_t)h->gemm);
   h->gemm = NULL;
 }
 
-xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
-                           void* stream) {
+xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                       void* stream) {
   cublasLtHandle_t handle;
   xent_status s = lt_handle(h, fn, &handle);
   if (s != XENT_OK) return s;
   const int f64 = g->dtype == XENT_F64;
-  /* Column-major: D^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]. A row-major X
-     [r, c] with leading dimension ld is the column-major X^T [c, r]. */
-  const cublasOperation_t op_a = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const uint64_t a_rows = g->tb ? (uint64_t)g->k : (uint64_t)g->n, a_cols = g->tb ? (uint64_t)g->n : (uint64_t)g->k;
-  const uint64_t b_rows = g->ta ? (uint64_t)g->m : (uint64_t)g->k, b_cols = g->ta ? (uint64_t)g->k : (uint64_t)g->m;
+  const xent_gemm_column_major cm = xent_gemm_to_column_major(g);
+  const cublasOperation_t op_first = cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDesc_t desc = NULL;
   cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
   cublasLtMatmulPreference_t pref = NULL;
@@ -130,8 +136,8 @@ xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, v
   const char* what = "cublasLtMatmulDescCreate";
   if (st == CUBLAS_STATUS_SUCCESS) {
     what = "cublasLtMatmulDescSetAttribute";
-    st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b);
+    st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
     if (st == CUBLAS_STATUS_SUCCESS && g->bias) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const cudaDataType_t bias_type = data_type(g->dtype);
@@ -143,9 +149,10 @@ xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, v
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
     what = "cublasLtMatrixLayoutCreate";
-    st = lt.layout_create(&la, data_type(g->dtype), a_rows, a_cols, g->ldb);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lb, data_type(g->dtype), b_rows, b_cols, g->lda);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->dtype), (uint64_t)g->n, (uint64_t)g->m, g->ldc);
+    st = lt.layout_create(&la, data_type(g->dtype), cm.first.rows, cm.first.cols, cm.first.ld);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = lt.layout_create(&lb, data_type(g->dtype), cm.second.rows, cm.second.cols, cm.second.ld);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->dtype), cm.rows, cm.cols, cm.ld);
   }
   cublasLtMatmulHeuristicResult_t best;
   int found = 0;
@@ -164,8 +171,8 @@ xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, v
     const float alpha32 = (float)g->alpha, beta32 = (float)g->beta;
     const void* alpha = f64 ? (const void*)&g->alpha : (const void*)&alpha32;
     const void* beta = f64 ? (const void*)&g->beta : (const void*)&beta32;
-    st = lt.matmul(handle, desc, alpha, g->b, la, g->a, lb, beta, g->c, lc, g->c, lc, &best.algo, workspace,
-                   workspace_bytes, (cudaStream_t)stream);
+    st = lt.matmul(handle, desc, alpha, cm.first.data, la, cm.second.data, lb, beta, g->c, lc, g->c, lc, &best.algo,
+                   workspace, workspace_bytes, (cudaStream_t)stream);
   }
   if (pref) lt.pref_destroy(pref);
   if (lc) lt.layout_destroy(lc);
@@ -181,8 +188,10 @@ xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, v
   return XENT_OK;
 }
 
+#ifndef XENT_GEMM_FOR_HIP
 xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream) {
   const cudaError_t err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
   if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, cudaGetErrorString(err));
   return XENT_OK;
 }
+#endif

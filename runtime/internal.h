@@ -13,8 +13,8 @@ struct xent_handle {
   /* One word in the backend's memory: the lowest row with a label outside
      [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
   unsigned long long* bad_label_row;
-  /* The GEMM library's handle (cuBLASLt), made by the first fused linear
-     cross entropy call; NULL until then. */
+  /* The GEMM library's handle (cuBLASLt or hipBLASLt), made by the first
+     fused linear cross entropy call; NULL until then. */
   void* gemm;
 };
 
@@ -99,7 +99,8 @@ void xent_hip_flag_free(xent_handle* h);
    blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op transposes
    when ta / tb), A, B and C in `dtype`, computed in its accumulation type;
    bias ([n], dtype, or NULL) added to every row in the GEMM's epilogue. On
-   the caller's stream, with `workspace` for the library. */
+   the caller's stream, with `workspace` for the library. cuBLASLt
+   (gemm_cuda.c) and hipBLASLt (gemm_hip.c), both loaded at run time. */
 typedef struct xent_gemm {
   xent_dtype dtype;
   int ta, tb;
@@ -119,6 +120,7 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
                           void* stream);
 /* Frees h->gemm (xent_destroy). */
 void xent_cuda_gemm_free(xent_handle* h);
+void xent_hip_gemm_free(xent_handle* h);
 /* bytes of device memory at p set to zero, on the stream. */
 xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream);
 xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream);

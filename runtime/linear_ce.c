@@ -7,8 +7,8 @@
    divisor, the bias and its gradient and the loss on the device, so nothing
    waits for the host. The GEMMs are the backend's: OpenBLAS (blas_cpu.c) in
    the accumulation type on the cpu backend, f16/bf16 operands converted a
-   block at a time; cuBLASLt (gemm_cuda.c) on CUDA; hipBLASLt is not written
-   yet (backend_hip.c says so). */
+   block at a time; cuBLASLt (gemm_cuda.c) on CUDA; hipBLASLt (gemm_hip.c)
+   on HIP, and cuBLASLt again where the HIP backend is built for NVIDIA. */
 #include <stdint.h>
 #include <string.h>
 

@@ -280,9 +280,10 @@ xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* 
    loss from the chunks' sums) are generated kernels of family
    linear_cross_entropy, run on the call's stream.
    The GEMMs: on the cpu backend OpenBLAS, loaded at run time
-   (libopenblas.so.0; XENT_ERROR_BLAS if absent); on CUDA cuBLASLt, loaded at
-   run time (gradients in the inputs' dtype there); the HIP backend returns
-   XENT_ERROR_BACKEND_UNAVAILABLE for now. */
+   (libopenblas.so.0; XENT_ERROR_BLAS if absent); on CUDA cuBLASLt and on
+   HIP hipBLASLt (ROCm 6.0 or later), each loaded at run time
+   (XENT_ERROR_BLAS if absent or failing, with the library's status), the
+   gradients in the inputs' dtype there. */
 typedef struct xent_linear_ce_desc {
   xent_ce_desc ce;   /* the loss: rows N, classes V, inner 1, dtype (of hidden, weight and bias), loss_dtype,
                         grad_dtype (of every gradient), labels and every option; a vocab_shard splits weight's

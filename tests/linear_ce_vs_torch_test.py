@@ -13,8 +13,10 @@ dtype before the loss (as a GEMM in that dtype leaves them), and in f16/bf16
 grad_weight is rounded once per chunk as it accumulates.
 
 With XENT_TEST_DEVICE=cuda (and XENT_LIBRARY, a --config=cuda build) the
-same cases run on the CUDA backend, cuBLASLt's GEMMs, on CUDA tensors:
-bench/run_gpu.sh does so. The f32 gradients of bf16 inputs are refused
+same cases run on the CUDA backend, cuBLASLt's GEMMs, on CUDA tensors; with
+XENT_TEST_BACKEND=hip as well (and XENT_LIBRARY=libxent_hip_on_cuda_shared.so) on
+the HIP backend built for NVIDIA GPUs (runtime/hip_on_cuda): the HIP
+rendering's kernels and steps. bench/run_gpu.sh runs both. The f32 gradients of bf16 inputs are refused
 there (the gradient GEMMs take one operand type), and the tests of the
 emulated renderings, the host all-gather and the cpu workspace's size say
 SKIPPED."""
@@ -40,6 +42,7 @@ LIB.xent_linear_ce_desc_init.argtypes = [ctypes.POINTER(LinearDesc), ctypes.c_in
 REDUCTION = {NONE: "none", SUM: "sum", MEAN: "mean"}
 DEVICE = os.environ.get("XENT_TEST_DEVICE", "cpu")
 GPU = DEVICE != "cpu"
+BACKEND = {"cuda": BACKEND_CUDA, "hip": BACKEND_HIP}[os.environ.get("XENT_TEST_BACKEND", "cuda")] if GPU else BACKEND_CPU
 CPU_ONLY = "the cpu backend only (XENT_TEST_DEVICE=%s)" % DEVICE
 WORKSPACE_TOO_SMALL, INVALID_ARGUMENT = 5, 1
 
@@ -55,7 +58,7 @@ def on(t):
 
 def handle(render=None):
     h = P()
-    assert LIB.xent_create(ctypes.byref(h), BACKEND_CUDA if GPU else BACKEND_CPU) == 0, LIB.xent_last_error()
+    assert LIB.xent_create(ctypes.byref(h), BACKEND) == 0, LIB.xent_last_error()
     if render is not None:
         assert LIB.xent_cpu_emulate(h, render) == 0
     return h

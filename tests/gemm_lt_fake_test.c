@@ -1,0 +1,217 @@
+/* The GPU backends' GEMM calls (runtime/gemm_cuda.c with GEMM_CUDA,
+   runtime/gemm_hip.c otherwise) against a host stand-in of the library
+   (tests/fake_blaslt.c), which computes what cuBLASLt and hipBLASLt document
+   for the column-major call they are given. The oracle is a row-major
+   matrix product in double written here: every transpose combination, the
+   four dtypes, padded leading dimensions, beta accumulation and the bias
+   epilogue must agree, so a mistake in the row-major to column-major
+   mapping (gemm_layout.h) fails this on a machine without a GPU. Then the
+   errors: no algorithm, a workspace too small, and (hipBLASLt) a library
+   older than the ABI xent declares; and the handle freed.
+
+   argv[1]: the stand-in library. It carries the real library's soname, so
+   once loaded here (RTLD_GLOBAL), the runtime's dlopen finds it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+#include "runtime/numeric.h"
+
+#ifdef GEMM_CUDA
+#define GEMM xent_cuda_gemm
+#define GEMM_FREE xent_cuda_gemm_free
+#define KIND XENT_BACKEND_CUDA
+#define SONAME "libcublasLt.so.13"
+#else
+#define GEMM xent_hip_gemm
+#define GEMM_FREE xent_hip_gemm_free
+#define KIND XENT_BACKEND_HIP
+#define SONAME "libhipblaslt.so.1"
+#endif
+
+static int failures = 0;
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fputc('\n', stderr);                    \
+      ++failures;                             \
+    }                                         \
+  } while (0)
+
+static uint64_t rng = 12345;
+static double uniform(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static size_t bytes_of(xent_dtype t) { return t == XENT_F64 ? 8 : t == XENT_F32 ? 4 : 2; }
+
+/* Stores v rounded to t and returns the rounded value. */
+static double put(xent_dtype t, void* p, size_t i, double v) {
+  switch (t) {
+    case XENT_F64: ((double*)p)[i] = v; return v;
+    case XENT_F32: ((float*)p)[i] = (float)v; return (float)v;
+    case XENT_F16: ((uint16_t*)p)[i] = xent_float_to_f16((float)v); return xent_f16_to_float(((uint16_t*)p)[i]);
+    default: ((uint16_t*)p)[i] = xent_float_to_bf16((float)v); return xent_bf16_to_float(((uint16_t*)p)[i]);
+  }
+}
+static double get(xent_dtype t, const void* p, size_t i) {
+  switch (t) {
+    case XENT_F64: return ((const double*)p)[i];
+    case XENT_F32: return ((const float*)p)[i];
+    case XENT_F16: return xent_f16_to_float(((const uint16_t*)p)[i]);
+    default: return xent_bf16_to_float(((const uint16_t*)p)[i]);
+  }
+}
+
+/* The relative error of rounding one result to t (the stand-in sums in
+   double, so the rounding of the output is the only error), twice over. */
+static double tolerance(xent_dtype t) {
+  switch (t) {
+    case XENT_F64: return 1e-13;
+    case XENT_F32: return 0x1p-23;
+    case XENT_F16: return 0x1p-10;
+    default: return 0x1p-7;
+  }
+}
+
+/* One row-major GEMM: C[m, n] = alpha op(A) op(B) + beta C (+ bias), each
+   matrix with `pad` unused elements at the end of every row; the pads of C
+   must come back untouched. */
+static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                     double beta, int with_bias, int pad) {
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+  const size_t e = bytes_of(t);
+  void* a = malloc((size_t)(a_rows * lda) * e);
+  void* b = malloc((size_t)(b_rows * ldb) * e);
+  void* c = malloc((size_t)(m * ldc) * e);
+  void* bias = malloc((size_t)n * e);
+  double *ra = malloc(sizeof(double) * (size_t)(a_rows * lda)), *rb = malloc(sizeof(double) * (size_t)(b_rows * ldb));
+  double *rc = malloc(sizeof(double) * (size_t)(m * ldc)), *rbias = malloc(sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < a_rows * lda; ++i) ra[i] = put(t, a, (size_t)i, uniform());
+  for (int64_t i = 0; i < b_rows * ldb; ++i) rb[i] = put(t, b, (size_t)i, uniform());
+  for (int64_t i = 0; i < m * ldc; ++i) rc[i] = put(t, c, (size_t)i, (i % ldc) >= n ? 77.0 : uniform());
+  for (int64_t i = 0; i < n; ++i) rbias[i] = put(t, bias, (size_t)i, uniform());
+  const xent_gemm g = {.dtype = t, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                       .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .bias = with_bias ? bias : NULL};
+  static unsigned char workspace[1 << 16];
+  const xent_status s = GEMM(h, "test", &g, workspace, sizeof workspace, NULL);
+  CHECK(s == XENT_OK, "%s ta %d tb %d m %lld n %lld k %lld: %s", xent_dtype_name(t), ta, tb, (long long)m,
+        (long long)n, (long long)k, xent_last_error());
+  if (s == XENT_OK) {
+    int bad = 0;
+    for (int64_t i = 0; i < m && !bad; ++i) {
+      for (int64_t j = 0; j < ldc && !bad; ++j) {
+        const double got = get(t, c, (size_t)(i * ldc + j));
+        double want;
+        if (j >= n) {
+          want = 77.0;
+        } else {
+          double acc = 0;
+          for (int64_t l = 0; l < k; ++l) acc += ra[ta ? l * lda + i : i * lda + l] * rb[tb ? j * ldb + l : l * ldb + j];
+          want = alpha * acc + beta * rc[i * ldc + j] + (with_bias ? rbias[j] : 0.0);
+        }
+        if (fabs(got - want) > tolerance(t) * fabs(want) + 1e-300) {
+          CHECK(0, "%s ta %d tb %d m %lld n %lld k %lld alpha %g beta %g bias %d: C[%lld, %lld] = %.17g, want %.17g",
+                xent_dtype_name(t), ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, with_bias,
+                (long long)i, (long long)j, got, want);
+          bad = 1;
+        }
+      }
+    }
+  }
+  free(a), free(b), free(c), free(bias), free(ra), free(rb), free(rc), free(rbias);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s LIBFAKE.so\n", argv[0]);
+    return 2;
+  }
+  void* fake = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+  if (!fake) {
+    fprintf(stderr, "FAIL: cannot load %s: %s\n", argv[1], dlerror());
+    return 1;
+  }
+  /* The runtime's dlopen by soname must find the stand-in, not a real
+     library that may be installed. */
+  CHECK(dlopen(SONAME, RTLD_NOW | RTLD_NOLOAD) == fake, "dlopen(%s) does not find the stand-in", SONAME);
+  int* no_algorithm = dlsym(fake, "fake_blaslt_no_algorithm");
+  int* version = dlsym(fake, "fake_blaslt_version");
+  int* calls = dlsym(fake, "fake_blaslt_calls");
+  int (*handles_live)(void) = (int (*)(void))dlsym(fake, "fake_blaslt_handles_live");
+  if (!no_algorithm || !version || !calls || !handles_live) {
+    fprintf(stderr, "FAIL: the stand-in lacks its knobs\n");
+    return 1;
+  }
+
+  xent_handle h;
+  memset(&h, 0, sizeof h);
+  h.kind = KIND;
+  const xent_dtype types[] = {XENT_F32, XENT_F64, XENT_BF16, XENT_F16};
+  int cases = 0;
+  for (int ti = 0; ti < 4; ++ti) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        /* m, n, k all different: a swapped operand or dimension does not
+           chain and the library refuses it; the square case catches a
+           transpose lost where the shapes would still chain. */
+        one_case(&h, types[ti], ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0);
+        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3);
+        one_case(&h, types[ti], ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2);
+        one_case(&h, types[ti], ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1);
+        cases += 4;
+      }
+    }
+  }
+  CHECK(*calls == cases, "the stand-in ran %d GEMMs, the test %d", *calls, cases);
+
+  /* No algorithm: an XENT_ERROR_BLAS naming the call and the shape. */
+  static unsigned char workspace[1 << 16];
+  float a[6] = {0}, b[6] = {0}, c[4] = {0};
+  const xent_gemm g = {.dtype = XENT_F32, .m = 2, .n = 2, .k = 3, .alpha = 1.0, .a = a, .lda = 3, .b = b, .ldb = 2,
+                       .c = c, .ldc = 2};
+  *no_algorithm = 1;
+  xent_status s = GEMM(&h, "xent_linear_ce_run", &g, workspace, sizeof workspace, NULL);
+  CHECK(s == XENT_ERROR_BLAS && strstr(xent_last_error(), "xent_linear_ce_run") &&
+            strstr(xent_last_error(), "GetHeuristic") && strstr(xent_last_error(), "(m 2, n 2, k 3, f32)"),
+        "no algorithm: status %d, '%s'", (int)s, xent_last_error());
+  *no_algorithm = 0;
+  /* A workspace smaller than every algorithm asks for: none is found. */
+  s = GEMM(&h, "xent_linear_ce_run", &g, workspace, 1024, NULL);
+  CHECK(s == XENT_ERROR_BLAS && strstr(xent_last_error(), "GetHeuristic"), "small workspace: status %d, '%s'",
+        (int)s, xent_last_error());
+
+  CHECK(handles_live() == 1, "%d library handles for one xent handle", handles_live());
+  GEMM_FREE(&h);
+  CHECK(handles_live() == 0 && h.gemm == NULL, "xent's free left %d library handles", handles_live());
+
+#ifndef GEMM_CUDA
+  /* hipBLASLt before 0.6 (ROCm 5) numbered its types differently. */
+  *version = 400;
+  s = GEMM(&h, "xent_linear_ce_run", &g, workspace, sizeof workspace, NULL);
+  CHECK(s == XENT_ERROR_BLAS && strstr(xent_last_error(), "hipBLASLt 0.4.0 is older than 0.6"),
+        "old hipBLASLt: status %d, '%s'", (int)s, xent_last_error());
+  CHECK(handles_live() == 0 && h.gemm == NULL, "a refused library left its handle");
+  *version = 600;
+  s = GEMM(&h, "xent_linear_ce_run", &g, workspace, sizeof workspace, NULL);
+  CHECK(s == XENT_OK, "hipBLASLt 0.6.0: %s", xent_last_error());
+  GEMM_FREE(&h);
+#else
+  (void)version;
+#endif
+
+  if (failures) {
+    fprintf(stderr, "%d failures\n", failures);
+    return 1;
+  }
+  printf("OK: %d GEMMs (4 dtypes, every transpose, padded rows, beta, bias) and the error paths\n", cases);
+  return 0;
+}
