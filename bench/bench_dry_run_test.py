@@ -1,7 +1,8 @@
 """bench/bench.py --dry-run on the CPU: every case runs (the generated kernels
 under the emulator, PyTorch on the CPU), xent agrees with PyTorch on each,
 and the JSON and the PNG plot are written with what docs/PERFORMANCE.md says
-they hold."""
+they hold. bench/bench_linear.py --dry-run likewise: every method of the
+fused linear cross entropy's benchmark runs or says why not."""
 
 import json
 import os
@@ -52,6 +53,44 @@ class DryRun(unittest.TestCase):
                 png = f.read()
             self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
             self.assertGreater(len(png), 10000)
+
+    def test_linear_dry_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "linear")
+            proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_linear.py"), "--dry-run",
+                                   "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
+                                   "--commit", "test"], capture_output=True, text=True, timeout=600)
+            print(proc.stdout, proc.stderr)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(out + ".json") as f:
+                report = json.load(f)
+            self.assertEqual(report["environment"]["commit"], "test")
+            results = report["results"]
+            self.assertEqual({r["dtype"] for r in results}, {"bf16", "f32"})
+            for r in results:
+                name = f"N {r['n']} H {r['h']} V {r['v']} {r['dtype']}"
+                self.assertTrue(r["ok"], name)
+                self.assertEqual(r["logits_bytes"], r["n"] * r["v"] * (2 if r["dtype"] == "bf16" else 4), name)
+                methods = r["methods"]
+                self.assertEqual(set(methods),
+                                 {"xent", "xent_package", "gemms", "torch_eager", "torch_compile", "liger", "cce"})
+                for m in ("xent", "xent_package", "torch_eager"):
+                    self.assertGreater(methods[m]["s"], 0, f"{name} {m}")
+                    self.assertEqual(set(methods[m]["errors"]), {"loss", "grad_hidden", "grad_weight"}, name)
+                    self.assertLess(max(methods[m]["errors"].values()), 0.03, f"{name} {m}")
+                    # The CPU has no allocator statistics: not measured, not zero.
+                    self.assertIsNone(methods[m]["peak_extra_bytes"], name)
+                self.assertGreater(methods["gemms"]["s"], 0, name)
+                self.assertGreater(r["xent_over_gemms"], 0, name)
+                self.assertEqual([c["chunk_rows"] for c in r["chunk_sweep"]], [16, 40] if r["dtype"] == "bf16" else [],
+                                 name)
+                for c in r["chunk_sweep"]:
+                    self.assertGreater(c["s"], 0, name)
+                self.assertTrue("s" in methods["torch_compile"] or "error" in methods["torch_compile"], name)
+                # Liger-Kernel and Cut Cross-Entropy need a GPU: each named
+                # with the reason, never dropped.
+                for peer in ("liger", "cce"):
+                    self.assertIn("CUDA only", methods[peer].get("error", ""), f"{name} {peer}")
 
 
 if __name__ == "__main__":

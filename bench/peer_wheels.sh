@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark's peers (Liger-Kernel, Quack) as wheels for the GPU machine,
+# The benchmarks' peers (Liger-Kernel, Quack, Cut Cross-Entropy) as wheels for the GPU machine,
 # which reaches no package registry and takes 64 MiB a call.
 #
 # Here (with PyPI), once:
@@ -14,7 +14,8 @@ set -euo pipefail
 
 # Python 3.12 on x86-64, PyTorch 2.11 for CUDA 13 there (.library/device/KINDS.md).
 PEERS=(liger-kernel==0.8.5 quack-kernels==0.6.5 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1
-       nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5)
+       nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
+       cut-cross-entropy==25.1.1)
 PART=40m          # a part of a wheel bigger than this travels alone
 STASH=/tmp/xent_peer_parts
 

@@ -10,8 +10,8 @@
 # //tests:gpu_hip_on_cuda_test: the same for every HIP variant, run on the
 # NVIDIA GPU through runtime/hip_on_cuda; the fused linear cross entropy
 # against PyTorch on CUDA tensors, on the CUDA backend and on the HIP one
-# built for NVIDIA), then the benchmark, and writes
-# bench/results/<date>-<gpu>.{json,png,log}.
+# built for NVIDIA), then the benchmarks, and writes
+# bench/results/<date>-<gpu>.{json,png,log} and <date>-<gpu>-linear.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,4 +62,7 @@ XENT_LIBRARY="$prebuilt/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda XEN
 echo "== bench"
 XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench.py --lib "$prebuilt/libxent_shared.so" \
   --roofline "$prebuilt/libxent_roofline.so" --out "$out" ${BENCH_GROUPS:+--groups "$BENCH_GROUPS"} || status=1
+echo "== bench_linear (the fused linear cross entropy beside the GEMMs, PyTorch, Liger-Kernel, Cut Cross-Entropy)"
+XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench_linear.py --lib "$prebuilt/libxent_shared.so" \
+  --out "$out-linear" || status=1
 exit $status

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""The fused linear cross entropy's benchmark (issue 18): the loss of
+hidden @ weight^T and the gradients of hidden and weight, one forward and
+backward step, timed and its peak memory measured side by side with the
+three GEMMs alone, PyTorch (eager and torch.compile, the [N, V] logits
+materialized), Liger-Kernel's fused linear cross entropy and Apple's Cut
+Cross-Entropy, in one process, on the same tensors. A peer that cannot run
+is named in the result with the reason.
+
+Each method is checked first against PyTorch in float32 on the same
+(rounded) inputs: the loss, grad_hidden and grad_weight.
+
+Lines, each a method on the same case:
+  xent          one xent_linear_ce_run: the loss and both gradients
+                (workspace from PyTorch's allocator, as the package takes it)
+  xent_package  xent.linear_cross_entropy(...).backward(): the autograd
+                function (the gradients of a loss of 1 computed in the
+                forward, scaled by the incoming gradient in the backward)
+  gemms         the three GEMMs alone, unchunked: hidden @ weight^T, then
+                [N, V] @ weight and [N, V]^T @ hidden: the time the targets
+                compare xent with (within 1.15x)
+  torch_eager   F.cross_entropy(F.linear(hidden, weight), target).backward()
+  torch_compile the same function under torch.compile
+  liger         LigerFusedLinearCrossEntropyLoss (CUDA only: Triton)
+  cce           cut_cross_entropy.linear_cross_entropy (CUDA only: Triton)
+
+Memory: the peak of PyTorch's allocator during one step beyond what was
+allocated before it, less the step's own outputs (the loss and the two
+gradients): what the step needs besides its inputs and outputs. On the CPU
+(--dry-run: the cpu backend, OpenBLAS and the emulated kernels, tiny
+shapes) it is not measured and the times mean nothing; every code path, the
+checks and the JSON are exercised (//bench:bench_dry_run_test).
+
+Writes OUT.json. Exit status 1 if a check of xent failed."""
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from bench import Timer, environment  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+# Against PyTorch in float32 on the same inputs, relative to the largest
+# magnitude of each expected tensor: the logits and gradients are rounded to
+# the dtype once per GEMM (and grad_weight once per chunk as it accumulates).
+TOL = {"bf16": 3e-2, "f16": 5e-3, "f32": 1e-4}
+
+
+# Each case; `sweep`: the chunk sizes (rows) xent is also timed at, for the
+# tune data of specs/linear_cross_entropy.lua (0 is the spec's default).
+def gpu_cases():
+    return [dict(n=16384, h=4096, v=131072, dtype="bf16", sweep=[256, 512, 1024, 2048, 4096, 8192]),
+            dict(n=8192, h=4096, v=262144, dtype="bf16", sweep=[])]
+
+
+def dry_cases():
+    return [dict(n=96, h=16, v=300, dtype="bf16", sweep=[16, 40]), dict(n=70, h=24, v=257, dtype="f32", sweep=[])]
+
+
+def xent_call(xent, hidden, weight, target, chunk_rows=0):
+    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight)."""
+    C = xent._capi
+    n, h = hidden.shape
+    dt = {torch.bfloat16: C.BF16, torch.float16: C.F16, torch.float32: C.F32}[hidden.dtype]
+    d = C.LinearDesc()
+    C.lib.xent_linear_ce_desc_init(ctypes.byref(d), n, h, weight.shape[0], dt, C.I64, C.MEAN)
+    d.ce.loss_dtype = C.F32
+    d.chunk_rows = chunk_rows
+    loss = torch.empty((), dtype=torch.float32, device=hidden.device)
+    gh, gw = torch.empty_like(hidden), torch.empty_like(weight)
+    t = C.LinearTensors(hidden=hidden.data_ptr(), weight=weight.data_ptr(), labels=target.data_ptr(),
+                        loss=loss.data_ptr(), grad_hidden=gh.data_ptr(), grad_weight=gw.data_ptr())
+    handle = xent._run.handle(hidden.device)
+    size = ctypes.c_size_t()
+    C.check(C.lib.xent_linear_ce_workspace_size(handle, ctypes.byref(d), ctypes.byref(size)))
+    ws = torch.empty(max(size.value, 1), dtype=torch.uint8, device=hidden.device)
+    C.check(C.lib.xent_linear_ce_run(handle, ctypes.byref(d), ctypes.byref(t), ws.data_ptr(), size.value,
+                                     xent._run.stream(hidden.device)))
+    return loss, gh, gw
+
+
+def with_autograd(loss_fn):
+    """A step of a loss function of (hidden, weight, target): its loss and the
+    two gradients through autograd."""
+    def step(hidden, weight, target):
+        hg, wg = hidden.detach().requires_grad_(), weight.detach().requires_grad_()
+        loss = loss_fn(hg, wg, target)
+        loss = loss[0] if isinstance(loss, tuple) else loss
+        loss.backward()
+        return loss.detach(), hg.grad, wg.grad
+    return step
+
+
+def torch_loss(hidden, weight, target):
+    return F.cross_entropy(F.linear(hidden, weight), target)
+
+
+def make_methods(xent, device):
+    """name -> a step of (hidden, weight, target), or the reason it cannot
+    run here."""
+    methods = {"xent": lambda h, w, y: xent_call(xent, h, w, y),
+               "xent_package": with_autograd(lambda h, w, y: xent.linear_cross_entropy(h, w, y))}
+
+    def gemms(h, w, y):
+        logits = h @ w.t()
+        return None, logits @ w, logits.t() @ h
+    methods["gemms"] = gemms
+    methods["torch_eager"] = with_autograd(torch_loss)
+    if hasattr(torch, "compile"):
+        methods["torch_compile"] = with_autograd(torch.compile(torch_loss))
+    else:
+        methods["torch_compile"] = f"torch {torch.__version__} has no torch.compile"
+    if device != "cuda":
+        methods["liger"] = "Liger-Kernel is Triton: CUDA only"
+        methods["cce"] = "Cut Cross-Entropy is Triton: CUDA only"
+        return methods
+    try:
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+        liger = LigerFusedLinearCrossEntropyLoss()
+        methods["liger"] = with_autograd(lambda h, w, y: liger(w, h, y))
+    except Exception as e:  # noqa: BLE001 -- reported with its reason
+        methods["liger"] = f"{type(e).__name__}: {e}"[:500]
+    try:
+        from cut_cross_entropy import linear_cross_entropy as cce
+        methods["cce"] = with_autograd(lambda h, w, y: cce(h, w, y))
+    except Exception as e:  # noqa: BLE001
+        methods["cce"] = f"{type(e).__name__}: {e}"[:500]
+    return methods
+
+
+def reference(hidden, weight, target):
+    """PyTorch in float32 on the same rounded inputs."""
+    return with_autograd(torch_loss)(hidden.float(), weight.float(), target)
+
+
+def errors(got, want):
+    out = {}
+    for name, g, w in zip(("loss", "grad_hidden", "grad_weight"), got, want):
+        if g is None:
+            continue
+        g, w = g.float(), w.float()
+        out[name] = ((g - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
+    return out
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_extra_bytes(step, args, device):
+    """The allocator's peak during one step beyond what was allocated before
+    it, less the step's outputs; None on the CPU."""
+    if device != "cuda":
+        return None
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = step(*args)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    outputs = sum(t.numel() * t.element_size() for t in out if t is not None)
+    del out
+    return peak - outputs
+
+
+def run_case(case, xent, methods, timer, device):
+    n, h, v, dtype = case["n"], case["h"], case["v"], case["dtype"]
+    gen = torch.Generator(device=device).manual_seed(1234)
+    hidden = torch.randn(n, h, generator=gen, device=device).to(DTYPES[dtype])
+    weight = (torch.randn(v, h, generator=gen, device=device) / h ** 0.5).to(DTYPES[dtype])
+    target = torch.randint(0, v, (n,), generator=gen, device=device)
+    want = reference(hidden, weight, target)
+    result = dict(case, logits_bytes=n * v * hidden.element_size(), gemm_flops=3 * 2 * n * h * v, methods={})
+    checked = {}
+    for name, step in methods.items():
+        if isinstance(step, str):
+            result["methods"][name] = dict(error=step)
+            continue
+        try:
+            got = step(hidden, weight, target)
+            sync(device)
+            err = errors(got, want) if name != "gemms" else {}
+            del got
+            if any(e > TOL[dtype] for e in err.values()):
+                raise RuntimeError(f"disagrees with PyTorch: {err}")
+            checked[name] = step
+            result["methods"][name] = dict(errors=err)
+        except Exception as e:  # noqa: BLE001 -- a method's failure is reported, not fatal
+            result["methods"][name] = dict(error=f"{type(e).__name__}: {e}"[:500])
+    del want
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    args = (hidden, weight, target)
+    for name, step in checked.items():
+        m = result["methods"][name]
+        try:
+            m["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
+            m["s"] = timer(lambda: step(*args))
+        except Exception as e:  # noqa: BLE001 -- out of memory, say
+            m["error"] = f"{type(e).__name__}: {e}"[:500]
+    ms = result["methods"]
+    if "s" in ms["xent"]:
+        result["chunk_sweep"] = []
+        for rows in case["sweep"]:
+            def step(h, w, y, rows=rows):
+                return xent_call(xent, h, w, y, chunk_rows=rows)
+            result["chunk_sweep"].append(dict(chunk_rows=rows, peak_extra_bytes=peak_extra_bytes(step, args, device),
+                                              s=timer(lambda: step(*args))))
+    xs = ms["xent"].get("s")
+    if xs:
+        for name, m in ms.items():
+            if "s" in m and name != "xent":
+                m["over_xent"] = m["s"] / xs
+        if "s" in ms["gemms"]:
+            result["xent_over_gemms"] = xs / ms["gemms"]["s"]
+        if ms["xent"].get("peak_extra_bytes") is not None:
+            result["xent_extra_over_logits"] = ms["xent"]["peak_extra_bytes"] / result["logits_bytes"]
+    result["ok"] = "s" in ms["xent"] and "error" not in ms["xent"]
+    del hidden, weight, target
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lib", required=True, help="libxent_shared.so (built with --config=cuda for a GPU)")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.json")
+    p.add_argument("--dry-run", action="store_true", help="CPU backend, tiny shapes")
+    p.add_argument("--commit", default=os.environ.get("XENT_COMMIT", "unknown"))
+    p.add_argument("--reps", type=int, default=10)
+    args = p.parse_args()
+    os.environ["XENT_LIBRARY"] = args.lib
+    import xent
+
+    device = "cpu" if args.dry_run else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("SKIPPED: no CUDA device for the benchmark (use --dry-run on a CPU)")
+        return 0
+    timer = Timer(device, warmup=1 if args.dry_run else 3, reps=2 if args.dry_run else args.reps)
+    env = environment(device, args.commit)
+    env["timing"] = dict(warmup=timer.warmup, reps=timer.reps, statistic="median",
+                         clock="CUDA events" if device == "cuda" else "wall clock")
+    methods = make_methods(xent, device)
+    results = []
+    for case in dry_cases() if args.dry_run else gpu_cases():
+        r = run_case(case, xent, methods, timer, device)
+        results.append(r)
+        line = f"N {r['n']} H {r['h']} V {r['v']} {r['dtype']}:"
+        for name, m in r["methods"].items():
+            if "s" in m:
+                mem = m.get("peak_extra_bytes")
+                line += f"\n  {name:14s} {m['s'] * 1e3:9.3f} ms" + (f", {mem / 2**20:9.1f} MiB extra" if mem is not None
+                                                                   else "")
+            else:
+                line += f"\n  {name:14s} did not run: {m['error']}"
+        for c in r.get("chunk_sweep", []):
+            mem = c["peak_extra_bytes"]
+            line += f"\n  xent, chunks of {c['chunk_rows']:5d} rows: {c['s'] * 1e3:9.3f} ms" + (
+                f", {mem / 2**20:9.1f} MiB extra" if mem is not None else "")
+        if "xent_over_gemms" in r:
+            line += f"\n  xent / gemms: {r['xent_over_gemms']:.3f}"
+        print(line, flush=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(dict(environment=env, results=results), f, indent=1)
+    print(f"wrote {args.out}.json")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
