@@ -243,6 +243,7 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     # reference; the mean over rows, class axis `axis`).
     xr = x.float().movedim(axis, 1).requires_grad_(op != "fwd")
     ref = F.cross_entropy(xr, y)
+    ref_loss = ref.item()
     call()
     if device == "cuda":
         torch.cuda.synchronize()
@@ -277,6 +278,23 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
 
     if case["torch"] and op != "bwd":
         xg = x.detach().movedim(axis, 1).requires_grad_(op == "fwd_bwd")
+
+        # The PyTorch package on the same tensors: xent.cross_entropy through
+        # autograd (issue 16's timing line), its loss checked first.
+        import xent as package
+
+        got = package.cross_entropy(xg, y)
+        errors["package_loss"] = abs(got.float().item() - ref_loss) / max(abs(ref_loss), 1e-6)
+        result["ok"] = result["ok"] and errors["package_loss"] <= TOL[case["dtype"]]
+
+        def packaged():
+            out = package.cross_entropy(xg, y)
+            if op == "fwd_bwd":
+                xg.grad = None
+                out.backward()
+
+        result["xent_package_s"] = timer(packaged)
+        result["package_over_xent"] = result["xent_package_s"] / result["xent_s"]
 
         def eager():
             out = F.cross_entropy(xg, y)
@@ -396,6 +414,9 @@ def main():
     p.add_argument("--commit", default=os.environ.get("XENT_COMMIT", "unknown"))
     p.add_argument("--reps", type=int, default=25)
     args = p.parse_args()
+    # The PyTorch package (python/xent) over the same library.
+    os.environ["XENT_LIBRARY"] = args.lib
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
     device = "cpu" if args.dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -421,6 +442,8 @@ def main():
             line += f"; {r['speedup_vs_eager']:.3g}x eager"
         if "speedup_vs_compile" in r:
             line += f", {r['speedup_vs_compile']:.2f}x compile"
+        if "package_over_xent" in r:
+            line += f"; the package takes {r['package_over_xent']:.2f}x the C call"
         for name, peer in r.get("peers", {}).items():
             line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
         print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)

@@ -41,6 +41,9 @@ class DryRun(unittest.TestCase):
                 self.assertEqual(r["roofline"], "read" if r["op"] == "fwd" else "copy")
                 if r["torch"] and r["op"] != "bwd":
                     self.assertGreater(r["torch_eager_s"], 0, name)
+                    # The PyTorch package's timing line, its loss checked.
+                    self.assertGreater(r["xent_package_s"], 0, name)
+                    self.assertIn("package_loss", r["errors"], name)
                     self.assertTrue("torch_compile_s" in r or "torch_compile_error" in r, name)
                     # Liger-Kernel and Quack need a GPU: each is named with
                     # the reason it did not run, never dropped.

@@ -59,6 +59,10 @@ XENT_LIBRARY="$prebuilt/libxent_shared.so" XENT_TEST_DEVICE=cuda "$python" tests
 echo "== linear_ce_vs_torch_test on the HIP backend built for NVIDIA (cuBLASLt as hipBLASLt)"
 XENT_LIBRARY="$prebuilt/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda XENT_TEST_BACKEND=hip "$python" \
   tests/linear_ce_vs_torch_test.py || status=1
+echo "== the PyTorch package on CUDA tensors (every CPU case, then CUDA graphs, streams, no host sync, torch.compile)"
+XENT_LIBRARY="$prebuilt/libxent_shared.so" XENT_TEST_DEVICE=cuda "$python" python/xent_torch_test.py || status=1
+XENT_LIBRARY="$prebuilt/libxent_shared.so" "$python" python/xent_cuda_test.py || status=1
+XENT_LIBRARY="$prebuilt/libxent_shared.so" "$python" python/xent_compile_test.py || status=1
 echo "== bench"
 XENT_COMMIT=$(cat "$prebuilt/commit") "$python" bench/bench.py --lib "$prebuilt/libxent_shared.so" \
   --roofline "$prebuilt/libxent_roofline.so" --out "$out" ${BENCH_GROUPS:+--groups "$BENCH_GROUPS"} || status=1

@@ -3,7 +3,13 @@ every dtype, label type, reduction and option of xent.cross_entropy against
 F.cross_entropy evaluated in float64 on the same (rounded) inputs, gradients
 through torch.autograd.grad, gradcheck in float64, N-d and unbatched input,
 softmax and log_softmax on any dim, the in-place backward, the module inside
-a training step, and the errors a caller can make."""
+a training step, and the errors a caller can make.
+
+With XENT_TEST_DEVICE=cuda (PyTorch 2.0 or later, a library with the CUDA
+backend) every tensor the tests make is on that device instead
+(torch.set_default_device), so the same cases run on the CUDA backend:
+bench/run_gpu.sh does so. A bad label there is reported by xent.check(),
+since the call does not wait for the device."""
 
 import os
 import unittest
@@ -15,6 +21,10 @@ if "XENT_LIBRARY" not in os.environ and "TEST_SRCDIR" in os.environ:
     os.environ["XENT_LIBRARY"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so")
 
 import xent  # noqa: E402
+
+DEVICE = os.environ.get("XENT_TEST_DEVICE", "cpu")
+if DEVICE != "cpu":
+    torch.set_default_device(DEVICE)
 
 DTYPES = [torch.float64, torch.float32, torch.bfloat16, torch.float16]
 # Relative error allowed against the float64 oracle: the output's rounding
@@ -192,6 +202,7 @@ class CrossEntropy(unittest.TestCase):
             xent.cross_entropy(x, torch.zeros(4, dtype=torch.int64), torch.ones(5))
         with self.assertRaises(xent.InvalidLabelError) as caught:
             xent.cross_entropy(x, torch.tensor([0, 1, 6, 2]))
+            xent.check(x.device)  # on a GPU the report waits for xent.check
         self.assertIn("row 2", str(caught.exception))
         # xent's own checks come back as XentError with its message.
         with self.assertRaisesRegex(xent.XentError, "label_smoothing"):
