@@ -5,13 +5,21 @@
 #   bench/run_gpu.sh                 # builds with ./bazelw --config=cuda
 #   bench/run_gpu.sh --prebuilt DIR  # or takes what `bench/run_gpu.sh --build-only DIR` built elsewhere
 #
-# It runs the GPU test suite (//tests:gpu_test: every CUDA variant against
-# the reference, determinism, CUDA graphs, the split vocabulary, NCCL; and
-# //tests:gpu_hip_on_cuda_test: the same for every HIP variant, run on the
-# NVIDIA GPU through runtime/hip_on_cuda; the fused linear cross entropy
-# against PyTorch on CUDA tensors, on the CUDA backend and on the HIP one
-# built for NVIDIA), then the benchmarks, and writes
+# It runs, on the GPU:
+#   //tests:gpu_test             every CUDA variant against the reference,
+#                                determinism, CUDA graphs, the split
+#                                vocabulary, NCCL;
+#   //tests:gpu_hip_on_cuda_test the same for every HIP variant, through
+#                                runtime/hip_on_cuda;
+#   //tests:large_shapes_test    calls past 2^31 elements;
+#   linear_ce_vs_torch_test      the fused linear cross entropy on CUDA
+#                                tensors, through the CUDA backend and the
+#                                HIP one built for NVIDIA;
+#   the PyTorch package's tests  on CUDA tensors (xent_torch_test,
+#                                xent_cuda_test, xent_compile_test);
+# then the benchmarks (bench.py, bench_linear.py), and writes
 # bench/results/<date>-<gpu>.{json,png,log} and <date>-<gpu>-linear.json.
+# compute-sanitizer is bench/sanitize_gpu.sh, a call of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +33,10 @@ esac
 
 if [ -z "$prebuilt" ]; then
   ./bazelw build --config=cuda //runtime:libxent_shared.so //bench:libxent_roofline.so //tests:gpu_test \
-    //tests:gpu_hip_on_cuda_test //runtime:libxent_hip_on_cuda_shared.so
+    //tests:gpu_hip_on_cuda_test //runtime:libxent_hip_on_cuda_shared.so //tests:large_shapes_test
   prebuilt=$(mktemp -d)
   cp bazel-bin/runtime/libxent_shared.so bazel-bin/runtime/libxent_hip_on_cuda_shared.so bazel-bin/bench/libxent_roofline.so \
-     bazel-bin/tests/gpu_test \
+     bazel-bin/tests/gpu_test bazel-bin/tests/large_shapes_test \
      bazel-bin/tests/gpu_hip_on_cuda_test bazel-bin/gen/cuda/manifest.tsv "$prebuilt"/
   cp bazel-bin/gen/hip/manifest.tsv "$prebuilt/hip_manifest.tsv"
   git rev-parse HEAD > "$prebuilt/commit" 2>/dev/null || echo unknown > "$prebuilt/commit"
@@ -54,6 +62,8 @@ echo "== gpu_test"
 "$prebuilt/gpu_test" "$prebuilt/manifest.tsv" || status=1
 echo "== gpu_hip_on_cuda_test"
 "$prebuilt/gpu_hip_on_cuda_test" "$prebuilt/hip_manifest.tsv" || status=1
+echo "== large_shapes_test (past 2^31 elements, contiguous and strided)"
+"$prebuilt/large_shapes_test" || status=1
 echo "== linear_ce_vs_torch_test on CUDA tensors (cuBLASLt's GEMMs)"
 XENT_LIBRARY="$prebuilt/libxent_shared.so" XENT_TEST_DEVICE=cuda "$python" tests/linear_ce_vs_torch_test.py || status=1
 echo "== linear_ce_vs_torch_test on the HIP backend built for NVIDIA (cuBLASLt as hipBLASLt)"

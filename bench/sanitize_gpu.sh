@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests (issue 12, item 2), on a machine with
+# an NVIDIA GPU:
+#
+#   bench/sanitize_gpu.sh --prebuilt DIR [TOOL ...]
+#
+# DIR is what `bench/run_gpu.sh --build-only DIR` built. Each TOOL (default:
+# memcheck racecheck synccheck initcheck) runs //tests:gpu_test and
+# //tests:gpu_hip_on_cuda_test on a reduced case list, since a sanitized
+# launch is many times slower: of the cross entropy, the forward, backward
+# and fused ops in bf16 and f32 with hard (int64) and soft labels and a mean
+# (the specialised on-chip and strided shapes among tests/cases.c's cases),
+# the fused bf16 op with no reduction, and every softmax-family kernel; cases
+# of at most 4096 rows (XENT_TEST_MAX_ROWS); the determinism, CUDA-graph and
+# split-vocabulary checks as in the full run. racecheck covers shared memory
+# and, on sm_90, the clusters' distributed shared memory.
+#
+# Appends to bench/results/<date>-<gpu>-sanitizer.log: the device, the case
+# list, and each tool's report and ERROR SUMMARY. Exit status 1 if any tool
+# reported an error or a test failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "usage: bench/sanitize_gpu.sh --prebuilt DIR [TOOL ...]" >&2; exit 2; }
+prebuilt=$2
+shift 2
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
+
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
+export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}"
+export XENT_TEST_MAX_ROWS=${XENT_TEST_MAX_ROWS:-4096}
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+log="bench/results/$(date -u +%Y-%m-%d)-${gpu}-sanitizer.log"
+mkdir -p bench/results
+cases=$(mktemp -d)
+pattern='^(#|ce_(fwd|bwd|fwd_bwd)_(bf16|f32)_(i64|prob)_mean\b|ce_fwd_bwd_bf16_i64_none\b|sm_)'
+grep -E "$pattern" "$prebuilt/manifest.tsv" > "$cases/cuda.tsv"
+grep -E "$pattern" "$prebuilt/hip_manifest.tsv" > "$cases/hip.tsv"
+
+exec > >(tee -a "$log") 2>&1
+echo "# compute-sanitizer, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(cat "$prebuilt/commit" 2>/dev/null || echo unknown)"
+echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $("$sanitizer" --version | tail -1)"
+echo "# cases: $(grep -vc '^#' "$cases/cuda.tsv") CUDA and $(grep -vc '^#' "$cases/hip.tsv") HIP keys ($pattern), rows <= $XENT_TEST_MAX_ROWS"
+status=0
+for tool in "${tools[@]}"; do
+  for test in gpu_test gpu_hip_on_cuda_test; do
+    manifest=$cases/cuda.tsv
+    [ "$test" = gpu_test ] || manifest=$cases/hip.tsv
+    echo "== $tool: $test"
+    extra=()
+    case "$tool" in
+      memcheck) extra=(--leak-check full) ;;
+      racecheck) extra=(--racecheck-report analysis) ;;
+    esac
+    "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$prebuilt/$test" "$manifest" || status=1
+  done
+done
+echo "# exit status $status"
+exit $status
