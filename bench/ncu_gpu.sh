@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Nsight Compute's summary of the three most important kernels (issue 13,
+# item 4): the bf16 forward, fused forward+backward and backward at
+# 16384 x 131072 (bench/ncu_driver.py), on a machine with an NVIDIA GPU:
+#
+#   bench/ncu_gpu.sh --prebuilt DIR
+#
+# DIR is what `bench/run_gpu.sh --build-only DIR` built. Every xent kernel
+# those calls launch is profiled with the sections that say what limits it:
+# DRAM throughput against the peak (SpeedOfLight, MemoryWorkloadAnalysis),
+# achieved occupancy and registers (Occupancy, LaunchStats) and the warps'
+# stall reasons (WarpStateStats, SchedulerStats). Writes the text report to
+# bench/results/<date>-<gpu>-ncu.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "usage: bench/ncu_gpu.sh --prebuilt DIR" >&2; exit 2; }
+prebuilt=$2
+ncu=${NCU:-$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")}
+export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+out="bench/results/$(date -u +%Y-%m-%d)-${gpu}-ncu.txt"
+mkdir -p bench/results
+{
+  echo "# Nsight Compute, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(cat "$prebuilt/commit" 2>/dev/null || echo unknown)"
+  echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $("$ncu" --version | tail -1)"
+  echo "# command: bench/ncu_gpu.sh (bench/ncu_driver.py: bf16 fwd, fwd_bwd, bwd at 16384 x 131072)"
+  "$ncu" --kernel-name regex:'^xent_cuda_' --nvtx \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats \
+    "${PYTHON:-python3}" bench/ncu_driver.py --lib "$prebuilt/libxent_shared.so"
+} 2>&1 | tee "$out"
+echo "wrote $out"
