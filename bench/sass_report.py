@@ -58,6 +58,8 @@ CASES = [
     ("sm_fwd_bf16_softmax", "ON_CHIP", "softmax, bf16, on chip", 131072, 2, 2),
     ("sm_bwd_bf16_softmax", "ROW", "softmax backward, bf16 (y and dy)", 131072, 2, 5),
     ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "COLUMN", "fused fwd+bwd, bf16, class axis strided", 21, 2, 3),
+    ("ce_bwd_bf16_i64_none", "COLUMN", "backward from lse, bf16, class axis strided", 21, 1, 2),
 ]
 
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
