@@ -49,18 +49,35 @@ function M.for_variant(v, target)
   local chunk_bytes = tune:match("^chunk=(%d+)$")
   local strided, shapes, largest, on_chip
   if not chunk_bytes then strided, shapes, largest, on_chip = launch_shapes(tune) end
+  local mixed = v.dtype == "f16" or v.dtype == "bf16"
+  local T, A, to_acc, from_acc = d.storage, d.acc, "xent_load_" .. v.dtype, "xent_store_" .. v.dtype
   return {
     v = v,
     target = target,
-    T = d.storage,
-    A = d.acc,
+    T = T,
+    A = A,
     L = LABELS[v.label] or d.storage,
     soft = v.label == "prob",
     -- f16/bf16 variants may write the loss and the gradient in f32 (a
     -- run-time flag each): ONNX Runtime's mixed-precision variants.
-    mixed = v.dtype == "f16" or v.dtype == "bf16",
-    to_acc = "xent_load_" .. v.dtype,
-    from_acc = "xent_store_" .. v.dtype,
+    mixed = mixed,
+    to_acc = to_acc,
+    from_acc = from_acc,
+    -- C for an element of a loss or gradient buffer (and dloss), which is in
+    -- the logits dtype or, where the call's `flag` (a C expression) says so,
+    -- f32 (mixed only): one uniform branch per access. get(ptr, idx, flag)
+    -- reads it into the accumulation type; put(ptr, idx, val, flag) is the
+    -- statement storing val there.
+    get = function(ptr, idx, flag)
+      local plain = to_acc .. "(((const " .. T .. "*)" .. ptr .. ")[" .. idx .. "])"
+      if not mixed then return plain end
+      return "(" .. flag .. " ? " .. A .. "(((const float*)" .. ptr .. ")[" .. idx .. "]) : " .. plain .. ")"
+    end,
+    put = function(ptr, idx, val, flag)
+      local plain = "((" .. T .. "*)" .. ptr .. ")[" .. idx .. "] = " .. from_acc .. "(" .. val .. ")"
+      if not mixed then return plain .. ";" end
+      return "if (" .. flag .. ") ((float*)" .. ptr .. ")[" .. idx .. "] = (float)(" .. val .. "); else " .. plain .. ";"
+    end,
     kernel = sym.kernel,
     launcher = sym.launcher,
     has_fwd = v.op == "fwd" or v.op == "fwd_bwd",
