@@ -115,8 +115,9 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
     [V, H]; bias: [V]; target: class indices of hidden's shape without H, or
     probabilities [..., V]; ce_weight: class weights [V]. The other options
-    are xent.cross_entropy's. Gradients flow to hidden, weight and bias. CPU
-    tensors only so far."""
+    are xent.cross_entropy's. Gradients flow to hidden, weight and bias. On
+    CPU tensors OpenBLAS does the GEMMs; on CUDA (ROCm) tensors cuBLASLt
+    (hipBLASLt), with the gradients in the inputs' dtype."""
     for name, t in (("hidden", hidden), ("weight", weight), ("target", target)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"xent: {name} must be a tensor")
