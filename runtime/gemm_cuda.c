@@ -8,13 +8,12 @@
    Compiled with XENT_GEMM_FOR_HIP, this file is the HIP backend's GEMM in
    the HIP-on-CUDA build (runtime/hip_on_cuda), where hipBLASLt would itself
    be cuBLASLt: it then defines xent_hip_gemm and xent_hip_gemm_free. */
-#define _GNU_SOURCE
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
+#include "dynlib.h"
 #include "gemm_layout.h"
 #include "internal.h"
 
@@ -49,17 +48,7 @@ static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
   static const char* const sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
-  void* so = NULL;
-  for (size_t i = 0; !so && i < sizeof sonames / sizeof sonames[0]; ++i) so = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-  if (!so) {
-    snprintf(lt.why, sizeof lt.why, "cuBLASLt could not be loaded (%s); put the CUDA toolkit's lib64 on the library path",
-             dlerror());
-    return;
-  }
-  struct {
-    void** slot;
-    const char* name;
-  } entries[] = {
+  static const xent_dl_entry entries[] = {
       {(void**)&lt.create, "cublasLtCreate"},
       {(void**)&lt.destroy, "cublasLtDestroy"},
       {(void**)&lt.status_string, "cublasLtGetStatusString"},
@@ -74,15 +63,9 @@ static void load(void) {
       {(void**)&lt.heuristic, "cublasLtMatmulAlgoGetHeuristic"},
       {(void**)&lt.matmul, "cublasLtMatmul"},
   };
-  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
-    /* POSIX: a function pointer round-trips through dlsym's void*. */
-    *entries[i].slot = dlsym(so, entries[i].name);
-    if (!*entries[i].slot) {
-      snprintf(lt.why, sizeof lt.why, "cuBLASLt was loaded but lacks %s", entries[i].name);
-      return;
-    }
-  }
-  lt.loaded = 1;
+  lt.loaded = xent_dl_load("cuBLASLt", sonames, sizeof sonames / sizeof sonames[0],
+                           "put the CUDA toolkit's lib64 on the library path", entries,
+                           sizeof entries / sizeof entries[0], lt.why, sizeof lt.why);
 }
 
 static cudaDataType_t data_type(xent_dtype t) {

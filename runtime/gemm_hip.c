@@ -6,11 +6,10 @@
 
    The HIP-on-CUDA build (runtime/hip_on_cuda) does not compile this file:
    there hipBLASLt is cuBLASLt, and gemm_cuda.c serves the HIP backend. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
+#include "dynlib.h"
 #include "gemm_layout.h"
 #include "hipblaslt_abi.h"
 #include "internal.h"
@@ -38,17 +37,7 @@ static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
   static const char* const sonames[] = {"libhipblaslt.so.1", "libhipblaslt.so.0", "libhipblaslt.so"};
-  void* so = NULL;
-  for (size_t i = 0; !so && i < sizeof sonames / sizeof sonames[0]; ++i) so = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-  if (!so) {
-    snprintf(lt.why, sizeof lt.why, "hipBLASLt could not be loaded (%s); put ROCm's lib directory on the library path",
-             dlerror());
-    return;
-  }
-  struct {
-    void** slot;
-    const char* name;
-  } entries[] = {
+  static const xent_dl_entry entries[] = {
       {(void**)&lt.create, "hipblasLtCreate"},
       {(void**)&lt.destroy, "hipblasLtDestroy"},
       {(void**)&lt.version, "hipblasLtGetVersion"},
@@ -63,15 +52,9 @@ static void load(void) {
       {(void**)&lt.heuristic, "hipblasLtMatmulAlgoGetHeuristic"},
       {(void**)&lt.matmul, "hipblasLtMatmul"},
   };
-  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
-    /* POSIX: a function pointer round-trips through dlsym's void*. */
-    *entries[i].slot = dlsym(so, entries[i].name);
-    if (!*entries[i].slot) {
-      snprintf(lt.why, sizeof lt.why, "hipBLASLt was loaded but lacks %s", entries[i].name);
-      return;
-    }
-  }
-  lt.loaded = 1;
+  lt.loaded = xent_dl_load("hipBLASLt", sonames, sizeof sonames / sizeof sonames[0],
+                           "put ROCm's lib directory on the library path", entries,
+                           sizeof entries / sizeof entries[0], lt.why, sizeof lt.why);
 }
 
 static const char* status_name(hipblaslt_status st) {
