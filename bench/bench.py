@@ -279,6 +279,16 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     if case["torch"] and op != "bwd":
         xg = x.detach().movedim(axis, 1).requires_grad_(op == "fwd_bwd")
 
+        def step(loss_fn):
+            """One call of loss_fn on the same tensors, and its backward for
+            fwd_bwd: what each line beside xent's is timed on."""
+            def call():
+                out = loss_fn(xg, y)
+                if op == "fwd_bwd":
+                    xg.grad = None
+                    out.backward()
+            return call
+
         # The PyTorch package on the same tensors: xent.cross_entropy through
         # autograd (issue 16's timing line), its loss checked first.
         import xent as package
@@ -287,35 +297,16 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
         errors["package_loss"] = abs(got.float().item() - ref_loss) / max(abs(ref_loss), 1e-6)
         result["ok"] = result["ok"] and errors["package_loss"] <= TOL[case["dtype"]]
 
-        def packaged():
-            out = package.cross_entropy(xg, y)
-            if op == "fwd_bwd":
-                xg.grad = None
-                out.backward()
-
-        result["xent_package_s"] = timer(packaged)
+        result["xent_package_s"] = timer(step(package.cross_entropy))
         result["package_over_xent"] = result["xent_package_s"] / result["xent_s"]
 
-        def eager():
-            out = F.cross_entropy(xg, y)
-            if op == "fwd_bwd":
-                xg.grad = None
-                out.backward()
-
-        result["torch_eager_s"] = timer(eager)
+        result["torch_eager_s"] = timer(step(F.cross_entropy))
         result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
         result["speedup_vs_eager"] = result["torch_eager_s"] / result["xent_s"]
         if hasattr(torch, "compile"):
             fn = compiled_cache.setdefault("ce", torch.compile(F.cross_entropy))
-
-            def compiled():
-                out = fn(xg, y)
-                if op == "fwd_bwd":
-                    xg.grad = None
-                    out.backward()
-
             try:
-                result["torch_compile_s"] = timer(compiled)
+                result["torch_compile_s"] = timer(step(fn))
                 result["torch_compile_tbps"] = nbytes / result["torch_compile_s"] / 1e12
                 result["speedup_vs_compile"] = result["torch_compile_s"] / result["xent_s"]
             except Exception as e:  # a failed compile is reported, not fatal

@@ -15,16 +15,20 @@ ROOT = os.path.join(os.environ["TEST_SRCDIR"], "xent")
 
 
 class DryRun(unittest.TestCase):
+    def dry_run(self, script, out, timeout):
+        """bench/<script> --dry-run writing OUT.*; its JSON report."""
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--dry-run",
+                               "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
+                               "--commit", "test"], capture_output=True, text=True, timeout=timeout)
+        print(proc.stdout, proc.stderr)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(out + ".json") as f:
+            return json.load(f)
+
     def test_dry_run(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "dry")
-            proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench.py"), "--dry-run",
-                                   "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
-                                   "--commit", "test"], capture_output=True, text=True, timeout=1200)
-            print(proc.stdout, proc.stderr)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(out + ".json") as f:
-                report = json.load(f)
+            report = self.dry_run("bench.py", out, 1200)
             env = report["environment"]
             for key in ("device", "driver", "date", "commit", "torch", "timing"):
                 self.assertIn(key, env)
@@ -59,14 +63,7 @@ class DryRun(unittest.TestCase):
 
     def test_linear_dry_run(self):
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "linear")
-            proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_linear.py"), "--dry-run",
-                                   "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
-                                   "--commit", "test"], capture_output=True, text=True, timeout=600)
-            print(proc.stdout, proc.stderr)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(out + ".json") as f:
-                report = json.load(f)
+            report = self.dry_run("bench_linear.py", os.path.join(tmp, "linear"), 600)
             self.assertEqual(report["environment"]["commit"], "test")
             results = report["results"]
             self.assertEqual({r["dtype"] for r in results}, {"bf16", "f32"})

@@ -243,22 +243,13 @@ EXPORT status_t API(MatmulAlgoGetHeuristic)(handle_t handle, desc_t desc, layout
   return OK;
 }
 
-static double load(int type, const void* p, uint64_t i) {
-  switch (type) {
-    case T_F64: return ((const double*)p)[i];
-    case T_F16: return xent_f16_to_float(((const uint16_t*)p)[i]);
-    case T_BF16: return xent_bf16_to_float(((const uint16_t*)p)[i]);
-    default: return ((const float*)p)[i];
-  }
+/* The library's element type as xent's, for numeric.h's load and store
+   (f16/bf16 rounded through float, as the libraries' epilogues do). */
+static xent_dtype dtype_of(int type) {
+  return type == T_F64 ? XENT_F64 : type == T_F16 ? XENT_F16 : type == T_BF16 ? XENT_BF16 : XENT_F32;
 }
-static void store(int type, void* p, uint64_t i, double v) {
-  switch (type) {
-    case T_F64: ((double*)p)[i] = v; break;
-    case T_F16: ((uint16_t*)p)[i] = xent_float_to_f16((float)v); break;
-    case T_BF16: ((uint16_t*)p)[i] = xent_float_to_bf16((float)v); break;
-    default: ((float*)p)[i] = (float)v; break;
-  }
-}
+static double load(int type, const void* p, uint64_t i) { return xent_load(dtype_of(type), p, (int64_t)i); }
+static void store(int type, void* p, uint64_t i, double v) { xent_store(dtype_of(type), p, (int64_t)i, v); }
 
 EXPORT status_t API(Matmul)(handle_t handle, desc_t desc, const void* alpha, const void* A, layout_t a_layout,
                             const void* B, layout_t b_layout, const void* beta, const void* C, layout_t c_layout,

@@ -50,24 +50,10 @@ static double uniform(void) {
   return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-static size_t bytes_of(xent_dtype t) { return t == XENT_F64 ? 8 : t == XENT_F32 ? 4 : 2; }
-
 /* Stores v rounded to t and returns the rounded value. */
 static double put(xent_dtype t, void* p, size_t i, double v) {
-  switch (t) {
-    case XENT_F64: ((double*)p)[i] = v; return v;
-    case XENT_F32: ((float*)p)[i] = (float)v; return (float)v;
-    case XENT_F16: ((uint16_t*)p)[i] = xent_float_to_f16((float)v); return xent_f16_to_float(((uint16_t*)p)[i]);
-    default: ((uint16_t*)p)[i] = xent_float_to_bf16((float)v); return xent_bf16_to_float(((uint16_t*)p)[i]);
-  }
-}
-static double get(xent_dtype t, const void* p, size_t i) {
-  switch (t) {
-    case XENT_F64: return ((const double*)p)[i];
-    case XENT_F32: return ((const float*)p)[i];
-    case XENT_F16: return xent_f16_to_float(((const uint16_t*)p)[i]);
-    default: return xent_bf16_to_float(((const uint16_t*)p)[i]);
-  }
+  xent_store(t, p, (int64_t)i, v);
+  return xent_load(t, p, (int64_t)i);
 }
 
 /* The relative error of rounding one result to t (the stand-in sums in
@@ -88,7 +74,7 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
                      double beta, int with_bias, int pad) {
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-  const size_t e = bytes_of(t);
+  const size_t e = xent_dtype_bytes(t);
   void* a = malloc((size_t)(a_rows * lda) * e);
   void* b = malloc((size_t)(b_rows * ldb) * e);
   void* c = malloc((size_t)(m * ldc) * e);
@@ -109,7 +95,7 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
     int bad = 0;
     for (int64_t i = 0; i < m && !bad; ++i) {
       for (int64_t j = 0; j < ldc && !bad; ++j) {
-        const double got = get(t, c, (size_t)(i * ldc + j));
+        const double got = xent_load(t, c, i * ldc + j);
         double want;
         if (j >= n) {
           want = 77.0;

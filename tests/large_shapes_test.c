@@ -31,17 +31,14 @@ typedef struct shape {
   int64_t outer, classes, inner; /* logits [outer, classes, inner]; rows = outer * inner */
 } shape;
 
-static uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+/* A well-mixed value of z alone (one splitmix64 step from state z), so any
+   element's logit can be made again where it is checked. */
+static uint64_t mix(uint64_t z) { return tu_next_u64(&z); }
 
 /* The logit at flat element index e, already a bf16 value: uniform in
    [-4, 4). */
 static uint16_t logit_bits(uint64_t e) {
-  return xent_float_to_bf16((float)((double)(mix(e) >> 11) / 9007199254740992.0 * 8.0 - 4.0));
+  return xent_float_to_bf16((float)(tu_uniform(&e) * 8.0 - 4.0));
 }
 
 /* Row r's label: ignore_index (-100) on every 97th row, else a class. */
