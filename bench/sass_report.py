@@ -11,17 +11,21 @@ registers, the block and the shared memory, against an H100's limits), the
 16-byte loads each thread keeps in flight in the main loop, the bytes that
 makes in flight per SM, and the instructions the main loop spends per
 16-byte vector, with the issue rate that asks of an SM at 3 TB/s. The
-strided shape (class axis not last) loads one element at a time: its loads
-and vectors are counted in bytes, as 16-byte equivalents.
+strided shape (class axis not last) has two paths: 16-byte loads staged
+through shared memory (xent_column_walk, where the logits are 16-byte
+aligned and the inner size a multiple of a vector) and one element per load
+(elsewhere); the report follows the first, the one of its cases.
 
 How the machine code is read (cuobjdump -sass, PyPI's nvidia-cuda-cuobjdump
 or the toolkit's): a loop is a backward branch. The main loop of a pass is
 the innermost loop holding 16-byte loads (global, or shared for the on-chip
 kernels' second pass). Its path is walked from the loop head, taking every
 conditional branch whose target is inside the loop and that skips no 16-byte
-load or store: in these kernels those branches skip run-time options (soft
-cap, smoothing, weights) and slow paths (a division's FCHK fix-up), so the
-path is that of a call with the options off. "Loads in flight" counts the
+load or store (in the strided shape, no shared-memory access of any width:
+its full steps read and write the staged elements one by one): in these
+kernels those branches skip run-time options (soft cap, smoothing, weights)
+and slow paths (a division's FCHK fix-up), so the path is that of a call
+with the options off. "Loads in flight" counts the
 16-byte loads on the path before the first instruction that reads a
 register one of them writes.
 
@@ -110,8 +114,10 @@ def is_pass_load(op):
 
 
 def is_column_load(op):
-    """The strided shape's loads: one element each, from memory."""
-    return op.startswith("LDG")
+    """The strided shape's 16-byte loads from memory (its staged path; the
+    loads of one element are its other path's, and the labels' and
+    weights')."""
+    return op.startswith("LDG") and ".128" in op
 
 
 def load_bytes(op):
@@ -134,9 +140,15 @@ def loops(insns):
     return sorted(found, key=lambda hl: hl[1] - hl[0])
 
 
-def walk_path(insns, head, tail):
+def is_staged_access(op):
+    """The strided shape's work: a 16-byte access, or any shared-memory one."""
+    return is_wide_access(op) or op[:3] in ("LDS", "STS")
+
+
+def walk_path(insns, head, tail, wide=is_wide_access):
     """The instructions of one iteration on the path that takes every branch
-    inside the loop (see the module's docstring)."""
+    inside the loop that skips no `wide` access (see the module's
+    docstring)."""
     index = {a: i for i, (a, _, _, _) in enumerate(insns)}
     path, i, seen = [], head, set()
     while head <= i <= tail and i not in seen:
@@ -147,7 +159,7 @@ def walk_path(insns, head, tail):
             break
         t = branch_target(op, operands)
         if t is not None and t in index and head <= index[t] <= tail and index[t] > i and (
-                not pred or not any(is_wide_access(o) for _, _, o, _ in insns[i + 1:index[t]])):
+                not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:index[t]])):
             i = index[t]
         elif op in ("EXIT", "RET") and not pred:
             break
@@ -184,7 +196,7 @@ def loads_in_flight(path, is_load):
     return count
 
 
-def main_passes(insns, passes, is_load):
+def main_passes(insns, passes, is_load, wide):
     """The main loop of each pass: innermost loops with loads (is_load), the
     `passes` with the most, in program order."""
     chosen = []
@@ -198,7 +210,7 @@ def main_passes(insns, passes, is_load):
         chosen.append((head, tail, vec))
     # The most loads first; among loops with as many (a pass compiled twice,
     # with and without the optional outputs), the shortest path.
-    chosen.sort(key=lambda c: (-c[2], len(walk_path(insns, c[0], c[1]))))
+    chosen.sort(key=lambda c: (-c[2], len(walk_path(insns, c[0], c[1], wide))))
     return sorted(chosen[:passes])
 
 
@@ -262,7 +274,11 @@ def report(gen, objects, cuobjdump):
         elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
         if shape == "COLUMN":
             threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
-            cluster, smem = 0, 0
+            # The shared memory the 16-byte loads are staged in
+            # (XENT_COLUMN_STAGE): per thread, its loads and one element.
+            header = open(os.path.join(gen, "xent_device.h")).read()
+            loads = int(re.search(r"#define XENT_COLUMN_LOADS (\d+)", header).group(1))
+            cluster, smem = 0, threads * (16 * loads + elem)
         else:
             table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
             shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
@@ -271,13 +287,13 @@ def report(gen, objects, cuobjdump):
                               text=True, check=True).stdout
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
-        found = main_passes(insns, passes, is_load)
+        wide = is_staged_access if shape == "COLUMN" else is_wide_access
+        found = main_passes(insns, passes, is_load, wide)
         warps = resident_warps(regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:
-            path = walk_path(insns, head, tail)
-            # Vectors: the path's bytes loaded, in 16-byte units (the strided
-            # shape loads one element at a time).
+            path = walk_path(insns, head, tail, wide)
+            # Vectors: the path's bytes loaded, in 16-byte units.
             vecs = sum(load_bytes(op) for _, _, op, _ in path if is_load(op)) / 16
             loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
                               sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
@@ -306,7 +322,8 @@ def render(rows, stamp):
         in_flight = r["warps"] * 32 * first_flight * 16
         per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
         rate = vec_rate / r["moved"] * per_vec / 32
-        shape = r["shape"] + (f", cluster of {r['cluster']}, {r['smem'] // 1024} KB smem" if r["cluster"] else "")
+        shape = r["shape"] + (f", cluster of {r['cluster']}, {r['smem'] // 1024} KB smem" if r["cluster"] else
+                              f", {r['smem'] / 1024:.1f} KB smem" if r["smem"] else "")
         out.append(f"| {what} | {C} | `{r['key']}`, {shape} | {r['regs']} | {r['spill']} | {r['threads']} | "
                    f"{r['warps']} | {loops_txt} | {in_flight / 1024:.0f} KB | {per_vec:.0f} | {rate:.2f} |")
     out.append("")

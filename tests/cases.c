@@ -31,6 +31,15 @@ const tu_case tu_cases[] = {
     {3 * 37, 21, 37, 0},   /* [3, 21, 37]: class axis 1, segmentation-like */
     {2 * 300, 5, 300, 6},  /* more positions than a block of threads, with the extras */
     {2 * 3, 1003, 3, 4},   /* a long strided row with z-loss and the cap */
+    /* inner a multiple of every vector (16 bytes): the strided 16-byte path
+       (xent_column_walk), a step of classes and a partial one, z-loss and
+       the cap, the extras, f32 outputs (stored one by one), and more rows
+       than the emulator's 3 blocks (grid-striding, a part-filled tile) */
+    {2 * 48, 37, 48, 0},
+    {2 * 64, 1003, 64, 4},
+    {3 * 16, 70, 16, 6},
+    {3 * 40, 40, 40, 7},
+    {8 * 136, 5, 136, 1},
     {65536 + 37, 3, 1, 0}, /* many rows of a thread each (one variant: slow) */
     /* The spec's launch shapes (tune), each with more tiles of rows than the
        emulator's 3 blocks, so that every shape grid-strides: */
@@ -77,6 +86,8 @@ const int64_t tu_softmax_shapes[][3] = {
     {3 * 37, 21, 37}, /* axis 1 of [3, 21, 37] */
     {2 * 300, 5, 300}, /* more positions than a block of threads */
     {2 * 3, 1003, 3}, /* a long strided axis */
+    {2 * 48, 37, 48},  /* strided, 16-byte loads (xent_column_walk) */
+    {2 * 64, 1003, 64}, /* the same, a long axis */
     {500, 20, 1},     /* several rows a warp, grid-striding (as in tu_cases) */
     {4, 20000, 1},    /* a block a row, grid-striding */
 };

@@ -1,7 +1,8 @@
 // The emulator's own checks, each shown to fire on the bug it exists for and
 // to stay quiet on the corrected kernel: a missing __syncthreads, a divergent
 // barrier, a barrier some threads skip, an out-of-range shared index,
-// lockstep-reliant warp code, a shuffle with an exited lane, a deadlock
+// lockstep-reliant warp code (a whole warp, and groups of a warp each with
+// its own __syncwarp mask), a shuffle with an exited lane, a deadlock
 // between a shuffle and a barrier, launch configurations the hardware
 // refuses, and in thread-block clusters: distributed shared memory read
 // before the cluster sync that orders it, read from a block that has exited,
@@ -134,6 +135,28 @@ __global__ void warp_reduce(const float* in, float* out, int with_syncwarp) {
     }
     if (t == 0) out[0] = sm[0];
   }
+}
+
+// ---- groups of a warp, each with its own __syncwarp ----------------------------
+
+// The strided 16-byte path's exchange (xent_column_walk): groups of 8 lanes
+// pass values through shared memory, lane l reading what lane 7 - l of its
+// group wrote, each group for as many rounds as its index in the warp plus
+// one, so that the groups of a warp are at different syncs. The fix:
+// __syncwarp of the group's 8 lanes before the read and before the next
+// round's write (the other lanes need not be there).
+__global__ void group_exchange(const float* in, float* out, int with_sync) {
+  XENT_SHARED_ARRAY(float, sm, 64);
+  const unsigned t = threadIdx.x, l = t % 8, groups = t % 32 / 8;
+  const unsigned mask = 0xffu << (groups * 8);
+  float acc = 0;
+  for (unsigned r = 0; r <= groups; ++r) {
+    sm[t] = in[t] + (float)r;
+    if (with_sync) __syncwarp(mask);
+    acc += sm[t - l + 7 - l];
+    if (with_sync) __syncwarp(mask);
+  }
+  out[t] = acc;
 }
 
 // ---- shuffles ---------------------------------------------------------------
@@ -273,6 +296,9 @@ int main() {
                 {"kernel scratch_reuse", "thread (0,0,0)", "this thread writes it", "read it with no __syncthreads()"});
   expect_report("lockstep-reliant warp code", LAUNCH(warp_reduce, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
                 {"kernel warp_reduce", "shared memory race on sm[", "__syncwarp()"});
+  expect_report("group exchange, no __syncwarp",
+                LAUNCH(group_exchange, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
+                {"kernel group_exchange", "shared memory race on sm[", "__syncwarp()"});
   expect_report("shuffle with an exited lane",
                 LAUNCH(shuffle_with_exited_lane, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 1),
                 {"shfl_xor", "lane 3 has exited", "inactive lanes"});
@@ -299,6 +325,18 @@ int main() {
   expect_clean("store in range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 0));
   expect_clean("with __syncwarp", LAUNCH(warp_reduce, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 1));
   expect(out[0] == expected_warp, "warp_reduce with __syncwarp computes the sum");
+  expect_clean("group exchange, each group's __syncwarp",
+               LAUNCH(group_exchange, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 1));
+  {
+    bool exchanged = true;
+    for (int t = 0; t < 64; ++t) {
+      const int groups = t % 32 / 8, partner = t - t % 8 + 7 - t % 8;
+      float want = 0;
+      for (int r = 0; r <= groups; ++r) want += in[partner] + (float)r;
+      exchanged = exchanged && out[t] == want;
+    }
+    expect(exchanged, "group_exchange: each lane sums its partner's values over its group's rounds");
+  }
   expect_clean("every lane shuffles", LAUNCH(shuffle_with_exited_lane, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 0));
   expect(out[3] == 3.0f + 2.0f && out[40] == 40.0f + 41.0f, "shfl_xor pairs lanes");
   expect_clean("no deadlock", LAUNCH(shuffle_waits_for_barrier, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 0));

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
-from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT, PROB, FORWARD, FORWARD_BACKWARD, Tensors
+from xent_ctypes import INVALID_LABELS_IGNORE, INVALID_LABELS_REPORT, PROB, FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors
 from xent_ctypes import SOFTMAX, LOG_SOFTMAX, SoftmaxDesc
 from torch_oracle import TORCH, TOL, P, load_lib, raw, from_raw, ptr
 
@@ -252,7 +252,9 @@ class XentVsTorch(unittest.TestCase):
         and gradient from bf16/f16 logits, against PyTorch autograd."""
         rng = np.random.default_rng(77)
         cases = [(F32, False, (3, 7, 4, 5)), (F32, True, (3, 7, 4, 5)), (BF16, True, (6, 300)),
-                 (F16, False, (2, 33, 9)), (F64, True, (2, 5, 3)), (BF16, False, (5, 400))]
+                 (F16, False, (2, 33, 9)), (F64, True, (2, 5, 3)), (BF16, False, (5, 400)),
+                 # inner sizes that are multiples of the 16-byte vector (xent_column_walk)
+                 (BF16, False, (2, 40, 4, 8)), (F16, True, (3, 9, 16)), (F64, False, (2, 11, 6))]
         for target in (BACKEND_CUDA, BACKEND_HIP):
             h = self.handles[target]
             for i, (dtype, soft, shape) in enumerate(cases):
@@ -307,6 +309,57 @@ class XentVsTorch(unittest.TestCase):
                         np.testing.assert_allclose(from_raw(grad_labels, dtype).numpy(), gt, rtol=TOL[dtype],
                                                    atol=TOL[dtype] * np.abs(gt).max(), err_msg=name + " grad_labels")
 
+    def test_strided_vectors_and_large_lse(self):
+        """Class axis 1 of [2, 40, 3, 8] logits: the inner size (24) is a
+        multiple of every dtype's 16-byte vector, so the strided path loads
+        16 bytes at a time through shared memory (xent_column_walk), 40
+        classes being a full step of them and a partial one. Every third
+        position is shifted by 300, so its saved lse is beyond 64 and the
+        backward takes its statistics again from the logits, for some of the
+        positions that share a vector and not for the others. Forward (loss
+        and lse), backward from the saved lse (out of place) and fused (in
+        place), against PyTorch in float64 on the same rounded values."""
+        rng = np.random.default_rng(123)
+        shape = (2, 40, 3, 8)
+        n, classes, inner = shape[0], shape[1], 24
+        rows = n * inner
+        shift = np.where(np.arange(inner).reshape(1, 1, 3, 8) % 3 == 0, 300.0, 0.0)
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = self.handles[target]
+            for dtype in (F32, F16, BF16, F64):
+                name = f"target={target} dtype={dtype}"
+                x = torch.from_numpy(rng.standard_normal(shape) * 3 + shift).to(TORCH[dtype])
+                lab = rng.integers(0, classes, (n, 3, 8))
+                lab[rng.random(lab.shape) < 0.2] = -100
+                d = make_desc(rows, classes, dtype, I64, NONE, -100, 0.1, inner=inner)
+                x64 = x.to(torch.float64, copy=True).requires_grad_(True)
+                want = F.cross_entropy(x64, torch.from_numpy(lab), reduction="none", label_smoothing=0.1)
+                dloss_t = torch.from_numpy(rng.uniform(0.5, 1.5, want.shape)).to(TORCH[dtype])
+                want.backward(dloss_t.to(torch.float64))
+                want_lse = torch.logsumexp(x64, 1).detach().numpy().reshape(-1)
+                want_grad = x64.grad.numpy()
+                w = want.detach().numpy().reshape(-1)
+                xr, labels, dloss = raw(x), lab.astype(np.int64), raw(dloss_t).reshape(-1)
+                acc = np.float64 if dtype == F64 else np.float32
+                tol = TOL[dtype]
+                loss, lse = np.zeros(rows, xr.dtype), np.zeros(rows, acc)
+                self.run_ce(h, d, FORWARD, logits=xr, labels=labels, loss=loss, lse=lse)
+                np.testing.assert_allclose(from_raw(loss, dtype).numpy(), w, rtol=tol, atol=tol * np.abs(w).max(),
+                                           err_msg=name + " loss")
+                np.testing.assert_allclose(lse, want_lse, rtol=TOL[F32] if dtype != F64 else 1e-12,
+                                           err_msg=name + " lse")
+                grad = np.zeros_like(xr)
+                self.run_ce(h, d, BACKWARD, logits=xr, labels=labels, lse_in=lse, dloss=dloss, grad=grad)
+                gscale = np.abs(want_grad).max()
+                np.testing.assert_allclose(from_raw(grad, dtype).numpy(), want_grad, rtol=tol, atol=tol * gscale,
+                                           err_msg=name + " grad (bwd)")
+                fused, loss2 = xr.copy(), np.zeros_like(loss)
+                self.run_ce(h, d, FORWARD_BACKWARD, logits=fused, labels=labels, dloss=dloss, loss=loss2, grad=fused)
+                np.testing.assert_allclose(from_raw(loss2, dtype).numpy(), w, rtol=tol, atol=tol * np.abs(w).max(),
+                                           err_msg=name + " loss (fwd_bwd)")
+                np.testing.assert_allclose(from_raw(fused, dtype).numpy(), want_grad, rtol=tol, atol=tol * gscale,
+                                           err_msg=name + " grad (fwd_bwd, in place)")
+
     def test_softmax_family(self):
         """Softmax and log-softmax along any axis, and their gradients (ONNX
         Runtime SoftmaxGrad / LogSoftmaxGrad), against torch.softmax /
@@ -316,7 +369,7 @@ class XentVsTorch(unittest.TestCase):
             h = self.handles[target]
             for dtype in (F32, F16, BF16, F64):
                 for kind in (SOFTMAX, LOG_SOFTMAX):
-                    for shape, axis in (((7, 300), -1), ((2, 6, 3, 5), 1), ((4, 9, 11), 0)):
+                    for shape, axis in (((7, 300), -1), ((2, 6, 3, 5), 1), ((4, 9, 11), 0), ((3, 37, 16), 1)):
                         name = f"target={target} dtype={dtype} kind={kind} shape={shape} axis={axis}"
                         x = torch.from_numpy(rng.standard_normal(shape) * 4).to(TORCH[dtype])
                         d = SoftmaxDesc()

@@ -75,19 +75,21 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 #line 147 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
-// without spilling; the strided shape asks for more resident blocks (1024
-// threads per SM for the forward, 768 where the gradient's state is live,
-// 512 for f64's doubled registers; each measured free of spills with ptxas
-// -v), its loads in flight being per thread.
+// without spilling; the strided shape asks for more resident blocks (768
+// threads per SM for the forward, 512 where the gradient's state is live,
+// one block for f64's doubled registers and for the soft labels' gradient,
+// which also loads the labels; each measured free of spills with ptxas -v),
+// its loads in flight being per thread: 64 bytes each on its 16-byte path
+// (xent_column_walk), 48 and 32 KB per SM.
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
-                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 768) : 1)
+                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 512) : 1)
 xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 162 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 164 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 166 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -96,13 +98,15 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 173 "templates/cross_entropy.tmpl"
+  // The strided shape's 16-byte loads are staged here (xent_column_walk).
+  XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
+#line 177 "templates/cross_entropy.tmpl"
   // XENT_ON_CHIP: this block's slice of the row (16-byte vectors), and its
   // partial statistics for the other blocks of the cluster.
   XENT_DYNAMIC_SHARED(xent_vec16<uint16_t>, stash);
   XENT_SHARED_ARRAY(float, part, 4);
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
-#line 181 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -113,7 +117,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 192 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -125,29 +129,29 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 206 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_f16(XENT_LD(x + (base + yl * inner)))) : float(0);
-#line 211 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base))), cap) : xent_load_f16(XENT_LD(x + (base)))) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 217 "templates/cross_entropy.tmpl"
+#line 221 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 227 "templates/cross_entropy.tmpl"
+#line 231 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 233 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
       }
-#line 235 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
@@ -162,39 +166,39 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 250 "templates/cross_entropy.tmpl"
+#line 254 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_slice_walk<true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
-    else xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
+    else xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 258 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 289 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 298 "templates/cross_entropy.tmpl"
+#line 302 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 304 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 307 "templates/cross_entropy.tmpl"
+#line 311 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 309 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 314 "templates/cross_entropy.tmpl"
+#line 318 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 385 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 398 "templates/cross_entropy.tmpl"
+#line 402 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -202,20 +206,20 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 406 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 413 "templates/cross_entropy.tmpl"
+#line 417 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 415 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 420 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -234,57 +238,57 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 439 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 446 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 459 "templates/cross_entropy.tmpl"
+#line 463 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 466 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1)))) * dcap;
 #line 470 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1)))) * dcap;
+#line 474 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 472 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 475 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 479 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 486 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 490 "templates/cross_entropy.tmpl"
+#line 494 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
-      else xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 495 "templates/cross_entropy.tmpl"
+      else xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
+#line 499 "templates/cross_entropy.tmpl"
     };
-#line 512 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 517 "templates/cross_entropy.tmpl"
+#line 521 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 577 "templates/cross_entropy.tmpl"
+#line 581 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -311,13 +315,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 604 "templates/cross_entropy.tmpl"
+#line 608 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 610 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 614 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -325,17 +329,17 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 639 "templates/cross_entropy.tmpl"
-  if (a.weights && a.label_smoothing != 0) {
 #line 643 "templates/cross_entropy.tmpl"
+  if (a.weights && a.label_smoothing != 0) {
+#line 647 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 656 "templates/cross_entropy.tmpl"
+#line 660 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 661 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 664 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -71,19 +71,21 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
 #line 147 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
-// without spilling; the strided shape asks for more resident blocks (1024
-// threads per SM for the forward, 768 where the gradient's state is live,
-// 512 for f64's doubled registers; each measured free of spills with ptxas
-// -v), its loads in flight being per thread.
+// without spilling; the strided shape asks for more resident blocks (768
+// threads per SM for the forward, 512 where the gradient's state is live,
+// one block for f64's doubled registers and for the soft labels' gradient,
+// which also loads the labels; each measured free of spills with ptxas -v),
+// its loads in flight being per thread: 64 bytes each on its 16-byte path
+// (xent_column_walk), 48 and 32 KB per SM.
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
-                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 1024) : 1)
+                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 768) : 1)
 xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 162 "templates/cross_entropy.tmpl"
-  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
 #line 164 "templates/cross_entropy.tmpl"
+  const int64_t* __restrict__ labels = (const int64_t*)a.labels;
+#line 166 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -92,9 +94,11 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 179 "templates/cross_entropy.tmpl"
+  // The strided shape's 16-byte loads are staged here (xent_column_walk).
+  XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
+#line 183 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 181 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -105,7 +109,7 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 192 "templates/cross_entropy.tmpl"
+#line 196 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -117,31 +121,31 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 206 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_bf16(XENT_LD(x + (base + yl * inner)))) : float(0);
-#line 211 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 217 "templates/cross_entropy.tmpl"
+#line 221 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 227 "templates/cross_entropy.tmpl"
+#line 231 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 231 "templates/cross_entropy.tmpl"
-        sum_b += wj;             // sum_c w[c], for a vocabulary slice
-#line 233 "templates/cross_entropy.tmpl"
-      }
 #line 235 "templates/cross_entropy.tmpl"
+        sum_b += wj;             // sum_c w[c], for a vocabulary slice
+#line 237 "templates/cross_entropy.tmpl"
+      }
+#line 239 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
@@ -156,14 +160,14 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 255 "templates/cross_entropy.tmpl"
-    xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
+#line 259 "templates/cross_entropy.tmpl"
+    xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 258 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 262 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -172,41 +176,41 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + 4 * row;
       st[0] = ref;
       st[1] = s;
-#line 274 "templates/cross_entropy.tmpl"
+#line 278 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 277 "templates/cross_entropy.tmpl"
+#line 281 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 284 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 287 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 298 "templates/cross_entropy.tmpl"
+#line 302 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 304 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 307 "templates/cross_entropy.tmpl"
+#line 311 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 309 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
         }
       }
-#line 314 "templates/cross_entropy.tmpl"
+#line 318 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 318 "templates/cross_entropy.tmpl"
+#line 322 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -216,56 +220,56 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 517 "templates/cross_entropy.tmpl"
+#line 521 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 521 "templates/cross_entropy.tmpl"
+#line 525 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 526 "templates/cross_entropy.tmpl"
+#line 530 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 528 "templates/cross_entropy.tmpl"
-  const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
 #line 532 "templates/cross_entropy.tmpl"
+  const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
+#line 536 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 534 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 549 "templates/cross_entropy.tmpl"
+#line 553 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 554 "templates/cross_entropy.tmpl"
+#line 558 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 556 "templates/cross_entropy.tmpl"
+#line 560 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 559 "templates/cross_entropy.tmpl"
-        row_weight = (weights ? weights[y] : float(1));
-#line 561 "templates/cross_entropy.tmpl"
-        l = g.loss;
 #line 563 "templates/cross_entropy.tmpl"
-        if (z != 0) l += z * lse * lse;
+        row_weight = (weights ? weights[y] : float(1));
 #line 565 "templates/cross_entropy.tmpl"
+        l = g.loss;
+#line 567 "templates/cross_entropy.tmpl"
+        if (z != 0) l += z * lse * lse;
+#line 569 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 570 "templates/cross_entropy.tmpl"
+#line 574 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 577 "templates/cross_entropy.tmpl"
+#line 581 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -292,15 +296,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 606 "templates/cross_entropy.tmpl"
+#line 610 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 610 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 614 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -308,19 +312,19 @@ static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 622 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 639 "templates/cross_entropy.tmpl"
-  if (!a.gathered && a.weights && a.label_smoothing != 0) {
 #line 643 "templates/cross_entropy.tmpl"
+  if (!a.gathered && a.weights && a.label_smoothing != 0) {
+#line 647 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 648 "templates/cross_entropy.tmpl"
+#line 652 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -328,9 +332,9 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 661 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 664 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -38,19 +38,21 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 #line 147 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
-// without spilling; the strided shape asks for more resident blocks (1024
-// threads per SM for the forward, 768 where the gradient's state is live,
-// 512 for f64's doubled registers; each measured free of spills with ptxas
-// -v), its loads in flight being per thread.
+// without spilling; the strided shape asks for more resident blocks (768
+// threads per SM for the forward, 512 where the gradient's state is live,
+// one block for f64's doubled registers and for the soft labels' gradient,
+// which also loads the labels; each measured free of spills with ptxas -v),
+// its loads in flight being per thread: 64 bytes each on its 16-byte path
+// (xent_column_walk), 48 and 32 KB per SM.
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
-                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 768) : 1)
+                                           kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 256) : 1)
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 160 "templates/cross_entropy.tmpl"
+#line 162 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 164 "templates/cross_entropy.tmpl"
+#line 166 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -59,9 +61,11 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   const bool smoothing = eps != float(0), capped = cap != float(0);
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 179 "templates/cross_entropy.tmpl"
+  // The strided shape's 16-byte loads are staged here (xent_column_walk).
+  XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
+#line 183 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 181 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -72,23 +76,23 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 211 "templates/cross_entropy.tmpl"
+#line 215 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 217 "templates/cross_entropy.tmpl"
+#line 221 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 223 "templates/cross_entropy.tmpl"
+#line 227 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 235 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     };
     const auto add = [&](int64_t j, uint16_t raw) {
       const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
@@ -103,35 +107,35 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       xent_online_add_n(m, s, xv);
       for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
     };
-#line 255 "templates/cross_entropy.tmpl"
-    xent_row_each_vec<kColumn>(x, base, width, inner, lane, group, add, add_vec);
+#line 259 "templates/cross_entropy.tmpl"
+    xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 258 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 289 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 292 "templates/cross_entropy.tmpl"
-      float l = ((m - r) + lr) * sum_a - sum_b;
-#line 294 "templates/cross_entropy.tmpl"
-      if (z != 0) l += z * lse * lse;
 #line 296 "templates/cross_entropy.tmpl"
+      float l = ((m - r) + lr) * sum_a - sum_b;
+#line 298 "templates/cross_entropy.tmpl"
+      if (z != 0) l += z * lse * lse;
+#line 300 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 314 "templates/cross_entropy.tmpl"
+#line 318 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 385 "templates/cross_entropy.tmpl"
+#line 389 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 387 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 392 "templates/cross_entropy.tmpl"
+#line 396 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 395 "templates/cross_entropy.tmpl"
+#line 399 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 420 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -150,57 +154,57 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 439 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 446 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 448 "templates/cross_entropy.tmpl"
+#line 452 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 452 "templates/cross_entropy.tmpl"
-        const float keep = smoothing ? 1 - eps : float(1);
 #line 456 "templates/cross_entropy.tmpl"
+        const float keep = smoothing ? 1 - eps : float(1);
+#line 460 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 470 "templates/cross_entropy.tmpl"
+#line 474 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 472 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 475 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 479 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 486 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 493 "templates/cross_entropy.tmpl"
-      xent_row_walk_io<kColumn>(x, base, width, inner, lane, group, grad_out, grad);
-#line 495 "templates/cross_entropy.tmpl"
+#line 497 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
+#line 499 "templates/cross_entropy.tmpl"
     };
-#line 512 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 517 "templates/cross_entropy.tmpl"
+#line 521 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 577 "templates/cross_entropy.tmpl"
+#line 581 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -227,15 +231,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 606 "templates/cross_entropy.tmpl"
+#line 610 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 610 "templates/cross_entropy.tmpl"
+#line 614 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 614 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -243,11 +247,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 658 "templates/cross_entropy.tmpl"
+#line 662 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 661 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 664 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

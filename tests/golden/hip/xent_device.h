@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 178 "templates/xent_device.h.tmpl"
+#line 184 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -47,20 +47,39 @@ XENT_DEVICE T xent_cluster_view(T p, unsigned) { return p; }
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE bool xent_warp_any(bool p) { return __any(p) != 0; }
-// A wavefront runs in lockstep and issues its memory accesses in program
-// order, so it needs no memory barrier; the emulator (threads one at a time,
-// all 64 lanes in the mask) and HIP-on-CUDA (32-lane warps) do.
+// xent_warp_sync() orders the memory accesses of the wavefront's lanes,
+// xent_group_sync<kLanes>() those of the kLanes lanes (a power of two up to
+// 8) of this thread's aligned group. A wavefront runs in lockstep and issues
+// its memory accesses in program order, so on AMD both are only a compiler
+// barrier and a wavefront-scope fence (no access moves across them); the
+// emulator (threads one at a time, every lane in the mask) and HIP-on-CUDA
+// (32-lane warps) sync the lanes.
 #if defined(XENT_EMU)
 XENT_DEVICE void xent_warp_sync() { __syncwarp(~0ull); }
+template <int kLanes>
+XENT_DEVICE void xent_group_sync() {
+  __syncwarp(((1ull << kLanes) - 1) << ((unsigned)threadIdx.x % 64u & ~(unsigned)(kLanes - 1)));
+}
 #elif defined(__CUDACC__)
 XENT_DEVICE void xent_warp_sync() { __syncwarp(); }
+template <int kLanes>
+XENT_DEVICE void xent_group_sync() {
+  __syncwarp(((1u << kLanes) - 1) << ((unsigned)threadIdx.x % 32u & ~(unsigned)(kLanes - 1)));
+}
 #else
-XENT_DEVICE void xent_warp_sync() {}
+XENT_DEVICE void xent_warp_sync() {
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "wavefront");
+}
+template <int kLanes>
+XENT_DEVICE void xent_group_sync() {
+  xent_warp_sync();
+}
 #endif
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 230 "templates/xent_device.h.tmpl"
+#line 255 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -88,10 +107,23 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 260 "templates/xent_device.h.tmpl"
+#line 285 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
-#line 262 "templates/xent_device.h.tmpl"
+#line 287 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
+
+// The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
+// each thread keeps in flight, and the shared memory they are staged in, in
+// elements of T for a block of `threads` (per thread, those loads' bytes and
+// one element of padding).
+#define XENT_COLUMN_LOADS 4
+#define XENT_COLUMN_STAGE(threads, T) ((threads) * (16 * XENT_COLUMN_LOADS / (int)sizeof(T) + 1))
+// A __shared__ array whose start is 16-byte aligned (16-byte accesses).
+#if defined(XENT_EMU)
+#define XENT_SHARED_ARRAY16(T, name, n) XENT_SHARED_ARRAY(T, name, n)
+#else
+#define XENT_SHARED_ARRAY16(T, name, n) __shared__ __align__(16) T name[n]
+#endif
 
 // The row layout of every family: a row is one position (o, i) of an
 // [outer, C, inner] tensor, and element c of row r is at
@@ -317,25 +349,36 @@ XENT_DEVICE void xent_store16(void* dst, const xent_vec16<T>& v) {
 #endif
 }
 
-// What a row walk does with f's results. xent_no_out: nothing (f returns
-// void). xent_out: f returns the output of element j (a gradient), which
-// is stored at out[e], in T (converted by cvt) or, with f32, in float; the
-// outputs of a whole vector go out as 16-byte stores when their address is
-// 16-byte aligned (one store per 16 bytes instead of one per element).
-struct xent_no_out {
-  static constexpr bool kReadOnly = true;  // stores nothing: vec may take classes from strided elements
-  template <typename F, typename T>
-  __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
-    (void)e;
-    f(j, raw);
-  }
-  template <typename F, typename T>
-  __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
-    (void)e0;
-    for (int64_t k = 0; k < (int64_t)(16 / sizeof(T)); ++k) f(j0 + k, chunk.e[k]);
-  }
-};
+// 16 bytes into and out of a staging array in shared memory (a T array from
+// XENT_SHARED_ARRAY16; i a multiple of 16 / sizeof(T)). Under the emulator
+// element by element, so that the race detector sees each element.
+template <typename T, typename Stage>
+XENT_DEVICE void xent_stage_put16(Stage stage, int64_t i, const xent_vec16<T>& v) {
+#if defined(XENT_EMU)
+  for (int64_t k = 0; k < (int64_t)(16 / sizeof(T)); ++k) stage[i + k] = v.e[k];
+#else
+  uint4 u;
+  memcpy(&u, &v, 16);
+  *(uint4*)&stage[i] = u;
+#endif
+}
+template <typename T, typename Stage>
+XENT_DEVICE xent_vec16<T> xent_stage_get16(Stage stage, int64_t i) {
+  xent_vec16<T> v;
+#if defined(XENT_EMU)
+  for (int64_t k = 0; k < (int64_t)(16 / sizeof(T)); ++k) v.e[k] = stage[i + k];
+#else
+  const uint4 u = *(const uint4*)&stage[i];
+  memcpy(&v, &u, 16);
+#endif
+  return v;
+}
 
+// What a row walk does with f's results (`out`): xent_vec_sink (below)
+// reads only; xent_out: f returns the output of element j (a gradient),
+// which is stored at out[e], in T (converted by cvt) or, with f32, in float;
+// the outputs of a whole vector go out as 16-byte stores when their address
+// is 16-byte aligned (one store per 16 bytes instead of one per element).
 template <typename T, typename Cvt>
 struct xent_out {
   static constexpr bool kReadOnly = false;  // vec stores 16 contiguous bytes
@@ -347,6 +390,13 @@ struct xent_out {
     const auto d = f(j, raw);
     if (f32) XENT_ST((float*)p + e, (float)d);
     else XENT_ST((T*)p + e, cvt(d));
+  }
+  // The strided 16-byte path (xent_column_walk): whether the outputs can go
+  // out as T in 16-byte stores, and element j's output as T.
+  __device__ __forceinline__ bool vector_ok() const { return !f32 && ((uintptr_t)p & 15) == 0; }
+  template <typename F>
+  __device__ __forceinline__ T value(F& f, int64_t j, T raw) const {
+    return cvt(f(j, raw));
   }
   template <typename F>
   __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
@@ -393,6 +443,167 @@ XENT_DEVICE int64_t xent_row_head(const T* row, int64_t C) {
   return head < C ? head : C;
 }
 
+// The largest n of this thread's aligned group of kLanes lanes (every lane of
+// the warp takes part; n below 2^53, exact in a double).
+template <int kLanes>
+XENT_DEVICE int64_t xent_group_max(int64_t n) {
+  double v = (double)n;
+  for (int d = 1; d < kLanes; d *= 2) {
+    const double o = xent_shfl_xor(v, d);
+    v = o > v ? o : v;
+  }
+  return (int64_t)v;
+}
+
+// A strided row's walk with 16-byte loads: xent_row_walk_io's strided path
+// where x is 16-byte aligned and inner a multiple of kVec = 16 / sizeof(T).
+// Then the kVec threads of a group (block threads kVec*g .. kVec*g + kVec-1,
+// rows r .. r + kVec-1 with r a multiple of kVec: xent_rows) hold kVec
+// neighbouring positions of one [C, inner] slice, whose elements of a class
+// are 16 contiguous, aligned bytes. A step takes kK = XENT_COLUMN_LOADS *
+// kVec classes: each thread loads XENT_COLUMN_LOADS of them as whole vectors
+// (all issued before any is used: 64 bytes in flight per thread) into the
+// group's slice of `stage`; after the group's sync each thread reads its own
+// position's classes from there, in class order. A walk that stores writes
+// its outputs over its own elements of the stage and, after a second sync,
+// stores the vectors it loaded, 16 bytes at a time (each thread its own
+// outputs where they are f32 or not aligned). Only a group's threads share
+// data, so the syncs are the group's, and a group walks as many classes as
+// its longest row: a thread with C = 0 (past the last row, or a row the
+// backward's second pass leaves alone) loads for the others and uses none.
+// Rows come in whole groups (rows = outer * inner, a multiple of kVec), so a
+// group's positions all exist; a walk that stores is entered with the same C
+// by every thread of a group (a row is either live or past the end). A
+// group's slice is kK vectors and one of padding, which puts the groups of a
+// warp on different banks when each thread reads its own elements.
+// The steps of xent_column_walk, kLoads vectors per thread: this thread's
+// loads of classes [j0, j0 + n) of the group's positions (from `first`, k =
+// sub, sub + kVec, ...), their copy into the group's slice of the stage at
+// `at` (class k at at + k * kVec), and the store of the vectors back from
+// there to `out`.
+template <int64_t kLoads, typename T>
+XENT_DEVICE void xent_column_load(const T* x, int64_t first, int64_t j0, int64_t n, int64_t inner, int64_t sub,
+                                  xent_vec16<T> (&v)[kLoads]) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  XENT_UNROLL
+  for (int64_t u = 0; u < kLoads; ++u) {
+    const int64_t k = sub + u * kVec;
+    if (k < n) v[u] = XENT_LD((const xent_vec16<T>*)(x + first + (j0 + k) * inner));
+  }
+}
+template <int64_t kLoads, typename T, typename Stage>
+XENT_DEVICE void xent_column_put(Stage stage, int64_t at, int64_t n, int64_t sub, const xent_vec16<T> (&v)[kLoads]) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  XENT_UNROLL
+  for (int64_t u = 0; u < kLoads; ++u) {
+    const int64_t k = sub + u * kVec;
+    if (k < n) xent_stage_put16<T>(stage, at + k * kVec, v[u]);
+  }
+}
+template <int64_t kLoads, typename T, typename Stage>
+XENT_DEVICE void xent_column_store(T* out, int64_t first, int64_t j0, int64_t n, int64_t inner, int64_t sub,
+                                   Stage stage, int64_t at) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  XENT_UNROLL
+  for (int64_t u = 0; u < kLoads; ++u) {
+    const int64_t k = sub + u * kVec;
+    if (k < n) xent_store16(out + first + (j0 + k) * inner, xent_stage_get16<T>(stage, at + k * kVec));
+  }
+}
+
+// use(k) for k in [0, mine): unrolled when the step is full (mine == kK),
+// so that a full step is straight-line code.
+template <int64_t kK, typename U>
+XENT_DEVICE void xent_column_each(int64_t mine, U use) {
+  if (mine == kK) {
+    XENT_UNROLL
+    for (int64_t k = 0; k < kK; ++k) use(k);
+  } else {
+    for (int64_t k = 0; k < mine; ++k) use(k);
+  }
+}
+
+template <typename T, typename Stage, typename Out, typename F>
+XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, const Out& out,
+                                  F f) {
+  constexpr int64_t kVec = 16 / sizeof(T), kLoads = XENT_COLUMN_LOADS, kK = kLoads * kVec;
+  const int64_t sub = (int64_t)threadIdx.x % kVec;
+  const int64_t first = base - sub;  // the group's first position
+  const int64_t at = (int64_t)threadIdx.x / kVec * (kK + 1) * kVec;
+  const int64_t walked = xent_group_max<(int)kVec>(C);
+  bool vector_out = false;
+  if constexpr (!Out::kReadOnly) vector_out = out.vector_ok();
+  for (int64_t j0 = 0; j0 < walked; j0 += kK) {
+    const int64_t n = walked - j0 < kK ? walked - j0 : kK;  // classes in this step
+    xent_vec16<T> v[kLoads];
+    xent_column_load<kLoads>(x, first, j0, n, inner, sub, v);
+    xent_column_put<kLoads>(stage, at, n, sub, v);
+    xent_group_sync<(int)kVec>();
+    const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;  // this thread's classes in the step
+    const auto mine_at = [&](int64_t k) -> T { return stage[at + k * kVec + sub]; };
+    if constexpr (Out::kReadOnly) {
+      if (mine == kK) {
+        // Whole vectors of consecutive classes (the vector path's branch-free
+        // max and sum); their element offsets are not contiguous, which a
+        // read-only `out` never uses.
+        XENT_UNROLL
+        for (int64_t c = 0; c < kLoads; ++c) {
+          xent_vec16<T> chunk;
+          for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(c * kVec + i);
+          out.vec(f, j0 + c * kVec, base + (j0 + c * kVec) * inner, chunk);
+        }
+      } else {
+        for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
+      }
+    } else if (vector_out) {
+      xent_column_each<kK>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
+      xent_group_sync<(int)kVec>();
+      xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
+    } else {
+      xent_column_each<kK>(mine, [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
+    }
+    xent_group_sync<(int)kVec>();  // the stage is read before the next step writes it
+  }
+}
+
+// xent_row_walk2's strided path, as xent_column_walk with two rows (y and
+// dy, both 16-byte aligned): XENT_COLUMN_LOADS / 2 vectors of each per
+// thread and step, staged side by side in the group's slice; with kStore and
+// `out` aligned, the results go over y's elements of the stage and out as
+// 16-byte stores.
+template <bool kStore, typename T, typename Stage, typename Cvt, typename F>
+XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_t base, int64_t C, int64_t inner,
+                                   Stage stage, F f) {
+  constexpr int64_t kVec = 16 / sizeof(T), kLoads = XENT_COLUMN_LOADS / 2, kK = kLoads * kVec;
+  const int64_t sub = (int64_t)threadIdx.x % kVec;
+  const int64_t first = base - sub;
+  const int64_t at = (int64_t)threadIdx.x / kVec * (2 * kK + 1) * kVec, at_dy = at + kK * kVec;
+  const int64_t walked = xent_group_max<(int)kVec>(C);
+  const bool vector_out = kStore && ((uintptr_t)out & 15) == 0;
+  for (int64_t j0 = 0; j0 < walked; j0 += kK) {
+    const int64_t n = walked - j0 < kK ? walked - j0 : kK;
+    xent_vec16<T> vy[kLoads], vd[kLoads];
+    xent_column_load<kLoads>(y, first, j0, n, inner, sub, vy);
+    xent_column_load<kLoads>(dy, first, j0, n, inner, sub, vd);
+    xent_column_put<kLoads>(stage, at, n, sub, vy);
+    xent_column_put<kLoads>(stage, at_dy, n, sub, vd);
+    xent_group_sync<(int)kVec>();
+    const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;
+    xent_column_each<kK>(mine, [&](int64_t k) {
+      const int64_t i = at + k * kVec + sub;
+      const auto d = f(j0 + k, (T)stage[i], (T)stage[at_dy + k * kVec + sub]);
+      if (!kStore) return;
+      if (vector_out) stage[i] = cvt(d);
+      else XENT_ST(out + base + (j0 + k) * inner, cvt(d));
+    });
+    if (vector_out) {
+      xent_group_sync<(int)kVec>();
+      xent_column_store<kLoads>(out, first, j0, n, inner, sub, stage, at);
+    }
+    xent_group_sync<(int)kVec>();
+  }
+}
+
 // Calls f(j, x[base + j * inner]) once for every class j of a row that this
 // thread (`lane` of the `group` sharing the row) owns, and does with its
 // result what `out` says. A contiguous row (kColumn = false) is read with
@@ -400,18 +611,24 @@ XENT_DEVICE int64_t xent_row_head(const T* row, int64_t C) {
 // (consecutive threads on consecutive vectors, so a warp reads 512
 // contiguous bytes), a scalar tail. The split depends only on C and the
 // row's address, so a thread's order is the same every run on the same
-// buffers. x need only be aligned to its element.
-template <bool kColumn, typename T, typename Out, typename F>
-XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
-                                  const Out& out, F f) {
-  if (kColumn) {
-    // A strided row is one thread's, its classes `inner` elements apart (the
-    // warp's neighbouring rows make each load coalesced, 64 bytes a warp for
-    // bf16). One element per load would keep 2 or 4 bytes per thread in
-    // flight; kLoads classes are read before any is used, 32 bytes per
-    // thread, ~32 KB per SM at the 1024 resident threads the launch bounds
-    // ask (XENT_COLUMN_MIN_BLOCKS), and are then taken in class order, so the
-    // results are those of one at a time.
+// buffers. x need only be aligned to its element. A strided row (kColumn)
+// goes through xent_column_walk and the shared `stage`
+// (XENT_COLUMN_STAGE) where x is 16-byte aligned and inner a multiple of
+// its vector, else as scalars, several classes in flight.
+template <bool kColumn, typename T, typename Stage, typename Out, typename F>
+XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
+                                  int64_t group, const Out& out, F f) {
+  if constexpr (kColumn) {
+    if (((uintptr_t)x & 15) == 0 && inner % (int64_t)(16 / sizeof(T)) == 0) {
+      xent_column_walk(x, base, C, inner, stage, out, f);
+      return;
+    }
+    // Elsewhere a strided row is read one element per load, its classes
+    // `inner` elements apart (the warp's neighbouring rows make each load
+    // coalesced, 64 bytes a warp for bf16). One load at a time would keep 2
+    // or 4 bytes per thread in flight; kLoads classes are read before any is
+    // used, 32 bytes per thread (half the 16-byte path's), and are then
+    // taken in class order, so the results are those of one at a time.
     constexpr int64_t kLoads = 32 / sizeof(T);
     int64_t j = lane;
     if constexpr (Out::kReadOnly) {
@@ -476,16 +693,20 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
 // with 16-byte vectors, two of each row in flight per thread (64 bytes),
 // where y and dy share their alignment (scalars otherwise), and the result
 // is stored 16 bytes at a time where out is aligned too; a strided row
-// reads kLoads classes of each before using any, as xent_row_walk_io.
+// goes through xent_column_walk2 where it can, as xent_row_walk_io's.
 // Classes are taken in the same order every run on the same buffers.
-template <bool kColumn, bool kStore, typename T, typename Cvt, typename F>
+template <bool kColumn, bool kStore, typename T, typename Cvt, typename Stage, typename F>
 XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_t base, int64_t C, int64_t inner,
-                                int64_t lane, int64_t group, F f) {
+                                Stage stage, int64_t lane, int64_t group, F f) {
   const auto one = [&](int64_t j, int64_t e) {
     const auto d = f(j, XENT_LD(y + e), XENT_LD(dy + e));
     if (kStore) XENT_ST(out + e, cvt(d));
   };
-  if (kColumn) {
+  if constexpr (kColumn) {
+    if ((((uintptr_t)y | (uintptr_t)dy) & 15) == 0 && inner % (int64_t)(16 / sizeof(T)) == 0) {
+      xent_column_walk2<kStore>(y, dy, out, cvt, base, C, inner, stage, f);
+      return;
+    }
     constexpr int64_t kLoads = 16 / sizeof(T);
     int64_t j = lane;
     for (; j + (kLoads - 1) * group < C; j += kLoads * group) {
@@ -546,17 +767,11 @@ XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j, base + j);
 }
 
-// The read-only walk: f(j, x_j) for each class this thread owns.
-template <bool kColumn, typename T, typename F>
-XENT_DEVICE void xent_row_each(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group, F f) {
-  xent_row_walk_io<kColumn>(x, base, C, inner, lane, group, xent_no_out(), f);
-}
-
 // A read-only walk that hands whole 16-byte vectors to fv(j0, vector) and
 // the scalars around them to f(j, x_j) (xent_online_add_n's callers).
 template <typename FV>
 struct xent_vec_sink {
-  static constexpr bool kReadOnly = true;
+  static constexpr bool kReadOnly = true;  // stores nothing: vec may take classes from strided elements
   FV fv;
   template <typename F, typename T>
   __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
@@ -570,10 +785,10 @@ struct xent_vec_sink {
   }
 };
 
-template <bool kColumn, typename T, typename F, typename FV>
-XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, int64_t lane, int64_t group,
-                                   F f, FV fv) {
-  xent_row_walk_io<kColumn>(x, base, C, inner, lane, group, xent_vec_sink<FV>{fv}, f);
+template <bool kColumn, typename T, typename Stage, typename F, typename FV>
+XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
+                                   int64_t group, F f, FV fv) {
+  xent_row_walk_io<kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
