@@ -40,20 +40,32 @@ PATH="$path_without" cmake -S tree -B build -DCMAKE_INSTALL_PREFIX="$work/prefix
   { cat configure.log; exit 1; }
 grep '^-- xent:' configure.log
 PATH="$path_without" cmake --build build -j 2 > build.log 2>&1 || { tail -50 build.log; exit 1; }
-cmake --install build > install.log
-[ -f prefix/include/xent.h ]
-[ -f prefix/lib/cmake/xent/xentConfig.cmake ]
-[ -f prefix/lib/pkgconfig/xent.pc ]
+# Installed under another prefix than the configure-time one, as into a venv,
+# a conda environment or ~/.local: every path the package names must follow.
+cmake --install build --prefix "$work/elsewhere" > install.log
+[ ! -e prefix ]
+[ -f elsewhere/include/xent.h ]
+[ -f elsewhere/lib/cmake/xent/xentConfig.cmake ]
+[ -f elsewhere/lib/pkgconfig/xent.pc ]
+if grep -n "$work/prefix" elsewhere/lib/pkgconfig/xent.pc elsewhere/lib/cmake/xent/*.cmake; then
+  echo "FAIL: the installed package names the configure-time prefix" >&2
+  exit 1
+fi
 
 # find_package(xent) from another project.
-cmake -S "$consumer" -B consumer -DCMAKE_PREFIX_PATH="$work/prefix" > consumer.log 2>&1 || { cat consumer.log; exit 1; }
+cmake -S "$consumer" -B consumer -DCMAKE_PREFIX_PATH="$work/elsewhere" > consumer.log 2>&1 || { cat consumer.log; exit 1; }
 cmake --build consumer > consumer_build.log 2>&1 || { cat consumer_build.log; exit 1; }
 ./consumer/consumer
 
-# pkg-config from the installed tree.
-export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+# pkg-config from the installed tree; the static link's directories exist.
+export PKG_CONFIG_PATH="$work/elsewhere/lib/pkgconfig"
 cc -std=c11 -o pc_consumer "$consumer/consumer.c" $(pkg-config --cflags --libs xent) -lm
-LD_LIBRARY_PATH="$work/prefix/lib" ./pc_consumer
+LD_LIBRARY_PATH="$work/elsewhere/lib" ./pc_consumer
+for flag in $(pkg-config --libs --static xent); do
+  case "$flag" in
+    -L*) [ -d "${flag#-L}" ] || { echo "FAIL: xent.pc names $flag, which is not a directory" >&2; exit 1; } ;;
+  esac
+done
 
 skipped=""
 grep -q '^-- xent: CUDA backend on' configure.log || skipped="$skipped CUDA (no nvcc)"

@@ -5,8 +5,11 @@ the generator or take its memory (instruction, memory and CPU-time limits,
 each reported at the spec line); malformed lists, duplicate statements, NUL
 bytes, deep nesting, overlong patterns and paths, and control characters in
 paths are errors. Every refused run exits 1, names what is wrong and writes
-nothing. Each case failed (ran a command, hung, or exited 0 with a wrong
-result) before the sandbox was rebuilt."""
+nothing; every message names the spec's file:line, never the generator's
+(a recursion that overflows in the sandbox's own code, a DSL statement
+reached through a library function such as string.gsub). Each case failed
+(ran a command, hung, exited 0 with a wrong result, or named the
+generator's line) before the sandbox was rebuilt."""
 
 import os
 import subprocess
@@ -100,6 +103,23 @@ class Sandbox(unittest.TestCase):
 
     def test_unbounded_recursion(self):
         self.refused(HEADER + "local function f(n) return 1 + f(n + 1) end\nf(1)\n", "specs/bad.lua:3: ", "stack overflow")
+
+    def test_unbounded_recursion_before_any_statement(self):
+        # The stack overflows inside the sandbox's own hook, not the spec's
+        # code: still the spec's line, never the generator's.
+        r = self.refused("local function f(n) return f(n + 1) + 1 end f(1)\n", "specs/bad.lua:1: ", "stack overflow")
+        self.assertNotIn("gen/lua/", r.stderr)
+
+    def test_statement_called_from_a_library_function(self):
+        # family reached through string.gsub, a C function whose frame has
+        # no line: the spec's line that called gsub, and the DSL's own
+        # message, not an internal error.
+        r = self.refused('string.gsub("cross_entropy", ".+", family)\nfamily "cross_entropy"\n', "specs/bad.lua:2: ",
+                         "a spec declares one family; 'cross_entropy' was declared at line 1")
+        self.assertNotIn("gen/lua/", r.stderr)
+        r = self.refused('string.gsub("cross_entropy cross_entropy", "%S+", family)\n', "specs/bad.lua:1: ",
+                         "a spec declares one family")
+        self.assertNotIn("gen/lua/", r.stderr)
 
     def test_memory_bombs(self):
         self.refused(HEADER + 'local s = "xxxxxxxxxxxxxxxx"\nfor i = 1, 40 do s = s .. s end\n', "specs/bad.lua:4: ",

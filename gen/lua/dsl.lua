@@ -113,9 +113,18 @@ end
 -- Builds the statement functions a spec may call. `st` collects the
 -- declarations; `where()` is the file:line of the statement being run.
 local function make_env(path, st, lib)
+  -- The spec's file:line that is running: the innermost frame of the
+  -- spec's own code, from `level` up. A statement may be reached through a
+  -- C function (string.gsub(s, p, family)), whose frame has no line.
   local function where(level)
-    local info = debug.getinfo(level or 3, "l")
-    return path .. ":" .. tostring(info and info.currentline or 0)
+    local source = "@" .. path
+    local l = level or 3
+    while true do
+      local info = debug.getinfo(l, "Sl")
+      if not info then return path .. ":0" end
+      if info.source == source and info.currentline > 0 then return path .. ":" .. info.currentline end
+      l = l + 1
+    end
   end
 
   local function need_family(name)

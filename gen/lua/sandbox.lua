@@ -160,6 +160,19 @@ function M.run(path, fn, ...)
   string_meta.__index = saved_index
   if not ok and res == "not enough memory" then
     res = path .. ":" .. last_line .. ": the spec took more memory than the generator allows"
+  elseif not ok and type(res) == "string" and has_position(path, res) and res:match(": stack overflow$") then
+    res = res .. " (a recursion without end?)"
+  elseif not ok and type(res) == "string" and not has_position(path, res) then
+    -- Raised outside the spec's own code, where the spec led: a recursion
+    -- without end overflows the stack wherever the next call happens to be
+    -- (the hook's own frame, a library function). The spec's line that was
+    -- running, and where it was raised.
+    local at, what = res:match("^([^:\n]+:%d+): (.*)$")
+    if what == "stack overflow" then
+      res = path .. ":" .. last_line .. ": stack overflow (a recursion without end?)"
+    else
+      res = path .. ":" .. last_line .. ": " .. (what or res) .. (at and " (raised at " .. at .. ")" or "")
+    end
   end
   return ok, res
 end
