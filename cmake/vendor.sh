@@ -58,9 +58,12 @@ trap 'rm -rf "$tmp"' EXIT
 # Both renderings, checked: the CUDA one for nvcc and the emulator's default,
 # the HIP one for hipcc and the emulator's 64-lane mode. No #line directives:
 # the templates they would name are not part of the tree.
+# The HIP one is also checked as built for NVIDIA GPUs (runtime/hip_on_cuda).
 for target in cuda hip; do
+  extra=()
+  [ "$target" = hip ] && extra=(--check-hip-on-cuda runtime/hip_on_cuda)
   (cd "$root" && "$xentgen" --check --no-line-directives --target "$target" --out "$tmp/kernels/$target" \
-    "${specs[@]}" ${filters[@]+"${filters[@]}"})
+    "${extra[@]}" "${specs[@]}" ${filters[@]+"${filters[@]}"})
 done
 
 # The runtime, the emulator and the public header.

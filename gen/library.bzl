@@ -31,6 +31,10 @@ def _xent_render_impl(ctx):
     args = ["--check", "--target", target, "--out", src.path]
     args += ["--templates", ctx.files._templates[0].dirname]
     args += ["--check-cuda-headers", ctx.files._check_cuda_headers[0].dirname]
+    if target == "hip":
+        # Also as built for NVIDIA GPUs, over the HIP-on-CUDA headers (their
+        # root, above hip/).
+        args += ["--check-hip-on-cuda", ctx.files._hip_on_cuda_headers[0].dirname.rpartition("/")[0]]
     if ctx.attr.kernels:
         args += ["--kernels", ",".join(ctx.attr.kernels)]
     if ctx.attr.exclude:
@@ -58,7 +62,7 @@ fi
 """.format(ext = ext, target = target)
     ctx.actions.run_shell(
         outputs = [src, emu],
-        inputs = ctx.files.specs + ctx.files._templates + ctx.files._check_cuda_headers,
+        inputs = ctx.files.specs + ctx.files._templates + ctx.files._check_cuda_headers + ctx.files._hip_on_cuda_headers,
         tools = [ctx.executable._xentgen],
         command = script,
         arguments = [ctx.executable._xentgen.path, src.path, emu.path] + args,
@@ -87,6 +91,7 @@ _xent_render = rule(
         "_xentgen": attr.label(default = Label("//gen:xentgen"), executable = True, cfg = "exec"),
         "_templates": attr.label(default = Label("//templates")),
         "_check_cuda_headers": attr.label(default = Label("//gen:check_cuda_headers")),
+        "_hip_on_cuda_headers": attr.label(default = Label("//runtime/hip_on_cuda:headers")),
     },
 )
 

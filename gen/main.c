@@ -25,7 +25,7 @@ static const char usage[] =
     "usage: xentgen --spec FILE [--spec FILE ...] (--list | --target cuda|hip --out DIR)\n"
     "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR]\n"
     "               [--no-line-directives] [--spec-time-limit SECONDS]\n"
-    "               [--check [--check-cuda-headers DIR]]\n"
+    "               [--check [--check-cuda-headers DIR] [--check-hip-on-cuda DIR]]\n"
     "\n"
     "  --spec FILE            a spec (specs/*.lua); repeat for several families\n"
     "  --list                 print every variant's canonical key and exit\n"
@@ -45,7 +45,11 @@ static const char usage[] =
     "                         nothing is written\n"
     "  --check-cuda-headers DIR\n"
     "                         for --target cuda: the stand-in CUDA headers the\n"
-    "                         rendering is parsed against (default: gen/check/cuda)\n";
+    "                         rendering is parsed against (default: gen/check/cuda)\n"
+    "  --check-hip-on-cuda DIR\n"
+    "                         for --target hip: also parse the rendering as it is\n"
+    "                         built for NVIDIA GPUs, with the HIP-on-CUDA headers in\n"
+    "                         DIR (runtime/hip_on_cuda) over the stand-in CUDA ones\n";
 
 typedef struct options {
   const char* specs[MAX_SPECS];
@@ -60,6 +64,7 @@ typedef struct options {
   int spec_seconds;
   int check;
   const char* check_cuda_headers;
+  const char* check_hip_on_cuda;
 } options;
 
 static int parse_args(int argc, char** argv, options* o, gen_error* err) {
@@ -97,6 +102,8 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
       value = &o->exclude;
     } else if (strcmp(a, "--check-cuda-headers") == 0) {
       value = &o->check_cuda_headers;
+    } else if (strcmp(a, "--check-hip-on-cuda") == 0) {
+      value = &o->check_hip_on_cuda;
     } else if (strcmp(a, "--templates") == 0) {
       value = &o->templates;
     } else if (strcmp(a, "--spec-time-limit") == 0) {
@@ -151,8 +158,12 @@ static int run(const options* o, gen_error* err) {
     rc = gen_render_all(L, &variants, &ropt, &outputs, err);
     if (rc == 0) rc = gen_emit_dispatch(L, &variants, o->target, &outputs, err);
     if (rc == 0 && o->check) {
-      gen_check_options copt = {o->target, o->check_cuda_headers, 1};
+      gen_check_options copt = {o->target, o->check_cuda_headers, NULL, 1};
       rc = gen_check_outputs(&outputs, &copt, err);
+      if (rc == 0 && o->check_hip_on_cuda && strcmp(o->target, "hip") == 0) {
+        copt.hip_on_cuda_headers = o->check_hip_on_cuda;
+        rc = gen_check_outputs(&outputs, &copt, err);
+      }
     }
     if (rc == 0) rc = gen_output_commit(&outputs, o->out, err);
   }

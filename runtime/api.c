@@ -103,26 +103,37 @@ const char* xent_backend_name(xent_backend_kind kind) {
 }
 
 xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
+  return xent_create_on_device(handle, kind, -1);
+}
+
+xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, int device) {
   xent_clear_error();
   if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: handle is NULL");
   *handle = NULL;
   if (kind < XENT_BACKEND_AUTO || kind > XENT_BACKEND_HIP)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: kind %d is not a xent_backend_kind", (int)kind);
+  if (device < -1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create_on_device: device %d (an ordinal, or -1)", device);
   xent_handle* h = calloc(1, sizeof *h);
   if (!h) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
   xent_status status = XENT_OK;
   h->emulated = XENT_BACKEND_CUDA;
+  h->device = device;
   if (kind == XENT_BACKEND_AUTO) {
     /* The first GPU backend that is built in and finds a device. */
-    if (xent_cuda_open(h) == XENT_OK) h->kind = XENT_BACKEND_CUDA;
-    else if (xent_hip_open(h) == XENT_OK) h->kind = XENT_BACKEND_HIP;
-    else h->kind = XENT_BACKEND_CPU;
+    if (xent_cuda_open(h) == XENT_OK) {
+      h->kind = XENT_BACKEND_CUDA;
+    } else {
+      h->device = device; /* as asked, not as the CUDA attempt left it */
+      h->kind = xent_hip_open(h) == XENT_OK ? XENT_BACKEND_HIP : XENT_BACKEND_CPU;
+    }
     xent_clear_error();
   } else {
     h->kind = kind;
     if (kind == XENT_BACKEND_CUDA) status = xent_cuda_open(h);
     if (kind == XENT_BACKEND_HIP) status = xent_hip_open(h);
   }
+  if (h->kind == XENT_BACKEND_CPU) h->device = 0;
   if (status == XENT_OK) {
     switch (h->kind) {
       case XENT_BACKEND_CUDA: status = xent_cuda_flag_alloc(h); break;

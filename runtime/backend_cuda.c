@@ -13,14 +13,40 @@ xent_status xent_cuda_open(xent_handle* h) {
     return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: no CUDA device (%s)",
                      err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
   }
-  int major = 0, minor = 0;
-  if (cudaGetDevice(&h->device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, h->device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, h->device) != cudaSuccess) {
+  if (h->device < 0 && cudaGetDevice(&h->device) != cudaSuccess)
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query the current device");
+  if (h->device >= count) {
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create_on_device: device %d, but there are %d CUDA devices",
+                     h->device, count);
+  }
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, h->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, h->device) != cudaSuccess) {
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query device %d", h->device);
   }
   h->arch = major * 10 + minor;
   return XENT_OK;
+}
+
+/* The handle's device made current for one call, and the caller's put back
+   after it (leave). libxent's CUDA runtime keeps a current device per host
+   thread of its own, apart from PyTorch's and the caller's: without this a
+   call on a machine of several GPUs runs wherever this thread last pointed
+   that runtime. *prev: the device to put back. */
+static xent_status enter(const xent_handle* h, const char* fn, int* prev) {
+  *prev = h->device;
+  cudaError_t err = cudaGetDevice(prev);
+  if (err == cudaSuccess && *prev != h->device) err = cudaSetDevice(h->device);
+  if (err != cudaSuccess) {
+    *prev = h->device;
+    return xent_fail(XENT_ERROR_DEVICE, "%s: cannot make device %d current: %s", fn, h->device,
+                     cudaGetErrorString(err));
+  }
+  return XENT_OK;
+}
+
+static void leave(const xent_handle* h, int prev) {
+  if (prev != h->device) (void)cudaSetDevice(prev);
 }
 
 void xent_cuda_table(const xent_handle* h, xent_table* t) {
@@ -35,7 +61,13 @@ xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", e->key,
                      e->min_arch, h->arch);
   }
+  int prev;
+  xent_status s = enter(h, "cuda backend", &prev);
+  if (s != XENT_OK) return s;
+  /* The launcher's own launches' status (xent_device.h), never an error
+     other code left pending in the runtime. */
   const int err = e->launch(args);
+  leave(h, prev);
   if (err != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", e->key,
                      cudaGetErrorString((cudaError_t)err));
@@ -44,23 +76,44 @@ xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const
 }
 
 xent_status xent_cuda_flag_alloc(xent_handle* h) {
+  int prev;
+  xent_status s = enter(h, "xent_create", &prev);
+  if (s != XENT_OK) return s;
   void* p = NULL;
-  if (cudaMalloc(&p, sizeof *h->bad_label_row) != cudaSuccess)
-    return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
-  if (cudaMemset(p, 0xff, sizeof *h->bad_label_row) != cudaSuccess) {
+  if (cudaMalloc(&p, sizeof *h->bad_label_row) != cudaSuccess) {
+    s = xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
+  } else if (cudaMemset(p, 0xff, sizeof *h->bad_label_row) != cudaSuccess ||
+             cudaDeviceSynchronize() != cudaSuccess) {
     cudaFree(p);
-    return xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+    s = xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+  } else {
+    h->bad_label_row = p;
   }
-  h->bad_label_row = p;
-  return XENT_OK;
+  leave(h, prev);
+  return s;
 }
 
+/* The record is read after every kernel before it, and reset before any
+   kernel after it: cudaMemset is ordered on the legacy default stream only
+   and may return before it lands, so a kernel on a non-blocking stream (as
+   PyTorch's are) could record a bad row before the reset, which would then
+   erase it. The device is waited for again after the reset. */
 xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
+  int prev;
+  xent_status s = enter(h, "xent_check", &prev);
+  if (s != XENT_OK) return s;
   cudaError_t err = cudaDeviceSynchronize();
   if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
   if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  leave(h, prev);
   if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", cudaGetErrorString(err));
   return XENT_OK;
 }
 
-void xent_cuda_flag_free(xent_handle* h) { cudaFree(h->bad_label_row); }
+void xent_cuda_flag_free(xent_handle* h) {
+  int prev;
+  if (enter(h, "xent_destroy", &prev) != XENT_OK) return;
+  cudaFree(h->bad_label_row);
+  leave(h, prev);
+}

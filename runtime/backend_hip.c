@@ -21,12 +21,35 @@ xent_status xent_hip_open(xent_handle* h) {
                      err != hipSuccess ? hipGetErrorString(err) : "device count is 0");
   }
   hipDeviceProp_t prop;
-  if (hipGetDevice(&h->device) != hipSuccess || hipGetDeviceProperties(&prop, h->device) != hipSuccess) {
+  if (h->device < 0 && hipGetDevice(&h->device) != hipSuccess)
     return xent_fail(XENT_ERROR_DEVICE, "hip backend: cannot query the current device");
+  if (h->device >= count) {
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create_on_device: device %d, but there are %d HIP devices",
+                     h->device, count);
   }
+  if (hipGetDeviceProperties(&prop, h->device) != hipSuccess)
+    return xent_fail(XENT_ERROR_DEVICE, "hip backend: cannot query device %d", h->device);
   /* "gfx90a:sramecc+:xnack-" -> 0x90a */
   h->arch = strncmp(prop.gcnArchName, "gfx", 3) == 0 ? (int)strtol(prop.gcnArchName + 3, NULL, 16) : 0;
   return XENT_OK;
+}
+
+/* The handle's device made current for one call, the caller's put back
+   after it (as the CUDA backend, which says why). */
+static xent_status enter(const xent_handle* h, const char* fn, int* prev) {
+  *prev = h->device;
+  hipError_t err = hipGetDevice(prev);
+  if (err == hipSuccess && *prev != h->device) err = hipSetDevice(h->device);
+  if (err != hipSuccess) {
+    *prev = h->device;
+    return xent_fail(XENT_ERROR_DEVICE, "%s: cannot make device %d current: %s", fn, h->device,
+                     hipGetErrorString(err));
+  }
+  return XENT_OK;
+}
+
+static void leave(const xent_handle* h, int prev) {
+  if (prev != h->device) (void)hipSetDevice(prev);
 }
 
 void xent_hip_table(const xent_handle* h, xent_table* t) {
@@ -41,7 +64,11 @@ xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const 
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "hip backend: %s needs gfx%x, the device is gfx%x", e->key,
                      e->min_arch, h->arch);
   }
+  int prev;
+  const xent_status s = enter(h, "hip backend", &prev);
+  if (s != XENT_OK) return s;
   const int err = e->launch(args);
+  leave(h, prev);
   if (err != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "hip backend: launching %s failed: %s", e->key,
                      hipGetErrorString((hipError_t)err));
@@ -50,26 +77,43 @@ xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const 
 }
 
 xent_status xent_hip_flag_alloc(xent_handle* h) {
+  int prev;
+  xent_status s = enter(h, "xent_create", &prev);
+  if (s != XENT_OK) return s;
   void* p = NULL;
-  if (hipMalloc(&p, sizeof *h->bad_label_row) != hipSuccess)
-    return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
-  if (hipMemset(p, 0xff, sizeof *h->bad_label_row) != hipSuccess) {
+  if (hipMalloc(&p, sizeof *h->bad_label_row) != hipSuccess) {
+    s = xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
+  } else if (hipMemset(p, 0xff, sizeof *h->bad_label_row) != hipSuccess || hipDeviceSynchronize() != hipSuccess) {
     hipFree(p);
-    return xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+    s = xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+  } else {
+    h->bad_label_row = p;
   }
-  h->bad_label_row = p;
-  return XENT_OK;
+  leave(h, prev);
+  return s;
 }
 
 xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row) {
+  int prev;
+  const xent_status s = enter(h, "xent_check", &prev);
+  if (s != XENT_OK) return s;
   hipError_t err = hipDeviceSynchronize();
   if (err == hipSuccess) err = hipMemcpy(row, h->bad_label_row, sizeof *row, hipMemcpyDeviceToHost);
   if (err == hipSuccess) err = hipMemset(h->bad_label_row, 0xff, sizeof *row);
+  /* As the CUDA backend: hipMemset may return before the reset lands, and
+     a kernel on another stream could record a bad row that it would erase. */
+  if (err == hipSuccess) err = hipDeviceSynchronize();
+  leave(h, prev);
   if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", hipGetErrorString(err));
   return XENT_OK;
 }
 
-void xent_hip_flag_free(xent_handle* h) { hipFree(h->bad_label_row); }
+void xent_hip_flag_free(xent_handle* h) {
+  int prev;
+  if (enter(h, "xent_destroy", &prev) != XENT_OK) return;
+  hipFree(h->bad_label_row);
+  leave(h, prev);
+}
 
 xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream) {
   const hipError_t err = hipMemsetAsync(p, 0, bytes, (hipStream_t)stream);

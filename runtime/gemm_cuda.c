@@ -11,6 +11,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "dynlib.h"
@@ -103,8 +104,23 @@ void GEMM_FREE(xent_handle* h) {
   h->gemm = NULL;
 }
 
+/* The largest power of two up to 256 that p is aligned to: what the
+   heuristic is told of each operand (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*),
+   since untold it assumes 256 and may pick an algorithm that faults on a
+   chunk's rows, which start anywhere a row does. */
+static uint32_t alignment_of(const void* p) {
+  uint32_t k = 256;
+  while (k > 1 && (uintptr_t)p % k != 0) k /= 2;
+  return k;
+}
+
 xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                        void* stream) {
+  /* cublasLtMatmul's workspace must be 256-byte aligned: the part of the
+     caller's that is. */
+  const size_t skip = (256 - (uintptr_t)workspace % 256) % 256;
+  workspace = skip < workspace_bytes ? (char*)workspace + skip : NULL;
+  workspace_bytes = skip < workspace_bytes ? workspace_bytes - skip : 0;
   cublasLtHandle_t handle;
   xent_status s = lt_handle(h, fn, &handle);
   if (s != XENT_OK) return s;
@@ -145,6 +161,17 @@ xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void*
     st = lt.pref_create(&pref);
     if (st == CUBLAS_STATUS_SUCCESS)
       st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+    const struct {
+      cublasLtMatmulPreferenceAttributes_t attr;
+      const void* p;
+    } operands[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, cm.first.data},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, cm.second.data},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g->c},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g->c}};
+    for (size_t i = 0; i < sizeof operands / sizeof operands[0] && st == CUBLAS_STATUS_SUCCESS; ++i) {
+      const uint32_t align = alignment_of(operands[i].p);
+      st = lt.pref_set(pref, operands[i].attr, &align, sizeof align);
+    }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.heuristic(handle, desc, la, lb, lc, lc, pref, 1, &best, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
   }

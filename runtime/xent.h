@@ -184,6 +184,11 @@ typedef struct xent_ce_tensors {
 typedef struct xent_handle xent_handle;
 
 xent_status xent_create(xent_handle** handle, xent_backend_kind kind);
+/* The same on GPU `device` (the backend runtime's ordinal; -1: the calling
+   thread's current device, which is what xent_create takes). Every call on
+   the handle runs on its device whatever is current, and leaves the
+   caller's current device as it found it. The cpu backend ignores it. */
+xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, int device);
 void xent_destroy(xent_handle* handle);
 /* The backend a handle runs on (never XENT_BACKEND_AUTO). */
 xent_backend_kind xent_handle_backend(const xent_handle* handle);

@@ -133,3 +133,39 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
   }
   return failures;
 }
+
+int tu_check_key_at(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed, const char* tag) {
+  char name[200];
+  snprintf(name, sizeof name, "%s%s N=%lld C=%lld", key, tag, (long long)rows, (long long)C);
+  xent_op op;
+  if (strncmp(key, "sm_", 3) == 0) {
+    xent_softmax_desc d = {.rows = rows, .classes = C, .inner = 1};
+    if (tu_parse_softmax_key(key, &op, &d) != 0) {
+      printf("FAIL %s: not a softmax key\n", key);
+      return 1;
+    }
+    return tu_check_softmax(h, op, &d, seed, name);
+  }
+  const tu_case c = {rows, C, 1, 0};
+  xent_ce_desc d;
+  if (tu_case_setup(&c, key, &op, &d) == TU_NOT_A_KEY) {
+    printf("FAIL %s: not a cross_entropy key\n", key);
+    return 1;
+  }
+  return tu_check_call(h, op, &d, seed, 0, name);
+}
+
+const char* const tu_on_chip_keys[TU_ON_CHIP_KEYS] = {"ce_fwd_bwd_bf16_i64_mean", "ce_fwd_bwd_f32_i64_mean",
+                                                      "sm_fwd_bf16_softmax", "sm_fwd_f32_softmax"};
+const int64_t tu_on_chip_boundary[2] = {24576, 49152};
+
+int tu_check_on_chip_boundary(xent_handle* h, const char* tag, unsigned seed, int* runs) {
+  int failures = 0;
+  for (int k = 0; k < TU_ON_CHIP_KEYS; ++k) {
+    for (int c = 0; c < 2; ++c) {
+      failures += tu_check_key_at(h, tu_on_chip_keys[k], 2, tu_on_chip_boundary[c], seed + (unsigned)(2 * k + c), tag);
+      ++*runs;
+    }
+  }
+  return failures;
+}

@@ -19,6 +19,7 @@ XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
 SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "linear_cross_entropy.lua", "softmax.lua")]
 TEMPLATES = os.path.join(RUNFILES, "templates")
 CUDA_HEADERS = os.path.join(RUNFILES, "gen", "check", "cuda")
+HIP_ON_CUDA = os.path.join(RUNFILES, "runtime", "hip_on_cuda")
 
 # Inside the row kernel: row, C, x, a and the atomics are in scope.
 IN_KERNEL = "    const int64_t base = xent_row_base(row, C, inner);\n"
@@ -219,6 +220,43 @@ class Rules(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         want = f"templates/xent_device.h.tmpl:{at + 1}: index-width: 'r * c' is computed in 32 bits"
         self.assertEqual(len(re.findall("^" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
+
+    def test_hip_on_cuda_wavefront_shuffle_behind_a_block_barrier(self):
+        # The HIP rendering as built for NVIDIA (runtime/hip_on_cuda): a
+        # 64-lane wavefront is two warps, and the xor-32 step of its
+        # shuffles meets them at a barrier. With a block barrier there (the
+        # headers before the fix), the backward's second pass, reached
+        # under a wavefront's vote, hangs a block whose wavefronts vote
+        # differently: the rule finds it. With the wavefront's own barrier,
+        # nothing.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        shim = os.path.join(tmp, "hip_on_cuda")
+        shutil.copytree(HIP_ON_CUDA, shim)
+        path = os.path.join(shim, "hip", "hip_runtime.h")
+        with open(path) as f:
+            text = f.read()
+        self.assertEqual(text.count("  xent_hip_on_cuda_wave_barrier();\n"), 2)
+        with open(path, "w") as f:
+            f.write(text.replace("  xent_hip_on_cuda_wave_barrier();\n", "  __syncthreads();\n"))
+        kernels = "ce_bwd_bf16_i64_mean,ce_fwd_bwd_f32_i64_mean,sm_fwd_f16_softmax"
+        for headers, findings in ((shim, 1), (HIP_ON_CUDA, 0)):
+            with self.subTest(headers=headers):
+                r = subprocess.run([XENTGEN, "--check", "--target", "hip", "--templates", TEMPLATES, "--out",
+                                    os.path.join(tmp, "out"), "--kernels", kernels, "--check-cuda-headers",
+                                    CUDA_HEADERS, "--check-hip-on-cuda", headers] +
+                                   [a for spec in SPECS for a in ("--spec", spec)], capture_output=True, text=True)
+                self.assertIn("xentgen --check: 3 hip files in", r.stderr)
+                if findings:
+                    self.assertEqual(r.returncode, 1, r.stderr)
+                    self.assertRegex(r.stderr, r"templates/cross_entropy.tmpl:\d+: warp-sync: xent_lanes_reduce -> "
+                                     r"xent_shfl_xor -> __shfl_xor -> xent_hip_on_cuda_exchange32 -> __syncthreads is "
+                                     r"reached under a condition that differs between the threads of a block "
+                                     r"\('xent_warp_any \( again \)' varies by warp\)")
+                    self.assertIn("in the hip rendering as built for NVIDIA", r.stderr)
+                else:
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertIn("xentgen --check: 3 hip (on cuda) files in", r.stderr)
 
     def test_real_templates_pass(self):
         kernels = "ce_fwd_bwd_bf16_i64_mean,ce_bwd_f16_prob_sum,ce_fwd_f32_i32_none,sm_fwd_f16_softmax,sm_bwd_f32_log_softmax"

@@ -9,7 +9,10 @@
 // and a cluster sync some threads skip; in global memory (when asked), an
 // in-place overwrite ordered only by shuffles, blocks writing one word, and
 // a handoff between the blocks of a cluster with no cluster sync. Also
-// checks the semantics of shuffles and votes on 32- and 64-lane warps.
+// checks the semantics of shuffles and votes on 32- and 64-lane warps, and
+// the driver's launch rules: shared memory past 48 KiB without the raised
+// attribute, an attribute past the opt-in maximum, clusters on a device or
+// from code without them.
 // Kernels are written as CUDA/HIP code and compiled against xent_emu.h, as
 // the generated kernels are.
 #include <stdio.h>
@@ -269,6 +272,23 @@ __global__ void cluster_handoff(float* g, int with_sync) {
   if (rank == 1 && threadIdx.x == 0) ST(g + 8 + blockIdx.x / 2, LD(g + blockIdx.x / 2));
 }
 
+// ---- the driver's launch rules ------------------------------------------------
+
+// 528 bytes of static shared memory (as the on-chip row kernels' reduction
+// scratch) and the launch's dynamic shared memory, both touched.
+__global__ void static_and_dynamic(float* out) {
+  XENT_SHARED_ARRAY(float, scratch, 132);
+  XENT_DYNAMIC_SHARED(float, dyn);
+  scratch[threadIdx.x] = 1.0f;
+  dyn[threadIdx.x] = 2.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = scratch[5] + dyn[7];
+}
+
+// The same kernel, other functions: fresh sets of attributes.
+__global__ void static_and_dynamic_b(float* out) { static_and_dynamic(out); }
+__global__ void static_and_dynamic_c(float* out) { static_and_dynamic(out); }
+
 #define LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, ...)                                                     \
   [&]() {                                                                                                            \
     return XENT_EMU_LAUNCH_CLUSTER(kernel, 32, XENT_EMU_SMEM_CUDA_OPTIN, dim3 grid, dim3 block, smem, cluster, nullptr, \
@@ -306,6 +326,10 @@ int main() {
                 {"deadlock", "shfl_down", "waits at __syncthreads()"});
   expect_report("too many threads per block", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (2048), 0, 0),
                 {"invalid launch configuration", "2048 threads per block, the limit is 1024"});
+  expect_report("grid over the limit (y)", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1, 65536), (32), 0, 0),
+                {"invalid launch configuration", "a grid dimension above the limit"});
+  expect_report("blockDim.z over 64", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (1, 1, 65), 0, 0),
+                {"invalid launch configuration", "blockDim.z above 64"});
   expect_report("shared memory over 48 KiB (CUDA)", LAUNCH(big_shared, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 64),
                 {"shared memory per block: 65536 bytes", "49152-byte limit"});
   expect_report("dynamic shared over the limit", LAUNCH(early_exit, 64, XENT_EMU_SMEM_HIP, (1), (64), 70000, 0),
@@ -394,6 +418,74 @@ int main() {
                 {"cluster_sum", "not a multiple"});
   expect_report("cluster: over 8 blocks", LAUNCH_CLUSTER(cluster_sum, (16), (64), 64, 16, cl.data(), 0),
                 {"cluster_sum", "portable limit"});
+
+  printf("the driver's launch rules (CUDA):\n");
+  const void* sd = xent_emu::func_id(&static_and_dynamic);
+  const void* sdb = xent_emu::func_id(&static_and_dynamic_b);
+  const void* sdc = xent_emu::func_id(&static_and_dynamic_c);
+  const size_t optin = xent_emu_get_device().smem_optin;
+  expect_report("48 KiB: static + dynamic, attribute not raised",
+                LAUNCH(static_and_dynamic, 32, XENT_EMU_SMEM_CUDA, (1), (64), 49152, out.data()),
+                {"kernel static_and_dynamic", "49680 bytes", "49152-byte limit",
+                 "without a raised cudaFuncAttributeMaxDynamicSharedMemorySize"});
+  expect_report("dynamic alone over 48 KiB, attribute not raised",
+                LAUNCH(static_and_dynamic, 32, XENT_EMU_SMEM_CUDA, (1), (64), 60000, out.data()),
+                {"60000 bytes of dynamic shared memory, the limit is 49152"});
+  expect_report("attribute at the opt-in maximum, leaving no room for static",
+                [&]() {
+                  expect(xent_emu_func_set_max_dynamic_smem(sdc, "static_and_dynamic_c", (long long)optin) == 0,
+                         "the attribute is taken while the static size is unknown");
+                  return XENT_EMU_LAUNCH(static_and_dynamic_c, 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(64), 49152,
+                                         nullptr, out.data());
+                },
+                {"static shared memory of 528 bytes", "exceed the device's opt-in maximum", "refuses that attribute"});
+  expect(xent_emu_func_set_max_dynamic_smem(sd, "static_and_dynamic", (long long)optin) != 0 &&
+             strstr(xent_emu_last_message(), "plus the kernel's 528 of static shared memory exceed") != nullptr,
+         "once the static size is known, an attribute past the opt-in maximum is refused: " +
+             std::string(xent_emu_last_message()));
+  expect(xent_emu_func_set_max_dynamic_smem(sdb, "static_and_dynamic_b", (long long)optin - 2048) == 0,
+         "the attribute at the opt-in maximum less a reserve for static memory is taken");
+  expect_clean("attribute raised, 48 KiB + static",
+               LAUNCH(static_and_dynamic_b, 32, XENT_EMU_SMEM_CUDA, (1), (64), 49152, out.data()));
+  expect(out[0] == 3.0f, "static_and_dynamic reads both");
+  expect_clean("attribute raised, the most it allows",
+               LAUNCH(static_and_dynamic_b, 32, XENT_EMU_SMEM_CUDA, (1), (64), optin - 2048, out.data()));
+  expect_report("dynamic above the raised attribute",
+                LAUNCH(static_and_dynamic_b, 32, XENT_EMU_SMEM_CUDA, (1), (64), optin - 1024, out.data()),
+                {"above the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize"});
+  {
+    long long attr = 0;
+    size_t st = 0;
+    int ptx = 0;
+    xent_emu_func_get(sdb, &st, &attr, &ptx);
+    expect(attr == (long long)optin - 2048 && st == 528 && ptx == 90,
+           "cudaFuncGetAttributes' stand-in: the attribute, the static size seen, the code version");
+  }
+  const xent_emu_device h100 = xent_emu_get_device();
+  xent_emu_device no_clusters = h100;
+  no_clusters.ordinal = 1;
+  no_clusters.cluster_launch = 0;
+  xent_emu_set_device(no_clusters);
+  std::vector<float> cl0(16);
+  expect_report("cluster launch on a device without clusters",
+                LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 2, cl0.data(), 0), {"cluster_sum", "without cluster launch"});
+  xent_emu_device built_80 = h100;
+  built_80.ordinal = 2;
+  built_80.build_arch = 80;
+  xent_emu_set_device(built_80);
+  expect_report("cluster launch of code built for compute_80",
+                LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 2, cl0.data(), 0),
+                {"cluster_sum", "built for compute_80", "no clusters"});
+  expect_clean("a one-block launch of that code", LAUNCH_CLUSTER(cluster_sum, (4), (64), 64, 1, cl0.data(), 0));
+  xent_emu_set_device(h100);
+  {
+    xent_emu_func_record recs[64];
+    const int n = xent_emu_func_records(recs, 64);
+    int found = 0;
+    for (int i = 0; i < n && i < 64; ++i)
+      if (strcmp(recs[i].name, "static_and_dynamic_b") == 0 && recs[i].sets == 1 && recs[i].launches == 2) found++;
+    expect(found == 1, "the stand-in records one set and two launches that ran of static_and_dynamic_b");
+  }
 
   printf("global memory (xent_emu_check_global):\n");
   std::vector<float> row(64), g(16);

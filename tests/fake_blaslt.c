@@ -59,7 +59,16 @@ enum {
   E_DEFAULT = CUBLASLT_EPILOGUE_DEFAULT,
   E_BIAS = CUBLASLT_EPILOGUE_BIAS,
   P_MAX_WS = CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  P_ALIGN_A = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+  P_ALIGN_B = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+  P_ALIGN_C = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+  P_ALIGN_D = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
 };
+/* cuBLASLt's alignment rules, as documented: the heuristic assumes each
+   operand 256-byte aligned unless told less (the MIN_ALIGNMENT
+   preferences), and may return an algorithm that needs it; the workspace
+   must be 256-byte aligned. */
+#define FAKE_ALIGNMENT_RULES 1
 #else
 #include "runtime/hipblaslt_abi.h"
 typedef hipblaslt_status status_t;
@@ -116,6 +125,7 @@ typedef struct fake_layout {
 } fake_layout;
 typedef struct fake_pref {
   uint64_t max_workspace;
+  uint32_t min_align[4]; /* A, B, C, D; 0: not told (256) */
 } fake_pref;
 
 static const uint32_t ALGO_MAGIC = 0x78656e74u;     /* written into the algorithm */
@@ -206,9 +216,30 @@ EXPORT status_t API(MatmulPreferenceDestroy)(pref_t pref) {
   return OK;
 }
 EXPORT status_t API(MatmulPreferenceSetAttribute)(pref_t pref, pref_attr_t attr, const void* buf, size_t bytes) {
+  fake_pref* p = (fake_pref*)(void*)pref;
+#ifdef FAKE_ALIGNMENT_RULES
+  const int aligns[4] = {P_ALIGN_A, P_ALIGN_B, P_ALIGN_C, P_ALIGN_D};
+  for (int i = 0; i < 4; ++i) {
+    if ((int)attr != aligns[i]) continue;
+    if (bytes != 4) return INVALID;
+    memcpy(&p->min_align[i], buf, 4);
+    return OK;
+  }
+#endif
   if ((int)attr != P_MAX_WS || bytes != 8) return UNSUPPORTED;
-  memcpy(&((fake_pref*)(void*)pref)->max_workspace, buf, 8);
+  memcpy(&p->max_workspace, buf, 8);
   return OK;
+}
+
+/* The alignment the heuristic's algorithm needs of every operand: the
+   least it was told of any, 256 where untold. */
+static uint32_t algo_alignment(const fake_pref* p) {
+  uint32_t need = 256;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t told = p->min_align[i] ? p->min_align[i] : 256;
+    if (told < need) need = told;
+  }
+  return need;
 }
 
 static int type_ok(int t) { return t == T_F32 || t == T_F64 || t == T_F16 || t == T_BF16; }
@@ -239,6 +270,8 @@ EXPORT status_t API(MatmulAlgoGetHeuristic)(handle_t handle, desc_t desc, layout
   /* The algorithm is the result's first member in both libraries. */
   memset(&results[0], 0xa5, sizeof results[0]);
   memcpy(&results[0], &ALGO_MAGIC, sizeof ALGO_MAGIC);
+  const uint32_t need = algo_alignment((fake_pref*)(void*)pref);
+  memcpy((char*)&results[0] + sizeof ALGO_MAGIC, &need, sizeof need);
   *returned = 1;
   return OK;
 }
@@ -262,9 +295,15 @@ EXPORT status_t API(Matmul)(handle_t handle, desc_t desc, const void* alpha, con
   if (!handle) return INVALID;
   const status_t st = check(d, la, lb, lc, ld);
   if (st != OK) return st;
-  uint32_t magic;
+  uint32_t magic, need;
   memcpy(&magic, algo, sizeof magic);
+  memcpy(&need, (const char*)algo + sizeof magic, sizeof need);
   if (magic != ALGO_MAGIC || workspace_bytes < ALGO_WORKSPACE || !workspace) return INVALID;
+#ifdef FAKE_ALIGNMENT_RULES
+  if ((uintptr_t)A % need || (uintptr_t)B % need || (uintptr_t)C % need || (uintptr_t)D % need ||
+      (uintptr_t)workspace % 256)
+    return INVALID;
+#endif
   const int f64 = la->type == T_F64;
   const double al = f64 ? *(const double*)alpha : *(const float*)alpha;
   const double be = f64 ? *(const double*)beta : *(const float*)beta;

@@ -70,14 +70,20 @@ static double tolerance(xent_dtype t) {
 /* One row-major GEMM: C[m, n] = alpha op(A) op(B) + beta C (+ bias), each
    matrix with `pad` unused elements at the end of every row; the pads of C
    must come back untouched. */
+/* shift: the operands start that many elements into 256-byte aligned
+   memory, and the workspace 8 bytes in (a chunk's rows start anywhere a row
+   does, and the caller's workspace anywhere). */
 static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
-                     double beta, int with_bias, int pad) {
+                     double beta, int with_bias, int pad, int shift) {
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
   const size_t e = xent_dtype_bytes(t);
-  void* a = malloc((size_t)(a_rows * lda) * e);
-  void* b = malloc((size_t)(b_rows * ldb) * e);
-  void* c = malloc((size_t)(m * ldc) * e);
+  char* mem[3];
+  const size_t sizes[3] = {(size_t)(a_rows * lda) * e, (size_t)(b_rows * ldb) * e, (size_t)(m * ldc) * e};
+  for (int i = 0; i < 3; ++i) mem[i] = aligned_alloc(256, (sizes[i] + (size_t)shift * e + 255) / 256 * 256);
+  void* a = mem[0] + (size_t)shift * e;
+  void* b = mem[1] + (size_t)shift * e;
+  void* c = mem[2] + (size_t)shift * e;
   void* bias = malloc((size_t)n * e);
   double *ra = malloc(sizeof(double) * (size_t)(a_rows * lda)), *rb = malloc(sizeof(double) * (size_t)(b_rows * ldb));
   double *rc = malloc(sizeof(double) * (size_t)(m * ldc)), *rbias = malloc(sizeof(double) * (size_t)n);
@@ -87,8 +93,8 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
   for (int64_t i = 0; i < n; ++i) rbias[i] = put(t, bias, (size_t)i, uniform());
   const xent_gemm g = {.dtype = t, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .bias = with_bias ? bias : NULL};
-  static unsigned char workspace[1 << 16];
-  const xent_status s = GEMM(h, "test", &g, workspace, sizeof workspace, NULL);
+  static _Alignas(256) unsigned char workspace[(1 << 16) + 256];
+  const xent_status s = GEMM(h, "test", &g, workspace + (shift ? 8 : 0), 1 << 16, NULL);
   CHECK(s == XENT_OK, "%s ta %d tb %d m %lld n %lld k %lld: %s", xent_dtype_name(t), ta, tb, (long long)m,
         (long long)n, (long long)k, xent_last_error());
   if (s == XENT_OK) {
@@ -113,7 +119,7 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
       }
     }
   }
-  free(a), free(b), free(c), free(bias), free(ra), free(rb), free(rc), free(rbias);
+  free(mem[0]), free(mem[1]), free(mem[2]), free(bias), free(ra), free(rb), free(rc), free(rbias);
 }
 
 int main(int argc, char** argv) {
@@ -149,11 +155,15 @@ int main(int argc, char** argv) {
         /* m, n, k all different: a swapped operand or dimension does not
            chain and the library refuses it; the square case catches a
            transpose lost where the shapes would still chain. */
-        one_case(&h, types[ti], ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0);
-        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3);
-        one_case(&h, types[ti], ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2);
-        one_case(&h, types[ti], ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1);
-        cases += 4;
+        one_case(&h, types[ti], ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 0);
+        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3, 0);
+        one_case(&h, types[ti], ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2, 0);
+        one_case(&h, types[ti], ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1, 0);
+        /* Operands one element off 256-byte alignment (cuBLASLt's stand-in
+           refuses them unless the heuristic was told), the workspace 8
+           bytes off. */
+        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 1.0, 1, 3, 1);
+        cases += 5;
       }
     }
   }

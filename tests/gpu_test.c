@@ -256,6 +256,11 @@ int main(int argc, char** argv) {
   const int64_t max_rows = limit ? strtoll(limit, NULL, 10) : INT64_MAX;
   if (limit) printf("cases of at most %lld rows (XENT_TEST_MAX_ROWS)\n", (long long)max_rows);
   int failures = 0, runs = 0;
+  /* First, the launches a driver refuses where the emulator's model of it
+     is wrong: the on-chip shape at the 48 KiB shared-memory boundary. */
+  const int boundary = tu_check_on_chip_boundary(h, " [pre-flight]", 7u, &runs);
+  printf("pre-flight: the on-chip shape at the 48 KiB boundary: %s\n", boundary ? "FAILED" : "passed");
+  failures += boundary;
   for (int k = 0; k < count; ++k) failures += tu_check_key(h, keys[k], "", 1000u * (unsigned)k, max_rows, &runs);
   failures += check_determinism_and_graphs(h);
   ++runs;

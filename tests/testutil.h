@@ -118,6 +118,23 @@ extern const int tu_softmax_nshapes;
    to *runs and returns the failures. */
 int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs);
 
+/* One call of `key` (cross entropy with mix 0, PyTorch's defaults, or
+   softmax) on rows x C, class axis last, against the CPU reference. Returns
+   its failures. */
+int tu_check_key_at(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed, const char* tag);
+
+/* The on-chip shape's shared memory at the CUDA driver's 48 KiB boundary:
+   the fused cross entropy and the softmax forward (tu_on_chip_keys), bf16
+   and f32, at C = 24,576 and 49,152 (tu_on_chip_boundary), whose requests
+   are exactly 48 KiB a block, past the default limit with the kernel's
+   static shared memory. Run first by the GPU test (a launch the driver
+   refuses shows there before anything else) and by the emulator's
+   launch-rules test. Returns the failures; adds the calls to *runs. */
+#define TU_ON_CHIP_KEYS 4
+extern const char* const tu_on_chip_keys[TU_ON_CHIP_KEYS];
+extern const int64_t tu_on_chip_boundary[2];
+int tu_check_on_chip_boundary(xent_handle* h, const char* tag, unsigned seed, int* runs);
+
 #endif
 
 /* Shared by the call checks (tests/compare.c). */

@@ -2,11 +2,12 @@
    shared headers and their precompiled header, then every rendered kernel
    file parsed from memory on two threads, each translation unit handed to
    every rule (rules.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "gen/check/check.h"
 
 #include <clang-c/Index.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,10 @@ typedef struct check_run {
   pthread_mutex_t lock;
   int findings, failed;
   char failure[1800];
+  /* The HIP-on-CUDA headers' directory, absolute as libclang names the
+     files it reads there: joined to the working directory, and with its
+     links resolved (a sandbox's inputs are links); "" if none. */
+  char shim[PATH_MAX], shim_real[PATH_MAX];
 } check_run;
 
 static int is_kernel(const char* name) {
@@ -59,11 +64,27 @@ static int write_file(const char* dir, const char* name, const char* text, gen_e
 
 /* The compiler arguments for the target (check.h says why these modes). */
 static int set_args(check_run* r, gen_error* err) {
-  char *include_dir = r->arg_text[0], *stubs = r->arg_text[1], *rocm = r->arg_text[2];
+  char *include_dir = r->arg_text[0], *stubs = r->arg_text[1], *rocm = r->arg_text[2], *shim = r->arg_text[3];
   snprintf(include_dir, PATH_CAP, "-I%s", r->dir);
   const char** a = r->args;
   int n = 0;
-  if (strcmp(r->opt->target, "hip") == 0) {
+  const char* stub_dir = r->opt->cuda_headers ? r->opt->cuda_headers : "gen/check/cuda";
+  if (strcmp(r->opt->target, "hip") == 0 && r->opt->hip_on_cuda_headers) {
+    /* <hip/hip_runtime.h> is the shim, over the stand-in CUDA headers. */
+    snprintf(shim, PATH_CAP, "-I%.1400s", r->opt->hip_on_cuda_headers);
+    snprintf(stubs, PATH_CAP, "-I%.1400s", stub_dir);
+    a[n++] = "-x";
+    a[n++] = "cuda";
+    a[n++] = "--cuda-device-only";
+    a[n++] = "--cuda-gpu-arch=sm_90";
+    a[n++] = "-nocudainc";
+    a[n++] = "-nocudalib";
+    a[n++] = "-std=c++17";
+    a[n++] = "-DXENT_CHECK_HIP_ON_CUDA";
+    a[n++] = "-D__CUDACC__"; /* as nvcc defines it (-nocudainc skips clang's wrapper that would) */
+    a[n++] = shim;
+    a[n++] = stubs;
+  } else if (strcmp(r->opt->target, "hip") == 0) {
     const char* env = getenv("ROCM_PATH");
     struct stat st;
     const char* path = env && *env ? env : stat("/opt/rocm/include/hip/hip_runtime.h", &st) == 0 ? "/opt/rocm" : "/usr";
@@ -76,7 +97,7 @@ static int set_args(check_run* r, gen_error* err) {
     a[n++] = "--offload-arch=gfx90a";
     a[n++] = "-std=c++17";
   } else if (strcmp(r->opt->target, "cuda") == 0) {
-    snprintf(stubs, PATH_CAP, "-I%.1400s", r->opt->cuda_headers ? r->opt->cuda_headers : "gen/check/cuda");
+    snprintf(stubs, PATH_CAP, "-I%.1400s", stub_dir);
     a[n++] = "-x";
     a[n++] = "cuda";
     a[n++] = "--cuda-device-only";
@@ -171,7 +192,8 @@ static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers)
   args[n++] = r->pch;
   CXTranslationUnit tu = parse_output(r, index, out, path, args, n);
   if (!tu) return;
-  check_ctx ctx = {tu, r->opt->target, path, shared_headers, 0};
+  check_ctx ctx = {tu, r->opt->target, path, shared_headers, 0, r->shim[0] ? r->shim : NULL,
+                   r->shim_real[0] ? r->shim_real : NULL};
   const CXCursor root = clang_getTranslationUnitCursor(tu);
   rule_index_width(&ctx, root);
   rule_deterministic(&ctx, root);
@@ -203,7 +225,7 @@ static void check_dispatch(check_run* r) {
     size_t n = 0;
     for (size_t k = 0; defined && k < r->nkernels; ++k)
       if (r->launchers[k][0]) defined[n++] = r->launchers[k];
-    check_ctx ctx = {tu, r->opt->target, path, 0, 0};
+    check_ctx ctx = {tu, r->opt->target, path, 0, 0, NULL, NULL};
     rule_abi_dispatch(&ctx, clang_getTranslationUnitCursor(tu), defined, n);
     r->findings += ctx.findings;
     free(defined);
@@ -261,6 +283,19 @@ int gen_check_outputs(const gen_output_set* outputs, const gen_check_options* op
   r.launchers = calloc(outputs->count ? outputs->count : 1, sizeof *r.launchers);
   if (rc == 0 && !r.launchers) rc = gen_fail(err, "out of memory");
   if (rc == 0) rc = set_args(&r, err);
+  if (rc == 0 && opt->hip_on_cuda_headers) {
+    const char* dir = opt->hip_on_cuda_headers;
+    char cwd[PATH_MAX / 2];
+    if (!realpath(dir, r.shim_real))
+      rc = gen_fail(err, "--check: the HIP-on-CUDA headers' directory %s: %s", dir, strerror(errno));
+    else if (dir[0] == '/')
+      snprintf(r.shim, sizeof r.shim, "%s", dir);
+    else if (getcwd(cwd, sizeof cwd))
+      snprintf(r.shim, sizeof r.shim, "%s/%s", cwd, strncmp(dir, "./", 2) == 0 ? dir + 2 : dir);
+    /* No trailing slash: a file is in the directory when its path goes on
+       with one. */
+    for (char* d = r.shim; *d && d[strlen(d) - 1] == '/';) d[strlen(d) - 1] = 0;
+  }
   if (rc == 0) {
     CXIndex index = clang_createIndex(0, 0);
     rc = make_pch(&r, index, err);
@@ -276,12 +311,13 @@ int gen_check_outputs(const gen_output_set* outputs, const gen_check_options* op
     if (!r.failed && r.dispatch) check_dispatch(&r);
     if (r.failed) rc = gen_fail(err, "%s", r.failure);
     else if (r.findings)
-      rc = gen_fail(err, "--check: %d finding%s in the %s rendering (above); nothing written", r.findings,
-                    r.findings == 1 ? "" : "s", opt->target);
+      rc = gen_fail(err, "--check: %d finding%s in the %s rendering%s (above); nothing written", r.findings,
+                    r.findings == 1 ? "" : "s", opt->target, opt->hip_on_cuda_headers ? " as built for NVIDIA" : "");
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (opt->verbose)
-    fprintf(stderr, "xentgen --check: %zu %s files in %.2f s, %d findings\n", r.nkernels, opt->target,
+    fprintf(stderr, "xentgen --check: %zu %s%s files in %.2f s, %d findings\n", r.nkernels, opt->target,
+            opt->hip_on_cuda_headers ? " (on cuda)" : "",
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), r.findings);
   remove_scratch(&r);
   free(r.kernels);

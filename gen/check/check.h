@@ -13,7 +13,8 @@
    gen/check/cuda: CUDA 13's own headers are beyond clang 19; the stand-ins
    declare the runtime API, intrinsics and types the rendering uses). The
    shared headers (xent_device.h, xent_launch.h) go into one precompiled
-   header per run. */
+   header per run. The HIP rendering is also parsed as the HIP-on-CUDA
+   build compiles it (hip_on_cuda_headers below). */
 #ifndef XENT_GEN_CHECK_H
 #define XENT_GEN_CHECK_H
 
@@ -23,6 +24,12 @@
 typedef struct gen_check_options {
   const char* target;    /* "cuda" or "hip" */
   const char* cuda_headers; /* for cuda: the stand-in CUDA headers (default gen/check/cuda) */
+  /* For hip: when set, the HIP rendering as nvcc compiles it for NVIDIA
+     GPUs instead (runtime/hip_on_cuda, this directory): CUDA device code
+     against the stand-in CUDA headers and the HIP-on-CUDA headers, where a
+     64-lane wavefront is two 32-lane warps and its shuffles synchronise
+     them, so the rules see those synchronisations. */
+  const char* hip_on_cuda_headers;
   int verbose;           /* print the files, nodes and time */
 } gen_check_options;
 

@@ -16,6 +16,7 @@
               gridDim, the cluster size;
      cluster  xent_cluster_id() (the cluster's index in the grid);
      block    blockIdx, the cluster rank, a block-wide vote (__syncthreads_or);
+     warp     a HIP wavefront's vote (__any, __all, __ballot);
      thread   threadIdx, the lane id, and whatever any of these reach.
    A value's level is the highest of what it is computed from, through
    assignments (including those made under a condition, which take its
@@ -213,18 +214,28 @@ static void set_max(state* st, int* slot, int level) {
 
 /* ---- what the code is made of -------------------------------------------- */
 
-/* The built-in barriers: the scope whose every thread must reach them. */
+/* The built-in barriers: the scope whose every thread must reach them. The
+   HIP-on-CUDA headers' wavefront barrier (runtime/hip_on_cuda: a 64-lane
+   wavefront is two warps there, met at a named barrier of 64 threads) needs
+   the wavefront. */
 static int barrier_need(const char* name) {
   if (strcmp(name, "__syncthreads") == 0 || strncmp(name, "__syncthreads_", 14) == 0 ||
       strcmp(name, "__builtin_amdgcn_s_barrier") == 0)
     return L_BLOCK;
   if (strcmp(name, "xent_cluster_sync") == 0) return L_CLUSTER;
+  if (strcmp(name, "xent_hip_on_cuda_wave_barrier") == 0) return L_WARP;
   return L_THREAD;
 }
 
-/* The level of a built-in variable or query, by name (-1: not one). */
+/* The level of a built-in variable or query, by name (-1: not one). HIP's
+   wavefront votes answer the same in every lane of the wavefront (warp
+   level: the wavefront is HIP's warp), whatever they are given; so does
+   the HIP-on-CUDA headers' vote over the wavefront's two warps. */
 static int source_level(const char* name) {
   if (strcmp(name, "xent_cluster_id") == 0) return L_CLUSTER;
+  if (strcmp(name, "__any") == 0 || strcmp(name, "__all") == 0 || strcmp(name, "__ballot") == 0 ||
+      strcmp(name, "xent_hip_on_cuda_any") == 0)
+    return L_WARP;
   static const char* const thread[] = {"threadIdx", "__lane_id", "__activemask", "thread_rank",
                                        "__builtin_amdgcn_workitem_id_x", "__builtin_amdgcn_workitem_id_y",
                                        "__builtin_amdgcn_workitem_id_z", "__builtin_amdgcn_mbcnt_lo",
@@ -378,13 +389,18 @@ static val walk_children(walker* w, CXCursor c, ctl k) {
   return v;
 }
 
+/* The threads a barrier of that need waits for. */
+static const char* scope_name(int need) {
+  return need == L_CLUSTER ? "cluster" : need == L_WARP ? "wavefront" : "block";
+}
+
 static void report_reach(walker* w, CXCursor at, const char* what, int need, ctl k) {
   if (!w->st->report || !check_in_scope(w->st->ctx, at)) return;
   char cond[200];
   check_text(w->st->ctx->tu, k.why, cond, sizeof cond);
   check_report(w->st->ctx, at, "warp-sync",
                "%s is reached under a condition that differs between the threads of a %s ('%s' varies by %s)", what,
-               need == L_CLUSTER ? "cluster" : "block", cond, kLevelName[k.v.level]);
+               scope_name(need), cond, kLevelName[k.v.level]);
 }
 
 /* The function declarations a call may call: the one it resolves to, or
@@ -398,16 +414,19 @@ static int candidates(CXCursor call, CXCursor* out, int max) {
   CXCursor callee;
   if (check_children(call, &callee, 1) != 1) return 0;
   callee = check_strip_implicit(callee);
-  if (clang_getCursorKind(callee) == CXCursor_OverloadedDeclRef) {
-    const unsigned n = clang_getNumOverloadedDecls(callee);
-    int k = 0;
-    for (unsigned i = 0; i < n && k < max; ++i) out[k++] = clang_getOverloadedDecl(callee, i);
-    return k;
+  if (clang_getCursorKind(callee) != CXCursor_OverloadedDeclRef) {
+    d = clang_getCursorReferenced(callee);
+    if (clang_Cursor_isNull(d)) return 0;
+    if (clang_getCursorKind(d) != CXCursor_OverloadedDeclRef) {
+      out[0] = d;
+      return 1;
+    }
+    callee = d; /* an overload set reached through the callee's reference */
   }
-  d = clang_getCursorReferenced(callee);
-  if (clang_Cursor_isNull(d)) return 0;
-  out[0] = d;
-  return 1;
+  const unsigned n = clang_getNumOverloadedDecls(callee);
+  int k = 0;
+  for (unsigned i = 0; i < n && k < max; ++i) out[k++] = clang_getOverloadedDecl(callee, i);
+  return k;
 }
 
 /* Whether a parameter type lets the callee change the caller's variable. */
@@ -441,6 +460,12 @@ static int passed_out(CXCursor call, CXCursor arg, int i) {
   const int n = candidates(call, cands, 16);
   if (n == 0) return 1;
   for (int c = 0; c < n; ++c) {
+    /* A function's own parameter declaration, whatever its type's spelling
+       (attributes such as __device__ hide the prototype from libclang). */
+    if (clang_getCursorKind(cands[c]) == CXCursor_FunctionDecl && clang_Cursor_getNumArguments(cands[c]) > i) {
+      if (writable_reference(clang_getCursorType(clang_Cursor_getArgument(cands[c], (unsigned)i)))) return 1;
+      continue;
+    }
     const CXType t = clang_getCursorType(cands[c]);
     if (t.kind == CXType_FunctionProto && i < clang_getNumArgTypes(t)) {
       if (writable_reference(clang_getArgType(t, (unsigned)i))) return 1;
@@ -490,9 +515,12 @@ static val walk_call(walker* w, CXCursor c, ctl k) {
   CXCursor argc[MAX_PARAMS];
   for (int i = 0; i < nargs; ++i) {
     argc[i] = clang_Cursor_getArgument(c, (unsigned)i);
-    args[i] = all;
-    for (int j = 0; j < n; ++j)
-      if (clang_equalCursors(kids[j], argc[i])) args[i] = kv[j];
+    int matched = 0;
+    for (int j = 0; j < n && !matched; ++j)
+      if (clang_equalCursors(kids[j], argc[i])) args[i] = kv[j], matched = 1;
+    /* In a template the children may wrap the arguments: the argument
+       itself, rather than everything the call is given. */
+    if (!matched) args[i] = clang_Cursor_isNull(argc[i]) ? all : walk(w, argc[i], k);
   }
   const summary* s = fn_find(w->st, name);
   /* A kernel's threads start together: its launch is not a call. */
@@ -532,7 +560,7 @@ static val walk_call(walker* w, CXCursor c, ctl k) {
         check_report(w->st->ctx, argc[i], "warp-sync",
                      "argument %d of %s ('%s') decides whether it reaches %s, and it differs between the threads "
                      "of a %s (it varies by %s)", i + 1, name, check_text(w->st->ctx->tu, argc[i], text, sizeof text),
-                     s->barrier, s->param_need[i] == L_CLUSTER ? "cluster" : "block", kLevelName[args[i].level]);
+                     s->barrier, scope_name(s->param_need[i]), kLevelName[args[i].level]);
       }
       for (int b = 0; b < MAX_PARAMS; ++b)
         if (args[i].params >> b & 1) set_min(w->st, &w->fn->param_need[b], s->param_need[i]);
@@ -777,7 +805,14 @@ static int readable(const check_ctx* ctx, CXCursor c) {
   const char* s = clang_getCString(name);
   const char* base = s ? strrchr(s, '/') : NULL;
   base = base ? base + 1 : s;
-  const int ok = s && (strcmp(s, ctx->file) == 0 || strcmp(base, "xent_device.h") == 0);
+  int ok = s && (strcmp(s, ctx->file) == 0 || strcmp(base, "xent_device.h") == 0);
+  /* The HIP-on-CUDA headers' shuffles and votes, where they hold barriers. */
+  const char* const shim_dirs[] = {ctx->hip_on_cuda, ctx->hip_on_cuda_real};
+  for (int i = 0; i < 2 && s && !ok; ++i) {
+    if (!shim_dirs[i]) continue;
+    const size_t n = strlen(shim_dirs[i]);
+    ok = strncmp(s, shim_dirs[i], n) == 0 && s[n] == '/';
+  }
   clang_disposeString(name);
   return ok;
 }

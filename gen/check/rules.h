@@ -16,6 +16,11 @@ typedef struct check_ctx {
   const char* file;    /* the rendered file being checked */
   int shared_headers;  /* also check code from xent_device.h (once per run) */
   int findings;
+  /* The HIP-on-CUDA headers' directory when the HIP rendering is parsed as
+     built for NVIDIA (NULL otherwise): the barrier analysis reads their
+     functions too, since the wavefront's shuffles synchronise there. */
+  const char* hip_on_cuda;
+  const char* hip_on_cuda_real; /* the same with its links resolved */
 } check_ctx;
 
 /* Prints `where: rule: what` with `where` the cursor's template file and

@@ -147,6 +147,7 @@ class _Lib:
         dll.xent_status_string.restype = ctypes.c_char_p
         dll.xent_status_string.argtypes = [i]
         dll.xent_create.argtypes = [ctypes.POINTER(P), i]
+        dll.xent_create_on_device.argtypes = [ctypes.POINTER(P), i, i]
         dll.xent_destroy.argtypes = [P]
         dll.xent_destroy.restype = None
         dll.xent_handle_backend.argtypes = [P]

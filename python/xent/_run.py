@@ -26,16 +26,18 @@ def backend_of(device):
 
 
 def handle(device):
-    """One handle per backend and device, made on first use and kept."""
+    """One handle per backend and device, made on first use and kept. The
+    handle is bound to its device (xent_create_on_device): libxent's GPU
+    runtime keeps a current device of its own, apart from PyTorch's, and
+    each call makes the handle's current for its duration only, so nothing
+    here changes PyTorch's current device."""
     key = (device.type, device.index if device.index is not None else
            (torch.cuda.current_device() if device.type == "cuda" else -1))
     with _handles_lock:
         h = _handles.get(key)
         if h is None:
-            if device.type == "cuda":
-                torch.cuda.set_device(key[1])
             h = ctypes.c_void_p()
-            C.check(C.lib.xent_create(ctypes.byref(h), backend_of(device)))
+            C.check(C.lib.xent_create_on_device(ctypes.byref(h), backend_of(device), key[1]))
             _handles[key] = h
         return h
 

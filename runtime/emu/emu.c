@@ -109,6 +109,9 @@ typedef struct launch_state {
   size_t smem_limit;
   xent_emu_dim3 grid, block;
   size_t dynamic_smem;
+  long long max_dynamic; /* the function's cudaFuncAttributeMaxDynamicSharedMemorySize (-1: not set) */
+  size_t smem_optin;     /* the device's, when max_dynamic is set */
+  size_t static_max;     /* the most static shared memory a block used */
   unsigned cluster; /* blocks per cluster, along x; 1 = no clusters */
   void (*body)(void*);
   void* ctx;
@@ -499,9 +502,19 @@ static void* block_shared(block_state* b, const char* name, const char* file, in
   }
   if (b->shared_count == MAX_SHARED_ALLOCS) xent_emu_fail("more than %d shared arrays", MAX_SHARED_ALLOCS);
   const size_t bytes = count * elem_size;
-  if (b->shared_used + bytes > L->smem_limit)
-    xent_emu_fail("shared memory per block: %zu bytes (%s[%zu] at %s:%d on top of %zu) exceed the %zu-byte limit",
-                  b->shared_used + bytes, name, count, file, line, b->shared_used, L->smem_limit);
+  const size_t static_bytes = b->shared_used + bytes - L->dynamic_smem;
+  /* The kernel's static size, for cudaFuncGetAttributes' stand-in: known
+     even when the launch is refused for it. */
+  if (static_bytes > L->static_max) L->static_max = static_bytes;
+  if (L->max_dynamic >= 0 && static_bytes + (size_t)L->max_dynamic > L->smem_optin)
+    xent_emu_fail("static shared memory of %zu bytes (%s[%zu] at %s:%d) plus the kernel's "
+                  "cudaFuncAttributeMaxDynamicSharedMemorySize of %lld exceed the device's opt-in maximum of %zu: "
+                  "the driver refuses that attribute",
+                  static_bytes, name, count, file, line, L->max_dynamic, L->smem_optin);
+  if (L->max_dynamic < 0 && b->shared_used + bytes > L->smem_limit)
+    xent_emu_fail("shared memory per block: %zu bytes (%s[%zu] at %s:%d on top of %zu, %zu of them dynamic) exceed "
+                  "the %zu-byte limit (static plus dynamic, without a raised cudaFuncAttributeMaxDynamicSharedMemorySize)",
+                  b->shared_used + bytes, name, count, file, line, b->shared_used, L->dynamic_smem, L->smem_limit);
   shared_alloc* a = &b->shared[b->shared_count++];
   a->name = name;
   a->file = file;
@@ -857,8 +870,104 @@ static int run_cluster(xent_emu_dim3 first) {
   }
 }
 
+/* ---- the driver's per-function attributes -------------------------------- */
+
+#define MAX_FUNCS 8192 /* every kernel of both renderings, with room */
+
+typedef struct func_rec {
+  const void* func;
+  xent_emu_func_record r;
+} func_rec;
+
+static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
+static func_rec funcs[MAX_FUNCS];
+static int nfuncs;
+static xent_emu_device device = {0, XENT_EMU_SMEM_CUDA_OPTIN, 1, 90};
+
+void xent_emu_set_device(xent_emu_device d) {
+  pthread_mutex_lock(&driver_lock);
+  device = d;
+  pthread_mutex_unlock(&driver_lock);
+}
+
+xent_emu_device xent_emu_get_device(void) {
+  pthread_mutex_lock(&driver_lock);
+  const xent_emu_device d = device;
+  pthread_mutex_unlock(&driver_lock);
+  return d;
+}
+
+/* The record of func on the current device, made on first use (NULL when
+   the table is full); under driver_lock. */
+static xent_emu_func_record* func_find(const void* func, const char* name) {
+  for (int i = 0; i < nfuncs; ++i)
+    if (funcs[i].func == func && funcs[i].r.device == device.ordinal) return &funcs[i].r;
+  if (nfuncs == MAX_FUNCS) return NULL;
+  func_rec* f = &funcs[nfuncs++];
+  memset(f, 0, sizeof *f);
+  f->func = func;
+  f->r.name = name;
+  f->r.device = device.ordinal;
+  f->r.max_dynamic = -1;
+  return &f->r;
+}
+
+int xent_emu_func_set_max_dynamic_smem(const void* func, const char* name, long long bytes) {
+  pthread_mutex_lock(&driver_lock);
+  xent_emu_func_record* r = func_find(func, name);
+  const char* why = NULL;
+  char buf[256];
+  if (!r) why = "the emulator's function table is full";
+  else if (bytes < 0) why = "a negative size";
+  else if (r->static_smem + (size_t)bytes > device.smem_optin) {
+    snprintf(buf, sizeof buf, "%lld bytes plus the kernel's %zu of static shared memory exceed the device's opt-in "
+             "maximum of %zu", bytes, r->static_smem, device.smem_optin);
+    why = buf;
+  }
+  if (!why) {
+    r->max_dynamic = bytes;
+    r->sets++;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  if (!why) return 0;
+  snprintf(message, sizeof message,
+           "xent_emu: cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %lld): %s", name, bytes,
+           why);
+  return 1;
+}
+
+void xent_emu_func_get(const void* func, size_t* static_smem, long long* max_dynamic, int* ptx_version) {
+  pthread_mutex_lock(&driver_lock);
+  size_t s = 0;
+  long long m = -1;
+  for (int i = 0; i < nfuncs; ++i) {
+    if (funcs[i].func == func && funcs[i].r.device == device.ordinal) {
+      s = funcs[i].r.static_smem;
+      m = funcs[i].r.max_dynamic;
+    }
+  }
+  if (static_smem) *static_smem = s;
+  if (max_dynamic) *max_dynamic = m;
+  if (ptx_version) *ptx_version = device.build_arch;
+  pthread_mutex_unlock(&driver_lock);
+}
+
+int xent_emu_func_records(xent_emu_func_record* out, int cap) {
+  pthread_mutex_lock(&driver_lock);
+  for (int i = 0; i < nfuncs && i < cap; ++i) out[i] = funcs[i].r;
+  const int n = nfuncs;
+  pthread_mutex_unlock(&driver_lock);
+  return n;
+}
+
+void xent_emu_func_reset(void) {
+  pthread_mutex_lock(&driver_lock);
+  nfuncs = 0;
+  pthread_mutex_unlock(&driver_lock);
+}
+
 static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 block, size_t dynamic_smem,
-                        size_t smem_limit, unsigned cluster) {
+                        size_t smem_limit, long long max_dynamic, const xent_emu_device* dev, unsigned cluster) {
   char g[48], b[48];
   format_dim(g, sizeof g, grid);
   format_dim(b, sizeof b, block);
@@ -871,14 +980,26 @@ static int check_config(const char* kernel, xent_emu_dim3 grid, xent_emu_dim3 bl
     why = buf;
   } else if (block.z > 64) why = "blockDim.z above 64";
   else if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) why = "a grid dimension above the limit";
-  else if (dynamic_smem > smem_limit) {
-    snprintf(buf, sizeof buf, "%zu bytes of dynamic shared memory, the limit is %zu", dynamic_smem, smem_limit);
+  else if (max_dynamic >= 0 && dynamic_smem > (size_t)max_dynamic) {
+    snprintf(buf, sizeof buf, "%zu bytes of dynamic shared memory, above the kernel's "
+             "cudaFuncAttributeMaxDynamicSharedMemorySize of %lld", dynamic_smem, max_dynamic);
+    why = buf;
+  } else if (max_dynamic < 0 && dynamic_smem > smem_limit) {
+    snprintf(buf, sizeof buf, "%zu bytes of dynamic shared memory, the limit is %zu without a raised "
+             "cudaFuncAttributeMaxDynamicSharedMemorySize", dynamic_smem, smem_limit);
     why = buf;
   } else if (cluster == 0 || cluster > XENT_EMU_MAX_CLUSTER) {
     snprintf(buf, sizeof buf, "a cluster of %u blocks, the portable limit is %d", cluster, XENT_EMU_MAX_CLUSTER);
     why = buf;
   } else if (grid.x % cluster != 0) {
     snprintf(buf, sizeof buf, "gridDim.x is not a multiple of the cluster's %u blocks", cluster);
+    why = buf;
+  } else if (cluster > 1 && !dev->cluster_launch) {
+    snprintf(buf, sizeof buf, "clusters of %u blocks on a device without cluster launch", cluster);
+    why = buf;
+  } else if (cluster > 1 && dev->build_arch < 90) {
+    snprintf(buf, sizeof buf, "clusters of %u blocks, but the kernel's code was built for compute_%d, which has no "
+             "clusters (its cluster calls are the one-block fallback)", cluster, dev->build_arch);
     why = buf;
   }
   if (!why) return 0;
@@ -896,13 +1017,13 @@ void xent_emu_cluster_launch_counts(unsigned long long counts[XENT_EMU_MAX_CLUST
   for (int i = 0; i <= XENT_EMU_MAX_CLUSTER; ++i) counts[i] = __atomic_load_n(&cluster_launches[i], __ATOMIC_RELAXED);
 }
 
-static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
-                  size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx);
+static int launch(const char* kernel, const void* func, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                  xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx);
 
-int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
-                            xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
-                            void* ctx) {
-  const int rc = launch(kernel, warp_size, smem_limit, grid, block, dynamic_smem, cluster, body, ctx);
+int xent_emu_launch_cluster(const char* kernel, const void* func, int warp_size, size_t smem_limit,
+                            xent_emu_dim3 grid, xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster,
+                            void (*body)(void*), void* ctx) {
+  const int rc = launch(kernel, func, warp_size, smem_limit, grid, block, dynamic_smem, cluster, body, ctx);
   if (rc == 0 && cluster <= XENT_EMU_MAX_CLUSTER) __atomic_fetch_add(&cluster_launches[cluster], 1, __ATOMIC_RELAXED);
   return rc;
 }
@@ -936,19 +1057,26 @@ static char* fiber_stacks(size_t bytes) {
   return stack_cache;
 }
 
-static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
-                  size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx) {
+static int launch(const char* kernel, const void* func, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                  xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*), void* ctx) {
   if (pending_error) return 1; /* sticky until collected */
   if (L) {
     fprintf(stderr, "xent_emu: launch of %s from inside a kernel\n", kernel);
     abort();
   }
-  if (check_config(kernel, grid, block, dynamic_smem, smem_limit, cluster)) return 1;
+  pthread_mutex_lock(&driver_lock);
+  const xent_emu_device dev = device;
+  xent_emu_func_record* rec = func ? func_find(func, kernel) : NULL;
+  const long long max_dynamic = rec ? rec->max_dynamic : -1;
+  pthread_mutex_unlock(&driver_lock);
+  if (check_config(kernel, grid, block, dynamic_smem, smem_limit, max_dynamic, &dev, cluster)) return 1;
   launch_state state;
   memset(&state, 0, sizeof state);
   state.kernel = kernel;
   state.warp_size = warp_size;
   state.smem_limit = smem_limit;
+  state.max_dynamic = max_dynamic;
+  state.smem_optin = dev.smem_optin;
   state.grid = grid;
   state.block = block;
   state.dynamic_smem = dynamic_smem;
@@ -988,10 +1116,16 @@ static int launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu
   }
   free(state.blocks);
   L = NULL;
+  if (rec) {
+    pthread_mutex_lock(&driver_lock);
+    if (state.static_max > rec->static_smem) rec->static_smem = state.static_max;
+    rec->launches++;
+    pthread_mutex_unlock(&driver_lock);
+  }
   return rc;
 }
 
-int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
-                    size_t dynamic_smem, void (*body)(void*), void* ctx) {
-  return launch(kernel, warp_size, smem_limit, grid, block, dynamic_smem, 1, body, ctx);
+int xent_emu_launch(const char* kernel, const void* func, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                    xent_emu_dim3 block, size_t dynamic_smem, void (*body)(void*), void* ctx) {
+  return launch(kernel, func, warp_size, smem_limit, grid, block, dynamic_smem, 1, body, ctx);
 }

@@ -44,18 +44,69 @@ typedef struct xent_emu_dim3 {
 /* Shared memory per block with the opt-in attribute on sm_90 (227 KiB). */
 #define XENT_EMU_SMEM_CUDA_OPTIN (227u * 1024u)
 
-/* Runs body(ctx) in every thread of every block. Returns 0, or non-zero with
-   xent_emu_last_message() describing the first error. After an error that
-   has not been collected by xent_emu_last_error(), launches do nothing (as
-   a sticky device error). */
-int xent_emu_launch(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid, xent_emu_dim3 block,
-                    size_t dynamic_smem, void (*body)(void* ctx), void* ctx);
+/* Runs body(ctx) in every thread of every block. `func` identifies the
+   kernel function (its address) for the driver's per-function attributes
+   below; smem_limit is the shared memory per block without an opt-in.
+   Returns 0, or non-zero with xent_emu_last_message() describing the first
+   error. After an error that has not been collected by
+   xent_emu_last_error(), launches do nothing (as a sticky device error). */
+int xent_emu_launch(const char* kernel, const void* func, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
+                    xent_emu_dim3 block, size_t dynamic_smem, void (*body)(void* ctx), void* ctx);
 
 /* The same with clusters of `cluster` blocks along x (gridDim.x must be a
    multiple): the blocks of a cluster are co-scheduled. */
-int xent_emu_launch_cluster(const char* kernel, int warp_size, size_t smem_limit, xent_emu_dim3 grid,
-                            xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster, void (*body)(void*),
-                            void* ctx);
+int xent_emu_launch_cluster(const char* kernel, const void* func, int warp_size, size_t smem_limit,
+                            xent_emu_dim3 grid, xent_emu_dim3 block, size_t dynamic_smem, unsigned cluster,
+                            void (*body)(void*), void* ctx);
+
+/* ---- the driver's launch rules (CUDA) ---------------------------------------
+   What the CUDA driver checks at launch, beyond the block and grid limits,
+   as the emulator holds the CUDA rendering's launches to them:
+   - static plus dynamic shared memory above smem_limit (48 KiB) only once
+     the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize was raised;
+     then the dynamic bytes at most that attribute, and the attribute plus
+     the kernel's static shared memory at most the device's opt-in maximum;
+   - a cluster launch only on a device that has them, and only of code built
+     for sm_90 or later: code from compute_80 PTX, JIT-compiled for an H100,
+     has the pre-cluster fallback compiled in (every block its own cluster).
+   The emulated device: an H100 running an sm_90 build unless a test says
+   otherwise (device 0). Process-wide: a test that sets another device
+   (another ordinal) stands for a machine whose current GPU changed. */
+typedef struct xent_emu_device {
+  int ordinal;        /* cudaGetDevice: attributes are kept per function and device */
+  size_t smem_optin;  /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
+  int cluster_launch; /* cudaDevAttrClusterLaunch */
+  int build_arch;     /* the kernels' code version (cudaFuncAttributes.ptxVersion): 80, 90, ... */
+} xent_emu_device;
+void xent_emu_set_device(xent_emu_device d);
+xent_emu_device xent_emu_get_device(void);
+
+/* cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+   bytes): recorded for the function; refused (non-zero, the message set)
+   when bytes is negative or, with the static shared memory the function is
+   known to use, above the opt-in maximum. */
+int xent_emu_func_set_max_dynamic_smem(const void* func, const char* name, long long bytes);
+/* cudaFuncGetAttributes: the static shared memory the function's blocks
+   have used so far (0 before its first launch), the attribute above (-1:
+   never set) and the code version. */
+void xent_emu_func_get(const void* func, size_t* static_smem, long long* max_dynamic, int* ptx_version);
+
+/* What the stand-in recorded, per function and device that was set or
+   launched: tests
+   read it to see what a launcher asked of the driver. */
+typedef struct xent_emu_func_record {
+  const char* name;
+  int device;               /* the ordinal */
+  long long max_dynamic;    /* the attribute's value, -1 if never set */
+  unsigned long long sets;  /* calls that set it */
+  unsigned long long launches; /* launches that passed the configuration checks */
+  size_t static_smem;       /* the most static shared memory a block used */
+} xent_emu_func_record;
+/* Copies up to cap records, returns how many there are. */
+int xent_emu_func_records(xent_emu_func_record* out, int cap);
+/* Forgets every function's attributes (a fresh process, as far as the
+   driver is concerned). */
+void xent_emu_func_reset(void);
 
 /* How many cluster launches have completed so far, by blocks per cluster
    (counts[k], k = 1..XENT_EMU_MAX_CLUSTER): tests use it to see that a

@@ -147,16 +147,23 @@ void run_body(void* ctx) {
   (*static_cast<F*>(ctx))();
 }
 
+// A kernel function's identity for the driver's per-function attributes.
+template <typename K>
+inline const void* func_id(K* kernel) {
+  return reinterpret_cast<const void*>(kernel);
+}
+
 template <typename F>
-int launch(const char* kernel, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem, F body) {
-  return xent_emu_launch(kernel, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
+int launch(const char* kernel, const void* func, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem,
+           F body) {
+  return xent_emu_launch(kernel, func, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
                          xent_emu_dim3{block.x, block.y, block.z}, smem, &run_body<F>, &body);
 }
 
 template <typename F>
-int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem, unsigned cluster,
-                   F body) {
-  return xent_emu_launch_cluster(kernel, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
+int launch_cluster(const char* kernel, const void* func, int warp, size_t smem_limit, dim3 grid, dim3 block,
+                   size_t smem, unsigned cluster, F body) {
+  return xent_emu_launch_cluster(kernel, func, warp, smem_limit, xent_emu_dim3{grid.x, grid.y, grid.z},
                                  xent_emu_dim3{block.x, block.y, block.z}, smem, cluster, &run_body<F>, &body);
 }
 
@@ -168,14 +175,15 @@ int launch_cluster(const char* kernel, int warp, size_t smem_limit, dim3 grid, d
 
 // The launch runs to completion before it returns (the stream is ignored:
 // emulated launches are synchronous, which any stream order allows).
-#define XENT_EMU_LAUNCH(kernel, warp, smem_limit, grid, block, smem, stream, ...) \
-  ((void)(stream), xent_emu::launch(#kernel, (warp), (smem_limit), (grid), (block), (smem), [&]() { kernel(__VA_ARGS__); }))
+#define XENT_EMU_LAUNCH(kernel, warp, smem_limit, grid, block, smem, stream, ...)                             \
+  ((void)(stream), xent_emu::launch(#kernel, xent_emu::func_id(&kernel), (warp), (smem_limit), (grid), (block), \
+                                    (smem), [&]() { kernel(__VA_ARGS__); }))
 
 // A launch in clusters of `cluster` blocks along x (cudaLaunchKernelEx with
 // a cluster dimension), co-scheduled.
-#define XENT_EMU_LAUNCH_CLUSTER(kernel, warp, smem_limit, grid, block, smem, cluster, stream, ...)          \
-  ((void)(stream), xent_emu::launch_cluster(#kernel, (warp), (smem_limit), (grid), (block), (smem), (cluster), \
-                                            [&]() { kernel(__VA_ARGS__); }))
+#define XENT_EMU_LAUNCH_CLUSTER(kernel, warp, smem_limit, grid, block, smem, cluster, stream, ...)              \
+  ((void)(stream), xent_emu::launch_cluster(#kernel, xent_emu::func_id(&kernel), (warp), (smem_limit), (grid),     \
+                                            (block), (smem), (cluster), [&]() { kernel(__VA_ARGS__); }))
 
 // CUDA's warp intrinsics (every lane of `mask` must take part).
 // The optional width argument, defaulting to the warp size.

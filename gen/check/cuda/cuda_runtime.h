@@ -42,6 +42,17 @@ struct cudaLaunchAttribute {
   cudaLaunchAttributeID id;
   cudaLaunchAttributeValue val;
 };
+struct cudaFuncAttributes {
+  size_t sharedSizeBytes;
+  int maxDynamicSharedSizeBytes;
+  int ptxVersion, binaryVersion;
+};
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+// What the HIP-on-CUDA headers read (hipGetDeviceProperties).
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor;
+};
 struct cudaLaunchConfig_t {
   dim3 gridDim, blockDim;
   size_t dynamicSmemBytes;
@@ -56,6 +67,9 @@ extern "C" {
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
 cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+const char* cudaGetErrorString(cudaError_t err);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize(void);
@@ -71,11 +85,14 @@ cudaError_t cudaConfigureCall(dim3 grid, dim3 block, size_t smem = 0, cudaStream
 }
 template <typename T>
 cudaError_t cudaFuncSetAttribute(T* fn, cudaFuncAttribute attr, int value);
+template <typename T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* fn);
 template <typename... Params, typename... Args>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(Params...), Args... args);
 
 // Device intrinsics.
 __device__ void __syncthreads(void);
+__device__ void __trap(void);
 __device__ int __syncthreads_or(int p);
 __device__ int __syncthreads_and(int p);
 __device__ int __syncthreads_count(int p);
@@ -88,7 +105,10 @@ template <typename T> __device__ T __shfl_up_sync(unsigned mask, T v, unsigned d
 template <typename T> __device__ T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32);
 template <typename T> __device__ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32);
 // The legacy maskless forms (gone for sm_70 and later): declared so that
-// the warp-sync rule can name them rather than clang stopping at them.
+// the warp-sync rule can name them rather than clang stopping at them. Not
+// when the HIP rendering is parsed over the HIP-on-CUDA headers, which
+// define HIP's wavefront forms under these names.
+#if !defined(XENT_CHECK_HIP_ON_CUDA)
 template <typename T> __device__ T __shfl(T v, int lane, int width = 32);
 template <typename T> __device__ T __shfl_up(T v, unsigned delta, int width = 32);
 template <typename T> __device__ T __shfl_down(T v, unsigned delta, int width = 32);
@@ -96,6 +116,7 @@ template <typename T> __device__ T __shfl_xor(T v, int lane_mask, int width = 32
 __device__ int __any(int p);
 __device__ int __all(int p);
 __device__ unsigned __ballot(int p);
+#endif
 __device__ unsigned long long atomicMin(unsigned long long* p, unsigned long long v);
 __device__ unsigned long long atomicMax(unsigned long long* p, unsigned long long v);
 __device__ unsigned long long atomicAdd(unsigned long long* p, unsigned long long v);

@@ -6,12 +6,17 @@
    stay within 32 is the warp's own shuffle; the xor-32 step exchanges
    between the two warps through shared memory and block barriers.
 
-   The rule this costs: a width-64 shuffle with lane mask 32 must be reached
-   by every thread of the block, the same number of times (it contains
-   __syncthreads). xent's kernels keep it: every row loop is uniform across
-   the block (xent_device.h's row walk), and wavefront shuffles appear only
-   in the row reductions. Blocks are whole wavefronts (the spec's tune
-   statement checks it for hip), at most 1024 threads, one-dimensional. */
+   The rule this costs is AMD's own: a wavefront operation is reached by
+   all 64 threads of the wavefront (a branch around it is uniform per
+   wavefront, as xent_warp_any's answer is). The two warps meet at a named
+   barrier of their own (bar.sync 1 + wavefront, 64 threads), never at the
+   block's: a block whose wavefronts take different branches, as rows whose
+   saved lse needs the backward's second pass beside rows that do not,
+   would otherwise reach different block barriers. Named barriers 1 to 15
+   leave 0 to __syncthreads, so a block is at most 15 wavefronts (960
+   threads; xent's HIP launches use at most 256): a larger one traps.
+   Blocks are whole wavefronts (the spec's tune statement checks it for
+   hip), one-dimensional. */
 #ifndef XENT_HIP_ON_CUDA_RUNTIME_H
 #define XENT_HIP_ON_CUDA_RUNTIME_H
 
@@ -24,13 +29,22 @@
 
 #define XENT_HIP_ON_CUDA_WAVE 64
 
-// The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's value.
-// The first barrier lets every thread finish reading the previous exchange.
+// The 64 threads of this thread's wavefront meet (and their shared-memory
+// accesses are ordered, as by __syncthreads among them).
+__device__ __forceinline__ void xent_hip_on_cuda_wave_barrier() {
+  const unsigned wave = threadIdx.x / XENT_HIP_ON_CUDA_WAVE;
+  if (wave >= 15) __trap();
+  asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+}
+
+// The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's value
+// (t ^ 32 is in t's wavefront). The first barrier lets both warps finish
+// reading the previous exchange.
 __device__ __forceinline__ double xent_hip_on_cuda_exchange32(double v) {
-  __shared__ double wave_pairs[1024];
-  __syncthreads();
+  __shared__ double wave_pairs[960];
+  xent_hip_on_cuda_wave_barrier();
   wave_pairs[threadIdx.x] = v;
-  __syncthreads();
+  xent_hip_on_cuda_wave_barrier();
   return wave_pairs[threadIdx.x ^ 32];
 }
 

@@ -40,6 +40,7 @@ static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int devic
 
 static inline hipError_t hipGetDeviceCount(int* count) { return cudaGetDeviceCount(count); }
 static inline hipError_t hipGetDevice(int* device) { return cudaGetDevice(device); }
+static inline hipError_t hipSetDevice(int device) { return cudaSetDevice(device); }
 static inline const char* hipGetErrorString(hipError_t err) { return cudaGetErrorString(err); }
 static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }
 static inline hipError_t hipMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }

@@ -19,10 +19,31 @@
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, stream, __VA_ARGS__)
 #define XENT_LAST_ERROR() xent_emu_last_error()
-// Thread-block clusters as on sm_90 (up to 8 blocks, 227 KiB of shared
-// memory per block with the opt-in).
+// A launch in clusters (none for 1), held to the driver's rules as the
+// emulator models them (emu.h): 48 KiB of shared memory unless the
+// kernel's attribute was raised, clusters only of code built for them.
 #define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...) \
-  XENT_EMU_LAUNCH_CLUSTER(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA_OPTIN, grid, block, smem, cluster, stream, __VA_ARGS__)
+  XENT_EMU_LAUNCH_CLUSTER(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, cluster, stream, __VA_ARGS__)
+// The driver's answers (xent_kernel_prepare below asks them): the emulated
+// device's, and the emulator's record of each kernel function.
+static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* clusters) {
+  const xent_emu_device d = xent_emu_get_device();
+  *ordinal = d.ordinal;
+  *smem_optin = (int64_t)d.smem_optin;
+  *clusters = d.cluster_launch;
+  return 0;
+}
+template <typename K>
+static inline int xent_drv_kernel(K* kernel, int64_t* static_smem, int* ptx_version) {
+  size_t s = 0;
+  xent_emu_func_get(xent_emu::func_id(kernel), &s, nullptr, ptx_version);
+  *static_smem = (int64_t)s;
+  return 0;
+}
+template <typename K>
+static inline int xent_drv_raise_smem(K* kernel, const char* name, int64_t bytes) {
+  return xent_emu_func_set_max_dynamic_smem(xent_emu::func_id(kernel), name, (long long)bytes);
+}
 #define XENT_CLUSTER_SYNC() xent_emu_cluster_sync(__FILE__, __LINE__)
 static inline unsigned xent_cluster_rank() { return xent_emu_cluster_rank(); }
 static inline unsigned xent_cluster_size() { return xent_emu_cluster_size(); }
@@ -32,19 +53,18 @@ template <typename T>
 static inline xent_emu::shared_array<T> xent_cluster_view(const xent_emu::shared_array<T>& a, unsigned rank) {
   return xent_emu::cluster_view(a, rank);
 }
-struct xent_device_limits {
-  unsigned max_cluster;
-  int64_t smem_optin;
-};
-static inline xent_device_limits xent_limits() { return {XENT_EMU_MAX_CLUSTER, XENT_EMU_SMEM_CUDA_OPTIN}; }
 #else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cooperative_groups.h>
 #define XENT_WARP 32
+// Every launch returns its own status (cudaLaunchKernelEx), and a launcher
+// returns the first of its launches' (XENT_LAST_ERROR): never an error that
+// other code left pending in the CUDA runtime, which cudaGetLastError would
+// report as xent's.
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
-#define XENT_LAST_ERROR() ((int)cudaGetLastError())
+  xent_launch_note(xent_launch_ex(kernel, #kernel, (grid), (block), (smem), 1, (stream), __VA_ARGS__))
+#define XENT_LAST_ERROR() xent_launch_take()
 #define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
 // The launch's dynamic shared memory as an array of T (16-byte aligned).
 #define XENT_DYNAMIC_SHARED(T, name)                         \
@@ -107,40 +127,23 @@ static __device__ __forceinline__ T* xent_cluster_view(T* p, unsigned rank) {
 #endif
 }
 
-// What the current device allows: blocks per cluster (1 without clusters)
-// and shared memory per block with the opt-in. Queried once per device and
-// kept; threads may race to fill an entry, so it is read and written with
-// atomics (they all write the same value).
-struct xent_device_limits {
-  unsigned max_cluster;
-  int64_t smem_optin;
-};
-static inline xent_device_limits xent_limits() {
-  static int64_t known[64];  // smem_optin * 16 + max_cluster; 0 = not yet asked
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
-    (void)cudaGetLastError();
-    return {1, 48 * 1024};
-  }
-  const int64_t seen = dev < 64 ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
-  if (seen) return {(unsigned)(seen % 16), seen / 16};
-  int cluster = 0, optin = 0;
-  if (cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return {1, 48 * 1024};
-  }
-  const xent_device_limits lim = {cluster ? 8u : 1u, (int64_t)optin};
-  if (dev < 64) __atomic_store_n(&known[dev], lim.smem_optin * 16 + lim.max_cluster, __ATOMIC_RELAXED);
-  return lim;
+// The first error of this thread's launches since the launcher began.
+static thread_local int xent_launch_error_ = 0;
+static inline void xent_launch_note(int err) {
+  if (err != 0 && xent_launch_error_ == 0) xent_launch_error_ = err;
+}
+static inline int xent_launch_take() {
+  const int err = xent_launch_error_;
+  xent_launch_error_ = 0;
+  return err;
 }
 
-// kernel<<<grid, block, smem>>> in clusters of `cluster` blocks along x
-// (none for 1), with the shared-memory opt-in when smem is above 48 KiB.
+// kernel<<<grid, block, smem, stream>>> in clusters of `cluster` blocks
+// along x (none for 1). Returns the launch's own status.
 template <typename... Params, typename... Args>
-static inline void xent_launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
-                                       cudaStream_t stream, Args... args) {
-  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+static inline int xent_launch_ex(void (*kernel)(Params...), const char* name, dim3 grid, dim3 block, size_t smem,
+                                 unsigned cluster, cudaStream_t stream, Args... args) {
+  (void)name;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
@@ -153,10 +156,45 @@ static inline void xent_launch_cluster(void (*kernel)(Params...), dim3 grid, dim
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = cluster > 1 ? 1 : 0;
-  (void)cudaLaunchKernelEx(&config, kernel, args...);  // an error is left for XENT_LAST_ERROR()
+  return (int)cudaLaunchKernelEx(&config, kernel, args...);
 }
 #define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...) \
-  xent_launch_cluster(kernel, (grid), (block), (smem), (cluster), (stream), __VA_ARGS__)
+  xent_launch_note(xent_launch_ex(kernel, #kernel, (grid), (block), (smem), (cluster), (stream), __VA_ARGS__))
+
+// The driver's answers (xent_kernel_prepare below asks them). A failed
+// query leaves its error in the runtime's last-error slot: cleared, since
+// it is xent's own and the caller falls back.
+static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* clusters) {
+  int optin = 0;
+  if (cudaGetDevice(ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(clusters, cudaDevAttrClusterLaunch, *ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, *ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  *smem_optin = optin;
+  return 0;
+}
+template <typename... Params>
+static inline int xent_drv_kernel(void (*kernel)(Params...), int64_t* static_smem, int* ptx_version) {
+  cudaFuncAttributes fa;
+  if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  *static_smem = (int64_t)fa.sharedSizeBytes;
+  *ptx_version = fa.ptxVersion;
+  return 0;
+}
+template <typename... Params>
+static inline int xent_drv_raise_smem(void (*kernel)(Params...), const char* name, int64_t bytes) {
+  (void)name;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return 0;
+}
 #endif
 
 // static: each kernel file has its own copy, so the CUDA and HIP renderings
@@ -169,6 +207,8 @@ typedef cudaStream_t xent_stream_t;
 // run a warp in lockstep).
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+// The same with lane_mask below 32 (lanes of an aligned group of at most 32).
+XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 // Whether p holds in any lane of the warp (every lane takes part).
 XENT_DEVICE bool xent_warp_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
 // Orders the memory accesses of the warp's lanes before it against those
@@ -183,7 +223,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 255 "templates/xent_device.h.tmpl"
+#line 303 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -211,9 +251,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 283 "templates/xent_device.h.tmpl"
+#line 331 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads))
-#line 287 "templates/xent_device.h.tmpl"
+#line 335 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -321,11 +361,12 @@ struct xent_row_launch {
 // Host: the first shape that serves C and that this device can run (the
 // spec ends every table with a plain shape that serves any C; the generator
 // checks it). An on-chip shape takes the fewest blocks, a power of two up
-// to lim.max_cluster (0: on-chip shapes are skipped), whose slices of the
-// row's 16-byte vectors fit its bytes and the device; else the next shape.
+// to max_cluster (0: on-chip shapes are skipped), whose slices of the row's
+// 16-byte vectors fit its bytes and the kernel's dynamic shared memory
+// (max_dynamic, xent_kernel_prepare); else the next shape.
 template <int N>
 static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, size_t elem_size,
-                                               unsigned max_cluster, int64_t smem_optin) {
+                                               unsigned max_cluster, int64_t max_dynamic) {
   for (int i = 0; i < N; ++i) {
     const xent_row_shape& s = shapes[i];
     if (i < N - 1 && C > s.classes) continue;
@@ -335,11 +376,49 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
     const int64_t vecs = C / (int64_t)(16 / elem_size);
     for (unsigned k = 1; k <= max_cluster; k *= 2) {
       const int64_t bytes = (vecs + k - 1) / k * 16;
-      if (bytes <= s.on_chip && bytes + XENT_STATIC_SMEM <= smem_optin) return {s, k, (size_t)bytes};
+      if (bytes <= s.on_chip && bytes <= max_dynamic) return {s, k, (size_t)bytes};
     }
   }
   return {shapes[N - 1], 0, 0};
 }
+
+#line 464 "templates/xent_device.h.tmpl"
+// Host: what an on-chip kernel may use on the current device, and the
+// driver readied for it. The driver's rules (which the emulator enforces):
+// - static plus dynamic shared memory above 48 KiB only once the kernel's
+//   cudaFuncAttributeMaxDynamicSharedMemorySize is raised, and that
+//   attribute plus the static size at most the device's opt-in maximum.
+//   The attribute is raised once per kernel and device, to the opt-in
+//   maximum less XENT_STATIC_SMEM (which bounds the static size, checked
+//   here), never per call: two threads launching one kernel with different
+//   sizes would race, one lowering it between the other's set and launch;
+// - clusters only where the device has them and the kernel's own code was
+//   built for sm_90 or later (ptxVersion): a build that carries compute_80
+//   PTX alone, JIT-compiled for an H100, has the pre-cluster fallback, so
+//   each block of a cluster would take itself for the whole row.
+// Asked once per device and kept in `known` (the launch site's), read and
+// written with atomics (racing threads all write the same value). Where
+// the driver does not answer, no on-chip shape (max_cluster 0).
+struct xent_kernel_limits {
+  unsigned max_cluster;
+  int64_t max_dynamic;
+};
+#define XENT_MAX_DEVICES 64
+template <typename K>
+static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name, int64_t (&known)[XENT_MAX_DEVICES]) {
+  int dev = 0, clusters = 0, ptx = 0;
+  int64_t optin = 0, static_smem = 0;
+  if (xent_drv_device(&dev, &optin, &clusters) != 0 || dev < 0) return {0, 0};
+  // known[dev]: max_dynamic * 16 + max_cluster, 0 = not yet asked.
+  const int64_t seen = dev < XENT_MAX_DEVICES ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
+  if (seen) return {(unsigned)(seen % 16), seen / 16};
+  if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0 || static_smem > XENT_STATIC_SMEM) return {0, 0};
+  xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - XENT_STATIC_SMEM};
+  if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - XENT_STATIC_SMEM;
+  if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
+  return lim;
+}
+#line 500 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -403,9 +482,10 @@ XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
 #define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      const xent_device_limits lim_ = xent_limits();                                                              \
+      static int64_t known_[XENT_MAX_DEVICES];                                                                    \
+      const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
       const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, sizeof(T), lim_.max_cluster,         \
-                                                   lim_.smem_optin);                                              \
+                                                   lim_.max_dynamic);                                             \
       if (at_.cluster > 0) {                                                                                      \
         const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
         XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
@@ -553,7 +633,7 @@ template <int kLanes>
 XENT_DEVICE int64_t xent_group_max(int64_t n) {
   double v = (double)n;
   for (int d = 1; d < kLanes; d *= 2) {
-    const double o = xent_shfl_xor(v, d);
+    const double o = xent_shfl_xor_near(v, d);
     v = o > v ? o : v;
   }
   return (int64_t)v;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 184 "templates/xent_device.h.tmpl"
+#line 224 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -46,6 +46,14 @@ XENT_DEVICE T xent_cluster_view(T p, unsigned) { return p; }
 
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
+// The same with lane_mask below 32 (lanes of an aligned group of at most
+// 32). Built for NVIDIA (HIP-on-CUDA), that stays within one 32-lane warp:
+// the warp's own shuffle, without the wavefront's barrier.
+#if defined(__CUDACC__) && !defined(XENT_EMU)
+XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+#else
+XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
+#endif
 XENT_DEVICE bool xent_warp_any(bool p) { return __any(p) != 0; }
 // xent_warp_sync() orders the memory accesses of the wavefront's lanes,
 // xent_group_sync<kLanes>() those of the kLanes lanes (a power of two up to
@@ -79,7 +87,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 255 "templates/xent_device.h.tmpl"
+#line 303 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -107,9 +115,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 285 "templates/xent_device.h.tmpl"
+#line 333 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
-#line 287 "templates/xent_device.h.tmpl"
+#line 335 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -217,11 +225,12 @@ struct xent_row_launch {
 // Host: the first shape that serves C and that this device can run (the
 // spec ends every table with a plain shape that serves any C; the generator
 // checks it). An on-chip shape takes the fewest blocks, a power of two up
-// to lim.max_cluster (0: on-chip shapes are skipped), whose slices of the
-// row's 16-byte vectors fit its bytes and the device; else the next shape.
+// to max_cluster (0: on-chip shapes are skipped), whose slices of the row's
+// 16-byte vectors fit its bytes and the kernel's dynamic shared memory
+// (max_dynamic, xent_kernel_prepare); else the next shape.
 template <int N>
 static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, size_t elem_size,
-                                               unsigned max_cluster, int64_t smem_optin) {
+                                               unsigned max_cluster, int64_t max_dynamic) {
   for (int i = 0; i < N; ++i) {
     const xent_row_shape& s = shapes[i];
     if (i < N - 1 && C > s.classes) continue;
@@ -231,11 +240,13 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
     const int64_t vecs = C / (int64_t)(16 / elem_size);
     for (unsigned k = 1; k <= max_cluster; k *= 2) {
       const int64_t bytes = (vecs + k - 1) / k * 16;
-      if (bytes <= s.on_chip && bytes + XENT_STATIC_SMEM <= smem_optin) return {s, k, (size_t)bytes};
+      if (bytes <= s.on_chip && bytes <= max_dynamic) return {s, k, (size_t)bytes};
     }
   }
   return {shapes[N - 1], 0, 0};
 }
+
+#line 500 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -299,9 +310,10 @@ XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
 #define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      const xent_device_limits lim_ = xent_limits();                                                              \
+      static int64_t known_[XENT_MAX_DEVICES];                                                                    \
+      const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
       const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, sizeof(T), lim_.max_cluster,         \
-                                                   lim_.smem_optin);                                              \
+                                                   lim_.max_dynamic);                                             \
       if (at_.cluster > 0) {                                                                                      \
         const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
         XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
@@ -449,7 +461,7 @@ template <int kLanes>
 XENT_DEVICE int64_t xent_group_max(int64_t n) {
   double v = (double)n;
   for (int d = 1; d < kLanes; d *= 2) {
-    const double o = xent_shfl_xor(v, d);
+    const double o = xent_shfl_xor_near(v, d);
     v = o > v ? o : v;
   }
   return (int64_t)v;

@@ -1,0 +1,154 @@
+/* The CUDA backend and the CUDA launchers (compiled by nvcc, as a GPU build
+   links them) against a recording stand-in of the CUDA runtime
+   (tests/fake_cudart.c: two GPUs, no kernel ever runs), for what the first
+   H100 run would otherwise find out at launch:
+   - the on-chip kernels' cudaFuncAttributeMaxDynamicSharedMemorySize is
+     raised before any launch that needs it (C = 24,576 and 49,152: dynamic
+     requests of exactly 48 KiB, which with the static shared memory pass
+     the default limit), once per kernel and device, to the opt-in maximum
+     less the static reserve;
+   - clusters from the kernel's own code version: with code built for
+     compute_80 (ptxVersion 80) no launch asks for a cluster;
+   - every call runs on the handle's device whatever is current, and puts
+     the caller's current device back;
+   - an error that other code left pending in the runtime is neither
+     reported as xent's nor cleared;
+   - xent_check waits for its reset of the bad-label record to land.
+   The oracle is the runtime's contract (the CUDA documentation); the fake
+   refuses what the driver refuses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/xent.h"
+#include "tests/fake_cudart.h"
+
+#define STATIC_RESERVE 2048 /* xent_device.h's XENT_STATIC_SMEM */
+
+static int checks, failures;
+
+static void expect(int ok, const char* what) {
+  checks++;
+  if (!ok) {
+    failures++;
+    printf("FAIL %s\n", what);
+  }
+}
+
+/* One fused bf16 call (mean over hard labels) of rows x C on fake memory. */
+static xent_status fused(xent_handle* h, int64_t rows, int64_t C) {
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, rows, C, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
+  void *logits = calloc((size_t)(rows * C), 2), *grad = calloc((size_t)(rows * C), 2),
+       *labels = calloc((size_t)rows, 8), *loss = calloc(1, 4), *lse = calloc((size_t)rows, 4);
+  size_t ws_bytes = 0;
+  xent_status s = xent_ce_workspace_size(h, &d, XENT_OP_FORWARD_BACKWARD, &ws_bytes);
+  void* ws = calloc(ws_bytes ? ws_bytes : 1, 1);
+  if (s == XENT_OK)
+    s = xent_ce_forward_backward(h, &d, logits, labels, NULL, NULL, loss, lse, grad, ws, ws_bytes, NULL);
+  free(logits);
+  free(grad);
+  free(labels);
+  free(loss);
+  free(lse);
+  free(ws);
+  return s;
+}
+
+/* The recorded calls from index `from` on. */
+static int count(int from, fake_call_kind kind) {
+  int n = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i) n += fake_cuda.calls[i].kind == kind;
+  return n;
+}
+
+static int launches_with(int from, size_t bytes, unsigned cluster) {
+  int n = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i) {
+    const fake_call* c = &fake_cuda.calls[i];
+    n += c->kind == FAKE_LAUNCH && c->bytes == bytes && c->cluster == cluster;
+  }
+  return n;
+}
+
+static int all_on(int from, int device) {
+  for (int i = from; i < fake_cuda.ncalls; ++i)
+    if (fake_cuda.calls[i].kind != FAKE_SET_DEVICE && fake_cuda.calls[i].device != device) return 0;
+  return 1;
+}
+
+int main(void) {
+  char what[256];
+  /* A handle on device 1 while device 0 is current. */
+  fake_cuda_set_current_device(0);
+  xent_handle* h = NULL;
+  expect(xent_create_on_device(&h, XENT_BACKEND_CUDA, 1) == XENT_OK, "xent_create_on_device(cuda, 1)");
+  if (!h) {
+    printf("%s\n", xent_last_error());
+    return 1;
+  }
+  expect(fake_cuda_current_device() == 0, "xent_create_on_device leaves the current device as it was");
+  xent_handle* bad = NULL;
+  expect(xent_create_on_device(&bad, XENT_BACKEND_CUDA, 2) == XENT_ERROR_INVALID_ARGUMENT &&
+             strstr(xent_last_error(), "device 2") != NULL,
+         "a device past the count is refused, naming it");
+
+  /* The 48 KiB boundary, on an sm_90 build. */
+  int from = fake_cuda.ncalls;
+  expect(fused(h, 2, 24576) == XENT_OK, "C = 24576 bf16 (49,152 bytes a block, no cluster)");
+  if (failures) printf("  %s\n", xent_last_error());
+  expect(launches_with(from, 49152, 1) == 1, "C = 24576: the on-chip launch of 49,152 bytes, one block a row");
+  expect(count(from, FAKE_SET_ATTRIBUTE) == 1, "C = 24576: the on-chip kernel's attribute raised once");
+  for (int i = from; i < fake_cuda.ncalls; ++i) {
+    const fake_call* c = &fake_cuda.calls[i];
+    if (c->kind != FAKE_SET_ATTRIBUTE) continue;
+    snprintf(what, sizeof what, "the attribute is the opt-in maximum less the static reserve (%d), not %d",
+             fake_cuda.optin[1] - STATIC_RESERVE, c->value);
+    expect(c->value == fake_cuda.optin[1] - STATIC_RESERVE, what);
+  }
+  expect(all_on(from, 1), "every call ran on the handle's device (1), not the current one (0)");
+  expect(fake_cuda_current_device() == 0, "the caller's current device is put back");
+  from = fake_cuda.ncalls;
+  expect(fused(h, 2, 49152) == XENT_OK, "C = 49152 bf16 (2 blocks of 49,152 bytes)");
+  expect(launches_with(from, 49152, 2) == 1, "C = 49152: a cluster of 2 blocks of 49,152 bytes");
+  expect(count(from, FAKE_SET_ATTRIBUTE) == 0, "no second set of the attribute (once per kernel and device)");
+
+  /* Another thread's (or library's) pending error is not xent's. */
+  fake_cuda_set_last_error(cudaErrorInvalidValue);
+  expect(fused(h, 2, 1000) == XENT_OK, "a call succeeds with another error pending in the runtime");
+  expect(cudaPeekAtLastError() == cudaErrorInvalidValue, "the pending error is left for its owner");
+  (void)cudaGetLastError();
+
+  /* xent_check: the reset of the record is waited for. */
+  from = fake_cuda.ncalls;
+  expect(xent_check(h) == XENT_OK, "xent_check");
+  int memset_at = -1, synced_after = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i) {
+    if (fake_cuda.calls[i].kind == FAKE_MEMSET) memset_at = i;
+    if (memset_at >= 0 && i > memset_at && fake_cuda.calls[i].kind == FAKE_SYNC) synced_after = 1;
+  }
+  expect(memset_at >= 0, "xent_check resets the record");
+  expect(synced_after, "xent_check waits for the reset before returning (a later kernel on another stream could "
+                       "otherwise record a bad row the reset erases)");
+  expect(all_on(from, 1) && fake_cuda_current_device() == 0, "xent_check runs on the handle's device");
+
+  /* Code built for compute_80, on device 0 (nothing asked of it yet): no
+     clusters, whatever the device has. */
+  fake_cuda.ptx_version = 80;
+  xent_handle* h0 = NULL;
+  expect(xent_create_on_device(&h0, XENT_BACKEND_CUDA, 0) == XENT_OK, "a handle on device 0");
+  from = fake_cuda.ncalls;
+  expect(h0 && fused(h0, 2, 131072) == XENT_OK && fused(h0, 2, 49152) == XENT_OK,
+         "compute_80 code: C = 131072 and 49152");
+  int clustered = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i)
+    clustered += fake_cuda.calls[i].kind == FAKE_LAUNCH && fake_cuda.calls[i].cluster > 1;
+  expect(clustered == 0, "compute_80 code is never launched in clusters");
+  expect(fused(h0, 2, 24576) == XENT_OK && launches_with(from, 49152, 1) >= 1,
+         "compute_80 code still holds a row on chip in one block");
+
+  xent_destroy(h0);
+  xent_destroy(h);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures ? 1 : 0;
+}
