@@ -84,6 +84,23 @@ int gen_emit_dispatch(lua_State* L, const gen_variant_list* variants, const char
     sb_printf(&manifest, "%s\t%s\t%s\t%s%s\t%s\t%s\n", v->key, target, arch_name, v->key, ext, symbol, v->spec);
   }
   sb_printf(&table, "};\n\nconst size_t XENT_LAUNCHER(xent_%s_dispatch_count) = %zu;\n", target, variants->count);
+  /* Each (family, spec) pair once, in the variants' order. */
+  sb_printf(&table, "\nconst xent_dispatch_spec XENT_LAUNCHER(xent_%s_dispatch_specs)[] = {\n", target);
+  for (size_t i = 0; i < variants->count; ++i) {
+    const gen_variant* v = &variants->items[i];
+    int seen = 0;
+    for (size_t j = 0; j < i && !seen; ++j)
+      seen = strcmp(variants->items[j].family, v->family) == 0 && strcmp(variants->items[j].spec, v->spec) == 0;
+    if (seen) continue;
+    sb_printf(&table, "  {\"%s\", \"", v->family);
+    for (const char* c = v->spec; *c; ++c) {
+      if (*c == '"' || *c == '\\') sb_printf(&table, "\\%c", *c);
+      else if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) sb_printf(&table, "\\%03o", (unsigned char)*c);
+      else sb_printf(&table, "%c", *c);
+    }
+    sb_printf(&table, "\"},\n");
+  }
+  sb_printf(&table, "  {0, 0},\n};\n");
   if (table.oom || manifest.oom) {
     free(table.p);
     free(manifest.p);

@@ -334,14 +334,14 @@ const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc
   xent_table table;
   backend_table(h, &table);
   char key[160];
-  return xent_ce_lookup(table.entries, table.count, table.target, d, op, has_weights, key, sizeof key);
+  return xent_ce_lookup(&table, d, op, has_weights, key, sizeof key);
 }
 
 const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
   xent_table table;
   backend_table(h, &table);
   char key[160];
-  return xent_lce_lookup(table.entries, table.count, table.target, d, has_weights, key, sizeof key);
+  return xent_lce_lookup(&table, d, has_weights, key, sizeof key);
 }
 
 /* A non-NULL pointer is aligned to its elements of `align` bytes (a
@@ -541,7 +541,7 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
   xent_table table;
   backend_table(h, &table);
   char key[96];
-  const xent_dispatch_entry* e = xent_softmax_lookup(table.entries, table.count, table.target, d, op, key, sizeof key);
+  const xent_dispatch_entry* e = xent_softmax_lookup(&table, d, op, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   return xent_backend_launch(h, e, args);
 }

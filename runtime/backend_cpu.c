@@ -12,8 +12,10 @@
 /* The emulated dispatch tables (xent_dispatch_<target>.c with XENT_EMU). */
 extern const xent_dispatch_entry xent_cuda_dispatch_emu[];
 extern const size_t xent_cuda_dispatch_count_emu;
+extern const xent_dispatch_spec xent_cuda_dispatch_specs_emu[];
 extern const xent_dispatch_entry xent_hip_dispatch_emu[];
 extern const size_t xent_hip_dispatch_count_emu;
+extern const xent_dispatch_spec xent_hip_dispatch_specs_emu[];
 
 xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   xent_clear_error();
@@ -32,6 +34,7 @@ void xent_cpu_table(const xent_handle* h, xent_table* t) {
   t->entries = hip ? xent_hip_dispatch_emu : xent_cuda_dispatch_emu;
   t->count = hip ? xent_hip_dispatch_count_emu : xent_cuda_dispatch_count_emu;
   t->target = hip ? "hip (emulated)" : "cuda (emulated)";
+  t->specs = hip ? xent_hip_dispatch_specs_emu : xent_cuda_dispatch_specs_emu;
 }
 
 xent_status xent_cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {

@@ -54,6 +54,7 @@ void xent_cuda_table(const xent_handle* h, xent_table* t) {
   t->entries = xent_cuda_dispatch;
   t->count = xent_cuda_dispatch_count;
   t->target = "cuda";
+  t->specs = xent_cuda_dispatch_specs;
 }
 
 xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {

@@ -12,6 +12,7 @@
    CUDA rendering, whose types are identical. */
 extern const xent_dispatch_entry xent_hip_dispatch[];
 extern const size_t xent_hip_dispatch_count;
+extern const xent_dispatch_spec xent_hip_dispatch_specs[];
 
 xent_status xent_hip_open(xent_handle* h) {
   int count = 0;
@@ -57,6 +58,7 @@ void xent_hip_table(const xent_handle* h, xent_table* t) {
   t->entries = xent_hip_dispatch;
   t->count = xent_hip_dispatch_count;
   t->target = "hip";
+  t->specs = xent_hip_dispatch_specs;
 }
 
 xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {

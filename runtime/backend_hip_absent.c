@@ -14,6 +14,7 @@ void xent_hip_table(const xent_handle* h, xent_table* t) {
   t->entries = NULL;
   t->count = 0;
   t->target = "hip";
+  t->specs = NULL;
 }
 
 xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {

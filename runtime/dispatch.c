@@ -48,11 +48,24 @@ static void ce_base_key(const char* prefix, const xent_ce_desc* d, xent_op op, c
            reduction_token(d->reduction));
 }
 
+/* "the spec of family F (S)": the spec files the table's variants of F came
+   from, as the build named them, or F's file under specs/ where the table
+   has none of F (its spec left the family out). */
+static void spec_of(const xent_table* t, const char* family, char* buf, size_t cap) {
+  int len = snprintf(buf, cap, "the spec of family %s (", family), n = 0;
+  for (const xent_dispatch_spec* s = t->specs; s && s->family; ++s) {
+    if (strcmp(s->family, family) != 0) continue;
+    len += snprintf(buf + len, cap > (size_t)len ? cap - (size_t)len : 0, "%s%s", n++ ? " or " : "", s->spec);
+  }
+  if (n == 0) len += snprintf(buf + len, cap > (size_t)len ? cap - (size_t)len : 0, "specs/%s.lua", family);
+  snprintf(buf + len, cap > (size_t)len ? cap - (size_t)len : 0, ")");
+}
+
 /* Families whose axes are cross_entropy's (ce, lce): the most specialized
    key of the call that the table has. */
-static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char* family, const xent_dispatch_entry* table,
-                                                 size_t count, const char* target, const xent_ce_desc* d, xent_op op,
-                                                 int has_weights, char* key, size_t key_cap) {
+static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char* family, const xent_table* t,
+                                                 const xent_ce_desc* d, xent_op op, int has_weights, char* key,
+                                                 size_t key_cap) {
   char base[96];
   ce_base_key(prefix, d, op, base, sizeof base);
   /* The option axes in key order (gen/lua/dsl.lua's schema) and the
@@ -73,7 +86,7 @@ static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char*
     for (int axis = 0; axis < AXES; ++axis) {
       if (mask & (1 << axis)) len += snprintf(key + len, key_cap > (size_t)len ? key_cap - (size_t)len : 0, "_%s", wanted[axis]);
     }
-    const xent_dispatch_entry* e = xent_table_find(table, count, key);
+    const xent_dispatch_entry* e = xent_table_find(t->entries, t->count, key);
     if (e) return e;
   }
   snprintf(key, key_cap, "%s", base);
@@ -81,34 +94,34 @@ static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char*
   int len = 0;
   for (int axis = 0; axis < AXES; ++axis)
     len += snprintf(options + len, sizeof options - (size_t)len, "%s%s: %s", axis ? ", " : "", names[axis], wanted[axis]);
-  xent_fail(XENT_ERROR_NOT_GENERATED,
-            "no %s kernel was generated for %s (%s): add it to the spec of family %s "
-            "(specs/%s.lua) and rebuild",
-            target, base, options, family, family);
+  char spec[512];
+  spec_of(t, family, spec, sizeof spec);
+  xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for %s (%s): add it to %s and rebuild", t->target,
+            base, options, spec);
   return NULL;
 }
 
-const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                       const xent_ce_desc* d, xent_op op, int has_weights, char* key,
-                                       size_t key_cap) {
-  return lookup_ce_axes("ce", "cross_entropy", table, count, target, d, op, has_weights, key, key_cap);
+const xent_dispatch_entry* xent_ce_lookup(const xent_table* t, const xent_ce_desc* d, xent_op op, int has_weights,
+                                       char* key, size_t key_cap) {
+  return lookup_ce_axes("ce", "cross_entropy", t, d, op, has_weights, key, key_cap);
 }
 
-const xent_dispatch_entry* xent_lce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                        const xent_ce_desc* d, int has_weights, char* key, size_t key_cap) {
-  return lookup_ce_axes("lce", "linear_cross_entropy", table, count, target, d, XENT_OP_FORWARD_BACKWARD, has_weights,
-                        key, key_cap);
+const xent_dispatch_entry* xent_lce_lookup(const xent_table* t, const xent_ce_desc* d, int has_weights, char* key,
+                                        size_t key_cap) {
+  return lookup_ce_axes("lce", "linear_cross_entropy", t, d, XENT_OP_FORWARD_BACKWARD, has_weights, key, key_cap);
 }
 
-const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                            const xent_softmax_desc* d, xent_op op, char* key, size_t key_cap) {
+const xent_dispatch_entry* xent_softmax_lookup(const xent_table* t, const xent_softmax_desc* d, xent_op op, char* key,
+                                            size_t key_cap) {
   snprintf(key, key_cap, "sm_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
            d->kind == XENT_LOG_SOFTMAX ? "log_softmax" : "softmax");
-  const xent_dispatch_entry* e = xent_table_find(table, count, key);
-  if (!e)
-    xent_fail(XENT_ERROR_NOT_GENERATED,
-              "no %s kernel was generated for %s: add it to the spec of family softmax (specs/softmax.lua) and rebuild",
-              target, key);
+  const xent_dispatch_entry* e = xent_table_find(t->entries, t->count, key);
+  if (!e) {
+    char spec[512];
+    spec_of(t, "softmax", spec, sizeof spec);
+    xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for %s: add it to %s and rebuild", t->target, key,
+              spec);
+  }
   return e;
 }
 

@@ -15,22 +15,22 @@
 /* Binary search for an exact key; NULL if absent. */
 const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key);
 
-/* The entry for a call: the most specialized key first (option axes named),
-   then keys with those axes left to run time. On failure returns NULL with
-   the failure recorded (XENT_ERROR_NOT_GENERATED, naming the key and spec). */
-const xent_dispatch_entry* xent_ce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                       const xent_ce_desc* desc, xent_op op, int has_weights,
-                                       char* key_out, size_t key_cap);
+/* The entry for a call in the table: the most specialized key first
+   (option axes named), then keys with those axes left to run time. On
+   failure returns NULL with the failure recorded (XENT_ERROR_NOT_GENERATED,
+   naming the key and the spec of the table's family to edit). */
+const xent_dispatch_entry* xent_ce_lookup(const xent_table* table, const xent_ce_desc* desc, xent_op op,
+                                       int has_weights, char* key_out, size_t key_cap);
 
 /* The same for the fused linear cross entropy's steps (lce_fwd_bwd_...,
    the axes of desc, the loss of a chunk). */
-const xent_dispatch_entry* xent_lce_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                        const xent_ce_desc* desc, int has_weights, char* key_out, size_t key_cap);
+const xent_dispatch_entry* xent_lce_lookup(const xent_table* table, const xent_ce_desc* desc, int has_weights,
+                                        char* key_out, size_t key_cap);
 
 /* The entry sm_<op>_<dtype>_<kind> of a softmax-family call (op forward or
    backward); NULL with XENT_ERROR_NOT_GENERATED recorded if absent. */
-const xent_dispatch_entry* xent_softmax_lookup(const xent_dispatch_entry* table, size_t count, const char* target,
-                                            const xent_softmax_desc* desc, xent_op op, char* key_out, size_t key_cap);
+const xent_dispatch_entry* xent_softmax_lookup(const xent_table* table, const xent_softmax_desc* desc, xent_op op,
+                                            char* key_out, size_t key_cap);
 
 /* The launcher arguments of a call (the same on every backend). */
 xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);

@@ -52,6 +52,9 @@ typedef struct xent_table {
   const struct xent_dispatch_entry* entries;
   size_t count;
   const char* target; /* for messages: "cuda", "hip (emulated)", ... */
+  /* The specs the table was generated from, by family, ending {NULL, NULL}:
+     the "not generated" error names the one to edit. */
+  const struct xent_dispatch_spec* specs;
 } xent_table;
 
 void xent_cpu_table(const xent_handle* h, xent_table* t);

@@ -287,24 +287,35 @@ static void test_lookup_preference(void) {
       {"ce_fwd_f32_i64_mean_weighted_nosmooth_ignore", fake_launch, 70},
       {"ce_fwd_f32_i64_sum_unweighted", fake_launch, 70},
   };
+  /* A library generated from a downstream team's own spec: the miss names
+     that file, not xent's specs/cross_entropy.lua. */
+  static const xent_dispatch_spec specs[] = {{"cross_entropy", "team/ours.lua"}, {"softmax", "team/sm.lua"}, {0, 0}};
+  const xent_table t = {table, 3, "test", specs};
   xent_ce_desc d;
   xent_ce_desc_init(&d, 1, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
   char key[160];
-  const xent_dispatch_entry* e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 1, key, sizeof key);
+  const xent_dispatch_entry* e = xent_ce_lookup(&t, &d, XENT_OP_FORWARD, 1, key, sizeof key);
   CHECK(e == &table[1], "weighted mean picks the specialized entry, got %s", e ? e->key : "NULL");
-  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 0, key, sizeof key);
+  e = xent_ce_lookup(&t, &d, XENT_OP_FORWARD, 0, key, sizeof key);
   CHECK(e == &table[0], "unweighted mean falls back to the run-time entry, got %s", e ? e->key : "NULL");
   d.reduction = XENT_REDUCTION_SUM;
-  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 0, key, sizeof key);
+  e = xent_ce_lookup(&t, &d, XENT_OP_FORWARD, 0, key, sizeof key);
   CHECK(e == &table[2], "unweighted sum finds its entry");
-  e = xent_ce_lookup(table, 3, "test", &d, XENT_OP_FORWARD, 1, key, sizeof key);
+  e = xent_ce_lookup(&t, &d, XENT_OP_FORWARD, 1, key, sizeof key);
   CHECK(e == NULL, "weighted sum is not generated");
-  CHECK(strstr(xent_last_error(), "ce_fwd_f32_i64_sum") && strstr(xent_last_error(), "specs/cross_entropy.lua"),
-        "miss names key and spec: %s", xent_last_error());
-  e = xent_lce_lookup(table, 3, "test", &d, 0, key, sizeof key);
+  CHECK(strstr(xent_last_error(), "ce_fwd_f32_i64_sum") &&
+            strstr(xent_last_error(), "add it to the spec of family cross_entropy (team/ours.lua)") &&
+            !strstr(xent_last_error(), "specs/"),
+        "miss names key and the library's spec: %s", xent_last_error());
+  /* A family the library's specs left out: its file under specs/. */
+  e = xent_lce_lookup(&t, &d, 0, key, sizeof key);
   CHECK(e == NULL && strstr(xent_last_error(), "lce_fwd_bwd_f32_i64_sum") &&
             strstr(xent_last_error(), "specs/linear_cross_entropy.lua"),
         "a linear cross entropy miss names its key and spec: %s", xent_last_error());
+  xent_softmax_desc sd = {.rows = 1, .classes = 1, .inner = 1, .dtype = XENT_F16};
+  e = xent_softmax_lookup(&t, &sd, XENT_OP_FORWARD, key, sizeof key);
+  CHECK(e == NULL && strstr(xent_last_error(), "sm_fwd_f16_softmax") && strstr(xent_last_error(), "(team/sm.lua)"),
+        "a softmax miss names the library's softmax spec: %s", xent_last_error());
 }
 
 /* Every row of both manifests is found by the runtime's key builder in the
@@ -315,6 +326,14 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
   const int m = tu_read_manifest(hip_manifest, &hip);
   CHECK(n > 0 && n == (int)xent_cuda_dispatch_count, "cuda manifest rows %d, table %zu", n, xent_cuda_dispatch_count);
   CHECK(m == n, "hip manifest has %d rows, cuda %d", m, n);
+  const xent_table cuda_table = {xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", xent_cuda_dispatch_specs};
+  /* The table names the specs the build gave xentgen, a family each. */
+  int named = 0;
+  for (const xent_dispatch_spec* s = xent_cuda_dispatch_specs; s->family; ++s) {
+    CHECK(strstr(s->spec, "specs/") && strstr(s->spec, s->family), "family %s from %s", s->family, s->spec);
+    named++;
+  }
+  CHECK(named == 3, "the table names %d specs, expected cross_entropy, linear_cross_entropy and softmax", named);
   for (int i = 0; i < n; ++i) {
     if (i < m) CHECK(strcmp(cuda[i], hip[i]) == 0, "row %d: cuda %s, hip %s", i, cuda[i], hip[i]);
     if (strncmp(cuda[i], "sm_", 3) == 0) {
@@ -323,7 +342,7 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
       CHECK(tu_parse_softmax_key(cuda[i], &op, &sd) == 0, "%s parses", cuda[i]);
       char key[96];
       const xent_dispatch_entry* e =
-          xent_softmax_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &sd, op, key, sizeof key);
+          xent_softmax_lookup(&cuda_table, &sd, op, key, sizeof key);
       CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s", cuda[i]);
       continue;
     }
@@ -336,9 +355,9 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
       CHECK(tu_parse_key(cuda[i] + 1, &op, &d) == 0 && op == XENT_OP_FORWARD_BACKWARD, "%s parses", cuda[i]);
       char key[160];
       const xent_dispatch_entry* e =
-          xent_lce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, 0, key, sizeof key);
+          xent_lce_lookup(&cuda_table, &d, 0, key, sizeof key);
       CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s: %s", cuda[i], e ? e->key : xent_last_error());
-      e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 0, key, sizeof key);
+      e = xent_ce_lookup(&cuda_table, &d, op, 0, key, sizeof key);
       CHECK(e && strcmp(e->key, cuda[i] + 1) == 0, "%s has its fused kernel %s: %s", cuda[i], cuda[i] + 1,
             e ? e->key : xent_last_error());
       continue;
@@ -348,9 +367,9 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
     CHECK(tu_parse_key(cuda[i], &op, &d) == 0, "%s parses", cuda[i]);
     char key[160];
     const xent_dispatch_entry* e =
-        xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 0, key, sizeof key);
+        xent_ce_lookup(&cuda_table, &d, op, 0, key, sizeof key);
     CHECK(e && strcmp(e->key, cuda[i]) == 0 && e->launch, "lookup of %s: %s", cuda[i], e ? e->key : xent_last_error());
-    e = xent_ce_lookup(xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", &d, op, 1, key, sizeof key);
+    e = xent_ce_lookup(&cuda_table, &d, op, 1, key, sizeof key);
     CHECK(e && strcmp(e->key, cuda[i]) == 0, "weighted lookup of %s", cuda[i]);
   }
   for (int i = 1; i < n; ++i) CHECK(strcmp(xent_cuda_dispatch[i - 1].key, xent_cuda_dispatch[i].key) < 0, "table sorted");

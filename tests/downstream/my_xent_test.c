@@ -157,6 +157,9 @@ static void check_refused(xent_handle* h, const char* rendering) {
   xent_status s = xent_ce_forward(h, &d, logits, labels, NULL, &loss, lse, ws, sizeof ws, NULL);
   snprintf(what, sizeof what, "%s: an f16 call is refused as not generated (%s)", rendering, xent_last_error());
   expect(s == XENT_ERROR_NOT_GENERATED && strstr(xent_last_error(), "ce_fwd_f16_i64_mean"), what);
+  snprintf(what, sizeof what, "%s: the refusal names this library's spec, not xent's (%s)", rendering,
+           xent_last_error());
+  expect(strstr(xent_last_error(), "my_losses.lua") && !strstr(xent_last_error(), "specs/cross_entropy.lua"), what);
 }
 
 int main(void) {
