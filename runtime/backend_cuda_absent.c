@@ -45,7 +45,8 @@ xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, v
 
 void xent_cuda_gemm_free(xent_handle* h) { (void)h; }
 
-xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream) {
+xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
+  (void)h;
   (void)p, (void)bytes, (void)stream;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: cuda backend: not built in", fn);
 }

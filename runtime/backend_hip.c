@@ -117,8 +117,12 @@ void xent_hip_flag_free(xent_handle* h) {
   leave(h, prev);
 }
 
-xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream) {
+xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
+  int prev;
+  const xent_status s = enter(h, fn, &prev);
+  if (s != XENT_OK) return s;
   const hipError_t err = hipMemsetAsync(p, 0, bytes, (hipStream_t)stream);
+  leave(h, prev);
   if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, hipGetErrorString(err));
   return XENT_OK;
 }

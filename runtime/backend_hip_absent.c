@@ -40,7 +40,8 @@ void xent_hip_flag_free(xent_handle* h) { (void)h; }
 /* xent_hip_gemm and xent_hip_gemm_free: gemm_hip.c, which needs no HIP
    headers and is linked in either way; only a HIP handle reaches it. */
 
-xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream) {
+xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
+  (void)h;
   (void)p, (void)bytes, (void)stream;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: hip backend: not built in", fn);
 }

@@ -114,8 +114,26 @@ static uint32_t alignment_of(const void* p) {
   return k;
 }
 
+static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                         void* stream);
+
+/* The GEMM runs on the handle's device, whatever is current, and the
+   caller's current device is put back (as every backend call: backend_cuda.c
+   says why). */
 xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                        void* stream) {
+  int prev = h->device;
+  cudaError_t err = cudaGetDevice(&prev);
+  if (err == cudaSuccess && prev != h->device) err = cudaSetDevice(h->device);
+  if (err != cudaSuccess)
+    return xent_fail(XENT_ERROR_DEVICE, "%s: cannot make device %d current: %s", fn, h->device, cudaGetErrorString(err));
+  const xent_status s = gemm(h, fn, g, workspace, workspace_bytes, stream);
+  if (prev != h->device) (void)cudaSetDevice(prev);
+  return s;
+}
+
+static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
+                        void* stream) {
   /* cublasLtMatmul's workspace must be 256-byte aligned: the part of the
      caller's that is. */
   const size_t skip = (256 - (uintptr_t)workspace % 256) % 256;
@@ -199,8 +217,12 @@ xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void*
 }
 
 #ifndef XENT_GEMM_FOR_HIP
-xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream) {
-  const cudaError_t err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
+xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
+  int prev = h->device;
+  cudaError_t err = cudaGetDevice(&prev);
+  if (err == cudaSuccess && prev != h->device) err = cudaSetDevice(h->device);
+  if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
+  if (prev != h->device) (void)cudaSetDevice(prev);
   if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, cudaGetErrorString(err));
   return XENT_OK;
 }

@@ -125,8 +125,8 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
 void xent_cuda_gemm_free(xent_handle* h);
 void xent_hip_gemm_free(xent_handle* h);
 /* bytes of device memory at p set to zero, on the stream. */
-xent_status xent_cuda_zero(const char* fn, void* p, size_t bytes, void* stream);
-xent_status xent_hip_zero(const char* fn, void* p, size_t bytes, void* stream);
+xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
+xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
 
 /* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
    or no device is present. */

@@ -398,8 +398,8 @@ static xent_status zero_outputs(const run_ctx* r) {
   for (int i = 0; i < 2; ++i) {
     if (!outs[i]) continue;
     xent_status s = XENT_OK;
-    if (r->h->kind == XENT_BACKEND_CUDA) s = xent_cuda_zero(r->fn, outs[i], sizes[i], r->stream);
-    else if (r->h->kind == XENT_BACKEND_HIP) s = xent_hip_zero(r->fn, outs[i], sizes[i], r->stream);
+    if (r->h->kind == XENT_BACKEND_CUDA) s = xent_cuda_zero(r->h, r->fn, outs[i], sizes[i], r->stream);
+    else if (r->h->kind == XENT_BACKEND_HIP) s = xent_hip_zero(r->h, r->fn, outs[i], sizes[i], r->stream);
     else memset(outs[i], 0, sizes[i]);
     if (s != XENT_OK) return s;
   }

@@ -33,6 +33,23 @@
 #define SONAME "libhipblaslt.so.1"
 #endif
 
+#ifdef GEMM_CUDA
+/* The CUDA runtime's current device, stood in (this executable's
+   definitions win over libcudart's): the GEMM must run on the handle's
+   device (1) and put the caller's (0) back. */
+#include <cuda_runtime_api.h>
+static int current_device = 0, sets = 0;
+cudaError_t cudaGetDevice(int* device) {
+  *device = current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  current_device = device;
+  ++sets;
+  return cudaSuccess;
+}
+#endif
+
 static int failures = 0;
 #define CHECK(cond, ...)                      \
   do {                                        \
@@ -147,6 +164,9 @@ int main(int argc, char** argv) {
   xent_handle h;
   memset(&h, 0, sizeof h);
   h.kind = KIND;
+#ifdef GEMM_CUDA
+  h.device = 1;
+#endif
   const xent_dtype types[] = {XENT_F32, XENT_F64, XENT_BF16, XENT_F16};
   int cases = 0;
   for (int ti = 0; ti < 4; ++ti) {
@@ -168,6 +188,11 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(*calls == cases, "the stand-in ran %d GEMMs, the test %d", *calls, cases);
+#ifdef GEMM_CUDA
+  CHECK(sets == 2 * cases && current_device == 0,
+        "each GEMM makes the handle's device current and puts the caller's back: %d sets for %d GEMMs, device %d "
+        "current after", sets, cases, current_device);
+#endif
 
   /* No algorithm: an XENT_ERROR_BLAS naming the call and the shape. */
   static unsigned char workspace[1 << 16];
