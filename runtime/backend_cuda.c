@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "cuda_device.h"
 #include "dispatch.h"
 #include "internal.h"
 
@@ -28,27 +29,6 @@ xent_status xent_cuda_open(xent_handle* h) {
   return XENT_OK;
 }
 
-/* The handle's device made current for one call, and the caller's put back
-   after it (leave). libxent's CUDA runtime keeps a current device per host
-   thread of its own, apart from PyTorch's and the caller's: without this a
-   call on a machine of several GPUs runs wherever this thread last pointed
-   that runtime. *prev: the device to put back. */
-static xent_status enter(const xent_handle* h, const char* fn, int* prev) {
-  *prev = h->device;
-  cudaError_t err = cudaGetDevice(prev);
-  if (err == cudaSuccess && *prev != h->device) err = cudaSetDevice(h->device);
-  if (err != cudaSuccess) {
-    *prev = h->device;
-    return xent_fail(XENT_ERROR_DEVICE, "%s: cannot make device %d current: %s", fn, h->device,
-                     cudaGetErrorString(err));
-  }
-  return XENT_OK;
-}
-
-static void leave(const xent_handle* h, int prev) {
-  if (prev != h->device) (void)cudaSetDevice(prev);
-}
-
 void xent_cuda_table(const xent_handle* h, xent_table* t) {
   (void)h;
   t->entries = xent_cuda_dispatch;
@@ -63,12 +43,12 @@ xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const
                      e->min_arch, h->arch);
   }
   int prev;
-  xent_status s = enter(h, "cuda backend", &prev);
+  xent_status s = xent_cuda_enter(h, "cuda backend", &prev);
   if (s != XENT_OK) return s;
   /* The launcher's own launches' status (xent_device.h), never an error
      other code left pending in the runtime. */
   const int err = e->launch(args);
-  leave(h, prev);
+  xent_cuda_leave(h, prev);
   if (err != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", e->key,
                      cudaGetErrorString((cudaError_t)err));
@@ -78,7 +58,7 @@ xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const
 
 xent_status xent_cuda_flag_alloc(xent_handle* h) {
   int prev;
-  xent_status s = enter(h, "xent_create", &prev);
+  xent_status s = xent_cuda_enter(h, "xent_create", &prev);
   if (s != XENT_OK) return s;
   void* p = NULL;
   if (cudaMalloc(&p, sizeof *h->bad_label_row) != cudaSuccess) {
@@ -90,7 +70,7 @@ xent_status xent_cuda_flag_alloc(xent_handle* h) {
   } else {
     h->bad_label_row = p;
   }
-  leave(h, prev);
+  xent_cuda_leave(h, prev);
   return s;
 }
 
@@ -101,20 +81,20 @@ xent_status xent_cuda_flag_alloc(xent_handle* h) {
    erase it. The device is waited for again after the reset. */
 xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
   int prev;
-  xent_status s = enter(h, "xent_check", &prev);
+  xent_status s = xent_cuda_enter(h, "xent_check", &prev);
   if (s != XENT_OK) return s;
   cudaError_t err = cudaDeviceSynchronize();
   if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
   if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  leave(h, prev);
+  xent_cuda_leave(h, prev);
   if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", cudaGetErrorString(err));
   return XENT_OK;
 }
 
 void xent_cuda_flag_free(xent_handle* h) {
   int prev;
-  if (enter(h, "xent_destroy", &prev) != XENT_OK) return;
+  if (xent_cuda_enter(h, "xent_destroy", &prev) != XENT_OK) return;
   cudaFree(h->bad_label_row);
-  leave(h, prev);
+  xent_cuda_leave(h, prev);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cuda_device.h"
 #include "dynlib.h"
 #include "gemm_layout.h"
 #include "internal.h"
@@ -117,18 +118,14 @@ static uint32_t alignment_of(const void* p) {
 static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                          void* stream);
 
-/* The GEMM runs on the handle's device, whatever is current, and the
-   caller's current device is put back (as every backend call: backend_cuda.c
-   says why). */
+/* The GEMM runs on the handle's device, whatever is current (cuda_device.h). */
 xent_status GEMM_ENTRY(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                        void* stream) {
-  int prev = h->device;
-  cudaError_t err = cudaGetDevice(&prev);
-  if (err == cudaSuccess && prev != h->device) err = cudaSetDevice(h->device);
-  if (err != cudaSuccess)
-    return xent_fail(XENT_ERROR_DEVICE, "%s: cannot make device %d current: %s", fn, h->device, cudaGetErrorString(err));
-  const xent_status s = gemm(h, fn, g, workspace, workspace_bytes, stream);
-  if (prev != h->device) (void)cudaSetDevice(prev);
+  int prev;
+  xent_status s = xent_cuda_enter(h, fn, &prev);
+  if (s != XENT_OK) return s;
+  s = gemm(h, fn, g, workspace, workspace_bytes, stream);
+  xent_cuda_leave(h, prev);
   return s;
 }
 
@@ -218,11 +215,11 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
 
 #ifndef XENT_GEMM_FOR_HIP
 xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
-  int prev = h->device;
-  cudaError_t err = cudaGetDevice(&prev);
-  if (err == cudaSuccess && prev != h->device) err = cudaSetDevice(h->device);
-  if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
-  if (prev != h->device) (void)cudaSetDevice(prev);
+  int prev;
+  const xent_status s = xent_cuda_enter(h, fn, &prev);
+  if (s != XENT_OK) return s;
+  const cudaError_t err = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream);
+  xent_cuda_leave(h, prev);
   if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, cudaGetErrorString(err));
   return XENT_OK;
 }

@@ -47,8 +47,11 @@ static xent_handle* emulating_cuda(void) {
   return h;
 }
 
-static int check(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed) {
-  return tu_check_key_at(h, key, rows, C, seed, "");
+/* Every on-chip key once on 2 rows of C classes against the reference
+   (key k with seed + k); adds the calls to runs. */
+static void check_keys_at(xent_handle* h, int64_t C, unsigned seed) {
+  for (int k = 0; k < TU_ON_CHIP_KEYS; ++k, ++runs)
+    failures += tu_check_key_at(h, tu_on_chip_keys[k], 2, C, seed + (unsigned)k, "");
 }
 
 static unsigned long long multi_block_clusters(void) {
@@ -88,8 +91,6 @@ static int check_attributes(int device, size_t optin, const char* phase) {
   return raised;
 }
 
-#define NKEYS TU_ON_CHIP_KEYS
-#define kOnChipKeys tu_on_chip_keys
 
 /* ---- threads ------------------------------------------------------------ */
 
@@ -106,7 +107,7 @@ static void* run_worker(void* arg) {
     return NULL;
   }
   for (int round = 0; round < 2; ++round)
-    w->failures += check(h, "ce_fwd_bwd_bf16_i64_mean", 2, w->C, 17u * (unsigned)w->C + (unsigned)round);
+    w->failures += tu_check_key_at(h, "ce_fwd_bwd_bf16_i64_mean", 2, w->C, 17u * (unsigned)w->C + (unsigned)round, "");
   xent_destroy(h);
   return NULL;
 }
@@ -121,30 +122,26 @@ int main(void) {
   failures += tu_check_on_chip_boundary(h, "", 100u, &runs);
   if (multi_block_clusters() == clusters_before)
     fail("H100: no boundary case ran in a cluster of several blocks (C = 49152 bf16 takes 2)");
-  if (check_attributes(0, H100_OPTIN, "H100") < NKEYS)
+  if (check_attributes(0, H100_OPTIN, "H100") < TU_ON_CHIP_KEYS)
     fail("H100: not every on-chip kernel had its shared-memory attribute raised");
   /* Again: nothing more is set. */
-  for (int k = 0; k < NKEYS; ++k, ++runs) failures += check(h, kOnChipKeys[k], 2, 24576, 200u + (unsigned)k);
+  check_keys_at(h, 24576, 200u);
   check_attributes(0, H100_OPTIN, "H100, second calls");
 
   /* 2. The same H100 running code built for compute_80 only (its PTX
         JIT-compiled): no clusters, whatever the device has. */
   xent_emu_set_device((xent_emu_device){1, H100_OPTIN, 1, 80});
   const unsigned long long clusters_80 = multi_block_clusters();
-  for (int k = 0; k < NKEYS; ++k, ++runs) {
-    failures += check(h, kOnChipKeys[k], 2, 131072, 300u + (unsigned)k);
-    failures += check(h, kOnChipKeys[k], 2, 24576, 310u + (unsigned)k);
-  }
+  check_keys_at(h, 131072, 300u);
+  check_keys_at(h, 24576, 310u);
   if (multi_block_clusters() != clusters_80) fail("compute_80 build: a launch ran in clusters");
   check_attributes(1, H100_OPTIN, "compute_80 build");
 
   /* 3. An A100-like device: no clusters, 163 KiB opt-in. */
   xent_emu_set_device((xent_emu_device){2, A100_OPTIN, 0, 80});
   const unsigned long long clusters_a100 = multi_block_clusters();
-  for (int k = 0; k < NKEYS; ++k, ++runs) {
-    failures += check(h, kOnChipKeys[k], 2, 49152, 400u + (unsigned)k);
-    failures += check(h, kOnChipKeys[k], 2, 24576, 410u + (unsigned)k);
-  }
+  check_keys_at(h, 49152, 400u);
+  check_keys_at(h, 24576, 410u);
   if (multi_block_clusters() != clusters_a100) fail("A100: a launch ran in clusters");
   if (check_attributes(2, A100_OPTIN, "A100") == 0) fail("A100: no on-chip kernel had its attribute raised");
 

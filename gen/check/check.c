@@ -69,22 +69,8 @@ static int set_args(check_run* r, gen_error* err) {
   const char** a = r->args;
   int n = 0;
   const char* stub_dir = r->opt->cuda_headers ? r->opt->cuda_headers : "gen/check/cuda";
-  if (strcmp(r->opt->target, "hip") == 0 && r->opt->hip_on_cuda_headers) {
-    /* <hip/hip_runtime.h> is the shim, over the stand-in CUDA headers. */
-    snprintf(shim, PATH_CAP, "-I%.1400s", r->opt->hip_on_cuda_headers);
-    snprintf(stubs, PATH_CAP, "-I%.1400s", stub_dir);
-    a[n++] = "-x";
-    a[n++] = "cuda";
-    a[n++] = "--cuda-device-only";
-    a[n++] = "--cuda-gpu-arch=sm_90";
-    a[n++] = "-nocudainc";
-    a[n++] = "-nocudalib";
-    a[n++] = "-std=c++17";
-    a[n++] = "-DXENT_CHECK_HIP_ON_CUDA";
-    a[n++] = "-D__CUDACC__"; /* as nvcc defines it (-nocudainc skips clang's wrapper that would) */
-    a[n++] = shim;
-    a[n++] = stubs;
-  } else if (strcmp(r->opt->target, "hip") == 0) {
+  const int hip = strcmp(r->opt->target, "hip") == 0, hip_on_cuda = hip && r->opt->hip_on_cuda_headers;
+  if (hip && !hip_on_cuda) {
     const char* env = getenv("ROCM_PATH");
     struct stat st;
     const char* path = env && *env ? env : stat("/opt/rocm/include/hip/hip_runtime.h", &st) == 0 ? "/opt/rocm" : "/usr";
@@ -96,7 +82,14 @@ static int set_args(check_run* r, gen_error* err) {
     a[n++] = rocm;
     a[n++] = "--offload-arch=gfx90a";
     a[n++] = "-std=c++17";
-  } else if (strcmp(r->opt->target, "cuda") == 0) {
+  } else if (hip_on_cuda || strcmp(r->opt->target, "cuda") == 0) {
+    if (hip_on_cuda) {
+      /* <hip/hip_runtime.h> is the shim, over the stand-in CUDA headers. */
+      snprintf(shim, PATH_CAP, "-I%.1400s", r->opt->hip_on_cuda_headers);
+      a[n++] = "-DXENT_CHECK_HIP_ON_CUDA";
+      a[n++] = "-D__CUDACC__"; /* as nvcc defines it (-nocudainc skips clang's wrapper that would) */
+      a[n++] = shim;
+    }
     snprintf(stubs, PATH_CAP, "-I%.1400s", stub_dir);
     a[n++] = "-x";
     a[n++] = "cuda";

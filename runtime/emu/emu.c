@@ -897,11 +897,17 @@ xent_emu_device xent_emu_get_device(void) {
   return d;
 }
 
-/* The record of func on the current device, made on first use (NULL when
-   the table is full); under driver_lock. */
-static xent_emu_func_record* func_find(const void* func, const char* name) {
+/* The record of func on the current device, or NULL; under driver_lock. */
+static xent_emu_func_record* func_lookup(const void* func) {
   for (int i = 0; i < nfuncs; ++i)
     if (funcs[i].func == func && funcs[i].r.device == device.ordinal) return &funcs[i].r;
+  return NULL;
+}
+
+/* The same, made on first use (NULL when the table is full). */
+static xent_emu_func_record* func_find(const void* func, const char* name) {
+  xent_emu_func_record* have = func_lookup(func);
+  if (have) return have;
   if (nfuncs == MAX_FUNCS) return NULL;
   func_rec* f = &funcs[nfuncs++];
   memset(f, 0, sizeof *f);
@@ -938,16 +944,9 @@ int xent_emu_func_set_max_dynamic_smem(const void* func, const char* name, long 
 
 void xent_emu_func_get(const void* func, size_t* static_smem, long long* max_dynamic, int* ptx_version) {
   pthread_mutex_lock(&driver_lock);
-  size_t s = 0;
-  long long m = -1;
-  for (int i = 0; i < nfuncs; ++i) {
-    if (funcs[i].func == func && funcs[i].r.device == device.ordinal) {
-      s = funcs[i].r.static_smem;
-      m = funcs[i].r.max_dynamic;
-    }
-  }
-  if (static_smem) *static_smem = s;
-  if (max_dynamic) *max_dynamic = m;
+  const xent_emu_func_record* r = func_lookup(func);
+  if (static_smem) *static_smem = r ? r->static_smem : 0;
+  if (max_dynamic) *max_dynamic = r ? r->max_dynamic : -1;
   if (ptx_version) *ptx_version = device.build_arch;
   pthread_mutex_unlock(&driver_lock);
 }
