@@ -395,6 +395,13 @@ def plot(results, env, path):
     fig.savefig(path, dpi=110)
 
 
+def write_json(path, env, results, complete):
+    """The results so far, replaced whole (a reader never sees half a file)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(dict(environment=env, complete=complete, results=results), f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lib", required=True, help="libxent_shared.so (built with --config=cuda for a GPU)")
@@ -438,13 +445,15 @@ def main():
         for name, peer in r.get("peers", {}).items():
             line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
         print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)
+        # Written after every case: a run stopped by its time limit keeps
+        # what it measured ("complete": false).
+        write_json(args.out + ".json", env, results, complete=False)
     # Fused time over forward-only time, per shape (target: <= 2.1).
     fwd = {(r["dtype"], tuple(r["shape"])): r["xent_s"] for r in results if r["op"] == "fwd"}
     for r in results:
         if r["op"] == "fwd_bwd" and (r["dtype"], tuple(r["shape"])) in fwd:
             r["fused_over_forward"] = r["xent_s"] / fwd[(r["dtype"], tuple(r["shape"]))]
-    with open(args.out + ".json", "w") as f:
-        json.dump(dict(environment=env, results=results), f, indent=1)
+    write_json(args.out + ".json", env, results, complete=True)
     plot(results, env, args.out + ".png")
     print(f"wrote {args.out}.json and {args.out}.png")
     return 0 if all(r["ok"] for r in results) else 1

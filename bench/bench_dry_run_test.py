@@ -33,6 +33,8 @@ class DryRun(unittest.TestCase):
             for key in ("device", "driver", "date", "commit", "torch", "timing"):
                 self.assertIn(key, env)
             self.assertEqual(env["commit"], "test")
+            self.assertIs(report["complete"], True)
+            self.assertFalse(os.path.exists(out + ".json.tmp"))
             results = report["results"]
             self.assertGreaterEqual(len(results), 10)
             self.assertEqual({r["op"] for r in results}, {"fwd", "bwd", "fwd_bwd"})
@@ -65,6 +67,7 @@ class DryRun(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             report = self.dry_run("bench_linear.py", os.path.join(tmp, "linear"), 600)
             self.assertEqual(report["environment"]["commit"], "test")
+            self.assertIs(report["complete"], True)
             results = report["results"]
             self.assertEqual({r["dtype"] for r in results}, {"bf16", "f32"})
             for r in results:

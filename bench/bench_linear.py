@@ -233,6 +233,13 @@ def run_case(case, xent, methods, timer, device):
     return result
 
 
+def write_json(path, env, results, complete):
+    """The results so far, replaced whole (a reader never sees half a file)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(dict(environment=env, complete=complete, results=results), f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lib", required=True, help="libxent_shared.so (built with --config=cuda for a GPU)")
@@ -272,8 +279,10 @@ def main():
         if "xent_over_gemms" in r:
             line += f"\n  xent / gemms: {r['xent_over_gemms']:.3f}"
         print(line, flush=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(dict(environment=env, results=results), f, indent=1)
+        # After every case: a run stopped by its time limit keeps what it
+        # measured ("complete": false).
+        write_json(args.out + ".json", env, results, complete=False)
+    write_json(args.out + ".json", env, results, complete=True)
     print(f"wrote {args.out}.json")
     return 0 if all(r["ok"] for r in results) else 1
 

@@ -3,29 +3,34 @@
 # item 4): the bf16 forward, fused forward+backward and backward at
 # 16384 x 131072 (bench/ncu_driver.py), on a machine with an NVIDIA GPU:
 #
-#   bench/ncu_gpu.sh --prebuilt DIR
+#   bench/ncu_gpu.sh --prebuilt DIR [--out FILE]
 #
-# DIR is what `bench/run_gpu.sh --build-only DIR` built. Every xent kernel
+# DIR holds the unpacked archives of bench/gpu/build.sh (bench/gpu/stage.sh
+# unpacks them into /tmp/xent-gpu). Every xent kernel
 # those calls launch is profiled with the sections that say what limits it:
 # DRAM throughput against the peak (SpeedOfLight, MemoryWorkloadAnalysis),
 # achieved occupancy and registers (Occupancy, LaunchStats) and the warps'
-# stall reasons (WarpStateStats, SchedulerStats). Writes the text report to
-# bench/results/<date>-<gpu>-ncu.txt.
+# stall reasons (WarpStateStats, SchedulerStats). The clocks are left as the
+# GPU sets them (--clock-control none), as in the benchmark's timings, not
+# locked to base. Writes the text report to FILE (default
+# bench/results/<date>-<gpu>-ncu.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "usage: bench/ncu_gpu.sh --prebuilt DIR" >&2; exit 2; }
+[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "usage: bench/ncu_gpu.sh --prebuilt DIR [--out FILE]" >&2; exit 2; }
 prebuilt=$2
+out=""
+[ "${3:-}" = "--out" ] && out=${4:-}
 ncu=${NCU:-$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")}
 export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
-out="bench/results/$(date -u +%Y-%m-%d)-${gpu}-ncu.txt"
-mkdir -p bench/results
+[ -n "$out" ] || out="bench/results/$(date -u +%Y-%m-%d)-${gpu}-ncu.txt"
+mkdir -p "$(dirname "$out")"
 {
   echo "# Nsight Compute, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(cat "$prebuilt/commit" 2>/dev/null || echo unknown)"
   echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $("$ncu" --version | tail -1)"
   echo "# command: bench/ncu_gpu.sh (bench/ncu_driver.py: bf16 fwd, fwd_bwd, bwd at 16384 x 131072)"
-  "$ncu" --kernel-name regex:'^xent_cuda_' --nvtx \
+  "$ncu" --kernel-name regex:'^xent_cuda_' --nvtx --clock-control none \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats \
     "${PYTHON:-python3}" bench/ncu_driver.py --lib "$prebuilt/libxent_shared.so"

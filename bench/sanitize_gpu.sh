@@ -2,28 +2,42 @@
 # compute-sanitizer over the GPU tests (issue 12, item 2), on a machine with
 # an NVIDIA GPU:
 #
-#   bench/sanitize_gpu.sh --prebuilt DIR [TOOL ...]
+#   bench/sanitize_gpu.sh --prebuilt DIR [--log FILE] [--only TEST] [TOOL ...]
 #
-# DIR is what `bench/run_gpu.sh --build-only DIR` built. Each TOOL (default:
+# DIR holds the unpacked archives of bench/gpu/build.sh (bench/gpu/stage.sh
+# unpacks them into /tmp/xent-gpu; its sanitize stage runs one tool on one
+# test per step, --only TEST). Each TOOL (default:
 # memcheck racecheck synccheck initcheck) runs //tests:gpu_test and
 # //tests:gpu_hip_on_cuda_test on a reduced case list, since a sanitized
 # launch is many times slower: of the cross entropy, the forward, backward
 # and fused ops in bf16 and f32 with hard (int64) and soft labels and a mean
 # (the specialised on-chip and strided shapes among tests/cases.c's cases),
 # the fused bf16 op with no reduction, and every softmax-family kernel; cases
-# of at most 4096 rows (XENT_TEST_MAX_ROWS); the determinism, CUDA-graph and
-# split-vocabulary checks as in the full run. racecheck covers shared memory
+# of at most 4096 rows (XENT_TEST_MAX_ROWS; the stage sets 1024 and turns
+# the bit-for-bit reruns off, XENT_TEST_SKIP_RERUNS); the determinism and
+# CUDA-graph check at that many rows, the split-vocabulary checks as in the
+# full run. racecheck covers shared memory
 # and, on sm_90, the clusters' distributed shared memory.
 #
-# Appends to bench/results/<date>-<gpu>-sanitizer.log: the device, the case
-# list, and each tool's report and ERROR SUMMARY. Exit status 1 if any tool
-# reported an error or a test failed.
+# Appends to FILE (default bench/results/<date>-<gpu>-sanitizer.log): the
+# device, the case list, and each tool's report and ERROR SUMMARY. Exit
+# status 1 if any tool reported an error or a test failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "usage: bench/sanitize_gpu.sh --prebuilt DIR [TOOL ...]" >&2; exit 2; }
+usage="usage: bench/sanitize_gpu.sh --prebuilt DIR [--log FILE] [--only gpu_test|gpu_hip_on_cuda_test] [TOOL ...]"
+[ "${1:-}" = "--prebuilt" ] && [ -n "${2:-}" ] || { echo "$usage" >&2; exit 2; }
 prebuilt=$2
 shift 2
+log="" tests=(gpu_test gpu_hip_on_cuda_test)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log) log=$2; shift 2 ;;
+    --only) tests=("$2"); shift 2 ;;
+    --*) echo "$usage" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
 
@@ -32,8 +46,8 @@ export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}
 export XENT_TEST_MAX_ROWS=${XENT_TEST_MAX_ROWS:-4096}
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
-log="bench/results/$(date -u +%Y-%m-%d)-${gpu}-sanitizer.log"
-mkdir -p bench/results
+[ -n "$log" ] || log="bench/results/$(date -u +%Y-%m-%d)-${gpu}-sanitizer.log"
+mkdir -p "$(dirname "$log")"
 cases=$(mktemp -d)
 pattern='^(#|ce_(fwd|bwd|fwd_bwd)_(bf16|f32)_(i64|prob)_mean\b|ce_fwd_bwd_bf16_i64_none\b|sm_)'
 grep -E "$pattern" "$prebuilt/manifest.tsv" > "$cases/cuda.tsv"
@@ -45,7 +59,7 @@ echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,nohead
 echo "# cases: $(grep -vc '^#' "$cases/cuda.tsv") CUDA and $(grep -vc '^#' "$cases/hip.tsv") HIP keys ($pattern), rows <= $XENT_TEST_MAX_ROWS"
 status=0
 for tool in "${tools[@]}"; do
-  for test in gpu_test gpu_hip_on_cuda_test; do
+  for test in "${tests[@]}"; do
     manifest=$cases/cuda.tsv
     [ "$test" = gpu_test ] || manifest=$cases/hip.tsv
     echo "== $tool: $test"

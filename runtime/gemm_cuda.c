@@ -136,7 +136,7 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   const size_t skip = (256 - (uintptr_t)workspace % 256) % 256;
   workspace = skip < workspace_bytes ? (char*)workspace + skip : NULL;
   workspace_bytes = skip < workspace_bytes ? workspace_bytes - skip : 0;
-  cublasLtHandle_t handle;
+  cublasLtHandle_t handle = NULL; /* set by lt_handle when it returns XENT_OK */
   xent_status s = lt_handle(h, fn, &handle);
   if (s != XENT_OK) return s;
   const int f64 = g->dtype == XENT_F64;

@@ -114,7 +114,7 @@ void xent_hip_gemm_free(xent_handle* h) {
 
 xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                           void* stream) {
-  void* handle;
+  void* handle = NULL; /* set by lt_handle when it returns XENT_OK */
   xent_status s = lt_handle(h, fn, &handle);
   if (s != XENT_OK) return s;
   const int f64 = g->dtype == XENT_F64, type = data_type(g->dtype);
