@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# What a device call brought back, into bench/results/ to commit as it came:
+#
+#   bench/gpu/collect.sh FILES_AT
+#
+# FILES_AT is the folder the device tool's reply names (files_at). The files
+# go to bench/results/<date>-<device>/ (the device as the stage's log names
+# it, e.g. 2026-11-25-NVIDIA-H100-80GB-HBM3), unchanged; a stage run again
+# replaces its own files. Prints each stage's verdict lines.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+src=${1:?usage: bench/gpu/collect.sh FILES_AT}
+log=$(find "$src" -maxdepth 3 -name '*.log' ! -name sanitizer.log | head -1)
+[ -n "$log" ] || { echo "no stage log under $src" >&2; exit 1; }
+device=$(sed -n 's/^# device: \([^,;]*\).*/\1/p' "$log" | head -1)
+day=$(sed -n 's/^# stage [a-z]*, \([0-9-]*\)T.*/\1/p' "$log" | head -1)
+slug=$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+dest=bench/results/${day:-$(date -u +%Y-%m-%d)}-${slug:-unknown-device}
+mkdir -p "$dest"
+find "$src" -type f -exec cp {} "$dest"/ \;
+chmod u+w "$dest"/*
+echo "copied into $dest: $(ls "$dest" | tr '\n' ' ')"
+grep -h '^VERDICT' "$dest"/*.log 2> /dev/null || true

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# One stage of the GPU run (docs/GPU_RUN.md), one device command each:
+#
+#   bench/gpu/stage.sh correctness      every test that needs a GPU
+#   bench/gpu/stage.sh sanitize TOOL... compute-sanitizer, one tool per run
+#   bench/gpu/stage.sh bench            the benchmark beside its peers
+#   bench/gpu/stage.sh profile          ncu, the V sweep and the linear CE
+#   bench/gpu/stage.sh wheels           only stash the wheel parts carried
+#
+# It unpacks gpu_run/xent-gpu.tar.xz (bench/gpu/build.sh wrote it here, and
+# the call carried it), stashes the wheel parts the call carried, and runs
+# its steps, each under its own timeout, printing one VERDICT line per step.
+# Everything it writes goes to $OUT (at most 8 files, plain names), or to
+# bench/results/<date>-gpu-run/ where OUT is unset. Without a GPU the steps
+# that need one say SKIPPED and the rest run: bench/gpu/dry_run.sh runs
+# every stage so. Exit status 1 if any step failed or timed out.
+#
+# Each step's limit can be changed with XENT_GPU_LIMIT_<STEP> (seconds, the
+# step's name upper-cased, '-' as '_'), and one step run alone with
+# XENT_GPU_ONLY=<step>; see docs/GPU_RUN.md for rerunning a failed step.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. bench/gpu/lib.sh
+
+STAGE=${1:-}
+shift || true
+case "$STAGE" in
+  correctness | sanitize | bench | profile | wheels) ;;
+  *)
+    echo "usage: bench/gpu/stage.sh correctness|sanitize TOOL...|bench|profile|wheels" >&2
+    exit 2
+    ;;
+esac
+
+RESULTS=$(gpu_results_dir)
+mkdir -p "$RESULTS"
+LOG=$RESULTS/$STAGE.log
+VERDICTS=$RESULTS/$STAGE-verdicts.jsonl
+: > "$VERDICTS"
+# The libraries (every stage) and the test binaries (correctness, sanitize),
+# two archives so that the benchmark's calls have room for the peers' wheels.
+ARCHIVES=gpu_run/xent-gpu-libs.tar.xz
+case "$STAGE" in correctness | sanitize) ARCHIVES="$ARCHIVES gpu_run/xent-gpu-tests.tar.xz" ;; esac
+BIN=/tmp/xent-gpu                 # the unpacked archives
+STASH=/tmp/xent-gpu-wheel-parts   # wheel parts, kept while the machine stays warm
+PYTHON=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+
+{
+  echo "# stage $STAGE, $(date -u +%Y-%m-%dT%H:%M:%SZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# device: $(gpu_name); host $(uname -n), $(nproc) cores; $("$PYTHON" --version 2>&1)"
+} | tee "$LOG"
+
+# A step's limit, from its default or XENT_GPU_LIMIT_<STEP>.
+limit() {
+  local var
+  var=XENT_GPU_LIMIT_$(echo "$1" | tr 'a-z-' 'A-Z_')
+  echo "${!var:-$2}"
+}
+
+# run_step NAME DEFAULT_SECONDS [--gpu] COMMAND...: step, unless XENT_GPU_ONLY
+# names another.
+run_step() {
+  local name=$1 secs
+  secs=$(limit "$1" "$2")
+  shift 2
+  if [ -n "${XENT_GPU_ONLY:-}" ] && [ "$XENT_GPU_ONLY" != "$name" ]; then
+    return 0
+  fi
+  step "$name" "$secs" "$@"
+}
+
+# --- Steps every stage runs first -----------------------------------------
+
+unpack() {
+  local archive
+  rm -rf "$BIN" && mkdir -p "$BIN"
+  for archive in $ARCHIVES; do
+    [ -f "$archive" ] || { echo "no $archive: run bench/gpu/build.sh here and carry it (docs/GPU_RUN.md)"; return 1; }
+    xz -dc "$archive" | tar -xf - -C "$BIN" || return 1
+    echo "$archive: $(sha256sum "$archive" | cut -c1-16), $(du -h "$archive" | cut -f1)"
+  done
+  echo "built: $(tr '\n' ' ' < "$BIN/build.txt")"
+  # The tree that travelled holds the sources the binaries were built from
+  # (the scripts, the Python tests and the package come from the tree).
+  local changed
+  changed=$(sha256sum -c --quiet "$BIN/sources.sha256" 2>&1 | head -5 || true)
+  if [ -n "$changed" ]; then
+    echo "the tree's sources differ from the archive's (commit $(cat "$BIN/commit")): rebuild with bench/gpu/build.sh"
+    echo "$changed"
+    return 1
+  fi
+  # Every binary finds its libraries (libcudart.so.13 is the CUDA runtime's).
+  local missing
+  missing=$(for f in "$BIN"/gpu_test "$BIN"/gpu_hip_on_cuda_test "$BIN"/large_shapes_test "$BIN"/*.so; do
+    [ -e "$f" ] && ldd "$f" | grep 'not found' | sed "s|^|$(basename "$f"): |"
+  done || true)
+  if [ -n "$missing" ]; then
+    echo "unresolved libraries:"
+    echo "$missing"
+    return 1
+  fi
+  "$PYTHON" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); print('libxent_shared.so loads')" "$BIN/libxent_shared.so"
+}
+
+# The wheel parts this call carried (gpu_run/wheels/, one batch of the plan)
+# wait in $STASH for the stage that installs them.
+stash() {
+  mkdir -p "$STASH"
+  local n=0
+  for f in gpu_run/wheels/*/*; do
+    [ -e "$f" ] || continue
+    cp "$f" "$STASH"/
+    n=$((n + 1))
+  done
+  echo "stashed $n files; $STASH holds: $(ls "$STASH" | tr '\n' ' ')"
+}
+
+# --- The peers: wheels joined, checked and installed ------------------------
+
+# Join the parts, check every wheel against SHA256SUMS, install them into
+# the Python that runs the benchmark (its own environment, so that the .pth
+# file putting CUTLASS's dsl_packages on sys.path is read), and import each
+# peer. Where a part is missing (the machine was given back between calls),
+# says which and fails: bench.py then names the peer it could not import.
+install_peers() {
+  local joined=/tmp/xent-gpu-wheels
+  rm -rf "$joined" && mkdir -p "$joined"
+  if [ -z "$(ls -A "$STASH" 2> /dev/null)" ]; then
+    echo "SKIPPED: no wheels were carried: the peers are whatever $PYTHON already has"
+    return 0
+  fi
+  [ -f "$STASH/SHA256SUMS" ] || { echo "no SHA256SUMS in $STASH: gpu_run/wheels/peers was not carried"; return 1; }
+  for first in "$STASH"/*.whl.part00; do
+    [ -e "$first" ] || continue
+    cat "${first%.part00}".part* > "$joined/$(basename "${first%.part00}")"
+  done
+  cp "$STASH"/*.whl "$STASH"/SHA256SUMS "$joined"/ 2> /dev/null || true
+  # Every whole wheel is installed; one whose parts did not all arrive is
+  # named, and the step fails after the others are in.
+  local good bad
+  good=$(cd "$joined" && sha256sum -c SHA256SUMS 2> /dev/null | sed -n 's|^\./\(.*\): OK$|\1|p')
+  bad=$(cd "$joined" && sha256sum -c SHA256SUMS 2> /dev/null | grep -v ': OK$' || true)
+  if [ -n "$bad" ]; then
+    echo "missing or incomplete (their parts ride with the calls before; docs/GPU_RUN.md):"
+    echo "$bad"
+  fi
+  [ -n "$good" ] || return 1
+  local version
+  version=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ "$version" = 3.12 ]; then
+    (cd "$joined" && "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $good)
+    "$PYTHON" bench/gpu/peers.py || [ -n "$bad" ]
+  else
+    # Off the device machine with another Python: that pip resolves every
+    # wheel for CPython 3.12 on x86-64 is all that can be checked.
+    "$PYTHON" -m pip install -q --dry-run --ignore-installed --no-index --no-deps --only-binary=:all: \
+      --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --target /tmp/xent-gpu-pip-check \
+      $(cd "$joined" && for w in $good; do echo "$joined/$w"; done)
+    [ -n "$bad" ] || echo "SKIPPED: Python $version here: the wheels resolve for CPython 3.12, none installed"
+  fi
+  [ -z "$bad" ]
+}
+
+# --- Libraries from PyTorch's wheels --------------------------------------
+# NCCL for gpu_test's NCCL check, and the CUDA runtime and cuBLASLt where the
+# toolkit's lib64 lacks them (libcudart.so.13 is linked, cuBLASLt loaded).
+wheel_lib_dirs=$("$PYTHON" - << 'EOF' 2> /dev/null || true
+import glob, os
+try:
+    import nvidia
+    for name in ("libnccl.so.2", "libcudart.so.13", "libcublasLt.so.13"):
+        hits = [p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "**", name), recursive=True)]
+        if hits:
+            print(os.path.dirname(hits[0]), end=":")
+except ImportError:
+    pass
+EOF
+)
+
+# --- The stage -----------------------------------------------------------
+
+export LD_LIBRARY_PATH="$BIN:${CUDA_HOME:-/usr/local/cuda}/lib64:$wheel_lib_dirs${LD_LIBRARY_PATH:-}"
+export ARCHIVES BIN STASH PYTHON
+export -f unpack stash install_peers
+run_step stash 10 stash
+if [ "$STAGE" != wheels ]; then
+  XENT_GPU_ONLY='' run_step unpack 30 unpack
+  if [ "$STAGE_STATUS" != 0 ]; then
+    echo "# stage $STAGE: stopped, the archives did not unpack or load" | tee -a "$LOG"
+    exit 1
+  fi
+fi
+XENT_COMMIT=$(cat "$BIN/commit" 2>/dev/null || echo unknown)
+export XENT_COMMIT
+
+case "$STAGE" in
+  correctness)
+    # Every variant, then the shapes past 2^31, the linear CE on both
+    # backends, and the package on CUDA tensors (graphs, streams, compile).
+    run_step gpu_test 120 --gpu "$BIN/gpu_test" "$BIN/manifest.tsv"
+    run_step gpu_hip_on_cuda_test 100 --gpu "$BIN/gpu_hip_on_cuda_test" "$BIN/hip_manifest.tsv"
+    run_step large_shapes 75 --gpu "$BIN/large_shapes_test"
+    run_step linear_ce_cuda 30 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
+      "$PYTHON" tests/linear_ce_vs_torch_test.py
+    run_step linear_ce_hip 30 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
+      XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
+    run_step package_cuda 55 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
+      "$PYTHON" python/xent_torch_test.py
+    run_step package_graphs 30 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" "$PYTHON" python/xent_cuda_test.py
+    run_step package_compile 50 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" "$PYTHON" python/xent_compile_test.py
+    ;;
+  sanitize)
+    # One tool per run over the reduced case list (bench/sanitize_gpu.sh),
+    # cases of at most 1024 rows, the bit-for-bit reruns off.
+    [ $# -gt 0 ] || set -- memcheck racecheck synccheck initcheck
+    export XENT_TEST_MAX_ROWS=${XENT_TEST_MAX_ROWS:-1024} XENT_TEST_SKIP_RERUNS=1
+    for tool in "$@"; do
+      for test in gpu_test gpu_hip_on_cuda_test; do
+        run_step "$tool-$test" 60 --gpu bench/sanitize_gpu.sh --prebuilt "$BIN" --log "$RESULTS/sanitizer.log" \
+          --only "$test" "$tool"
+      done
+    done
+    ;;
+  bench)
+    XENT_GPU_ONLY='' run_step peers 90 install_peers
+    run_step bench 400 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
+      --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/bench" --groups large,dtypes,small_vocab,nd
+    ;;
+  profile)
+    XENT_GPU_ONLY='' run_step peers 90 install_peers
+    run_step ncu 120 --gpu bench/ncu_gpu.sh --prebuilt "$BIN" --out "$RESULTS/ncu.txt"
+    run_step sweep 140 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
+      --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/sweep" --groups sweep
+    run_step bench_linear 140 --gpu "$PYTHON" bench/bench_linear.py --lib "$BIN/libxent_shared.so" \
+      --out "$RESULTS/linear"
+    ;;
+  wheels) ;;
+esac
+
+echo "# stage $STAGE: $(grep -c . "$VERDICTS") steps, exit status $STAGE_STATUS; files in $RESULTS: $(ls "$RESULTS" | tr '\n' ' ')" | tee -a "$LOG"
+exit $STAGE_STATUS
