@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "dispatch.h"
-#include "internal.h"
 
 size_t xent_dtype_bytes(xent_dtype dtype) {
   switch (dtype) {
@@ -118,29 +118,28 @@ xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, 
   if (!h) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
   xent_status status = XENT_OK;
   h->emulated = XENT_BACKEND_CUDA;
-  h->device = device;
   if (kind == XENT_BACKEND_AUTO) {
-    /* The first GPU backend that is built in and finds a device. */
-    if (xent_cuda_open(h) == XENT_OK) {
-      h->kind = XENT_BACKEND_CUDA;
-    } else {
-      h->device = device; /* as asked, not as the CUDA attempt left it */
-      h->kind = xent_hip_open(h) == XENT_OK ? XENT_BACKEND_HIP : XENT_BACKEND_CPU;
+    /* The first GPU backend that is built in and finds a device, else the
+       cpu backend. */
+    static const xent_backend* const gpus[] = {&xent_backend_cuda, &xent_backend_hip};
+    h->backend = &xent_backend_cpu;
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; ++i) {
+      h->device = device; /* as asked, not as an earlier attempt left it */
+      if (gpus[i]->open(h) == XENT_OK) {
+        h->backend = gpus[i];
+        break;
+      }
     }
+    if (h->backend == &xent_backend_cpu) status = h->backend->open(h);
     xent_clear_error();
   } else {
-    h->kind = kind;
-    if (kind == XENT_BACKEND_CUDA) status = xent_cuda_open(h);
-    if (kind == XENT_BACKEND_HIP) status = xent_hip_open(h);
+    h->backend = kind == XENT_BACKEND_CUDA  ? &xent_backend_cuda
+                 : kind == XENT_BACKEND_HIP ? &xent_backend_hip
+                                            : &xent_backend_cpu;
+    h->device = device;
+    status = h->backend->open(h);
   }
-  if (h->kind == XENT_BACKEND_CPU) h->device = 0;
-  if (status == XENT_OK) {
-    switch (h->kind) {
-      case XENT_BACKEND_CUDA: status = xent_cuda_flag_alloc(h); break;
-      case XENT_BACKEND_HIP: status = xent_hip_flag_alloc(h); break;
-      default: status = xent_cpu_flag_alloc(h); break;
-    }
-  }
+  if (status == XENT_OK) status = h->backend->flag_alloc(h);
   if (status != XENT_OK) {
     free(h);
     return status;
@@ -151,17 +150,8 @@ xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, 
 
 void xent_destroy(xent_handle* handle) {
   if (!handle) return;
-  switch (handle->kind) {
-    case XENT_BACKEND_CUDA:
-      xent_cuda_gemm_free(handle);
-      xent_cuda_flag_free(handle);
-      break;
-    case XENT_BACKEND_HIP:
-      xent_hip_gemm_free(handle);
-      xent_hip_flag_free(handle);
-      break;
-    default: xent_cpu_flag_free(handle); break;
-  }
+  if (handle->backend->gemm_free) handle->backend->gemm_free(handle);
+  handle->backend->flag_free(handle);
   free(handle);
 }
 
@@ -169,12 +159,7 @@ xent_status xent_check(xent_handle* h) {
   xent_clear_error();
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL");
   unsigned long long row = XENT_NO_BAD_ROW;
-  xent_status s;
-  switch (h->kind) {
-    case XENT_BACKEND_CUDA: s = xent_cuda_flag_take(h, &row); break;
-    case XENT_BACKEND_HIP: s = xent_hip_flag_take(h, &row); break;
-    default: s = xent_cpu_flag_take(h, &row); break;
-  }
+  const xent_status s = h->backend->flag_take(h, &row);
   if (s != XENT_OK) return s;
   if (row != XENT_NO_BAD_ROW)
     return xent_fail(XENT_ERROR_INVALID_LABEL,
@@ -184,7 +169,7 @@ xent_status xent_check(xent_handle* h) {
 }
 
 xent_backend_kind xent_handle_backend(const xent_handle* handle) {
-  return handle ? handle->kind : XENT_BACKEND_AUTO;
+  return handle ? handle->backend->kind : XENT_BACKEND_AUTO;
 }
 
 /* The fields both families' descriptors share: the row layout and the
@@ -291,20 +276,12 @@ static int overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return a && b && an && bn && x < y + bn && y < x + an;
 }
 
-static void backend_table(const xent_handle* h, xent_table* t) {
-  switch (h->kind) {
-    case XENT_BACKEND_CUDA: xent_cuda_table(h, t); break;
-    case XENT_BACKEND_HIP: xent_hip_table(h, t); break;
-    default: xent_cpu_table(h, t); break;
-  }
-}
-
 xent_status xent_kernel_count(const xent_handle* handle, size_t* count) {
   xent_clear_error();
   if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_count: handle is NULL");
   if (!count) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_count: count is NULL");
   xent_table table;
-  backend_table(handle, &table);
+  handle->backend->table(handle, &table);
   *count = table.count;
   return XENT_OK;
 }
@@ -314,7 +291,7 @@ xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char*
   if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: handle is NULL");
   if (!key) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: key is NULL");
   xent_table table;
-  backend_table(handle, &table);
+  handle->backend->table(handle, &table);
   if (index >= table.count)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_kernel_key: index is %zu, the %s table has %zu kernels", index,
                      table.target, table.count);
@@ -323,23 +300,19 @@ xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char*
 }
 
 xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
-  switch (h->kind) {
-    case XENT_BACKEND_CUDA: return xent_cuda_launch(h, e, args);
-    case XENT_BACKEND_HIP: return xent_hip_launch(h, e, args);
-    default: return xent_cpu_launch(h, e, args);
-  }
+  return h->backend->launch(h, e, args);
 }
 
 const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
   xent_table table;
-  backend_table(h, &table);
+  h->backend->table(h, &table);
   char key[160];
   return xent_ce_lookup(&table, d, op, has_weights, key, sizeof key);
 }
 
 const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
   xent_table table;
-  backend_table(h, &table);
+  h->backend->table(h, &table);
   char key[160];
   return xent_lce_lookup(&table, d, has_weights, key, sizeof key);
 }
@@ -539,7 +512,7 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: dx overlaps y", fn);
   }
   xent_table table;
-  backend_table(h, &table);
+  h->backend->table(h, &table);
   char key[96];
   const xent_dispatch_entry* e = xent_softmax_lookup(&table, d, op, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;

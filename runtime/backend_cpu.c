@@ -4,10 +4,11 @@
    runs the CUDA rendering (32-lane warps); xent_cpu_emulate() switches a
    handle to the HIP rendering (64-lane wavefronts). */
 #include <stdlib.h>
+#include <string.h>
 
+#include "backend.h"
 #include "dispatch.h"
 #include "runtime/emu/emu.h"
-#include "internal.h"
 
 /* The emulated dispatch tables (xent_dispatch_<target>.c with XENT_EMU). */
 extern const xent_dispatch_entry xent_cuda_dispatch_emu[];
@@ -20,16 +21,22 @@ extern const xent_dispatch_spec xent_hip_dispatch_specs_emu[];
 xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   xent_clear_error();
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: handle is NULL");
-  if (h->kind != XENT_BACKEND_CPU)
+  if (h->backend != &xent_backend_cpu)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: the handle's backend is %s, not cpu",
-                     xent_backend_name(h->kind));
+                     h->backend->name);
   if (target != XENT_BACKEND_CUDA && target != XENT_BACKEND_HIP)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: target must be XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
   h->emulated = target;
   return XENT_OK;
 }
 
-void xent_cpu_table(const xent_handle* h, xent_table* t) {
+/* The host is the device, and there is one. */
+static xent_status cpu_open(xent_handle* h) {
+  h->device = 0;
+  return XENT_OK;
+}
+
+static void cpu_table(const xent_handle* h, xent_table* t) {
   const int hip = h->emulated == XENT_BACKEND_HIP;
   t->entries = hip ? xent_hip_dispatch_emu : xent_cuda_dispatch_emu;
   t->count = hip ? xent_hip_dispatch_count_emu : xent_cuda_dispatch_count_emu;
@@ -37,7 +44,7 @@ void xent_cpu_table(const xent_handle* h, xent_table* t) {
   t->specs = hip ? xent_hip_dispatch_specs_emu : xent_cuda_dispatch_specs_emu;
 }
 
-xent_status xent_cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+static xent_status cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   if (e->launch(args) != 0) {
     return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", e->key,
                      h->emulated == XENT_BACKEND_HIP ? "hip (emulated)" : "cuda (emulated)", xent_emu_last_message());
@@ -46,7 +53,7 @@ xent_status xent_cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const 
 }
 
 /* The emulated kernels write host memory: the word lives there. */
-xent_status xent_cpu_flag_alloc(xent_handle* h) {
+static xent_status cpu_flag_alloc(xent_handle* h) {
   h->bad_label_row = malloc(sizeof *h->bad_label_row);
   if (!h->bad_label_row) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
   *h->bad_label_row = XENT_NO_BAD_ROW;
@@ -55,9 +62,33 @@ xent_status xent_cpu_flag_alloc(xent_handle* h) {
 
 /* One atomic exchange: calls on other threads sharing the handle may be
    recording a row at the same time. */
-xent_status xent_cpu_flag_take(xent_handle* h, unsigned long long* row) {
+static xent_status cpu_flag_take(xent_handle* h, unsigned long long* row) {
   *row = __atomic_exchange_n(h->bad_label_row, XENT_NO_BAD_ROW, __ATOMIC_SEQ_CST);
   return XENT_OK;
 }
 
-void xent_cpu_flag_free(xent_handle* h) { free(h->bad_label_row); }
+static void cpu_flag_free(xent_handle* h) { free(h->bad_label_row); }
+
+static xent_status cpu_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream) {
+  (void)h, (void)fn, (void)stream;
+  memset(p, 0, bytes);
+  return XENT_OK;
+}
+
+/* No device GEMM: the linear cross entropy's chunks call OpenBLAS
+   (blas_cpu.c) in the accumulation type. No collective library: a
+   vocabulary-parallel caller gives its own all_gather. */
+const xent_backend xent_backend_cpu = {
+    .kind = XENT_BACKEND_CPU,
+    .name = "cpu",
+    .open = cpu_open,
+    .table = cpu_table,
+    .launch = cpu_launch,
+    .flag_alloc = cpu_flag_alloc,
+    .flag_take = cpu_flag_take,
+    .flag_free = cpu_flag_free,
+    .gemm = NULL,
+    .gemm_free = NULL,
+    .zero = cpu_zero,
+    .collective = XENT_COLLECTIVE_NONE,
+};

@@ -3,9 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "cuda_device.h"
 #include "dispatch.h"
-#include "internal.h"
 
 xent_status xent_cuda_open(xent_handle* h) {
   int count = 0;
@@ -98,3 +98,18 @@ void xent_cuda_flag_free(xent_handle* h) {
   cudaFree(h->bad_label_row);
   xent_cuda_leave(h, prev);
 }
+
+const xent_backend xent_backend_cuda = {
+    .kind = XENT_BACKEND_CUDA,
+    .name = "cuda",
+    .open = xent_cuda_open,
+    .table = xent_cuda_table,
+    .launch = xent_cuda_launch,
+    .flag_alloc = xent_cuda_flag_alloc,
+    .flag_take = xent_cuda_flag_take,
+    .flag_free = xent_cuda_flag_free,
+    .gemm = xent_cuda_gemm,
+    .gemm_free = xent_cuda_gemm_free,
+    .zero = xent_cuda_zero,
+    .collective = XENT_COLLECTIVE_NCCL,
+};

@@ -1,7 +1,7 @@
 /* Linked instead of backend_cuda.c when the library is built without
    --config=cuda. */
+#include "backend.h"
 #include "dispatch.h"
-#include "internal.h"
 
 xent_status xent_cuda_open(xent_handle* h) {
   (void)h;
@@ -50,3 +50,18 @@ xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t
   (void)p, (void)bytes, (void)stream;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: cuda backend: not built in", fn);
 }
+
+const xent_backend xent_backend_cuda = {
+    .kind = XENT_BACKEND_CUDA,
+    .name = "cuda",
+    .open = xent_cuda_open,
+    .table = xent_cuda_table,
+    .launch = xent_cuda_launch,
+    .flag_alloc = xent_cuda_flag_alloc,
+    .flag_take = xent_cuda_flag_take,
+    .flag_free = xent_cuda_flag_free,
+    .gemm = xent_cuda_gemm,
+    .gemm_free = xent_cuda_gemm_free,
+    .zero = xent_cuda_zero,
+    .collective = XENT_COLLECTIVE_NCCL,
+};

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "dispatch.h"
-#include "internal.h"
 
 /* Declared by the HIP rendering of xent_launch.h; the runtime includes the
    CUDA rendering, whose types are identical. */
@@ -126,3 +126,18 @@ xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t 
   if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, hipGetErrorString(err));
   return XENT_OK;
 }
+
+const xent_backend xent_backend_hip = {
+    .kind = XENT_BACKEND_HIP,
+    .name = "hip",
+    .open = xent_hip_open,
+    .table = xent_hip_table,
+    .launch = xent_hip_launch,
+    .flag_alloc = xent_hip_flag_alloc,
+    .flag_take = xent_hip_flag_take,
+    .flag_free = xent_hip_flag_free,
+    .gemm = xent_hip_gemm,
+    .gemm_free = xent_hip_gemm_free,
+    .zero = xent_hip_zero,
+    .collective = XENT_COLLECTIVE_RCCL,
+};

@@ -1,7 +1,7 @@
 /* Linked instead of backend_hip.c when the library is built without
    --config=rocm. */
+#include "backend.h"
 #include "dispatch.h"
-#include "internal.h"
 
 xent_status xent_hip_open(xent_handle* h) {
   (void)h;
@@ -45,3 +45,18 @@ xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t 
   (void)p, (void)bytes, (void)stream;
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: hip backend: not built in", fn);
 }
+
+const xent_backend xent_backend_hip = {
+    .kind = XENT_BACKEND_HIP,
+    .name = "hip",
+    .open = xent_hip_open,
+    .table = xent_hip_table,
+    .launch = xent_hip_launch,
+    .flag_alloc = xent_hip_flag_alloc,
+    .flag_take = xent_hip_flag_take,
+    .flag_free = xent_hip_flag_free,
+    .gemm = xent_hip_gemm,
+    .gemm_free = xent_hip_gemm_free,
+    .zero = xent_hip_zero,
+    .collective = XENT_COLLECTIVE_RCCL,
+};

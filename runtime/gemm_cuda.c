@@ -14,10 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "cuda_device.h"
 #include "dynlib.h"
 #include "gemm_layout.h"
-#include "internal.h"
 
 #ifdef XENT_GEMM_FOR_HIP
 #define GEMM_ENTRY xent_hip_gemm

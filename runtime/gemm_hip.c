@@ -9,10 +9,10 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "dynlib.h"
 #include "gemm_layout.h"
 #include "hipblaslt_abi.h"
-#include "internal.h"
 
 typedef struct hipblaslt_lib {
   int loaded;

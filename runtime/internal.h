@@ -1,12 +1,14 @@
 /* Shared inside the runtime: the handle, one call's pointers, error
-   reporting, and the backend entry points that api.c routes to. */
+   reporting, the dispatch table a backend hands up and the GEMM it runs
+   (backend.h is the interface itself). */
 #ifndef XENT_INTERNAL_H
 #define XENT_INTERNAL_H
 
 #include "xent.h"
 
+struct xent_backend;
 struct xent_handle {
-  xent_backend_kind kind;
+  const struct xent_backend* backend; /* backend.h: the table of its functions */
   int device;     /* GPU ordinal */
   int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
   xent_backend_kind emulated; /* cpu backend: the rendering it runs (CUDA or HIP) */
@@ -43,10 +45,8 @@ size_t xent_acc_bytes(xent_dtype dtype);
 size_t xent_dtype_bytes(xent_dtype dtype);
 const char* xent_dtype_name(xent_dtype dtype);
 
-/* Backends. Each hands api.c its dispatch table (the generated one, or for
-   the cpu backend the emulated rendering's) and runs a launcher from it,
-   checking the device's architecture and translating errors. They validate
-   nothing api.c already validated. */
+/* A backend's dispatch table (backend.h, table): the generated one, or for
+   the cpu backend the emulated rendering's. */
 struct xent_dispatch_entry;
 typedef struct xent_table {
   const struct xent_dispatch_entry* entries;
@@ -56,13 +56,6 @@ typedef struct xent_table {
      the "not generated" error names the one to edit. */
   const struct xent_dispatch_spec* specs;
 } xent_table;
-
-void xent_cpu_table(const xent_handle* h, xent_table* t);
-xent_status xent_cpu_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
-void xent_cuda_table(const xent_handle* h, xent_table* t);
-xent_status xent_cuda_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
-void xent_hip_table(const xent_handle* h, xent_table* t);
-xent_status xent_hip_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 
 /* One launch of a dispatch entry on the handle's backend. */
 xent_status xent_backend_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
@@ -86,24 +79,12 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
 size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes);
 
-/* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset
-   (waiting for the device), free. */
-xent_status xent_cpu_flag_alloc(xent_handle* h);
-xent_status xent_cpu_flag_take(xent_handle* h, unsigned long long* row);
-void xent_cpu_flag_free(xent_handle* h);
-xent_status xent_cuda_flag_alloc(xent_handle* h);
-xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row);
-void xent_cuda_flag_free(xent_handle* h);
-xent_status xent_hip_flag_alloc(xent_handle* h);
-xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row);
-void xent_hip_flag_free(xent_handle* h);
-
-/* The fused linear cross entropy's GEMMs on a GPU backend, row-major as
-   blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op transposes
-   when ta / tb), A, B and C in `dtype`, computed in its accumulation type;
-   bias ([n], dtype, or NULL) added to every row in the GEMM's epilogue. On
-   the caller's stream, with `workspace` for the library. cuBLASLt
-   (gemm_cuda.c) and hipBLASLt (gemm_hip.c), both loaded at run time. */
+/* One of the fused linear cross entropy's GEMMs on a GPU backend
+   (backend.h, gemm), row-major as blas_cpu.h: C[m, n] = alpha * op(A) @
+   op(B) + beta * C (op transposes when ta / tb), A, B and C in `dtype`,
+   computed in its accumulation type; bias ([n], dtype, or NULL) added to
+   every row in the GEMM's epilogue. cuBLASLt (gemm_cuda.c) and hipBLASLt
+   (gemm_hip.c), both loaded at run time. */
 typedef struct xent_gemm {
   xent_dtype dtype;
   int ta, tb;
@@ -117,20 +98,5 @@ typedef struct xent_gemm {
   int64_t ldc;
   const void* bias;
 } xent_gemm;
-xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
-                           void* stream);
-xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
-                          void* stream);
-/* Frees h->gemm (xent_destroy). */
-void xent_cuda_gemm_free(xent_handle* h);
-void xent_hip_gemm_free(xent_handle* h);
-/* bytes of device memory at p set to zero, on the stream. */
-xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
-xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
-
-/* Fill h->device and h->arch; XENT_ERROR_BACKEND_UNAVAILABLE if not built in
-   or no device is present. */
-xent_status xent_cuda_open(xent_handle* h);
-xent_status xent_hip_open(xent_handle* h);
 
 #endif

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backend.h"
 #include "blas_cpu.h"
 #include "dispatch.h"
-#include "internal.h"
 #include "numeric.h"
 
 /* Rows of weight converted to f32 at a time (f16/bf16; cpu backend). */
@@ -110,9 +110,10 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
   if (s != XENT_OK) return s;
   const int64_t v = d->ce.classes, hd = d->hidden, vb = min64(v, WEIGHT_BLOCK);
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
-  /* The cpu backend's GEMMs (OpenBLAS) take f32 or f64 operands: f16/bf16
-     ones are widened there; a GPU's take them as they are. */
-  const int cpu = h->kind == XENT_BACKEND_CPU;
+  /* Without a device GEMM (the cpu backend's), the GEMMs are OpenBLAS's,
+     which take f32 or f64 operands: f16/bf16 ones are widened there; a
+     GPU's take them as they are. */
+  const int cpu = h->backend->gemm == NULL;
   const int half = cpu && is_half(d->ce.dtype), half_grad = cpu && is_half(d->ce.grad_dtype);
   const int wide = cpu && (half || d->ce.grad_dtype != d->ce.dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
@@ -153,11 +154,11 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
                      (long long)d->ce.inner);
   /* A GPU GEMM takes its operands in one type: the gradient (an operand of
      both gradient GEMMs) must be in hidden's and weight's. */
-  if (h->kind != XENT_BACKEND_CPU && d->ce.grad_dtype != d->ce.dtype)
+  if (h->backend->gemm && d->ce.grad_dtype != d->ce.dtype)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->ce.grad_dtype is %s and desc->ce.dtype %s: on the %s backend the gradients are in the "
                      "inputs' dtype (f32 gradients of f16/bf16 inputs: the cpu backend only)",
-                     fn, xent_dtype_name(d->ce.grad_dtype), xent_dtype_name(d->ce.dtype), xent_backend_name(h->kind));
+                     fn, xent_dtype_name(d->ce.grad_dtype), xent_dtype_name(d->ce.dtype), h->backend->name);
   return XENT_OK;
 }
 
@@ -341,9 +342,7 @@ static xent_status chunk_cpu(const run_ctx* r, int64_t k) {
 }
 
 static xent_status gpu_gemm(const run_ctx* r, const xent_gemm* g) {
-  void* ws = r->ws + r->L->gemm;
-  if (r->h->kind == XENT_BACKEND_CUDA) return xent_cuda_gemm(r->h, r->fn, g, ws, GEMM_WORKSPACE, r->stream);
-  return xent_hip_gemm(r->h, r->fn, g, ws, GEMM_WORKSPACE, r->stream);
+  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, GEMM_WORKSPACE, r->stream);
 }
 
 /* One chunk on a GPU backend: the vendor's GEMMs in the inputs' dtype
@@ -397,10 +396,7 @@ static xent_status zero_outputs(const run_ctx* r) {
   void* outs[2] = {t->grad_weight, t->grad_bias};
   for (int i = 0; i < 2; ++i) {
     if (!outs[i]) continue;
-    xent_status s = XENT_OK;
-    if (r->h->kind == XENT_BACKEND_CUDA) s = xent_cuda_zero(r->h, r->fn, outs[i], sizes[i], r->stream);
-    else if (r->h->kind == XENT_BACKEND_HIP) s = xent_hip_zero(r->h, r->fn, outs[i], sizes[i], r->stream);
-    else memset(outs[i], 0, sizes[i]);
+    const xent_status s = r->h->backend->zero(r->h, r->fn, outs[i], sizes[i], r->stream);
     if (s != XENT_OK) return s;
   }
   return XENT_OK;
@@ -440,7 +436,7 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   a.weights = t->weights;
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
-  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = h->kind == XENT_BACKEND_CPU ? chunk_cpu(&r, k) : chunk_gpu(&r, k);
+  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = h->backend->gemm ? chunk_gpu(&r, k) : chunk_cpu(&r, k);
   if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;
   /* FINISH: the loss from the chunks' sums, and the bad-label rows. */

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "backend.h"
 
 enum { NCCL_SUCCESS = 0, NCCL_INT8 = 0 };
 
@@ -65,16 +65,19 @@ xent_status xent_vocab_shard_nccl(const xent_handle* h, xent_vocab_shard* shard,
   if (!comm) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: comm is NULL", fn);
   collective_lib* lib;
   xent_all_gather_fn gather;
-  if (h->kind == XENT_BACKEND_CUDA) {
-    pthread_once(&nccl.once, load_nccl);
-    lib = &nccl, gather = nccl_gather;
-  } else if (h->kind == XENT_BACKEND_HIP) {
-    pthread_once(&rccl.once, load_rccl);
-    lib = &rccl, gather = rccl_gather;
-  } else {
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: the handle's backend is %s; NCCL and RCCL need a CUDA or HIP handle (on the cpu backend, "
-                     "set vocab_shard->all_gather yourself)", fn, xent_backend_name(h->kind));
+  switch (h->backend->collective) {
+    case XENT_COLLECTIVE_NCCL:
+      pthread_once(&nccl.once, load_nccl);
+      lib = &nccl, gather = nccl_gather;
+      break;
+    case XENT_COLLECTIVE_RCCL:
+      pthread_once(&rccl.once, load_rccl);
+      lib = &rccl, gather = rccl_gather;
+      break;
+    default:
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: the handle's backend is %s; NCCL and RCCL need a CUDA or HIP handle (on the cpu backend, "
+                       "set vocab_shard->all_gather yourself)", fn, h->backend->name);
   }
   if (!lib->loaded) return xent_fail(XENT_ERROR_COLLECTIVE, "%s: %s", fn, lib->why);
   int ranks = 0, rank = 0;

@@ -18,18 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "runtime/backend.h"
 #include "runtime/numeric.h"
 
 #ifdef GEMM_CUDA
 #define GEMM xent_cuda_gemm
 #define GEMM_FREE xent_cuda_gemm_free
-#define KIND XENT_BACKEND_CUDA
 #define SONAME "libcublasLt.so.13"
 #else
 #define GEMM xent_hip_gemm
 #define GEMM_FREE xent_hip_gemm_free
-#define KIND XENT_BACKEND_HIP
 #define SONAME "libhipblaslt.so.1"
 #endif
 
@@ -162,8 +160,7 @@ int main(int argc, char** argv) {
   }
 
   xent_handle h;
-  memset(&h, 0, sizeof h);
-  h.kind = KIND;
+  memset(&h, 0, sizeof h); /* the GEMM reads the handle's device and GEMM library handle only */
 #ifdef GEMM_CUDA
   h.device = 1;
 #endif
