@@ -69,7 +69,7 @@ done
 # The runtime, the emulator and the public header.
 mkdir -p "$tmp/runtime/emu" "$tmp/include" "$tmp/emu/cuda" "$tmp/emu/hip" "$tmp/cmake"
 for f in api.c backend_cpu.c backend_cuda.c backend_cuda_absent.c backend_hip.c backend_hip_absent.c blas_cpu.c \
-  blas_cpu.h cuda_device.h dispatch.c dynlib.c dynlib.h gemm_cuda.c gemm_hip.c gemm_layout.h hipblaslt_abi.h linear_ce.c \
+  blas_cpu.h cuda_device.h dispatch.c dtype.c dynlib.c dynlib.h gemm_cuda.c gemm_hip.c gemm_layout.h hipblaslt_abi.h linear_ce.c \
   backend.h dispatch.h internal.h nccl.c numeric.c numeric.h status.c vocab_parallel.c xent.h; do
   cp "$root/runtime/$f" "$tmp/runtime/$f"
 done

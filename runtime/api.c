@@ -9,28 +9,6 @@
 #include "backend.h"
 #include "dispatch.h"
 
-size_t xent_dtype_bytes(xent_dtype dtype) {
-  switch (dtype) {
-    case XENT_F32: return 4;
-    case XENT_F64: return 8;
-    case XENT_F16:
-    case XENT_BF16: return 2;
-  }
-  return 0;
-}
-
-size_t xent_acc_bytes(xent_dtype dtype) { return dtype == XENT_F64 ? 8 : 4; }
-
-const char* xent_dtype_name(xent_dtype dtype) {
-  switch (dtype) {
-    case XENT_F32: return "f32";
-    case XENT_F64: return "f64";
-    case XENT_F16: return "f16";
-    case XENT_BF16: return "bf16";
-  }
-  return "?";
-}
-
 void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtype dtype, xent_label_type label_type,
                        xent_reduction reduction) {
   if (!d) return;
@@ -297,24 +275,6 @@ xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char*
                      table.target, table.count);
   *key = table.entries[index].key;
   return XENT_OK;
-}
-
-xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
-  return h->backend->launch(h, e, args);
-}
-
-const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
-  xent_table table;
-  h->backend->table(h, &table);
-  char key[160];
-  return xent_ce_lookup(&table, d, op, has_weights, key, sizeof key);
-}
-
-const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
-  xent_table table;
-  h->backend->table(h, &table);
-  char key[160];
-  return xent_lce_lookup(&table, d, has_weights, key, sizeof key);
 }
 
 /* A non-NULL pointer is aligned to its elements of `align` bytes (a

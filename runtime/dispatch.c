@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
+
 const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key) {
   size_t lo = 0, hi = count;
   while (lo < hi) {
@@ -161,4 +163,23 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .stream = call->stream,
   };
   return args;
+}
+
+/* A handle's entries, from its backend's table, and their launch. */
+xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  return h->backend->launch(h, e, args);
+}
+
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
+  xent_table table;
+  h->backend->table(h, &table);
+  char key[160];
+  return xent_ce_lookup(&table, d, op, has_weights, key, sizeof key);
+}
+
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
+  xent_table table;
+  h->backend->table(h, &table);
+  char key[160];
+  return xent_lce_lookup(&table, d, has_weights, key, sizeof key);
 }

@@ -32,6 +32,16 @@ const xent_dispatch_entry* xent_lce_lookup(const xent_table* table, const xent_c
 const xent_dispatch_entry* xent_softmax_lookup(const xent_table* table, const xent_softmax_desc* desc, xent_op op,
                                             char* key_out, size_t key_cap);
 
+/* The handle's entry for a cross-entropy op (xent_ce_lookup on its
+   backend's table); NULL with XENT_ERROR_NOT_GENERATED recorded. */
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
+
+/* The fused linear cross entropy's steps (lce_ keys) for a chunk's loss d. */
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights);
+
+/* One launch of a dispatch entry on the handle's backend. */
+xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args);
+
 /* The launcher arguments of a call (the same on every backend). */
 xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);
 

@@ -40,7 +40,8 @@ xent_status xent_fail(xent_status status, const char* fmt, ...)
     ;
 void xent_clear_error(void);
 
-/* Bytes of one element of the accumulation type (weights, lse). */
+/* Bytes of one element of the accumulation type (weights, lse), of one of
+   the dtype itself, and its name (dtype.c). */
 size_t xent_acc_bytes(xent_dtype dtype);
 size_t xent_dtype_bytes(xent_dtype dtype);
 const char* xent_dtype_name(xent_dtype dtype);
@@ -56,15 +57,6 @@ typedef struct xent_table {
      the "not generated" error names the one to edit. */
   const struct xent_dispatch_spec* specs;
 } xent_table;
-
-/* One launch of a dispatch entry on the handle's backend. */
-xent_status xent_backend_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
-/* The handle's entry for a cross-entropy op (xent_ce_lookup on its table);
-   NULL with XENT_ERROR_NOT_GENERATED recorded. */
-const struct xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
-
-/* The fused linear cross entropy's steps (lce_ keys) for a chunk's loss d. */
-const struct xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights);
 
 /* xent_ce_run with the call already gathered, reported as fn: every check,
    then the launch. call->bad_label_row NULL records bad labels in the
