@@ -51,6 +51,25 @@ extern const xent_backend xent_backend_cpu;
 extern const xent_backend xent_backend_cuda;
 extern const xent_backend xent_backend_hip;
 
+/* The table of GPU backend NAME (cuda, hip) over its entry points
+   xent_NAME_* below: one definition for backend_NAME.c and its absent
+   stand-in alike, so the two cannot drift apart. */
+#define XENT_GPU_BACKEND(NAME, KIND, COLLECTIVE) \
+  const xent_backend xent_backend_##NAME = {     \
+      .kind = KIND,                              \
+      .name = #NAME,                             \
+      .open = xent_##NAME##_open,                \
+      .table = xent_##NAME##_table,              \
+      .launch = xent_##NAME##_launch,            \
+      .flag_alloc = xent_##NAME##_flag_alloc,    \
+      .flag_take = xent_##NAME##_flag_take,      \
+      .flag_free = xent_##NAME##_flag_free,      \
+      .gemm = xent_##NAME##_gemm,                \
+      .gemm_free = xent_##NAME##_gemm_free,      \
+      .zero = xent_##NAME##_zero,                \
+      .collective = COLLECTIVE,                  \
+  }
+
 /* The entry points the tables hold, one set per backend (the GEMMs live in
    gemm_cuda.c and gemm_hip.c, apart from the rest of their backend). */
 xent_status xent_cuda_open(xent_handle* h);

@@ -99,17 +99,4 @@ void xent_cuda_flag_free(xent_handle* h) {
   xent_cuda_leave(h, prev);
 }
 
-const xent_backend xent_backend_cuda = {
-    .kind = XENT_BACKEND_CUDA,
-    .name = "cuda",
-    .open = xent_cuda_open,
-    .table = xent_cuda_table,
-    .launch = xent_cuda_launch,
-    .flag_alloc = xent_cuda_flag_alloc,
-    .flag_take = xent_cuda_flag_take,
-    .flag_free = xent_cuda_flag_free,
-    .gemm = xent_cuda_gemm,
-    .gemm_free = xent_cuda_gemm_free,
-    .zero = xent_cuda_zero,
-    .collective = XENT_COLLECTIVE_NCCL,
-};
+XENT_GPU_BACKEND(cuda, XENT_BACKEND_CUDA, XENT_COLLECTIVE_NCCL);

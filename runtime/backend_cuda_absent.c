@@ -51,17 +51,4 @@ xent_status xent_cuda_zero(const xent_handle* h, const char* fn, void* p, size_t
   return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "%s: cuda backend: not built in", fn);
 }
 
-const xent_backend xent_backend_cuda = {
-    .kind = XENT_BACKEND_CUDA,
-    .name = "cuda",
-    .open = xent_cuda_open,
-    .table = xent_cuda_table,
-    .launch = xent_cuda_launch,
-    .flag_alloc = xent_cuda_flag_alloc,
-    .flag_take = xent_cuda_flag_take,
-    .flag_free = xent_cuda_flag_free,
-    .gemm = xent_cuda_gemm,
-    .gemm_free = xent_cuda_gemm_free,
-    .zero = xent_cuda_zero,
-    .collective = XENT_COLLECTIVE_NCCL,
-};
+XENT_GPU_BACKEND(cuda, XENT_BACKEND_CUDA, XENT_COLLECTIVE_NCCL);

@@ -127,17 +127,4 @@ xent_status xent_hip_zero(const xent_handle* h, const char* fn, void* p, size_t 
   return XENT_OK;
 }
 
-const xent_backend xent_backend_hip = {
-    .kind = XENT_BACKEND_HIP,
-    .name = "hip",
-    .open = xent_hip_open,
-    .table = xent_hip_table,
-    .launch = xent_hip_launch,
-    .flag_alloc = xent_hip_flag_alloc,
-    .flag_take = xent_hip_flag_take,
-    .flag_free = xent_hip_flag_free,
-    .gemm = xent_hip_gemm,
-    .gemm_free = xent_hip_gemm_free,
-    .zero = xent_hip_zero,
-    .collective = XENT_COLLECTIVE_RCCL,
-};
+XENT_GPU_BACKEND(hip, XENT_BACKEND_HIP, XENT_COLLECTIVE_RCCL);
