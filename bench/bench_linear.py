@@ -36,7 +36,6 @@ Writes OUT.json. Exit status 1 if a check of xent failed."""
 import argparse
 import ctypes
 import gc
-import json
 import os
 import sys
 
@@ -46,7 +45,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from bench import Timer, environment  # noqa: E402
+from bench import Timer, environment, write_json  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # Against PyTorch in float32 on the same inputs, relative to the largest
@@ -231,13 +230,6 @@ def run_case(case, xent, methods, timer, device):
     result["ok"] = "s" in ms["xent"] and "error" not in ms["xent"]
     del hidden, weight, target
     return result
-
-
-def write_json(path, env, results, complete):
-    """The results so far, replaced whole (a reader never sees half a file)."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(dict(environment=env, complete=complete, results=results), f, indent=1)
-    os.replace(path + ".tmp", path)
 
 
 def main():

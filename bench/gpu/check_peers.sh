@@ -47,8 +47,9 @@ set +e
   echo "# bench/gpu/check_peers.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)"
   echo "# $("$venv/bin/python" -c 'import sys, torch; print("Python", sys.version.split()[0], "PyTorch", torch.__version__)')"
   echo "== the plan's dry run, installing the peers into this Python (removed first, if an earlier run left them)"
-  "$venv/bin/python" -m pip uninstall -q -y liger-kernel quack-kernels nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-core \
-    nvidia-cutlass-dsl-libs-base nvidia-cutlass-dsl-libs-cu13 apache-tvm-ffi cut-cross-entropy 2>&1 | grep -v 'not installed' || true
+  # The distributions bench/gpu/build.sh pinned: the names of the wheels its SHA256SUMS lists.
+  "$venv/bin/python" -m pip uninstall -q -y $(sed 's|^.*\./||; s|-.*||' gpu_run/wheels/peers/SHA256SUMS) 2>&1 |
+    grep -v 'not installed' || true
   PYTHON=$venv/bin/python bench/gpu/dry_run.sh --reuse || status=1
   echo "== the package's tests on the CPU (the cpu backend's library)"
   for t in python/xent_torch_test.py python/xent_compile_test.py python/xent_cuda_test.py \

@@ -138,9 +138,10 @@ install_peers() {
   cp "$STASH"/*.whl "$STASH"/SHA256SUMS "$joined"/ 2> /dev/null || true
   # Every whole wheel is installed; one whose parts did not all arrive is
   # named, and the step fails after the others are in.
-  local good bad
-  good=$(cd "$joined" && sha256sum -c SHA256SUMS 2> /dev/null | sed -n 's|^\./\(.*\): OK$|\1|p')
-  bad=$(cd "$joined" && sha256sum -c SHA256SUMS 2> /dev/null | grep -v ': OK$' || true)
+  local checked good bad
+  checked=$(cd "$joined" && sha256sum -c SHA256SUMS 2> /dev/null || true)
+  good=$(echo "$checked" | sed -n 's|^\./\(.*\): OK$|\1|p')
+  bad=$(echo "$checked" | grep -v ': OK$' || true)
   if [ -n "$bad" ]; then
     echo "missing or incomplete (their parts ride with the calls before; docs/GPU_RUN.md):"
     echo "$bad"
