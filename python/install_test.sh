@@ -5,7 +5,10 @@
 # any requirement the installed PyTorch does not meet fails here instead of
 # downloading another PyTorch. Then: the same torch, from the same place,
 # and the installed package's cross entropy against F.cross_entropy in
-# float64.
+# float64. The library given (XENT_LIBRARY) has the CUDA plugin beside it,
+# as a build with --config=cuda does: the wheel ships it, and on a machine
+# without a GPU the package runs on the cpu backend while a CUDA handle is
+# refused with the installed plugin's path and reason.
 set -euo pipefail
 python=/usr/bin/python3
 if ! "$python" -c "import torch, setuptools, wheel" 2>/dev/null || ! "$python" -c "import venv, ensurepip" 2>/dev/null; then
@@ -13,9 +16,11 @@ if ! "$python" -c "import torch, setuptools, wheel" 2>/dev/null || ! "$python" -
   exit 0
 fi
 runfiles="${TEST_SRCDIR:-$PWD/..}/xent"
-lib="$runfiles/runtime/libxent_shared.so"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+mkdir "$work/lib"
+cp -L "$runfiles/runtime/libxent_shared.so" "$runfiles/runtime/libxent_cuda.so" "$work/lib/"
+lib="$work/lib/libxent_shared.so"
 # The package as a user's checkout has it (runfiles are links).
 mkdir "$work/python"
 cp -L "$runfiles/python/pyproject.toml" "$runfiles/python/setup.py" "$work/python/"
@@ -46,5 +51,20 @@ got = xent.cross_entropy(x, y)
 want = F.cross_entropy(x, y)
 assert abs(got.item() - want.item()) <= 1e-12 * abs(want.item()), (got.item(), want.item())
 print("installed package: cross_entropy matches F.cross_entropy in float64")
+
+import ctypes, os
+from xent import _capi
+here = os.path.dirname(xent.__file__)
+plugin = os.path.join(here, "libxent_cuda.so")
+assert os.path.exists(plugin), sorted(os.listdir(here))
+h = ctypes.c_void_p()
+status = _capi.lib.xent_create(ctypes.byref(h), _capi.BACKEND_CUDA)
+message = _capi.lib.xent_last_error().decode()
+if status == 0:
+    print("installed package: the CUDA plugin opened a GPU")
+    _capi.lib.xent_destroy(h)
+else:
+    assert plugin in message and ("no CUDA device" in message or "could not be loaded" in message), message
+    print("installed package: a CUDA handle is refused as it should be here: " + message)
 PY
 echo "1 passed, 0 failed"

@@ -1,6 +1,9 @@
-"""Builds the package with libxent_shared.so inside it: the library given by
-$XENT_LIBRARY, or built here with the checkout's ./bazelw (flags from
-$XENT_BAZEL_FLAGS, e.g. --config=cuda for the CUDA backend)."""
+"""Builds the package with libxent_shared.so inside it, and beside it the GPU
+plugins (libxent_cuda.so, libxent_hip.so) it loads where their device is:
+the library given by $XENT_LIBRARY with the plugins found beside it, or all
+built here with the checkout's ./bazelw (flags from $XENT_BAZEL_FLAGS:
+--config=cuda adds the CUDA plugin, --config=rocm the HIP one). The same
+wheel serves a CPU-only machine (the cpu backend) and a GPU one."""
 
 import os
 import shutil
@@ -14,25 +17,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+PLUGINS = {"--config=cuda": "libxent_cuda.so", "--config=rocm": "libxent_hip.so"}
+
+
 def library():
+    """libxent_shared.so and the plugins to ship beside it."""
     given = os.environ.get("XENT_LIBRARY")
     if given:
-        return given
+        here = os.path.dirname(os.path.abspath(given))
+        return given, [os.path.join(here, p) for p in sorted(PLUGINS.values()) if os.path.exists(os.path.join(here, p))]
     bazelw = os.path.join(ROOT, "bazelw")
     if not os.path.exists(bazelw):
         raise RuntimeError("xent: set XENT_LIBRARY to a libxent_shared.so, or install from a checkout of xent "
                            "(pip install ./python) so that ./bazelw can build it")
     flags = os.environ.get("XENT_BAZEL_FLAGS", "").split()
-    subprocess.check_call([bazelw, "build", *flags, "//runtime:libxent_shared.so"], cwd=ROOT)
-    return os.path.join(ROOT, "bazel-bin", "runtime", "libxent_shared.so")
+    subprocess.check_call([bazelw, "build", *flags, "//runtime:libxent_shared.so", "//runtime:plugins"], cwd=ROOT)
+    out = os.path.join(ROOT, "bazel-bin", "runtime")
+    # Only the plugins these flags built: bazel-bin may hold others from
+    # earlier builds.
+    return os.path.join(out, "libxent_shared.so"), [os.path.join(out, p) for f, p in PLUGINS.items() if f in flags]
 
 
 class BuildWithLibrary(build_py):
     def run(self):
         super().run()
-        dest = os.path.join(self.build_lib, "xent", "libxent_shared.so")
-        shutil.copyfile(library(), dest)
-        os.chmod(dest, 0o755)
+        lib, plugins = library()
+        for src in [lib] + plugins:
+            dest = os.path.join(self.build_lib, "xent", os.path.basename(src))
+            shutil.copyfile(src, dest)
+            os.chmod(dest, 0o755)
 
 
 class BinaryDistribution(Distribution):

@@ -97,25 +97,26 @@ xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, 
   xent_status status = XENT_OK;
   h->emulated = XENT_BACKEND_CUDA;
   if (kind == XENT_BACKEND_AUTO) {
-    /* The first GPU backend that is built in and finds a device, else the
-       cpu backend. */
-    static const xent_backend* const gpus[] = {&xent_backend_cuda, &xent_backend_hip};
+    /* The first GPU backend that is there (linked in, or its plugin loads)
+       and finds a device, else the cpu backend. */
+    static xent_status (*const gpus[])(const xent_backend**) = {xent_cuda_backend, xent_hip_backend};
     h->backend = &xent_backend_cpu;
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; ++i) {
+      const xent_backend* gpu = NULL;
       h->device = device; /* as asked, not as an earlier attempt left it */
-      if (gpus[i]->open(h) == XENT_OK) {
-        h->backend = gpus[i];
+      if (gpus[i](&gpu) == XENT_OK && gpu->open(h) == XENT_OK) {
+        h->backend = gpu;
         break;
       }
     }
     if (h->backend == &xent_backend_cpu) status = h->backend->open(h);
     xent_clear_error();
   } else {
-    h->backend = kind == XENT_BACKEND_CUDA  ? &xent_backend_cuda
-                 : kind == XENT_BACKEND_HIP ? &xent_backend_hip
-                                            : &xent_backend_cpu;
+    h->backend = &xent_backend_cpu;
+    if (kind == XENT_BACKEND_CUDA) status = xent_cuda_backend(&h->backend);
+    if (kind == XENT_BACKEND_HIP) status = xent_hip_backend(&h->backend);
     h->device = device;
-    status = h->backend->open(h);
+    if (status == XENT_OK) status = h->backend->open(h);
   }
   if (status == XENT_OK) status = h->backend->flag_alloc(h);
   if (status != XENT_OK) {

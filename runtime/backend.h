@@ -1,10 +1,10 @@
 /* The backend interface: all that the layers above (api.c, linear_ce.c,
    vocab_parallel.c, nccl.c) ask of a backend, as one table of functions per
    backend. backend_cpu.c defines xent_backend_cpu; backend_cuda.c and
-   backend_hip.c define xent_backend_cuda and xent_backend_hip, or their
-   *_absent.c stand-ins where the library is built without them. A handle
-   points at its backend's table; nothing above this layer asks which
-   backend it is, only what its table holds. */
+   backend_hip.c define xent_backend_cuda and xent_backend_hip, built into
+   their plugins (plugin.h) or linked in. A handle points at its backend's
+   table; nothing above this layer asks which backend it is, only what its
+   table holds. */
 #ifndef XENT_BACKEND_H
 #define XENT_BACKEND_H
 
@@ -48,13 +48,26 @@ typedef struct xent_backend {
 } xent_backend;
 
 extern const xent_backend xent_backend_cpu;
-extern const xent_backend xent_backend_cuda;
-extern const xent_backend xent_backend_hip;
+
+/* The GPU backend of each kind, one of three ways, chosen at link time:
+   - linked in: backend_<name>.c itself (the GPU tests' static libraries);
+   - as its plugin: backend_<name>_plugin.c loads libxent_<name>.so
+     (plugin_load.c), libxent's way;
+   - absent: backend_<name>_absent.c, in a library built from a project's
+     own specs without that backend (gen/library.bzl), which must not pick
+     up xent's plugin with other kernels.
+   XENT_ERROR_BACKEND_UNAVAILABLE saying why where there is none. */
+xent_status xent_cuda_backend(const xent_backend** out);
+xent_status xent_hip_backend(const xent_backend** out);
 
 /* The table of GPU backend NAME (cuda, hip) over its entry points
-   xent_NAME_* below: one definition for backend_NAME.c and its absent
-   stand-in alike, so the two cannot drift apart. */
-#define XENT_GPU_BACKEND(NAME, KIND, COLLECTIVE) \
+   xent_NAME_* below, and its linked-in xent_NAME_backend. */
+#define XENT_GPU_BACKEND(NAME, KIND, COLLECTIVE)                  \
+  extern const xent_backend xent_backend_##NAME;                  \
+  xent_status xent_##NAME##_backend(const xent_backend** out) {   \
+    *out = &xent_backend_##NAME;                                  \
+    return XENT_OK;                                               \
+  }                                                               \
   const xent_backend xent_backend_##NAME = {     \
       .kind = KIND,                              \
       .name = #NAME,                             \

@@ -52,6 +52,34 @@ if grep -n "$work/prefix" elsewhere/lib/pkgconfig/xent.pc elsewhere/lib/cmake/xe
   exit 1
 fi
 
+# libxent links no GPU runtime; the backends built are plugins beside it.
+if readelf -d elsewhere/lib/libxent.so | grep -E 'NEEDED.*(cudart|amdhip)'; then
+  echo "FAIL: the installed libxent links a GPU runtime" >&2
+  exit 1
+fi
+for backend in CUDA HIP; do
+  plugin="elsewhere/lib/libxent_${backend,,}.so"
+  if grep -q "^-- xent: $backend backend on" configure.log; then
+    [ -f "$plugin" ] || { echo "FAIL: $backend is on but $plugin is not installed" >&2; exit 1; }
+    nm -D --defined-only "$plugin" | grep -q ' T xent_plugin_open$'
+    # The installed libxent finds it beside itself and loads it: a handle
+    # of that backend opens, or is refused by the plugin itself (its path
+    # first: no device here), not for want of the file or its libraries.
+    python3 - "$work/elsewhere/lib/libxent.so" "$work/$plugin" "$backend" <<'PY'
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.xent_last_error.restype = ctypes.c_char_p
+h = ctypes.c_void_p()
+status = lib.xent_create(ctypes.byref(h), {"CUDA": 2, "HIP": 3}[sys.argv[3]])
+message = lib.xent_last_error().decode()
+assert status == 0 or message.startswith(sys.argv[2] + ": "), (status, message)
+print("installed plugin:", "opened a device" if status == 0 else message)
+PY
+  else
+    [ ! -e "$plugin" ] || { echo "FAIL: $backend is off but $plugin is installed" >&2; exit 1; }
+  fi
+done
+
 # find_package(xent) from another project.
 cmake -S "$consumer" -B consumer -DCMAKE_PREFIX_PATH="$work/elsewhere" > consumer.log 2>&1 || { cat consumer.log; exit 1; }
 cmake --build consumer > consumer_build.log 2>&1 || { cat consumer_build.log; exit 1; }

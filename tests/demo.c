@@ -1,11 +1,20 @@
-/* ./bazelw run //:demo
+/* ./bazelw run //:demo          (the cpu backend; no GPU kernel is built)
+   ./bazelw run --config=cuda //:demo   (the CUDA plugin too, used where there is a GPU)
    A cross-entropy forward and backward on the best backend present (a CUDA
-   GPU if there is one, else the CPU), checked against the CPU reference. */
+   GPU if there is one and its plugin was built, else the CPU), checked
+   against the CPU reference. --plugin-dir=DIR: where the GPU plugins are
+   (Bazel's run gives the runfiles' runtime/), unless XENT_PLUGIN_PATH says. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tests/testutil.h"
 
-int main(void) {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (strncmp(argv[i], "--plugin-dir=", 13) == 0) setenv("XENT_PLUGIN_PATH", argv[i] + 13, 0);
+  }
   xent_handle* h = NULL;
   if (xent_create(&h, XENT_BACKEND_AUTO) != XENT_OK) {
     fprintf(stderr, "demo: %s\n", xent_last_error());

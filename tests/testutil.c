@@ -10,16 +10,68 @@
 #include "runtime/numeric.h"
 #include "runtime/reference.h"
 
+/* Device memory of a GPU handle, through its runtime's five calls (the CUDA
+   and HIP runtimes spell them alike, with the same copy kinds). A test
+   linked with the CUDA backend (XENT_TEST_CUDA) takes them from the cudart
+   it links; one over libxent and its plugins (the demo) loads the runtime
+   of the handle's backend when it first needs it, as the plugin does. */
+typedef struct device_runtime {
+  int (*malloc_)(void**, size_t);
+  int (*memset_)(void*, int, size_t);
+  int (*memcpy_)(void*, const void*, size_t, int);
+  int (*free_)(void*);
+  int (*synchronize)(void);
+} device_runtime;
+enum { TU_TO_DEVICE = 1, TU_TO_HOST = 2, TU_DEVICE_TO_DEVICE = 3 }; /* cudaMemcpyKind, hipMemcpyKind */
+
 #ifdef XENT_TEST_CUDA
 #include <cuda_runtime_api.h>
 
+static int cuda_malloc(void** p, size_t n) { return (int)cudaMalloc(p, n); }
+static int cuda_memset(void* p, int v, size_t n) { return (int)cudaMemset(p, v, n); }
+static int cuda_memcpy(void* d, const void* s, size_t n, int k) { return (int)cudaMemcpy(d, s, n, (enum cudaMemcpyKind)k); }
+static int cuda_free(void* p) { return (int)cudaFree(p); }
+static int cuda_synchronize(void) { return (int)cudaDeviceSynchronize(); }
+
 /* Buffers of a CUDA handle, or of a HIP handle running on the NVIDIA GPU
    through runtime/hip_on_cuda, are cudart allocations. */
-static int tu_on_gpu(xent_backend_kind kind) {
+static const device_runtime* tu_runtime(xent_backend_kind kind) {
+  static const device_runtime cudart = {cuda_malloc, cuda_memset, cuda_memcpy, cuda_free, cuda_synchronize};
 #ifdef XENT_TEST_HIP_ON_CUDA
-  if (kind == XENT_BACKEND_HIP) return 1;
+  if (kind == XENT_BACKEND_HIP) return &cudart;
 #endif
-  return kind == XENT_BACKEND_CUDA;
+  return kind == XENT_BACKEND_CUDA ? &cudart : NULL;
+}
+#else
+#include <dlfcn.h>
+
+static const device_runtime* tu_runtime(xent_backend_kind kind) {
+  if (kind != XENT_BACKEND_CUDA && kind != XENT_BACKEND_HIP) return NULL;
+  static device_runtime loaded[2];
+  device_runtime* r = &loaded[kind == XENT_BACKEND_HIP];
+  if (r->malloc_) return r;
+  static const char* const cuda[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+  static const char* const hip[] = {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
+  const char* const* names = kind == XENT_BACKEND_HIP ? hip : cuda;
+  const char* prefix = kind == XENT_BACKEND_HIP ? "hip" : "cuda";
+  void* so = NULL;
+  for (int i = 0; !so && i < 3; ++i) so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!so) {
+    fprintf(stderr, "testutil: cannot load the %s runtime for device memory: %s\n", prefix, dlerror());
+    exit(2);
+  }
+  static const char* const calls[] = {"Malloc", "Memset", "Memcpy", "Free", "DeviceSynchronize"};
+  void** slots[] = {(void**)&r->malloc_, (void**)&r->memset_, (void**)&r->memcpy_, (void**)&r->free_,
+                    (void**)&r->synchronize};
+  for (int i = 4; i >= 0; --i) { /* malloc_ last: it says the table is full */
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", prefix, calls[i]);
+    if (!(*slots[i] = dlsym(so, name))) {
+      fprintf(stderr, "testutil: the %s runtime lacks %s\n", prefix, name);
+      exit(2);
+    }
+  }
+  return r;
 }
 #endif
 
@@ -186,67 +238,43 @@ double tu_max_error(xent_dtype dtype, const void* got, const double* want, int64
 
 void* tu_alloc(xent_backend_kind kind, size_t bytes) {
   if (bytes == 0) bytes = 1;
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) {
+  const device_runtime* r = tu_runtime(kind);
+  if (r) {
     void* p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
-    cudaMemset(p, 0, bytes);
+    if (r->malloc_(&p, bytes) != 0) return NULL;
+    r->memset_(p, 0, bytes);
     return p;
   }
-#endif
-  (void)kind;
   return calloc(1, bytes);
 }
 
 void tu_free(xent_backend_kind kind, void* p) {
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) {
-    cudaFree(p);
-    return;
-  }
-#endif
-  (void)kind;
-  free(p);
+  const device_runtime* r = tu_runtime(kind);
+  if (r) r->free_(p);
+  else free(p);
 }
 
 void tu_to_device(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) {
-    cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-    return;
-  }
-#endif
-  (void)kind;
-  if (bytes) memcpy(dst, src, bytes);
+  const device_runtime* r = tu_runtime(kind);
+  if (r) r->memcpy_(dst, src, bytes, TU_TO_DEVICE);
+  else if (bytes) memcpy(dst, src, bytes);
 }
 
 void tu_to_host(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) {
-    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-    return;
-  }
-#endif
-  (void)kind;
-  if (bytes) memcpy(dst, src, bytes);
+  const device_runtime* r = tu_runtime(kind);
+  if (r) r->memcpy_(dst, src, bytes, TU_TO_HOST);
+  else if (bytes) memcpy(dst, src, bytes);
 }
 
 void tu_copy(xent_backend_kind kind, void* dst, const void* src, size_t bytes) {
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) {
-    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
-    return;
-  }
-#endif
-  (void)kind;
-  if (bytes) memcpy(dst, src, bytes);
+  const device_runtime* r = tu_runtime(kind);
+  if (r) r->memcpy_(dst, src, bytes, TU_DEVICE_TO_DEVICE);
+  else if (bytes) memcpy(dst, src, bytes);
 }
 
 void tu_sync(xent_backend_kind kind) {
-#ifdef XENT_TEST_CUDA
-  if (tu_on_gpu(kind)) cudaDeviceSynchronize();
-#endif
-  (void)kind;
+  const device_runtime* r = tu_runtime(kind);
+  if (r) r->synchronize();
 }
 
 int tu_global_race_checks(xent_backend_kind kind, int on) {

@@ -3,7 +3,8 @@
 # the working tree does not hold, under gpu_run/ (ignored by git; each device
 # call carries the paths bench/gpu/plan.py names):
 #
-#   gpu_run/xent-gpu-libs.tar.xz   libxent_shared.so (CUDA backend),
+#   gpu_run/xent-gpu-libs.tar.xz   libxent_shared.so and its CUDA plugin
+#                                  libxent_cuda.so beside it,
 #                                  libxent_hip_on_cuda_shared.so,
 #                                  libxent_roofline.so, both manifests, the
 #                                  commit and the build's flags
@@ -38,7 +39,7 @@ PEERS=(liger-kernel==0.8.5 quack-kernels==0.6.5 nvidia-cutlass-dsl==4.8.1 nvidia
 PART_MIB=31   # a wheel bigger than this travels in pieces, one per call
 
 FLAGS=(-c opt --config=cuda --define=xent_cuda_archs=90 --define=xent_hip_on_cuda_archs=90)
-./bazelw build "${FLAGS[@]}" //runtime:libxent_shared.so //runtime:libxent_hip_on_cuda_shared.so \
+./bazelw build "${FLAGS[@]}" //runtime:libxent_shared.so //runtime:libxent_cuda.so //runtime:libxent_hip_on_cuda_shared.so \
   //bench:libxent_roofline.so //tests:gpu_test //tests:gpu_hip_on_cuda_test //tests:large_shapes_test \
   //gen:cuda/manifest.tsv //gen:hip/manifest.tsv
 bin=$(./bazelw info "${FLAGS[@]}" bazel-bin 2> /dev/null)
@@ -46,7 +47,8 @@ bin=$(./bazelw info "${FLAGS[@]}" bazel-bin 2> /dev/null)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/libs" "$stage/tests"
-cp "$bin/runtime/libxent_shared.so" "$bin/runtime/libxent_hip_on_cuda_shared.so" "$bin/bench/libxent_roofline.so" \
+cp "$bin/runtime/libxent_shared.so" "$bin/runtime/libxent_cuda.so" "$bin/runtime/libxent_hip_on_cuda_shared.so" \
+  "$bin/bench/libxent_roofline.so" \
   "$bin/gen/cuda/manifest.tsv" "$stage/libs/"
 cp "$bin/gen/hip/manifest.tsv" "$stage/libs/hip_manifest.tsv"
 cp "$bin/tests/gpu_test" "$bin/tests/gpu_hip_on_cuda_test" "$bin/tests/large_shapes_test" "$stage/tests/"

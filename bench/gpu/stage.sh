@@ -101,6 +101,7 @@ unpack() {
     return 1
   fi
   "$PYTHON" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); print('libxent_shared.so loads')" "$BIN/libxent_shared.so"
+  [ -f "$BIN/libxent_cuda.so" ] || { echo "libxent_cuda.so (the CUDA plugin) is not beside libxent_shared.so"; return 1; }
 }
 
 # The wheel parts this call carried (gpu_run/wheels/, one batch of the plan)
