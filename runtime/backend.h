@@ -35,19 +35,27 @@ typedef struct xent_backend {
   xent_status (*flag_alloc)(xent_handle* h);
   xent_status (*flag_take)(xent_handle* h, unsigned long long* row);
   void (*flag_free)(xent_handle* h);
-  /* The fused linear cross entropy's GEMM on the device, operands in their
-     own dtype (xent_gemm), with `workspace` for the library; frees the
-     library's handle at xent_destroy. NULL on the cpu backend, whose chunks
-     widen f16/bf16 for OpenBLAS (linear_ce.c, chunk_cpu). */
+  /* The fused linear cross entropy's GEMM (xent_gemm) on the backend's
+     memory, with `workspace` (gemm_workspace bytes of the caller's) for the
+     library; gemm_free frees the library's handle at xent_destroy (NULL:
+     nothing to free). gemm_mixed: it takes operands of different dtypes
+     (the cpu backend's f32 gradients of f16/bf16 inputs); else A, B and C
+     share one. */
   xent_status (*gemm)(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                       void* stream);
   void (*gemm_free)(xent_handle* h);
+  size_t gemm_workspace;
+  int gemm_mixed;
   /* bytes of the backend's memory at p set to zero, on the stream. */
   xent_status (*zero)(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
   xent_collective collective;
 } xent_backend;
 
 extern const xent_backend xent_backend_cpu;
+
+/* The GEMM library's workspace on a GPU backend: what cuBLASLt asks for on
+   Hopper (32 MiB) for its fastest kernels. */
+#define XENT_GPU_GEMM_WORKSPACE ((size_t)32 << 20)
 
 /* The GPU backend of each kind, one of three ways, chosen at link time:
    - linked in: backend_<name>.c itself (the GPU tests' static libraries);
@@ -79,6 +87,8 @@ xent_status xent_hip_backend(const xent_backend** out);
       .flag_free = xent_##NAME##_flag_free,      \
       .gemm = xent_##NAME##_gemm,                \
       .gemm_free = xent_##NAME##_gemm_free,      \
+      .gemm_workspace = XENT_GPU_GEMM_WORKSPACE, \
+      .gemm_mixed = 0,                           \
       .zero = xent_##NAME##_zero,                \
       .collective = COLLECTIVE,                  \
   }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "blas_cpu.h"
 #include "dispatch.h"
 #include "runtime/emu/emu.h"
 
@@ -75,9 +76,16 @@ static xent_status cpu_zero(const xent_handle* h, const char* fn, void* p, size_
   return XENT_OK;
 }
 
-/* No device GEMM: the linear cross entropy's chunks call OpenBLAS
-   (blas_cpu.c) in the accumulation type. No collective library: a
-   vocabulary-parallel caller gives its own all_gather. */
+/* OpenBLAS, f16/bf16 operands widened (blas_cpu.c); its f32 copies are its
+   own, not the caller's workspace. */
+static xent_status cpu_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace,
+                            size_t workspace_bytes, void* stream) {
+  (void)h, (void)workspace, (void)workspace_bytes, (void)stream;
+  return xent_cpu_gemm_typed(fn, g);
+}
+
+/* No collective library: a vocabulary-parallel caller gives its own
+   all_gather. */
 const xent_backend xent_backend_cpu = {
     .kind = XENT_BACKEND_CPU,
     .name = "cpu",
@@ -87,8 +95,10 @@ const xent_backend xent_backend_cpu = {
     .flag_alloc = cpu_flag_alloc,
     .flag_take = cpu_flag_take,
     .flag_free = cpu_flag_free,
-    .gemm = NULL,
+    .gemm = cpu_gemm,
     .gemm_free = NULL,
+    .gemm_workspace = 0,
+    .gemm_mixed = 1,
     .zero = cpu_zero,
     .collective = XENT_COLLECTIVE_NONE,
 };

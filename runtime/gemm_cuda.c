@@ -136,10 +136,12 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   const size_t skip = (256 - (uintptr_t)workspace % 256) % 256;
   workspace = skip < workspace_bytes ? (char*)workspace + skip : NULL;
   workspace_bytes = skip < workspace_bytes ? workspace_bytes - skip : 0;
-  cublasLtHandle_t handle = NULL; /* set by lt_handle when it returns XENT_OK */
-  xent_status s = lt_handle(h, fn, &handle);
+  xent_status s = xent_gemm_one_dtype(fn, "cuBLASLt", g);
   if (s != XENT_OK) return s;
-  const int f64 = g->dtype == XENT_F64;
+  cublasLtHandle_t handle = NULL; /* set by lt_handle when it returns XENT_OK */
+  s = lt_handle(h, fn, &handle);
+  if (s != XENT_OK) return s;
+  const int f64 = g->b_dtype == XENT_F64;
   const xent_gemm_column_major cm = xent_gemm_to_column_major(g);
   const cublasOperation_t op_first = cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -154,7 +156,7 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
     if (st == CUBLAS_STATUS_SUCCESS && g->bias) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      const cudaDataType_t bias_type = data_type(g->dtype);
+      const cudaDataType_t bias_type = data_type(g->b_dtype);
       st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
       if (st == CUBLAS_STATUS_SUCCESS) st = lt.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
       if (st == CUBLAS_STATUS_SUCCESS)
@@ -163,10 +165,10 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
     what = "cublasLtMatrixLayoutCreate";
-    st = lt.layout_create(&la, data_type(g->dtype), cm.first.rows, cm.first.cols, cm.first.ld);
+    st = lt.layout_create(&la, data_type(g->b_dtype), cm.first.rows, cm.first.cols, cm.first.ld);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = lt.layout_create(&lb, data_type(g->dtype), cm.second.rows, cm.second.cols, cm.second.ld);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->dtype), cm.rows, cm.cols, cm.ld);
+      st = lt.layout_create(&lb, data_type(g->b_dtype), cm.second.rows, cm.second.cols, cm.second.ld);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->b_dtype), cm.rows, cm.cols, cm.ld);
   }
   cublasLtMatmulHeuristicResult_t best;
   int found = 0;
@@ -207,7 +209,7 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   if (st != CUBLAS_STATUS_SUCCESS) {
     char shape[160];
     snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s)", what, (long long)g->m, (long long)g->n,
-             (long long)g->k, xent_dtype_name(g->dtype));
+             (long long)g->k, xent_dtype_name(g->b_dtype));
     return lt_fail(fn, shape, st);
   }
   return XENT_OK;

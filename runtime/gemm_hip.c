@@ -114,10 +114,12 @@ void xent_hip_gemm_free(xent_handle* h) {
 
 xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                           void* stream) {
-  void* handle = NULL; /* set by lt_handle when it returns XENT_OK */
-  xent_status s = lt_handle(h, fn, &handle);
+  xent_status s = xent_gemm_one_dtype(fn, "hipBLASLt", g);
   if (s != XENT_OK) return s;
-  const int f64 = g->dtype == XENT_F64, type = data_type(g->dtype);
+  void* handle = NULL; /* set by lt_handle when it returns XENT_OK */
+  s = lt_handle(h, fn, &handle);
+  if (s != XENT_OK) return s;
+  const int f64 = g->b_dtype == XENT_F64, type = data_type(g->b_dtype);
   const xent_gemm_column_major cm = xent_gemm_to_column_major(g);
   const int32_t op_first = cm.first.transposed ? HIPBLASLT_ABI_OP_T : HIPBLASLT_ABI_OP_N;
   const int32_t op_second = cm.second.transposed ? HIPBLASLT_ABI_OP_T : HIPBLASLT_ABI_OP_N;
@@ -174,7 +176,7 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
   if (st != HIPBLASLT_ABI_STATUS_SUCCESS) {
     char shape[160];
     snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s)", what, (long long)g->m, (long long)g->n,
-             (long long)g->k, xent_dtype_name(g->dtype));
+             (long long)g->k, xent_dtype_name(g->b_dtype));
     return lt_fail(fn, shape, st);
   }
   return XENT_OK;

@@ -27,6 +27,14 @@ typedef struct xent_gemm_column_major {
   int64_t ld;
 } xent_gemm_column_major;
 
+/* The GPU libraries' calls here take A, B and C in one dtype (the layers
+   above never mix them on a GPU backend: backend.h's gemm_mixed is 0). */
+static inline xent_status xent_gemm_one_dtype(const char* fn, const char* library, const xent_gemm* g) {
+  if (g->a_dtype == g->b_dtype && g->c_dtype == g->b_dtype) return XENT_OK;
+  return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s GEMM of %s, %s and %s operands: one dtype for all three", fn,
+                   library, xent_dtype_name(g->a_dtype), xent_dtype_name(g->b_dtype), xent_dtype_name(g->c_dtype));
+}
+
 static inline xent_gemm_column_major xent_gemm_to_column_major(const xent_gemm* g) {
   xent_gemm_column_major cm;
   /* op(B)^T: B stored row-major [k, n] (tb = 0) or [n, k] (tb = 1) is, as

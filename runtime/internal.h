@@ -71,14 +71,16 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
 size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes);
 
-/* One of the fused linear cross entropy's GEMMs on a GPU backend
-   (backend.h, gemm), row-major as blas_cpu.h: C[m, n] = alpha * op(A) @
-   op(B) + beta * C (op transposes when ta / tb), A, B and C in `dtype`,
-   computed in its accumulation type; bias ([n], dtype, or NULL) added to
-   every row in the GEMM's epilogue. cuBLASLt (gemm_cuda.c) and hipBLASLt
-   (gemm_hip.c), both loaded at run time. */
+/* One of the fused linear cross entropy's GEMMs (backend.h, gemm),
+   row-major as blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op
+   transposes when ta / tb), computed in B's accumulation type; bias ([n],
+   in B's dtype, or NULL) added to every row in the GEMM's epilogue. Each
+   operand has its dtype: the GPU backends take one dtype for all three
+   (cuBLASLt in gemm_cuda.c, hipBLASLt in gemm_hip.c, both loaded at run
+   time); the cpu backend's (blas_cpu.c) also takes f32 gradients of
+   f16/bf16 inputs. */
 typedef struct xent_gemm {
-  xent_dtype dtype;
+  xent_dtype a_dtype, b_dtype, c_dtype;
   int ta, tb;
   int64_t m, n, k;
   double alpha, beta;

@@ -5,23 +5,17 @@
    gradient GEMMs. Around them, the generated steps of family
    linear_cross_entropy (specs/linear_cross_entropy.lua) compute the mean's
    divisor, the bias and its gradient and the loss on the device, so nothing
-   waits for the host. The GEMMs are the backend's: OpenBLAS (blas_cpu.c) in
-   the accumulation type on the cpu backend, f16/bf16 operands converted a
-   block at a time; cuBLASLt (gemm_cuda.c) on CUDA; hipBLASLt (gemm_hip.c)
-   on HIP, and cuBLASLt again where the HIP backend is built for NVIDIA. */
+   waits for the host. The GEMMs are the backend's (backend.h, gemm), one
+   loop for all: OpenBLAS (blas_cpu.c) on the cpu backend, f16/bf16
+   operands widened there a block at a time; cuBLASLt (gemm_cuda.c) on
+   CUDA; hipBLASLt (gemm_hip.c) on HIP, and cuBLASLt again where the HIP
+   backend is built for NVIDIA. */
 #include <stdint.h>
 #include <string.h>
 
 #include "backend.h"
-#include "blas_cpu.h"
 #include "dispatch.h"
 #include "numeric.h"
-
-/* Rows of weight converted to f32 at a time (f16/bf16; cpu backend). */
-enum { WEIGHT_BLOCK = 4096 };
-/* The GEMM library's workspace on a GPU backend: what cuBLASLt asks for on
-   Hopper (32 MiB) for its fastest kernels. */
-#define GEMM_WORKSPACE ((size_t)32 << 20)
 
 void xent_linear_ce_desc_init(xent_linear_ce_desc* d, int64_t rows, int64_t hidden, int64_t classes,
                               xent_dtype dtype, xent_label_type label_type, xent_reduction reduction) {
@@ -32,8 +26,6 @@ void xent_linear_ce_desc_init(xent_linear_ce_desc* d, int64_t rows, int64_t hidd
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-static int is_half(xent_dtype t) { return t == XENT_F16 || t == XENT_BF16; }
 
 /* The chunk's cross-entropy call: n rows; a sum or a mean becomes a sum in
    the accumulation type (the chunks' sums are added, then divided). */
@@ -90,13 +82,8 @@ typedef struct layout {
   int64_t chunk;   /* rows per chunk */
   int64_t chunks;
   size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
-  size_t wide;     /* chunk * V, accumulation type: the GEMM's output, then the gradient (f16/bf16, or a
-                      grad_dtype other than dtype) */
-  size_t hid;      /* chunk * H, accumulation type: the chunk of hidden (f16/bf16) */
-  size_t ghid;     /* chunk * H, accumulation type: its gradient (f16/bf16 gradients) */
-  size_t wblock;   /* WEIGHT_BLOCK * H, accumulation type: weight rows (f16/bf16) */
-  size_t gwblock;  /* WEIGHT_BLOCK * H, accumulation type: their gradient (f16/bf16 gradients) */
-  size_t gemm;     /* GPU backends: the GEMM library's workspace */
+  size_t grad;     /* chunk * V, grad_dtype: the gradient where it is not dtype (cpu backend) */
+  size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */
   size_t total;
@@ -108,16 +95,11 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
   int64_t n = 0;
   xent_status s = chunk_rows(h, d, &n);
   if (s != XENT_OK) return s;
-  const int64_t v = d->ce.classes, hd = d->hidden, vb = min64(v, WEIGHT_BLOCK);
+  const int64_t v = d->ce.classes;
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
-  /* Without a device GEMM (the cpu backend's), the GEMMs are OpenBLAS's,
-     which take f32 or f64 operands: f16/bf16 ones are widened there; a
-     GPU's take them as they are. */
-  const int cpu = h->backend->gemm == NULL;
-  const int half = cpu && is_half(d->ce.dtype), half_grad = cpu && is_half(d->ce.grad_dtype);
-  const int wide = cpu && (half || d->ce.grad_dtype != d->ce.dtype);
+  const size_t gb = xent_dtype_bytes(d->ce.grad_dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
-  if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8 || (uint64_t)(n + vb) * (uint64_t)hd > (SIZE_MAX / 16) / 8)
+  if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
   xent_ce_desc c = chunk_desc(d, n);
   size_t ce_bytes = 0;
@@ -127,12 +109,8 @@ static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_
   L->chunk = n;
   L->chunks = chunks;
   L->logits = at, at += round64((size_t)n * v * eb);
-  L->wide = at, at += wide ? round64((size_t)n * v * ab) : 0;
-  L->hid = at, at += half ? round64((size_t)n * hd * ab) : 0;
-  L->ghid = at, at += half_grad ? round64((size_t)n * hd * ab) : 0;
-  L->wblock = at, at += half ? round64((size_t)vb * hd * ab) : 0;
-  L->gwblock = at, at += half_grad ? round64((size_t)vb * hd * ab) : 0;
-  L->gemm = at, at += cpu ? 0 : GEMM_WORKSPACE;
+  L->grad = at, at += d->ce.grad_dtype != d->ce.dtype ? round64((size_t)n * v * gb) : 0;
+  L->gemm = at, at += round64(h->backend->gemm_workspace);
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
   L->total = at;
@@ -154,7 +132,7 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
                      (long long)d->ce.inner);
   /* A GPU GEMM takes its operands in one type: the gradient (an operand of
      both gradient GEMMs) must be in hidden's and weight's. */
-  if (h->backend->gemm && d->ce.grad_dtype != d->ce.dtype)
+  if (!h->backend->gemm_mixed && d->ce.grad_dtype != d->ce.dtype)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->ce.grad_dtype is %s and desc->ce.dtype %s: on the %s backend the gradients are in the "
                      "inputs' dtype (f32 gradients of f16/bf16 inputs: the cpu backend only)",
@@ -173,27 +151,6 @@ xent_status xent_linear_ce_workspace_size(const xent_handle* h, const xent_linea
   if (s != XENT_OK) return s;
   *bytes = L.total;
   return XENT_OK;
-}
-
-/* dst[i] = src[i] in the accumulation type, for count elements. */
-static void widen(xent_dtype t, const void* src, void* dst, int64_t count) {
-  float* out = dst;
-  const uint16_t* in = src;
-  if (t == XENT_BF16)
-    for (int64_t i = 0; i < count; ++i) out[i] = xent_bf16_to_float(in[i]);
-  else
-    for (int64_t i = 0; i < count; ++i) out[i] = xent_f16_to_float(in[i]);
-}
-
-/* dst[i] = src[i] (accumulation type) rounded to t, plus dst[i] when add. */
-static void narrow(xent_dtype t, const void* src, void* dst, int64_t count, int add) {
-  const float* in = src;
-  uint16_t* out = dst;
-  for (int64_t i = 0; i < count; ++i) {
-    float x = in[i];
-    if (add) x += t == XENT_BF16 ? xent_bf16_to_float(out[i]) : xent_f16_to_float(out[i]);
-    out[i] = t == XENT_BF16 ? xent_float_to_bf16(x) : xent_float_to_f16(x);
-  }
 }
 
 /* One call's state, shared by the chunk loop's pieces. */
@@ -264,128 +221,53 @@ static xent_status chunk_bias_grad(const run_ctx* r, int64_t k, const void* grad
   return step(r, &a);
 }
 
-/* One chunk on the cpu backend: OpenBLAS in the accumulation type, f16/bf16
-   operands widened a block of weight rows at a time. */
-static xent_status chunk_cpu(const run_ctx* r, int64_t k) {
-  const char* fn = r->fn;
+static xent_status gemm(const run_ctx* r, const xent_gemm* g) {
+  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, r->h->backend->gemm_workspace, r->stream);
+}
+
+/* One chunk of rows, r0 .. r0 + n: logits = hidden @ weight^T (+ bias, in
+   the GEMM's epilogue; f64: the BIAS step), the fused kernel over them with
+   the gradient in place (or, in grad_dtype, beside them), then
+   grad_hidden = grad @ weight and grad_weight (+)= grad^T @ hidden. */
+static xent_status chunk(const run_ctx* r, int64_t k) {
   const layout L = *r->L;
   const xent_ce_desc* c = &r->d->ce;
   const xent_linear_ce_tensors* t = r->t;
-  const xent_dtype dt = c->dtype, gt = c->grad_dtype, acc = xent_acc_dtype(dt);
-  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, chunk = L.chunk;
-  const size_t eb = xent_dtype_bytes(dt), ab = xent_acc_bytes(dt), gb = xent_dtype_bytes(gt);
-  const int half = is_half(dt), half_grad = is_half(gt), in_place = gt == dt;
-  char* ws = r->ws;
-  void* logits = ws + L.logits;
-  /* The gradient in the accumulation type: the GEMMs' operand. */
-  void* grad = half || !in_place ? (void*)(ws + L.wide) : logits;
-  const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
-  xent_status s;
-  const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
-  const void* hid_acc = hid;
-  if (half) {
-    widen(dt, hid, ws + L.hid, n * H);
-    hid_acc = ws + L.hid;
-  }
-  /* The chunk's logits: hidden @ weight^T (+ bias), in the accumulation
-     type, then in dtype for the kernel. */
-  void* out = half ? (void*)(ws + L.wide) : logits;
-  for (int64_t v0 = 0; v0 < V; v0 += WEIGHT_BLOCK) {
-    const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
-    const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
-    if (half) {
-      widen(dt, w, ws + L.wblock, vb * H);
-      w = ws + L.wblock;
-    }
-    s = xent_cpu_gemm(fn, acc, 0, 1, n, vb, H, 1.0, hid_acc, H, w, H, 0.0, (char*)out + (size_t)v0 * ab, V);
-    if (s != XENT_OK) return s;
-  }
-  if (t->bias) {
-    s = chunk_bias(r, k, out);
-    if (s != XENT_OK) return s;
-  }
-  if (half) narrow(dt, out, logits, n * V, 0);
-
-  void* kernel_grad = in_place ? logits : grad;
-  s = chunk_loss(r, k, r0, n, logits, kernel_grad);
-  if (s != XENT_OK) return s;
-  if (half && in_place) widen(dt, logits, grad, n * V);
-
-  /* grad_hidden = grad @ weight; grad_weight (+)= grad^T @ hidden. */
-  void* gh = !t->grad_hidden ? NULL : half_grad ? (void*)(ws + L.ghid) : (char*)t->grad_hidden + (size_t)r0 * H * gb;
-  const int overwrite = k == 0 && !r->d->accumulate;
-  for (int64_t v0 = 0; v0 < V && (t->grad_hidden || t->grad_weight); v0 += WEIGHT_BLOCK) {
-    const int64_t vb = min64(WEIGHT_BLOCK, V - v0);
-    const void* g = (const char*)grad + (size_t)v0 * ab;
-    if (t->grad_hidden) {
-      const void* w = (const char*)t->weight + (size_t)v0 * H * eb;
-      if (half) {
-        widen(dt, w, ws + L.wblock, vb * H);
-        w = ws + L.wblock;
-      }
-      s = xent_cpu_gemm(fn, acc, 0, 0, n, H, vb, 1.0, g, V, w, H, v0 > 0 ? 1.0 : 0.0, gh, H);
-      if (s != XENT_OK) return s;
-    }
-    if (t->grad_weight) {
-      char* gw = (char*)t->grad_weight + (size_t)v0 * H * gb;
-      if (half_grad) {
-        s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, 0.0, ws + L.gwblock, H);
-        if (s == XENT_OK) narrow(gt, ws + L.gwblock, gw, vb * H, !overwrite);
-      } else {
-        s = xent_cpu_gemm(fn, acc, 1, 0, vb, H, n, 1.0, g, V, hid_acc, H, overwrite ? 0.0 : 1.0, gw, H);
-      }
-      if (s != XENT_OK) return s;
-    }
-  }
-  if (t->grad_hidden && half_grad) narrow(gt, gh, (char*)t->grad_hidden + (size_t)r0 * H * gb, n * H, 0);
-  return t->grad_bias ? chunk_bias_grad(r, k, kernel_grad) : XENT_OK;
-}
-
-static xent_status gpu_gemm(const run_ctx* r, const xent_gemm* g) {
-  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, GEMM_WORKSPACE, r->stream);
-}
-
-/* One chunk on a GPU backend: the vendor's GEMMs in the inputs' dtype
-   (f32 or f64 compute), the bias in the first one's epilogue (f64: the
-   BIAS step), the gradient in place of the logits. */
-static xent_status chunk_gpu(const run_ctx* r, int64_t k) {
-  const layout L = *r->L;
-  const xent_ce_desc* c = &r->d->ce;
-  const xent_linear_ce_tensors* t = r->t;
-  const xent_dtype dt = c->dtype;
-  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, chunk = L.chunk;
-  const size_t eb = xent_dtype_bytes(dt);
+  const xent_dtype dt = c->dtype, gt = c->grad_dtype;
+  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, rows = L.chunk;
+  const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(gt);
   void* logits = r->ws + L.logits;
-  const int64_t r0 = k * chunk, n = min64(chunk, N - r0);
+  void* grad = gt == dt ? logits : (void*)(r->ws + L.grad);
+  const int64_t r0 = k * rows, n = min64(rows, N - r0);
   const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
   const int bias_step = t->bias && dt == XENT_F64;
-  const xent_gemm forward = {.dtype = dt, .ta = 0, .tb = 1, .m = n, .n = V, .k = H, .alpha = 1.0, .beta = 0.0,
-                             .a = hid, .lda = H, .b = t->weight, .ldb = H, .c = logits, .ldc = V,
-                             .bias = bias_step ? NULL : t->bias};
-  xent_status s = gpu_gemm(r, &forward);
+  const xent_gemm forward = {.a_dtype = dt, .b_dtype = dt, .c_dtype = dt, .ta = 0, .tb = 1, .m = n, .n = V, .k = H,
+                             .alpha = 1.0, .beta = 0.0, .a = hid, .lda = H, .b = t->weight, .ldb = H, .c = logits,
+                             .ldc = V, .bias = bias_step ? NULL : t->bias};
+  xent_status s = gemm(r, &forward);
   if (s != XENT_OK) return s;
   if (bias_step) {
     s = chunk_bias(r, k, logits);
     if (s != XENT_OK) return s;
   }
-  s = chunk_loss(r, k, r0, n, logits, logits);
+  s = chunk_loss(r, k, r0, n, logits, grad);
   if (s != XENT_OK) return s;
   if (t->grad_hidden) {
-    const xent_gemm g = {.dtype = dt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V, .alpha = 1.0, .beta = 0.0,
-                         .a = logits, .lda = V, .b = t->weight, .ldb = H,
-                         .c = (char*)t->grad_hidden + (size_t)r0 * H * eb, .ldc = H};
-    s = gpu_gemm(r, &g);
+    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V,
+                         .alpha = 1.0, .beta = 0.0, .a = grad, .lda = V, .b = t->weight, .ldb = H,
+                         .c = (char*)t->grad_hidden + (size_t)r0 * H * gb, .ldc = H};
+    s = gemm(r, &g);
     if (s != XENT_OK) return s;
   }
   if (t->grad_weight) {
     const int overwrite = k == 0 && !r->d->accumulate;
-    const xent_gemm g = {.dtype = dt, .ta = 1, .tb = 0, .m = V, .n = H, .k = n, .alpha = 1.0,
-                         .beta = overwrite ? 0.0 : 1.0, .a = logits, .lda = V, .b = hid, .ldb = H,
+    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 1, .tb = 0, .m = V, .n = H, .k = n,
+                         .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad, .lda = V, .b = hid, .ldb = H,
                          .c = t->grad_weight, .ldc = H};
-    s = gpu_gemm(r, &g);
+    s = gemm(r, &g);
     if (s != XENT_OK) return s;
   }
-  return t->grad_bias ? chunk_bias_grad(r, k, logits) : XENT_OK;
+  return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
 }
 
 /* grad_weight and grad_bias when there are no rows (nothing to add). */
@@ -436,7 +318,7 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   a.weights = t->weights;
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
-  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = h->backend->gemm ? chunk_gpu(&r, k) : chunk_cpu(&r, k);
+  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = chunk(&r, k);
   if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;
   /* FINISH: the loss from the chunks' sums, and the bad-label rows. */

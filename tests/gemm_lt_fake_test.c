@@ -106,7 +106,7 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
   for (int64_t i = 0; i < b_rows * ldb; ++i) rb[i] = put(t, b, (size_t)i, uniform());
   for (int64_t i = 0; i < m * ldc; ++i) rc[i] = put(t, c, (size_t)i, (i % ldc) >= n ? 77.0 : uniform());
   for (int64_t i = 0; i < n; ++i) rbias[i] = put(t, bias, (size_t)i, uniform());
-  const xent_gemm g = {.dtype = t, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+  const xent_gemm g = {.a_dtype = t, .b_dtype = t, .c_dtype = t, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .bias = with_bias ? bias : NULL};
   static _Alignas(256) unsigned char workspace[(1 << 16) + 256];
   const xent_status s = GEMM(h, "test", &g, workspace + (shift ? 8 : 0), 1 << 16, NULL);
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   /* No algorithm: an XENT_ERROR_BLAS naming the call and the shape. */
   static unsigned char workspace[1 << 16];
   float a[6] = {0}, b[6] = {0}, c[4] = {0};
-  const xent_gemm g = {.dtype = XENT_F32, .m = 2, .n = 2, .k = 3, .alpha = 1.0, .a = a, .lda = 3, .b = b, .ldb = 2,
+  const xent_gemm g = {.a_dtype = XENT_F32, .b_dtype = XENT_F32, .c_dtype = XENT_F32, .m = 2, .n = 2, .k = 3, .alpha = 1.0, .a = a, .lda = 3, .b = b, .ldb = 2,
                        .c = c, .ldc = 2};
   *no_algorithm = 1;
   xent_status s = GEMM(&h, "xent_linear_ce_run", &g, workspace, sizeof workspace, NULL);
