@@ -68,12 +68,12 @@ done
 
 # The runtime, the emulator and the public header.
 mkdir -p "$tmp/runtime/emu" "$tmp/include" "$tmp/emu/cuda" "$tmp/emu/hip" "$tmp/cmake"
-for f in api.c backend_cpu.c backend_cuda.c backend_cuda_plugin.c backend_hip.c backend_hip_plugin.c blas_cpu.c \
-  blas_cpu.h cuda_device.h dispatch.c dtype.c dynlib.c dynlib.h gemm_cuda.c gemm_hip.c gemm_layout.h hipblaslt_abi.h linear_ce.c \
-  backend.h dispatch.h internal.h nccl.c numeric.c numeric.h plugin.h plugin.lds plugin_entry.c plugin_load.c status.c \
-  vocab_parallel.c xent.h; do
+# The runtime's folders as they are (runtime/BUILD's :sources).
+(cd "$root/runtime" && find api backend backends base dispatch ops -name '*.[ch]' -o -name '*.lds') | while read -r f; do
+  mkdir -p "$tmp/runtime/$(dirname "$f")"
   cp "$root/runtime/$f" "$tmp/runtime/$f"
 done
+for f in numeric.c numeric.h xent.h; do cp "$root/runtime/$f" "$tmp/runtime/$f"; done
 for f in emu.c emu.h xent_emu.h; do cp "$root/runtime/emu/$f" "$tmp/runtime/emu/$f"; done
 cp "$root/runtime/xent.h" "$tmp/include/xent.h"
 

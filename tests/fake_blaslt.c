@@ -70,7 +70,7 @@ enum {
    must be 256-byte aligned. */
 #define FAKE_ALIGNMENT_RULES 1
 #else
-#include "runtime/hipblaslt_abi.h"
+#include "runtime/backends/hip/hipblaslt_abi.h"
 typedef hipblaslt_status status_t;
 typedef void* handle_t;
 typedef void* desc_t;

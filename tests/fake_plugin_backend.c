@@ -2,7 +2,7 @@
    runtime/plugin_entry.c into a plugin (libfake_plugin.so), and once more
    with another ABI version (libfake_plugin_abi.so), so that libxent's
    loading is tested on any machine. */
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 
 static xent_status fake_open(xent_handle* h) {
   (void)h;

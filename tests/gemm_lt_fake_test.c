@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 #include "runtime/numeric.h"
 
 #ifdef GEMM_CUDA

@@ -1,4 +1,4 @@
-"""libxent's GPU backends as plugins (runtime/plugin.h), as a user meets them.
+"""libxent's GPU backends as plugins (runtime/backend/plugin.h), as a user meets them.
 
 Each case is a fresh process (a plugin, once loaded, stays loaded) that loads
 a copy of libxent_shared.so from a directory of its own with ctypes, as the

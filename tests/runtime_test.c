@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dispatch.h"
+#include "runtime/dispatch/dispatch.h"
 #include "tests/testutil.h"
 
 static int failures, checks;

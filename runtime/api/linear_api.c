@@ -1,0 +1,99 @@
+/* The fused linear cross entropy's entry points (xent.h): every argument
+   checked once, the whole call's buffers against each other, then the op
+   (runtime/ops/linear_ce.c), whose chunks are not checked again. */
+#include <string.h>
+
+#include "runtime/api/checks.h"
+#include "runtime/backend/backend.h"
+#include "runtime/ops/ops.h"
+
+void xent_linear_ce_desc_init(xent_linear_ce_desc* d, int64_t rows, int64_t hidden, int64_t classes,
+                              xent_dtype dtype, xent_label_type label_type, xent_reduction reduction) {
+  if (!d) return;
+  memset(d, 0, sizeof *d);
+  xent_ce_desc_init(&d->ce, rows, classes, dtype, label_type, reduction);
+  d->hidden = hidden;
+}
+
+static xent_status check(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d) {
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
+  if (!d) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+  if (d->hidden < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->hidden is %lld, must be >= 1", fn, (long long)d->hidden);
+  if (d->chunk_rows < 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_rows is %lld, must be >= 0 (0 = the default)", fn,
+                     (long long)d->chunk_rows);
+  if (d->accumulate != 0 && d->accumulate != 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->accumulate is %d, must be 0 or 1", fn, d->accumulate);
+  if (d->ce.inner != 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.inner is %lld, must be 1 (logits [rows, classes])", fn,
+                     (long long)d->ce.inner);
+  /* A GPU GEMM takes its operands in one type: the gradient (an operand of
+     both gradient GEMMs) must be in hidden's and weight's. */
+  if (!h->backend->gemm_mixed && d->ce.grad_dtype != d->ce.dtype)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->ce.grad_dtype is %s and desc->ce.dtype %s: on the %s backend the gradients are in the "
+                     "inputs' dtype (f32 gradients of f16/bf16 inputs: the cpu backend only)",
+                     fn, xent_dtype_name(d->ce.grad_dtype), xent_dtype_name(d->ce.dtype), h->backend->name);
+  /* What the chunks' cross-entropy calls would check, once for all. */
+  return xent_check_ce_desc(fn, h, &d->ce);
+}
+
+/* Every buffer of the call aligned to its element, and no output over
+   another buffer of the call (checks.h). */
+static xent_status check_buffers(const char* fn, const xent_linear_ce_desc* d, const xent_linear_ce_tensors* t,
+                                 const void* workspace, size_t workspace_bytes) {
+  const xent_ce_desc* c = &d->ce;
+  const size_t rows = (size_t)c->rows, classes = (size_t)c->classes, hidden = (size_t)d->hidden;
+  const size_t eb = xent_dtype_bytes(c->dtype), ab = xent_acc_bytes(c->dtype);
+  const size_t lb = xent_dtype_bytes(c->loss_dtype), gb = xent_dtype_bytes(c->grad_dtype);
+  const int soft = c->label_type == XENT_PROB;
+  const size_t label_b = soft ? eb : c->label_type == XENT_I32 ? 4 : 8;
+  const size_t n_loss = c->reduction == XENT_REDUCTION_NONE ? rows : 1;
+  const size_t weights_n = (size_t)(c->vocab_shard ? c->vocab_shard->global_classes : c->classes);
+  const xent_buffer all[] = {
+      {"tensors->hidden", t->hidden, rows * hidden * eb, eb, 0},
+      {"tensors->weight", t->weight, classes * hidden * eb, eb, 0},
+      {"tensors->bias", t->bias, classes * eb, eb, 0},
+      {"tensors->labels", t->labels, (soft ? rows * classes : rows) * label_b, label_b, 0},
+      {"tensors->weights", t->weights, weights_n * ab, ab, 0},
+      {"tensors->dloss", t->dloss, n_loss * lb, lb, 0},
+      {"tensors->loss", t->loss, n_loss * lb, lb, 1},
+      {"tensors->lse", t->lse, rows * ab, ab, 1},
+      {"tensors->grad_hidden", t->grad_hidden, rows * hidden * gb, gb, 1},
+      {"tensors->grad_weight", t->grad_weight, classes * hidden * gb, gb, 1},
+      {"tensors->grad_bias", t->grad_bias, classes * gb, gb, 1},
+      /* (its 64-byte alignment: the op's check, with the size) */
+      {"workspace", workspace, workspace_bytes, 1, 1},
+  };
+  return xent_check_buffers(fn, all, sizeof all / sizeof all[0], NULL);
+}
+
+xent_status xent_linear_ce_workspace_size(const xent_handle* h, const xent_linear_ce_desc* d, size_t* bytes) {
+  xent_clear_error();
+  const char* fn = "xent_linear_ce_workspace_size";
+  if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
+  const xent_status s = check(fn, h, d);
+  return s != XENT_OK ? s : xent_linear_ce_op_workspace(fn, h, d, bytes);
+}
+
+xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, const xent_linear_ce_tensors* t,
+                               void* workspace, size_t workspace_bytes, void* stream) {
+  xent_clear_error();
+  const char* fn = "xent_linear_ce_run";
+  xent_status s = check(fn, h, d);
+  if (s != XENT_OK) return s;
+  if (!t) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors is NULL", fn);
+  if (!t->hidden) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->hidden is NULL", fn);
+  if (!t->weight) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->weight is NULL", fn);
+  if (!t->labels) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->labels is NULL", fn);
+  if (!t->loss) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->loss is NULL", fn);
+  if (t->grad_bias && !t->bias)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->grad_bias is set but tensors->bias is NULL", fn);
+  size_t need = 0;
+  s = xent_linear_ce_op_workspace(fn, h, d, &need);
+  if (s != XENT_OK) return s;
+  s = check_buffers(fn, d, t, workspace, workspace_bytes < need ? workspace_bytes : need);
+  if (s != XENT_OK) return s;
+  return xent_linear_ce_op(fn, h, d, t, workspace, workspace_bytes, stream);
+}

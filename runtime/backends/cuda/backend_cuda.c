@@ -1,0 +1,102 @@
+/* The CUDA backend: finds the generated kernel in xent_cuda_dispatch and
+   calls its launcher on the caller's stream. No host synchronisation. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/backends/cuda/cuda_device.h"
+#include "xent_launch.h"
+
+xent_status xent_cuda_open(xent_handle* h) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE, "cuda backend: no CUDA device (%s)",
+                     err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+  }
+  if (h->device < 0 && cudaGetDevice(&h->device) != cudaSuccess)
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query the current device");
+  if (h->device >= count) {
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create_on_device: device %d, but there are %d CUDA devices",
+                     h->device, count);
+  }
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, h->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, h->device) != cudaSuccess) {
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query device %d", h->device);
+  }
+  h->arch = major * 10 + minor;
+  return XENT_OK;
+}
+
+void xent_cuda_table(const xent_handle* h, xent_table* t) {
+  (void)h;
+  t->entries = xent_cuda_dispatch;
+  t->count = xent_cuda_dispatch_count;
+  t->target = "cuda";
+  t->specs = xent_cuda_dispatch_specs;
+}
+
+xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
+  if (h->arch < e->min_arch) {
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE, "cuda backend: %s needs sm_%d, the device is sm_%d", e->key,
+                     e->min_arch, h->arch);
+  }
+  int prev;
+  xent_status s = xent_cuda_enter(h, "cuda backend", &prev);
+  if (s != XENT_OK) return s;
+  /* The launcher's own launches' status (xent_device.h), never an error
+     other code left pending in the runtime. */
+  const int err = e->launch(args);
+  xent_cuda_leave(h, prev);
+  if (err != 0) {
+    return xent_fail(XENT_ERROR_DEVICE, "cuda backend: launching %s failed: %s", e->key,
+                     cudaGetErrorString((cudaError_t)err));
+  }
+  return XENT_OK;
+}
+
+xent_status xent_cuda_flag_alloc(xent_handle* h) {
+  int prev;
+  xent_status s = xent_cuda_enter(h, "xent_create", &prev);
+  if (s != XENT_OK) return s;
+  void* p = NULL;
+  if (cudaMalloc(&p, sizeof *h->bad_label_row) != cudaSuccess) {
+    s = xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: cannot allocate 8 bytes of device memory");
+  } else if (cudaMemset(p, 0xff, sizeof *h->bad_label_row) != cudaSuccess ||
+             cudaDeviceSynchronize() != cudaSuccess) {
+    cudaFree(p);
+    s = xent_fail(XENT_ERROR_DEVICE, "xent_create: cannot initialise device memory");
+  } else {
+    h->bad_label_row = p;
+  }
+  xent_cuda_leave(h, prev);
+  return s;
+}
+
+/* The record is read after every kernel before it, and reset before any
+   kernel after it: cudaMemset is ordered on the legacy default stream only
+   and may return before it lands, so a kernel on a non-blocking stream (as
+   PyTorch's are) could record a bad row before the reset, which would then
+   erase it. The device is waited for again after the reset. */
+xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
+  int prev;
+  xent_status s = xent_cuda_enter(h, "xent_check", &prev);
+  if (s != XENT_OK) return s;
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  xent_cuda_leave(h, prev);
+  if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", cudaGetErrorString(err));
+  return XENT_OK;
+}
+
+void xent_cuda_flag_free(xent_handle* h) {
+  int prev;
+  if (xent_cuda_enter(h, "xent_destroy", &prev) != XENT_OK) return;
+  cudaFree(h->bad_label_row);
+  xent_cuda_leave(h, prev);
+}
+
+XENT_GPU_BACKEND(cuda, XENT_BACKEND_CUDA, XENT_COLLECTIVE_NCCL);

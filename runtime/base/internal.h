@@ -1,0 +1,83 @@
+/* Shared inside the runtime: the handle, one call's pointers, error
+   reporting, the dispatch table a backend hands up and the GEMM it runs
+   (backend.h is the interface itself). */
+#ifndef XENT_INTERNAL_H
+#define XENT_INTERNAL_H
+
+#include "runtime/xent.h"
+
+struct xent_backend;
+struct xent_handle {
+  const struct xent_backend* backend; /* backend.h: the table of its functions */
+  int device;     /* GPU ordinal */
+  int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
+  xent_backend_kind emulated; /* cpu backend: the rendering it runs (CUDA or HIP) */
+  /* One word in the backend's memory: the lowest row with a label outside
+     [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
+  unsigned long long* bad_label_row;
+  /* The GEMM library's handle (cuBLASLt or hipBLASLt), made by the first
+     fused linear cross entropy call; NULL until then. */
+  void* gemm;
+};
+
+#define XENT_NO_BAD_ROW (~0ull)
+
+/* One call: the op, its tensors, and what api.c adds. */
+typedef struct xent_ce_call {
+  xent_op op;
+  xent_ce_tensors t;
+  void* workspace;
+  size_t workspace_bytes;
+  void* stream;
+  unsigned long long* bad_label_row;
+} xent_ce_call;
+
+/* Records the message for xent_last_error() and returns status. */
+xent_status xent_fail(xent_status status, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void xent_clear_error(void);
+
+/* Bytes of one element of the accumulation type (weights, lse), of one of
+   the dtype itself, and its name (dtype.c). */
+size_t xent_acc_bytes(xent_dtype dtype);
+size_t xent_dtype_bytes(xent_dtype dtype);
+const char* xent_dtype_name(xent_dtype dtype);
+
+/* A backend's dispatch table (backend.h, table): the generated one, or for
+   the cpu backend the emulated rendering's. */
+struct xent_dispatch_entry;
+typedef struct xent_table {
+  const struct xent_dispatch_entry* entries;
+  size_t count;
+  const char* target; /* for messages: "cuda", "hip (emulated)", ... */
+  /* The specs the table was generated from, by family, ending {NULL, NULL}:
+     the "not generated" error names the one to edit. */
+  const struct xent_dispatch_spec* specs;
+} xent_table;
+
+/* One of the fused linear cross entropy's GEMMs (backend.h, gemm),
+   row-major as blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op
+   transposes when ta / tb), computed in B's accumulation type; bias ([n],
+   in B's dtype, or NULL) added to every row in the GEMM's epilogue. Each
+   operand has its dtype: the GPU backends take one dtype for all three
+   (cuBLASLt in gemm_cuda.c, hipBLASLt in gemm_hip.c, both loaded at run
+   time); the cpu backend's (blas_cpu.c) also takes f32 gradients of
+   f16/bf16 inputs. */
+typedef struct xent_gemm {
+  xent_dtype a_dtype, b_dtype, c_dtype;
+  int ta, tb;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  const void* bias;
+} xent_gemm;
+
+#endif

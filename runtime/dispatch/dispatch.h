@@ -1,0 +1,48 @@
+/* Finding a generated kernel: the call is turned into canonical keys (the
+   same format as gen/lua/dsl.lua's key_of) and looked up by binary search in
+   a generated table (xent_dispatch_<target>.c). */
+#ifndef XENT_DISPATCH_H
+#define XENT_DISPATCH_H
+
+#include <stddef.h>
+
+#include "runtime/base/internal.h"
+
+/* The generated launch contract: xent_ce_args, xent_dispatch_entry. It is
+   the same for every target; the runtime includes the CUDA rendering. */
+#include "xent_launch.h"
+
+/* Binary search for an exact key; NULL if absent. */
+const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key);
+
+/* The entry for a call in the table: the most specialized key first
+   (option axes named), then keys with those axes left to run time. On
+   failure returns NULL with the failure recorded (XENT_ERROR_NOT_GENERATED,
+   naming the key and the spec of the table's family to edit). */
+const xent_dispatch_entry* xent_ce_lookup(const xent_table* table, const xent_ce_desc* desc, xent_op op,
+                                       int has_weights, char* key_out, size_t key_cap);
+
+/* The same for the fused linear cross entropy's steps (lce_fwd_bwd_...,
+   the axes of desc, the loss of a chunk). */
+const xent_dispatch_entry* xent_lce_lookup(const xent_table* table, const xent_ce_desc* desc, int has_weights,
+                                        char* key_out, size_t key_cap);
+
+/* The entry sm_<op>_<dtype>_<kind> of a softmax-family call (op forward or
+   backward); NULL with XENT_ERROR_NOT_GENERATED recorded if absent. */
+const xent_dispatch_entry* xent_softmax_lookup(const xent_table* table, const xent_softmax_desc* desc, xent_op op,
+                                            char* key_out, size_t key_cap);
+
+/* The handle's entry for a cross-entropy op (xent_ce_lookup on its
+   backend's table); NULL with XENT_ERROR_NOT_GENERATED recorded. */
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
+
+/* The fused linear cross entropy's steps (lce_ keys) for a chunk's loss d. */
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights);
+
+/* One launch of a dispatch entry on the handle's backend. */
+xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args);
+
+/* The launcher arguments of a call (the same on every backend). */
+xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);
+
+#endif

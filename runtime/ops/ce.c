@@ -1,0 +1,32 @@
+/* Cross entropy, validated (runtime/api): its workspace, and its run on the
+   handle's kernel, or over the split vocabulary (vocab_parallel.c). */
+#include "runtime/dispatch/dispatch.h"
+#include "runtime/ops/ops.h"
+
+/* Every backend runs the generated launchers, whose workspace layout is
+   xent_ce_workspace_bytes() (generated xent_launch.h). */
+size_t xent_ce_launcher_workspace(const xent_ce_desc* d, xent_op op) {
+  const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
+  /* The totals kernel runs for hard labels where the mean's gradient needs
+     the sum of row weights, or smoothing that of class weights (the weights
+     are known only at the call: counted whenever smoothing is on). */
+  const int hard = d->label_type != XENT_PROB;
+  const int totals = hard && ((d->reduction == XENT_REDUCTION_MEAN && op != XENT_OP_FORWARD) || d->label_smoothing != 0);
+  return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced, reduced || totals);
+}
+
+/* A vocabulary-parallel call also holds every rank's row statistics. */
+size_t xent_ce_op_workspace(const xent_ce_desc* d, xent_op op) {
+  const size_t bytes = xent_ce_launcher_workspace(d, op);
+  return d->vocab_shard ? xent_vocab_workspace(d, bytes) : bytes;
+}
+
+xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
+  xent_ce_call call = *c;
+  if (!call.bad_label_row) call.bad_label_row = h->bad_label_row;
+  if (d->vocab_shard) return xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op));
+  const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, c->t.weights != NULL);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  const xent_ce_args args = xent_ce_args_for(d, &call);
+  return xent_backend_launch(h, e, &args);
+}

@@ -1,0 +1,293 @@
+/* The fused linear cross entropy (xent.h, xent_linear_ce_run): the chunk
+   loop. Each chunk of rows gets its logits from a GEMM, the generated fused
+   forward+backward kernel over them in place (through xent_ce_run's checks
+   and launch, so every option means what it means there), and the two
+   gradient GEMMs. Around them, the generated steps of family
+   linear_cross_entropy (specs/linear_cross_entropy.lua) compute the mean's
+   divisor, the bias and its gradient and the loss on the device, so nothing
+   waits for the host. The GEMMs are the backend's (backend.h, gemm), one
+   loop for all: OpenBLAS (blas_cpu.c) on the cpu backend, f16/bf16
+   operands widened there a block at a time; cuBLASLt (gemm_cuda.c) on
+   CUDA; hipBLASLt (gemm_hip.c) on HIP, and cuBLASLt again where the HIP
+   backend is built for NVIDIA. */
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/dispatch/dispatch.h"
+#include "runtime/numeric.h"
+#include "runtime/ops/ops.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The chunk's cross-entropy call: n rows; a sum or a mean becomes a sum in
+   the accumulation type (the chunks' sums are added, then divided). */
+static xent_ce_desc chunk_desc(const xent_linear_ce_desc* d, int64_t n) {
+  xent_ce_desc c = d->ce;
+  c.rows = n;
+  if (c.reduction != XENT_REDUCTION_NONE) {
+    c.reduction = XENT_REDUCTION_SUM;
+    c.loss_dtype = xent_acc_dtype(c.dtype);
+  }
+  return c;
+}
+
+/* The steps' arguments every step shares. */
+static xent_lce_args step_args(const xent_linear_ce_desc* d, int64_t chunk_rows, void* steps_ws, void* stream) {
+  const xent_ce_desc* c = &d->ce;
+  xent_lce_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = c->rows;
+  a.classes = c->classes;
+  a.global_classes = c->vocab_shard ? c->vocab_shard->global_classes : c->classes;
+  a.chunk_rows = chunk_rows;
+  a.ignore_index = c->ignore_index;
+  a.all_ignored_zero = c->all_ignored_zero;
+  a.loss_f32 = c->loss_dtype != c->dtype;
+  a.grad_f32 = c->grad_dtype != c->dtype;
+  a.workspace = steps_ws;
+  a.stream = stream;
+  return a;
+}
+
+/* Rows per chunk: the caller's, or the variant's tune data (its PLAN step,
+   host code in every rendering: it reads the vocabulary's size only). */
+static xent_status chunk_rows(const xent_handle* h, const xent_linear_ce_desc* d, int64_t* rows) {
+  const int64_t n = d->ce.rows > 0 ? d->ce.rows : 1;
+  if (d->chunk_rows > 0) {
+    *rows = min64(d->chunk_rows, n);
+    return XENT_OK;
+  }
+  const xent_dispatch_entry* e = xent_lce_find(h, &d->ce, 0);
+  if (!e) return XENT_ERROR_NOT_GENERATED;
+  xent_lce_args a = step_args(d, 0, NULL, NULL);
+  int64_t planned = 0;
+  a.step = XENT_LCE_PLAN;
+  a.chunk_rows_out = &planned;
+  if (e->launch(&a) != 0 || planned < 1)
+    return xent_fail(XENT_ERROR_DEVICE, "xent_linear_ce: %s planned no chunk", e->key);
+  *rows = min64(planned, n);
+  return XENT_OK;
+}
+
+/* The workspace's regions, each 64-byte aligned, in this order. */
+typedef struct layout {
+  int64_t chunk;   /* rows per chunk */
+  int64_t chunks;
+  size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
+  size_t grad;     /* chunk * V, grad_dtype: the gradient where it is not dtype (cpu backend) */
+  size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
+  size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
+  size_t ce;       /* the cross-entropy call's workspace */
+  size_t total;
+} layout;
+
+static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, layout* L) {
+  int64_t n = 0;
+  xent_status s = chunk_rows(h, d, &n);
+  if (s != XENT_OK) return s;
+  const int64_t v = d->ce.classes;
+  const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
+  const size_t gb = xent_dtype_bytes(d->ce.grad_dtype);
+  const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
+  if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
+  const xent_ce_desc c = chunk_desc(d, n);
+  const size_t ce_bytes = xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
+  size_t at = 0;
+  L->chunk = n;
+  L->chunks = chunks;
+  L->logits = at, at += round64((size_t)n * v * eb);
+  L->grad = at, at += d->ce.grad_dtype != d->ce.dtype ? round64((size_t)n * v * gb) : 0;
+  L->gemm = at, at += round64(h->backend->gemm_workspace);
+  L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
+  L->ce = at, at += round64(ce_bytes);
+  L->total = at;
+  return XENT_OK;
+}
+
+/* One call's state, shared by the chunk loop's pieces. */
+typedef struct run_ctx {
+  const char* fn;
+  xent_handle* h;
+  const xent_linear_ce_desc* d;
+  const xent_linear_ce_tensors* t;
+  const layout* L;
+  char* ws;
+  size_t ws_bytes;
+  void* stream;
+  const xent_dispatch_entry* steps;
+  const xent_dispatch_entry* loss; /* the fused kernel of every chunk (NULL: vocabulary-parallel) */
+} run_ctx;
+
+static xent_status step(const run_ctx* r, xent_lce_args* a) { return xent_backend_launch(r->h, r->steps, a); }
+
+/* The fused kernel over the chunk's logits (rows r0 .. r0 + n): the loss (or
+   the chunk's sum), the lse, and the gradient into grad; a bad label's row
+   goes to the chunk's own word, counted from its first row. */
+static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n, void* logits, void* grad) {
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_tensors* t = r->t;
+  const size_t ab = xent_acc_bytes(c->dtype), lsz = xent_dtype_bytes(c->loss_dtype);
+  const size_t lb = c->label_type == XENT_I32 ? 4 : c->label_type == XENT_I64 ? 8 : (size_t)c->classes * xent_dtype_bytes(c->dtype);
+  char* steps_ws = r->ws + r->L->steps;
+  xent_ce_desc cd = chunk_desc(r->d, n);
+  xent_ce_call call;
+  memset(&call, 0, sizeof call);
+  call.op = XENT_OP_FORWARD_BACKWARD;
+  call.t.logits = logits;
+  call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
+  call.t.weights = t->weights;
+  call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
+  if (c->reduction == XENT_REDUCTION_NONE) {
+    call.t.loss = (char*)t->loss + (size_t)r0 * lsz;
+    call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
+  } else {
+    call.t.loss = steps_ws + xent_lce_sum_offset(r->L->chunks, k, ab);
+    call.t.dloss = steps_ws + xent_lce_dloss_offset(r->L->chunks, ab);
+  }
+  call.t.grad = grad;
+  call.workspace = r->ws + r->L->ce;
+  call.workspace_bytes = r->ws_bytes - r->L->ce;
+  call.stream = r->stream;
+  call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+  if (c->vocab_shard) return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD));
+  const xent_ce_args args = xent_ce_args_for(&cd, &call);
+  return xent_backend_launch(r->h, r->loss, &args);
+}
+
+/* BIAS: the chunk's logits in the accumulation type (acc_logits) += bias. */
+static xent_status chunk_bias(const run_ctx* r, int64_t k, void* acc_logits) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_BIAS;
+  a.chunk = k;
+  a.bias = r->t->bias;
+  a.acc_logits = acc_logits;
+  return step(r, &a);
+}
+
+/* BIAS_GRAD: grad_bias from the chunk's gradient as the kernel stored it. */
+static xent_status chunk_bias_grad(const run_ctx* r, int64_t k, const void* grad) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_BIAS_GRAD;
+  a.chunk = k;
+  a.grad = grad;
+  a.grad_bias = r->t->grad_bias;
+  a.accumulate = r->d->accumulate;
+  return step(r, &a);
+}
+
+static xent_status gemm(const run_ctx* r, const xent_gemm* g) {
+  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, r->h->backend->gemm_workspace, r->stream);
+}
+
+/* One chunk of rows, r0 .. r0 + n: logits = hidden @ weight^T (+ bias, in
+   the GEMM's epilogue; f64: the BIAS step), the fused kernel over them with
+   the gradient in place (or, in grad_dtype, beside them), then
+   grad_hidden = grad @ weight and grad_weight (+)= grad^T @ hidden. */
+static xent_status chunk(const run_ctx* r, int64_t k) {
+  const layout L = *r->L;
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_tensors* t = r->t;
+  const xent_dtype dt = c->dtype, gt = c->grad_dtype;
+  const int64_t N = c->rows, V = c->classes, H = r->d->hidden, rows = L.chunk;
+  const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(gt);
+  void* logits = r->ws + L.logits;
+  void* grad = gt == dt ? logits : (void*)(r->ws + L.grad);
+  const int64_t r0 = k * rows, n = min64(rows, N - r0);
+  const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
+  const int bias_step = t->bias && dt == XENT_F64;
+  const xent_gemm forward = {.a_dtype = dt, .b_dtype = dt, .c_dtype = dt, .ta = 0, .tb = 1, .m = n, .n = V, .k = H,
+                             .alpha = 1.0, .beta = 0.0, .a = hid, .lda = H, .b = t->weight, .ldb = H, .c = logits,
+                             .ldc = V, .bias = bias_step ? NULL : t->bias};
+  xent_status s = gemm(r, &forward);
+  if (s != XENT_OK) return s;
+  if (bias_step) {
+    s = chunk_bias(r, k, logits);
+    if (s != XENT_OK) return s;
+  }
+  s = chunk_loss(r, k, r0, n, logits, grad);
+  if (s != XENT_OK) return s;
+  if (t->grad_hidden) {
+    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V,
+                         .alpha = 1.0, .beta = 0.0, .a = grad, .lda = V, .b = t->weight, .ldb = H,
+                         .c = (char*)t->grad_hidden + (size_t)r0 * H * gb, .ldc = H};
+    s = gemm(r, &g);
+    if (s != XENT_OK) return s;
+  }
+  if (t->grad_weight) {
+    const int overwrite = k == 0 && !r->d->accumulate;
+    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 1, .tb = 0, .m = V, .n = H, .k = n,
+                         .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad, .lda = V, .b = hid, .ldb = H,
+                         .c = t->grad_weight, .ldc = H};
+    s = gemm(r, &g);
+    if (s != XENT_OK) return s;
+  }
+  return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
+}
+
+/* grad_weight and grad_bias when there are no rows (nothing to add). */
+static xent_status zero_outputs(const run_ctx* r) {
+  const xent_linear_ce_tensors* t = r->t;
+  const size_t gb = xent_dtype_bytes(r->d->ce.grad_dtype);
+  const size_t sizes[2] = {(size_t)r->d->ce.classes * (size_t)r->d->hidden * gb, (size_t)r->d->ce.classes * gb};
+  void* outs[2] = {t->grad_weight, t->grad_bias};
+  for (int i = 0; i < 2; ++i) {
+    if (!outs[i]) continue;
+    const xent_status s = r->h->backend->zero(r->h, r->fn, outs[i], sizes[i], r->stream);
+    if (s != XENT_OK) return s;
+  }
+  return XENT_OK;
+}
+
+xent_status xent_linear_ce_op_workspace(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                                        size_t* bytes) {
+  layout L;
+  const xent_status s = plan(fn, h, d, &L);
+  if (s == XENT_OK) *bytes = L.total;
+  return s;
+}
+
+xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_ce_desc* d,
+                              const xent_linear_ce_tensors* t, void* workspace, size_t workspace_bytes, void* stream) {
+  layout L;
+  xent_status s = plan(fn, h, d, &L);
+  if (s != XENT_OK) return s;
+  if (L.total > 0 && !workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
+  if (workspace_bytes < L.total)
+    return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, %zu needed", fn, workspace_bytes,
+                     L.total);
+  if (((uintptr_t)workspace & 63) != 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
+  const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, t->weights != NULL);
+  if (!steps) return XENT_ERROR_NOT_GENERATED;
+  /* The chunks' kernel, found once (the vocabulary-parallel path finds its
+     own). */
+  const xent_ce_desc chunk_ce = chunk_desc(d, L.chunk);
+  const xent_dispatch_entry* loss = NULL;
+  if (!d->ce.vocab_shard && L.chunks > 0) {
+    loss = xent_ce_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, t->weights != NULL);
+    if (!loss) return XENT_ERROR_NOT_GENERATED;
+  }
+  const run_ctx r = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes,
+                     .stream = stream, .steps = steps, .loss = loss};
+
+  /* BEGIN: the mean's divisor and the chunks' dloss, on the device. */
+  xent_lce_args a = step_args(d, L.chunk, r.ws + L.steps, stream);
+  a.step = XENT_LCE_BEGIN;
+  a.labels = t->labels;
+  a.weights = t->weights;
+  a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
+  s = step(&r, &a);
+  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = chunk(&r, k);
+  if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
+  if (s != XENT_OK) return s;
+  /* FINISH: the loss from the chunks' sums, and the bad-label rows. */
+  a = step_args(d, L.chunk, r.ws + L.steps, stream);
+  a.step = XENT_LCE_FINISH;
+  a.loss = d->ce.reduction != XENT_REDUCTION_NONE ? t->loss : NULL;
+  a.bad_label_row = h->bad_label_row;
+  return step(&r, &a);
+}

@@ -1,0 +1,104 @@
+/* Vocabulary-parallel cross entropy: the class axis is split over ranks
+   (xent.h, xent_vocab_shard). A call is up to four launches and one
+   collective, all enqueued on the caller's stream:
+
+     1. the fwd variant, first pass: each row's (ref, s, a, b) on this
+        slice, into this rank's part of the gather buffer;
+     2. all_gather: every rank's part, rank by rank ([ranks][rows][4]);
+     3. the fwd variant, combine: the global lse and loss of each row, then
+        the reduction (forward ops);
+     4. the bwd variant: this slice's gradient from the combined statistics
+        (backward ops).
+
+   A slice's ref is its max logit and s its sum of exp(x - ref): they merge
+   into the global max m and lr = log sum exp(x - m). With lse = m + lr, the
+   row loss is the sum over slices of a*(lse - ref) - b (+ z * lse^2), where
+   lse - ref = (m - ref) + lr: shift-invariant, as on one device. For soft
+   labels a = sum of w*t' and b = sum of w*t'*(x - ref) over the slice; for
+   hard labels a = (1-eps)*w[y] (the slice holding y) + eps/C*sum(w) and b =
+   (1-eps)*w[y]*(x[y] - ref) + eps/C*sum(w*(x - ref)). The gather is 4
+   accumulation-type values per row, the only traffic between ranks. A
+   hard-label backward from a saved (global) lse needs no collective at all
+   (the gradient's precision is then the saved lse's: xent.h). */
+#include <stdint.h>
+
+#include "runtime/dispatch/dispatch.h"
+#include "runtime/base/internal.h"
+
+enum { STATS_PER_ROW = 4 };
+
+xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
+  const xent_vocab_shard* s = d->vocab_shard;
+  if (s->ranks < 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->vocab_shard->ranks is %d, must be >= 1", fn, s->ranks);
+  if (s->rank < 0 || s->rank >= s->ranks)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->vocab_shard->rank is %d, must be in [0, %d)", fn, s->rank,
+                     s->ranks);
+  if (s->class_offset < 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->vocab_shard->class_offset is %lld, must be >= 0", fn,
+                     (long long)s->class_offset);
+  if (s->global_classes < d->classes || s->class_offset > s->global_classes - d->classes)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->vocab_shard->global_classes is %lld, must be >= class_offset + desc->classes (%lld + %lld)",
+                     fn, (long long)s->global_classes, (long long)s->class_offset, (long long)d->classes);
+  if (!s->all_gather)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->vocab_shard->all_gather is NULL (xent_vocab_shard_nccl fills it in)", fn);
+  if (d->rows > 0 && (size_t)d->rows > SIZE_MAX / 64 / (size_t)s->ranks)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * vocab_shard->ranks overflows the workspace size", fn);
+  return XENT_OK;
+}
+
+/* One rank's statistics: rows * 4 accumulation-type values. */
+static size_t slice_bytes(const xent_ce_desc* d) {
+  return (size_t)d->rows * STATS_PER_ROW * xent_acc_bytes(d->dtype);
+}
+
+/* The gather buffer follows the launchers' workspace, 8-byte aligned. */
+static size_t gather_offset(size_t bytes) { return (bytes + 7) & ~(size_t)7; }
+
+size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
+  return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d);
+}
+
+xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call, size_t launcher_bytes) {
+  const xent_vocab_shard* shard = d->vocab_shard;
+  const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
+  /* Soft labels' gradient needs the gathered sum(a), not only the lse. */
+  const int gather = forward || d->label_type == XENT_PROB;
+  const int has_weights = call->t.weights != NULL;
+  const xent_dispatch_entry* fwd = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, has_weights) : NULL;
+  if (gather && !fwd) return XENT_ERROR_NOT_GENERATED;
+  const xent_dispatch_entry* bwd = backward ? xent_ce_find(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
+  if (backward && !bwd) return XENT_ERROR_NOT_GENERATED;
+
+  const xent_ce_args base = xent_ce_args_for(d, call);
+  char* gathered = (char*)call->workspace + gather_offset(launcher_bytes);
+  xent_status s;
+  /* Every rank has the same rows, so either all of them gather or none. */
+  if (gather && d->rows > 0) {
+    xent_ce_args a = base;
+    a.shard_stats = gathered + (size_t)shard->rank * slice_bytes(d);
+    a.loss = a.lse_out = NULL;
+    if ((s = xent_backend_launch(h, fwd, &a)) != XENT_OK) return s;
+    const int rc = shard->all_gather(shard->ctx, a.shard_stats, gathered, slice_bytes(d), call->stream);
+    if (rc != 0)
+      return xent_fail(XENT_ERROR_COLLECTIVE,
+                       "vocabulary-parallel call: desc->vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes "
+                       "per rank)", rc, shard->rank, shard->ranks, slice_bytes(d));
+  }
+  if (forward) {
+    xent_ce_args a = base;
+    a.gathered = gathered;
+    a.shards = shard->ranks;
+    if ((s = xent_backend_launch(h, fwd, &a)) != XENT_OK) return s;
+  }
+  if (backward) {
+    xent_ce_args a = base;
+    a.gathered = gather ? gathered : NULL;
+    a.shards = shard->ranks;
+    a.loss = a.lse_out = NULL;
+    return xent_backend_launch(h, bwd, &a);
+  }
+  return XENT_OK;
+}
