@@ -73,8 +73,11 @@ xent_status xent_linear_ce_workspace_size(const xent_handle* h, const xent_linea
   xent_clear_error();
   const char* fn = "xent_linear_ce_workspace_size";
   if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
-  const xent_status s = check(fn, h, d);
-  return s != XENT_OK ? s : xent_linear_ce_op_workspace(fn, h, d, bytes);
+  xent_status s = check(fn, h, d);
+  xent_linear_ce_plan plan;
+  if (s == XENT_OK) s = xent_linear_ce_op_plan(fn, h, d, &plan);
+  if (s == XENT_OK) *bytes = plan.total;
+  return s;
 }
 
 xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, const xent_linear_ce_tensors* t,
@@ -90,10 +93,10 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   if (!t->loss) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->loss is NULL", fn);
   if (t->grad_bias && !t->bias)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->grad_bias is set but tensors->bias is NULL", fn);
-  size_t need = 0;
-  s = xent_linear_ce_op_workspace(fn, h, d, &need);
+  xent_linear_ce_plan plan;
+  s = xent_linear_ce_op_plan(fn, h, d, &plan);
   if (s != XENT_OK) return s;
-  s = check_buffers(fn, d, t, workspace, workspace_bytes < need ? workspace_bytes : need);
+  s = check_buffers(fn, d, t, workspace, workspace_bytes < plan.total ? workspace_bytes : plan.total);
   if (s != XENT_OK) return s;
-  return xent_linear_ce_op(fn, h, d, t, workspace, workspace_bytes, stream);
+  return xent_linear_ce_op(fn, h, d, &plan, t, workspace, workspace_bytes, stream);
 }

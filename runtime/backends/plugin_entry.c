@@ -32,8 +32,6 @@ xent_status xent_fail(xent_status status, const char* fmt, ...) {
   return host ? host->fail(status, message) : status;
 }
 
-void xent_clear_error(void) {}
-
 __attribute__((visibility("default"))) const xent_plugin* xent_plugin_open(const xent_plugin_host* h) {
   static const xent_plugin plugin = {
       .abi = XENT_PLUGIN_ABI_INIT,

@@ -70,21 +70,11 @@ static xent_status chunk_rows(const xent_handle* h, const xent_linear_ce_desc* d
   return XENT_OK;
 }
 
-/* The workspace's regions, each 64-byte aligned, in this order. */
-typedef struct layout {
-  int64_t chunk;   /* rows per chunk */
-  int64_t chunks;
-  size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
-  size_t grad;     /* chunk * V, grad_dtype: the gradient where it is not dtype (cpu backend) */
-  size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
-  size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
-  size_t ce;       /* the cross-entropy call's workspace */
-  size_t total;
-} layout;
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-static xent_status plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, layout* L) {
+xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                                   xent_linear_ce_plan* L) {
   int64_t n = 0;
   xent_status s = chunk_rows(h, d, &n);
   if (s != XENT_OK) return s;
@@ -114,7 +104,7 @@ typedef struct run_ctx {
   xent_handle* h;
   const xent_linear_ce_desc* d;
   const xent_linear_ce_tensors* t;
-  const layout* L;
+  const xent_linear_ce_plan* L;
   char* ws;
   size_t ws_bytes;
   void* stream;
@@ -188,7 +178,7 @@ static xent_status gemm(const run_ctx* r, const xent_gemm* g) {
    the gradient in place (or, in grad_dtype, beside them), then
    grad_hidden = grad @ weight and grad_weight (+)= grad^T @ hidden. */
 static xent_status chunk(const run_ctx* r, int64_t k) {
-  const layout L = *r->L;
+  const xent_linear_ce_plan L = *r->L;
   const xent_ce_desc* c = &r->d->ce;
   const xent_linear_ce_tensors* t = r->t;
   const xent_dtype dt = c->dtype, gt = c->grad_dtype;
@@ -242,19 +232,11 @@ static xent_status zero_outputs(const run_ctx* r) {
   return XENT_OK;
 }
 
-xent_status xent_linear_ce_op_workspace(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
-                                        size_t* bytes) {
-  layout L;
-  const xent_status s = plan(fn, h, d, &L);
-  if (s == XENT_OK) *bytes = L.total;
-  return s;
-}
-
 xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_ce_desc* d,
-                              const xent_linear_ce_tensors* t, void* workspace, size_t workspace_bytes, void* stream) {
-  layout L;
-  xent_status s = plan(fn, h, d, &L);
-  if (s != XENT_OK) return s;
+                              const xent_linear_ce_plan* plan, const xent_linear_ce_tensors* t, void* workspace,
+                              size_t workspace_bytes, void* stream) {
+  const xent_linear_ce_plan L = *plan;
+  xent_status s;
   if (L.total > 0 && !workspace) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
   if (workspace_bytes < L.total)
     return xent_fail(XENT_ERROR_WORKSPACE_TOO_SMALL, "%s: workspace_bytes is %zu, %zu needed", fn, workspace_bytes,

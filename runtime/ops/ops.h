@@ -24,11 +24,26 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
 size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes);
 
-/* The fused linear cross entropy (linear_ce.c): the workspace a validated
-   call needs, and the call (the workspace's size and alignment checked). */
-xent_status xent_linear_ce_op_workspace(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
-                                        size_t* bytes);
+/* The fused linear cross entropy (linear_ce.c). Its plan: the rows per
+   chunk, and the workspace's regions, each 64-byte aligned, in this order. */
+typedef struct xent_linear_ce_plan {
+  int64_t chunk;   /* rows per chunk */
+  int64_t chunks;
+  size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
+  size_t grad;     /* chunk * V, grad_dtype: the gradient where it is not dtype (cpu backend) */
+  size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
+  size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
+  size_t ce;       /* the cross-entropy call's workspace */
+  size_t total;
+} xent_linear_ce_plan;
+
+/* The plan of a validated call (the steps' PLAN on the host, unless
+   desc->chunk_rows says), made once per call. */
+xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                                   xent_linear_ce_plan* plan);
+/* The call over its plan (the workspace's size and alignment checked). */
 xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_ce_desc* d,
-                              const xent_linear_ce_tensors* t, void* workspace, size_t workspace_bytes, void* stream);
+                              const xent_linear_ce_plan* plan, const xent_linear_ce_tensors* t, void* workspace,
+                              size_t workspace_bytes, void* stream);
 
 #endif
