@@ -99,7 +99,7 @@ cp "$root/runtime/xent.h" "$tmp/include/xent.h"
 } > "$tmp/kernels/variants.cmake"
 
 cp "$root/cmake/CMakeLists.txt" "$tmp/CMakeLists.txt"
-cp "$root/cmake/xentConfig.cmake.in" "$root/cmake/xent.pc.in" "$tmp/cmake/"
+cp "$root/cmake/xentConfig.cmake.in" "$root/cmake/xent.pc.in" "$root/cmake/xent_cuda_archs.cmake" "$tmp/cmake/"
 cp "$root/cmake/README.vendored.md" "$tmp/README.md"
 chmod -R u+w "$tmp"
 

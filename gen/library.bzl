@@ -104,6 +104,7 @@ def _empty_table_impl(ctx):
 const xent_dispatch_entry xent_{t}_dispatch_emu[1] = {{{{0, 0, 0}}}};
 const size_t xent_{t}_dispatch_count_emu = 0;
 const xent_dispatch_spec xent_{t}_dispatch_specs_emu[1] = {{{{0, 0}}}};
+const char* const xent_{t}_dispatch_axes_emu[1][5] = {{{{0, 0, 0, 0, 0}}}};
 """.format(t = ctx.attr.target, T = ctx.attr.target.upper()))
     return [DefaultInfo(files = depset([out]))]
 

@@ -7,7 +7,8 @@ tensors) and xent_compile_test.py (torch.compile on CUDA tensors).
 - CUDA-graph capture: xent.cross_entropy's forward and backward, and
   xent.linear_cross_entropy's, captured once and replayed on new inputs
   copied into the captured tensors, against PyTorch in float64; a bad label
-  inside a replay is reported by xent.check() after it. A call that waited
+  inside a replay is reported by xent.check() after it, and by
+  xent.check(current_stream=True) waiting for that stream alone. A call that waited
   for the host, or allocated outside PyTorch's allocator, breaks the capture.
 - The current stream: a call made under torch.cuda.stream(s) on a
   non-blocking stream whose input is written late on s (after a sleep) must
@@ -101,6 +102,14 @@ class Cuda(unittest.TestCase):
             with self.assertRaises(xent.InvalidLabelError) as caught:
                 xent.check()
             self.assertIn("row 7", str(caught.exception))
+            # The same after the current stream alone (xent_check_stream).
+            y[7] = 0
+            y[9] = -5
+            graph.replay()
+            with self.assertRaises(xent.InvalidLabelError) as caught:
+                xent.check(current_stream=True)
+            self.assertIn("xent_check_stream: row 9", str(caught.exception))
+            xent.check(current_stream=True)
 
     def test_linear_cross_entropy_in_a_cuda_graph(self):
         h = torch.zeros(40, 32, device="cuda", requires_grad=True)

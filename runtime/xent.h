@@ -339,6 +339,15 @@ xent_status xent_linear_ce_run(xent_handle* handle, const xent_linear_ce_desc* d
    synchronises with the host. */
 xent_status xent_check(xent_handle* handle);
 
+/* xent_check in stream order: waits only for the work enqueued on `stream`
+   (as xent_ce_run's stream argument; NULL is the default stream), not for
+   the whole device, so that a trainer checking after its loss does not wait
+   for its collectives on other streams. The record is read and cleared on
+   that stream: a bad row recorded meanwhile by a call on another stream may
+   be cleared unreported, so a program whose xent calls run on several
+   streams checks each of them after its last call, or calls xent_check. */
+xent_status xent_check_stream(xent_handle* handle, void* stream);
+
 const char* xent_status_string(xent_status status);
 /* The message of the last failed call on this thread ("" if none). */
 const char* xent_last_error(void);

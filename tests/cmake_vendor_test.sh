@@ -39,6 +39,32 @@ PATH="$path_without" cmake -S tree -B build -DCMAKE_INSTALL_PREFIX="$work/prefix
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_HIP_ARCHITECTURES=gfx90a > configure.log 2>&1 ||
   { cat configure.log; exit 1; }
 grep '^-- xent:' configure.log
+# The architectures the CUDA backend checks a GPU against: those asked for
+# ("90": sm_90's machine code and PTX).
+if grep -q '^-- xent: CUDA backend on' configure.log; then
+  grep -qx '#define XENT_CUDA_SASS_ARCHS {90}' build/cuda_archs/xent_cuda_archs.h &&
+    grep -qx '#define XENT_CUDA_PTX_ARCH 90' build/cuda_archs/xent_cuda_archs.h ||
+    { echo "FAIL: xent_cuda_archs.h does not say sm_90:" >&2; cat build/cuda_archs/xent_cuda_archs.h >&2; exit 1; }
+fi
+# The default list, an "a" architecture with PTX of another, and a list
+# CMake would expand itself (refused by name), through the same function.
+cat > archs.cmake <<'CMAKE'
+include(${TREE}/cmake/xent_cuda_archs.cmake)
+xent_cuda_archs_header("80-real;90-real;100-real;120" ${OUT}/default.h)
+xent_cuda_archs_header("90a-real;100-virtual" ${OUT}/exact.h)
+CMAKE
+cmake -DTREE="$work/tree" -DOUT="$work" -P archs.cmake
+grep -qx '#define XENT_CUDA_SASS_ARCHS {80, 90, 100, 120}' default.h && grep -qx '#define XENT_CUDA_PTX_ARCH 120' default.h &&
+  grep -qx '#define XENT_CUDA_SASS_EXACT {0, 0, 0, 0}' default.h ||
+  { echo "FAIL: the default architectures' header:" >&2; cat default.h >&2; exit 1; }
+grep -qx '#define XENT_CUDA_SASS_ARCHS {90}' exact.h && grep -qx '#define XENT_CUDA_SASS_EXACT {1}' exact.h &&
+  grep -qx '#define XENT_CUDA_PTX_ARCH 100' exact.h ||
+  { echo "FAIL: the 90a-real;100-virtual header:" >&2; cat exact.h >&2; exit 1; }
+echo 'include(${TREE}/cmake/xent_cuda_archs.cmake)
+xent_cuda_archs_header("native" ${OUT}/native.h)' > native.cmake
+if cmake -DTREE="$work/tree" -DOUT="$work" -P native.cmake > native.log 2>&1 || ! grep -q "entry 'native'" native.log; then
+  echo "FAIL: CMAKE_CUDA_ARCHITECTURES=native is not refused by name:" >&2; cat native.log >&2; exit 1
+fi
 PATH="$path_without" cmake --build build -j 2 > build.log 2>&1 || { tail -50 build.log; exit 1; }
 # Installed under another prefix than the configure-time one, as into a venv,
 # a conda environment or ~/.local: every path the package names must follow.

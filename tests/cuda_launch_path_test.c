@@ -13,7 +13,11 @@
      the caller's current device back;
    - an error that other code left pending in the runtime is neither
      reported as xent's nor cleared;
-   - xent_check waits for its reset of the bad-label record to land.
+   - xent_check waits for its reset of the bad-label record to land;
+   - xent_create refuses a GPU that none of the build's code runs on
+     (xent_cuda_archs.h: the architectures the kernels were compiled for),
+     naming its compute capability and the build's architectures, and takes
+     one that a cubin of its major or the PTX serves.
    The oracle is the runtime's contract (the CUDA documentation); the fake
    refuses what the driver refuses. */
 #include <stdio.h>
@@ -22,6 +26,7 @@
 
 #include "runtime/xent.h"
 #include "tests/fake_cudart.h"
+#include "xent_cuda_archs.h"
 
 #define STATIC_RESERVE 2048 /* xent_device.h's XENT_STATIC_SMEM */
 
@@ -77,8 +82,78 @@ static int all_on(int from, int device) {
   return 1;
 }
 
+/* xent_create on device 0, made a GPU of compute capability cc: the
+   status, with the message checked for the architectures where refused. */
+static xent_status create_on(int cc) {
+  fake_cuda.cc[0] = cc;
+  xent_handle* h = NULL;
+  const xent_status s = xent_create_on_device(&h, XENT_BACKEND_CUDA, 0);
+  xent_destroy(h);
+  return s;
+}
+
+static void test_device_code(void) {
+  const int saved[2] = {fake_cuda.cc[0], fake_cuda.cc[1]};
+  static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
+  const int n = (int)(sizeof sass / sizeof sass[0]), ptx = XENT_CUDA_PTX_ARCH;
+  char what[512];
+  /* Turing (sm_75): older than any architecture xent builds for. */
+  expect(create_on(75) == XENT_ERROR_UNSUPPORTED_DEVICE, "sm_75 is refused at xent_create");
+  expect(strstr(xent_last_error(), "device 0 is sm_75 (compute capability 7.5)") &&
+             strstr(xent_last_error(), "--define=xent_cuda_archs=75"),
+         "the refusal names the device's capability and the fix");
+  for (int i = 0; i < n; ++i) {
+    snprintf(what, sizeof what, "sm_%d%s", sass[i], exact[i] ? "a" : "");
+    expect(strstr(xent_last_error(), what) != NULL, "the refusal names each architecture built");
+  }
+  if (ptx) {
+    snprintf(what, sizeof what, "the PTX of compute_%d", ptx);
+    expect(strstr(xent_last_error(), what) != NULL, "the refusal names the PTX built");
+  }
+  xent_handle* auto_h = NULL;
+  fake_cuda.cc[0] = 75;
+  fake_cuda.cc[1] = 75;
+  expect(xent_create(&auto_h, XENT_BACKEND_AUTO) == XENT_OK && xent_handle_backend(auto_h) == XENT_BACKEND_CPU,
+         "AUTO on GPUs no code runs on is the cpu");
+  xent_destroy(auto_h);
+  fake_cuda.cc[1] = saved[1];
+  for (int i = 0; i < n; ++i) {
+    snprintf(what, sizeof what, "a GPU of sm_%d runs its own cubin", sass[i]);
+    expect(create_on(sass[i]) == XENT_OK, what);
+    /* A later GPU of the same major (10.3 for sm_100, 12.1 for sm_120)
+       runs it too, an "a" cubin excepted. */
+    if (!exact[i] && sass[i] % 10 != 9) {
+      snprintf(what, sizeof what, "a GPU of sm_%d runs sm_%d's cubin", sass[i] + 1, sass[i]);
+      expect(create_on(sass[i] + 1) == XENT_OK, what);
+    }
+  }
+  /* Past every architecture: the driver compiles the PTX. */
+  if (ptx) {
+    snprintf(what, sizeof what, "a GPU of sm_%d (newer than all) runs the PTX of compute_%d", ptx + 10, ptx);
+    expect(create_on(ptx + 10) == XENT_OK, what);
+  }
+  /* A major with no cubin below the PTX (sm_110 for the default list): no
+     code runs there. */
+  for (int cc = 100; cc < ptx; cc += 10) {
+    int served = 0;
+    for (int j = 0; j < n; ++j) served |= sass[j] / 10 == cc / 10 && sass[j] <= cc;
+    if (served) continue;
+    snprintf(what, sizeof what, "sm_%d, between the cubins and below the PTX, is refused", cc);
+    expect(create_on(cc) == XENT_ERROR_UNSUPPORTED_DEVICE, what);
+  }
+  fake_cuda.cc[0] = saved[0];
+}
+
 int main(void) {
   char what[256];
+  /* A device every build runs on: the first architecture from sm_90 up
+     (the cluster paths below need one), else the PTX's. */
+  static const int built[] = XENT_CUDA_SASS_ARCHS;
+  int runnable = XENT_CUDA_PTX_ARCH;
+  for (int i = (int)(sizeof built / sizeof built[0]) - 1; i >= 0; --i)
+    if (built[i] >= 90) runnable = built[i];
+  fake_cuda.cc[0] = fake_cuda.cc[1] = runnable;
+  test_device_code();
   /* A handle on device 1 while device 0 is current. */
   fake_cuda_set_current_device(0);
   xent_handle* h = NULL;
@@ -131,6 +206,29 @@ int main(void) {
   expect(synced_after, "xent_check waits for the reset before returning (a later kernel on another stream could "
                        "otherwise record a bad row the reset erases)");
   expect(all_on(from, 1) && fake_cuda_current_device() == 0, "xent_check runs on the handle's device");
+
+  /* xent_check_stream: read, then reset, in the order of the caller's
+     stream, and the host waits for that stream alone. */
+  void* const stream = (void*)0x5eed;
+  from = fake_cuda.ncalls;
+  expect(xent_check_stream(h, stream) == XENT_OK, "xent_check_stream");
+  int copy_at = -1, reset_at = -1, wait_at = -1, device_waits = 0, elsewhere = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i) {
+    const fake_call* c = &fake_cuda.calls[i];
+    if (c->kind == FAKE_MEMCPY_ASYNC && copy_at < 0) copy_at = i;
+    if (c->kind == FAKE_MEMSET_ASYNC && reset_at < 0) reset_at = i;
+    if (c->kind == FAKE_STREAM_SYNC) wait_at = i;
+    device_waits += c->kind == FAKE_SYNC || c->kind == FAKE_MEMSET || c->kind == FAKE_MEMCPY;
+    elsewhere += (c->kind == FAKE_MEMCPY_ASYNC || c->kind == FAKE_MEMSET_ASYNC || c->kind == FAKE_STREAM_SYNC) &&
+                 c->stream != stream;
+  }
+  expect(copy_at >= 0 && reset_at > copy_at && wait_at > reset_at,
+         "xent_check_stream reads the record, resets it, then waits, all on the stream");
+  expect(device_waits == 0 && elsewhere == 0, "xent_check_stream waits for no other stream and not for the device");
+  expect(all_on(from, 1) && fake_cuda_current_device() == 0, "xent_check_stream runs on the handle's device");
+  expect(xent_check_stream(h, (void*)~(uintptr_t)0) == XENT_ERROR_INVALID_ARGUMENT &&
+             strstr(xent_last_error(), "xent_check_stream: stream"),
+         "xent_check_stream refuses the backend's all-streams sentinel as a stream");
 
   /* Code built for compute_80, on device 0 (nothing asked of it yet): no
      clusters, whatever the device has. */

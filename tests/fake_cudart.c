@@ -31,18 +31,24 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int current = 0;
 static _Thread_local cudaError_t last_error = cudaSuccess;
 
-static void record(fake_call_kind kind, const void* func, size_t bytes, unsigned cluster, int value) {
+static void record_on(fake_call_kind kind, const void* stream, const void* func, size_t bytes, unsigned cluster,
+                      int value) {
   pthread_mutex_lock(&lock);
   if (fake_cuda.ncalls < FAKE_MAX_CALLS) {
     fake_call* c = &fake_cuda.calls[fake_cuda.ncalls++];
     c->kind = kind;
     c->device = current;
     c->func = func;
+    c->stream = stream;
     c->bytes = bytes;
     c->cluster = cluster;
     c->value = value;
   }
   pthread_mutex_unlock(&lock);
+}
+
+static void record(fake_call_kind kind, const void* func, size_t bytes, unsigned cluster, int value) {
+  record_on(kind, NULL, func, bytes, cluster, value);
 }
 
 static cudaError_t fail(cudaError_t err) {
@@ -74,8 +80,8 @@ cudaError_t cudaSetDevice(int device) {
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   if (device < 0 || device >= fake_cuda.devices) return fail(cudaErrorInvalidDevice);
   switch (attr) {
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = (fake_cuda.cc[device] ? fake_cuda.cc[device] : 90) / 10; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = (fake_cuda.cc[device] ? fake_cuda.cc[device] : 90) % 10; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = fake_cuda.optin[device]; break;
     case cudaDevAttrClusterLaunch: *value = fake_cuda.clusters[device]; break;
     default: return fail(cudaErrorInvalidValue);
@@ -110,9 +116,8 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
-  (void)stream;
   memset(p, value, bytes);
-  record(FAKE_MEMSET_ASYNC, NULL, bytes, 0, value);
+  record_on(FAKE_MEMSET_ASYNC, stream, NULL, bytes, 0, value);
   return cudaSuccess;
 }
 
@@ -120,6 +125,18 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpy
   (void)kind;
   memmove(dst, src, bytes);
   record(FAKE_MEMCPY, NULL, bytes, 0, 0);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  (void)kind;
+  memmove(dst, src, bytes);
+  record_on(FAKE_MEMCPY_ASYNC, stream, NULL, bytes, 0, 0);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  record_on(FAKE_STREAM_SYNC, stream, NULL, 0, 0, 0);
   return cudaSuccess;
 }
 

@@ -13,9 +13,11 @@
 typedef enum fake_call_kind {
   FAKE_SET_DEVICE,    /* value: the device */
   FAKE_MEMSET,        /* cudaMemset (the legacy stream) */
-  FAKE_MEMSET_ASYNC,
+  FAKE_MEMSET_ASYNC,  /* stream: its stream */
   FAKE_MEMCPY,
+  FAKE_MEMCPY_ASYNC,  /* stream: its stream */
   FAKE_SYNC,          /* cudaDeviceSynchronize */
+  FAKE_STREAM_SYNC,   /* cudaStreamSynchronize; stream: the stream */
   FAKE_SET_ATTRIBUTE, /* cudaFuncAttributeMaxDynamicSharedMemorySize = value */
   FAKE_LAUNCH         /* bytes: dynamic shared memory; cluster: blocks per cluster */
 } fake_call_kind;
@@ -24,6 +26,7 @@ typedef struct fake_call {
   fake_call_kind kind;
   int device; /* current when called */
   const void* func;
+  const void* stream;
   size_t bytes;
   unsigned cluster;
   int value;
@@ -40,6 +43,7 @@ typedef struct fake_cuda_state {
   int devices;
   int optin[FAKE_MAX_DEVICES];    /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
   int clusters[FAKE_MAX_DEVICES]; /* cudaDevAttrClusterLaunch */
+  int cc[FAKE_MAX_DEVICES];       /* compute capability, major * 10 + minor; 0: 9.0 */
   int ptx_version;                /* every kernel's cudaFuncAttributes.ptxVersion */
   size_t static_smem;             /* every kernel's sharedSizeBytes */
   fake_call calls[FAKE_MAX_CALLS];

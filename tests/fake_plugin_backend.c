@@ -15,6 +15,7 @@ static void fake_table(const xent_handle* h, xent_table* t) {
   t->count = 0;
   t->target = "hip (test plugin)";
   t->specs = NULL;
+  t->axes = NULL;
 }
 
 static xent_status unreachable(xent_handle* h) {

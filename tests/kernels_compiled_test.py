@@ -4,9 +4,11 @@ bundle inside each HIP object (one entry per gfx target). Also checks each
 object defines its variant's launcher. Prints SKIPPED for a target whose
 compiler is not installed."""
 
+import glob
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -27,6 +29,35 @@ def compiled(target):
             k, _, v = line.partition(": ")
             info[k] = v.strip()
     return info
+
+
+def embedded(obj):
+    """The architectures of the cubins and of the PTX in an nvcc object's
+    fat binary (its .nv_fatbin section): ({"sm_80", ...}, {"sm_120"}).
+
+    Read directly, as cuobjdump -lelf -lptx lists it (the toolkit here has no
+    cuobjdump): a header (magic 0xBA55ED50, version, header size, size of
+    the entries), then entries, each a header (kind 1 = PTX, 2 = ELF; its
+    header size; its padded payload size; the architecture at byte 28)
+    followed by its payload."""
+    with tempfile.TemporaryDirectory() as tmp:
+        blob = os.path.join(tmp, "fatbin")
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", obj, blob], check=True)
+        with open(blob, "rb") as f:
+            data = f.read()
+    cubins, ptx, off = set(), set(), 0
+    while off + 16 <= len(data):
+        magic, _, header, size = struct.unpack_from("<IHHQ", data, off)
+        if magic != 0xBA55ED50:
+            raise AssertionError(f"{obj}: not a fat binary at byte {off} (magic {magic:#x})")
+        entry, end = off + header, off + header + size
+        while entry < end:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            (arch,) = struct.unpack_from("<I", data, entry + 28)
+            {1: ptx, 2: cubins}[kind].add(f"sm_{arch}")
+            entry += entry_header + payload
+        off = end
+    return cubins, ptx
 
 
 def defined_symbols(obj):
@@ -70,6 +101,43 @@ class KernelsCompiled(unittest.TestCase):
             self.assertIn(symbol, defined_symbols(base + ".pic.o"), f"{file} does not define {symbol}")
             spills = re.findall(r"(\d+) bytes spill stores", log)
             self.assertTrue(all(s == "0" for s in spills), f"{file}: register spills: {spills}")
+
+    def test_cuda_default_architectures(self):
+        """A sample of variants (gen/BUILD's CUDA_SAMPLE) compiled for the
+        default architectures: NVIDIA's current generation (sm_100 for
+        B200/GB200, sm_120 for RTX 50) beside sm_80 and sm_90, a cubin for
+        each, and the PTX of the newest for the GPUs after it; no spills on
+        any. Every build's objects carry the PTX of their newest
+        architecture."""
+        info = compiled("cuda_sample")
+        if info["compiler"] == "absent":
+            print("SKIPPED: nvcc not found (set CUDA_PATH)")
+            return
+        archs = info["archs"].split()
+        for want in ["80", "90", "100", "120"]:
+            self.assertIn(want, archs, f"the default CUDA architectures {archs} lack sm_{want}")
+        newest = max(archs, key=lambda a: int(re.sub(r"\D", "", a)))
+        self.assertEqual(info["ptx"], newest)
+        logs = glob.glob(os.path.join(GEN, "cuda_sample_objects", "*.log"))
+        self.assertEqual(len(logs), 6, logs)
+        for log_path in logs:
+            obj = log_path[: -len(".log")] + ".pic.o"
+            cubins, ptx = embedded(obj)
+            name = os.path.basename(obj)
+            self.assertEqual(cubins, {f"sm_{a}" for a in archs}, f"{name}: cubins")
+            self.assertEqual(ptx, {f"sm_{newest}"}, f"{name}: PTX (cuobjdump names it by its sm)")
+            with open(log_path) as f:
+                log = f.read()
+            for arch in archs:
+                self.assertRegex(log, r"Compiling entry function '\w+' for 'sm_%s'" % arch, f"{name}: sm_{arch}")
+            spills = re.findall(r"(\d+) bytes spill stores", log)
+            self.assertTrue(spills and all(s == "0" for s in spills), f"{name}: register spills: {spills}")
+        # The full build's objects carry the PTX of their newest architecture.
+        full = compiled("cuda")
+        obj = os.path.join(GEN, "cuda_objects", "ce_fwd_bf16_i64_mean.cu.pic.o")
+        cubins, ptx = embedded(obj)
+        self.assertEqual(cubins, {f"sm_{a}" for a in full["archs"].split()})
+        self.assertEqual(ptx, {f"sm_{full['ptx']}"})
 
     def test_hip(self):
         info = compiled("hip")

@@ -9,6 +9,10 @@
 #include "runtime/dispatch/dispatch.h"
 #include "tests/testutil.h"
 
+/* The CUDA table's key schema (xent_dispatch_cuda.c; xent_launch.h declares
+   the rest of the table). */
+extern const xent_axis_row xent_cuda_dispatch_axes[];
+
 static int failures, checks;
 
 #define CHECK(cond, ...)          \
@@ -290,7 +294,7 @@ static void test_lookup_preference(void) {
   /* A library generated from a downstream team's own spec: the miss names
      that file, not xent's specs/cross_entropy.lua. */
   static const xent_dispatch_spec specs[] = {{"cross_entropy", "team/ours.lua"}, {"softmax", "team/sm.lua"}, {0, 0}};
-  const xent_table t = {table, 3, "test", specs};
+  const xent_table t = {table, 3, "test", specs, xent_cuda_dispatch_axes};
   xent_ce_desc d;
   xent_ce_desc_init(&d, 1, 1, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
   char key[160];
@@ -318,6 +322,73 @@ static void test_lookup_preference(void) {
         "a softmax miss names the library's softmax spec: %s", xent_last_error());
 }
 
+/* The keys come from the table's schema, not from a list in the runtime:
+   a schema with other tokens and another order finds its own keys; an axis
+   the runtime does not know, a malformed row and a table with no schema are
+   refused by name. The schemas here are written by hand, as gen/lua/dsl.lua's
+   format documents them (the generated one is tested above and below). */
+static void test_lookup_from_schema(void) {
+  static const xent_dispatch_entry table[] = {
+      {"ce_bwd_mean_f16_i32_W", fake_launch, 70},
+      {"ce_bwd_mean_f16_i32_w", fake_launch, 70},
+      {"ce_bwd_mean_f16_i32_w_Z", fake_launch, 70},
+  };
+  static const xent_axis_row reordered[] = {
+      {"cross_entropy", "ce", "reduction", "type", "none sum mean"},
+      {"cross_entropy", "ce", "dtype", "type", "f32 f16 bf16 f64"},
+      {"cross_entropy", "ce", "label", "type", "i32 i64 prob"},
+      {"cross_entropy", "ce", "weights", "option", "w W"},
+      {"cross_entropy", "ce", "z_loss", "option", "z Z"},
+      {0, 0, 0, 0, 0},
+  };
+  const xent_table t = {table, 3, "test", NULL, reordered};
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 1, 1, XENT_F16, XENT_I32, XENT_REDUCTION_MEAN);
+  char key[160];
+  const xent_dispatch_entry* e = xent_ce_lookup(&t, &d, XENT_OP_BACKWARD, 1, key, sizeof key);
+  CHECK(e == &table[0], "weighted: the schema's order and token, got %s", e ? e->key : xent_last_error());
+  e = xent_ce_lookup(&t, &d, XENT_OP_BACKWARD, 0, key, sizeof key);
+  CHECK(e == &table[1], "unweighted, z-loss off: the most specialized key, got %s", e ? e->key : xent_last_error());
+  d.z_loss = 1e-4;
+  e = xent_ce_lookup(&t, &d, XENT_OP_BACKWARD, 0, key, sizeof key);
+  CHECK(e == &table[2], "z-loss on, got %s", e ? e->key : xent_last_error());
+  e = xent_ce_lookup(&t, &d, XENT_OP_BACKWARD, 1, key, sizeof key);
+  CHECK(e == &table[0], "weighted with z-loss: the weighted kernel (z-loss at run time), got %s",
+        e ? e->key : xent_last_error());
+  d.dtype = XENT_F32;
+  e = xent_ce_lookup(&t, &d, XENT_OP_BACKWARD, 1, key, sizeof key);
+  CHECK(e == NULL && strstr(xent_last_error(), "for ce_bwd_mean_f32_i32 (weights: W, z_loss: Z)"),
+        "a miss lists the schema's options and the call's tokens: %s", xent_last_error());
+
+  static const xent_axis_row newer[] = {
+      {"cross_entropy", "ce", "dtype", "type", "f32 f16 bf16 f64"},
+      {"cross_entropy", "ce", "temperature", "option", "notemp temp"},
+      {0, 0, 0, 0, 0},
+  };
+  const xent_table tn = {table, 3, "test", NULL, newer};
+  xent_status s = xent_ce_lookup(&tn, &d, XENT_OP_BACKWARD, 0, key, sizeof key) ? XENT_OK : XENT_ERROR_NOT_GENERATED;
+  expect_error(s, XENT_ERROR_NOT_GENERATED, "keys have axis 'temperature' (family cross_entropy), which this libxent",
+               "an axis the runtime does not know");
+  static const xent_axis_row one_value[] = {
+      {"cross_entropy", "ce", "softcap", "option", "nocap"},
+      {0, 0, 0, 0, 0},
+  };
+  const xent_table to = {table, 3, "test", NULL, one_value};
+  s = xent_ce_lookup(&to, &d, XENT_OP_BACKWARD, 0, key, sizeof key) ? XENT_OK : XENT_ERROR_NOT_GENERATED;
+  expect_error(s, XENT_ERROR_NOT_GENERATED, "schema is malformed at axis 'softcap'", "an option with one value");
+  static const xent_axis_row type_as_option[] = {
+      {"cross_entropy", "ce", "dtype", "option", "f32 f16"},
+      {0, 0, 0, 0, 0},
+  };
+  const xent_table tt = {table, 3, "test", NULL, type_as_option};
+  s = xent_ce_lookup(&tt, &d, XENT_OP_BACKWARD, 0, key, sizeof key) ? XENT_OK : XENT_ERROR_NOT_GENERATED;
+  expect_error(s, XENT_ERROR_NOT_GENERATED, "schema is malformed at axis 'dtype'", "a type axis marked an option");
+  const xent_table empty = {NULL, 0, "test", NULL, NULL};
+  s = xent_ce_lookup(&empty, &d, XENT_OP_BACKWARD, 0, key, sizeof key) ? XENT_OK : XENT_ERROR_NOT_GENERATED;
+  expect_error(s, XENT_ERROR_NOT_GENERATED, "for family cross_entropy (the table has none): add it to the spec of "
+               "family cross_entropy (specs/cross_entropy.lua)", "a table with no schema");
+}
+
 /* Every row of both manifests is found by the runtime's key builder in the
    CUDA table (linked here), and both targets generate the same keys. */
 static void test_every_manifest_key(const char* cuda_manifest, const char* hip_manifest) {
@@ -326,7 +397,8 @@ static void test_every_manifest_key(const char* cuda_manifest, const char* hip_m
   const int m = tu_read_manifest(hip_manifest, &hip);
   CHECK(n > 0 && n == (int)xent_cuda_dispatch_count, "cuda manifest rows %d, table %zu", n, xent_cuda_dispatch_count);
   CHECK(m == n, "hip manifest has %d rows, cuda %d", m, n);
-  const xent_table cuda_table = {xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", xent_cuda_dispatch_specs};
+  const xent_table cuda_table = {xent_cuda_dispatch, xent_cuda_dispatch_count, "cuda", xent_cuda_dispatch_specs,
+                                 xent_cuda_dispatch_axes};
   /* The table names the specs the build gave xentgen, a family each. */
   int named = 0;
   for (const xent_dispatch_spec* s = xent_cuda_dispatch_specs; s->family; ++s) {
@@ -559,6 +631,7 @@ int main(int argc, char** argv) {
   test_alignment_overlap_and_ranges();
   test_vocab_shard_errors();
   test_lookup_preference();
+  test_lookup_from_schema();
   test_every_manifest_key(argv[1], argv[2]);
   test_kernel_listing(argv[1], argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);

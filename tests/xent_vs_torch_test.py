@@ -226,6 +226,14 @@ class XentVsTorch(unittest.TestCase):
         self.assertEqual(LIB.xent_check(h), 8)  # XENT_ERROR_INVALID_LABEL
         self.assertIn(b"row 1 has a label outside [0, classes)", LIB.xent_last_error())
         self.assertEqual(LIB.xent_check(h), 0, "xent_check clears the record")
+        # The same in stream order (the cpu backend ran the call to its end).
+        LIB.xent_check_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        labels[:] = [1, 2, -100, 7]
+        self.call(LIB.xent_ce_forward, h, ctypes.byref(d), ptr(x), ptr(labels), None, ptr(loss), None, ptr(ws),
+                  ctypes.c_size_t(ws.size), None)
+        self.assertEqual(LIB.xent_check_stream(h, None), 8)
+        self.assertIn(b"xent_check_stream: row 3 has a label outside [0, classes)", LIB.xent_last_error())
+        self.assertEqual(LIB.xent_check_stream(h, None), 0, "xent_check_stream clears the record")
 
     def test_z_loss_and_softcap(self):
         seed = 100

@@ -198,10 +198,17 @@ def log_softmax(input, dim):
     return _softmax(input, dim, _capi.LOG_SOFTMAX)
 
 
-def check(device=None):
+def check(device=None, current_stream=False):
     """Waits for the device's xent work and raises InvalidLabelError naming the
     lowest row with a label outside [0, C) seen since the last check (the
-    only call that synchronises with the host)."""
+    only call that synchronises with the host). With current_stream=True it
+    waits for PyTorch's current stream on the device alone, not for other
+    streams' work such as collectives (xent_check_stream): check each stream
+    your xent calls ran on."""
     device = torch.device(device) if device is not None else (
         torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
-    _capi.check(_capi.lib.xent_check(R.handle(device)))
+    h = R.handle(device)
+    if current_stream:
+        _capi.check(_capi.lib.xent_check_stream(h, R.stream(device)))
+    else:
+        _capi.check(_capi.lib.xent_check(h))

@@ -158,6 +158,7 @@ class _Lib:
         dll.xent_softmax_forward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P]
         dll.xent_softmax_backward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P, P]
         dll.xent_check.argtypes = [P]
+        dll.xent_check_stream.argtypes = [P, P]
         dll.xent_linear_ce_workspace_size.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(sz)]
         dll.xent_linear_ce_run.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(LinearTensors), P, sz, P]
         self._dll = dll

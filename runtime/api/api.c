@@ -137,17 +137,28 @@ void xent_destroy(xent_handle* handle) {
   free(handle);
 }
 
-xent_status xent_check(xent_handle* h) {
+/* The bad-label record, read and cleared after the device's work (stream
+   XENT_WHOLE_DEVICE) or after one stream's. */
+static xent_status check_record(const char* fn, xent_handle* h, void* stream) {
   xent_clear_error();
-  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_check: handle is NULL");
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
   unsigned long long row = XENT_NO_BAD_ROW;
-  const xent_status s = h->backend->flag_take(h, &row);
+  const xent_status s = h->backend->flag_take(h, fn, stream, &row);
   if (s != XENT_OK) return s;
   if (row != XENT_NO_BAD_ROW)
     return xent_fail(XENT_ERROR_INVALID_LABEL,
-                     "xent_check: row %llu has a label outside [0, classes) that is not ignore_index (the lowest "
-                     "such row since the last check; its loss and gradient are NaN)", row);
+                     "%s: row %llu has a label outside [0, classes) that is not ignore_index (the lowest "
+                     "such row since the last check; its loss and gradient are NaN)", fn, row);
   return XENT_OK;
+}
+
+xent_status xent_check(xent_handle* h) { return check_record("xent_check", h, XENT_WHOLE_DEVICE); }
+
+xent_status xent_check_stream(xent_handle* h, void* stream) {
+  /* The sentinel is the backend interface's, never a caller's stream. */
+  if (stream == XENT_WHOLE_DEVICE)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_check_stream: stream %p is not a stream", stream);
+  return check_record("xent_check_stream", h, stream);
 }
 
 xent_backend_kind xent_handle_backend(const xent_handle* handle) {

@@ -30,10 +30,12 @@ typedef struct xent_backend {
      architecture checked and errors translated. It validates nothing the
      layers above validated. */
   xent_status (*launch)(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
-  /* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset
-     (waiting for the device), free. */
+  /* The bad-label word: allocate (set to XENT_NO_BAD_ROW), read and reset,
+     free. flag_take is the backend's one wait for the device: after every
+     stream's work (stream XENT_WHOLE_DEVICE, xent_check), or in the order
+     of one stream, waiting for that stream alone (xent_check_stream). */
   xent_status (*flag_alloc)(xent_handle* h);
-  xent_status (*flag_take)(xent_handle* h, unsigned long long* row);
+  xent_status (*flag_take)(xent_handle* h, const char* fn, void* stream, unsigned long long* row);
   void (*flag_free)(xent_handle* h);
   /* The fused linear cross entropy's GEMM (xent_gemm) on the backend's
      memory, with `workspace` (gemm_workspace bytes of the caller's) for the
@@ -50,6 +52,10 @@ typedef struct xent_backend {
   xent_status (*zero)(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
   xent_collective collective;
 } xent_backend;
+
+/* flag_take's stream for "every stream on the device": an address no GPU
+   runtime gives a stream. */
+#define XENT_WHOLE_DEVICE ((void*)~(uintptr_t)0)
 
 extern const xent_backend xent_backend_cpu;
 
@@ -99,7 +105,7 @@ xent_status xent_cuda_open(xent_handle* h);
 void xent_cuda_table(const xent_handle* h, xent_table* t);
 xent_status xent_cuda_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 xent_status xent_cuda_flag_alloc(xent_handle* h);
-xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row);
+xent_status xent_cuda_flag_take(xent_handle* h, const char* fn, void* stream, unsigned long long* row);
 void xent_cuda_flag_free(xent_handle* h);
 xent_status xent_cuda_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                            void* stream);
@@ -110,7 +116,7 @@ xent_status xent_hip_open(xent_handle* h);
 void xent_hip_table(const xent_handle* h, xent_table* t);
 xent_status xent_hip_launch(xent_handle* h, const struct xent_dispatch_entry* e, const void* args);
 xent_status xent_hip_flag_alloc(xent_handle* h);
-xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row);
+xent_status xent_hip_flag_take(xent_handle* h, const char* fn, void* stream, unsigned long long* row);
 void xent_hip_flag_free(xent_handle* h);
 xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                           void* stream);

@@ -20,10 +20,11 @@
 #include "xent_launch.h"
 
 /* Raised whenever backend.h, internal.h's handle, xent_gemm, or the
-   generated launch contract (xent_launch.h) changes in a way the sizes
-   below would not show. (A test builds a plugin with another.) */
+   generated launch contract (xent_launch.h) or the dispatch table's key
+   schema rows change in a way the sizes below would not show. 2: tables
+   carry their key schema. (A test builds a plugin with another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 1u
+#define XENT_PLUGIN_ABI_VERSION 2u
 #endif
 
 typedef struct xent_plugin_abi {
@@ -33,6 +34,7 @@ typedef struct xent_plugin_abi {
   uint32_t entry_bytes;    /* xent_dispatch_entry */
   uint32_t args_bytes;     /* xent_ce_args + xent_softmax_args + xent_lce_args */
   uint32_t gemm_bytes;     /* xent_gemm */
+  uint32_t table_bytes;    /* xent_table */
 } xent_plugin_abi;
 
 #define XENT_PLUGIN_ABI_INIT                                                                                  \
@@ -40,7 +42,7 @@ typedef struct xent_plugin_abi {
     XENT_PLUGIN_ABI_VERSION, (uint32_t)sizeof(struct xent_handle), (uint32_t)sizeof(xent_backend),            \
         (uint32_t)sizeof(xent_dispatch_entry),                                                                \
         (uint32_t)(sizeof(xent_ce_args) + sizeof(xent_softmax_args) + sizeof(xent_lce_args)),               \
-        (uint32_t)sizeof(xent_gemm)                                                                           \
+        (uint32_t)sizeof(xent_gemm), (uint32_t)sizeof(xent_table)                                             \
   }
 
 /* What libxent gives a plugin: its ABI, and where the plugin's errors go

@@ -107,16 +107,26 @@ static xent_status load(xent_backend_kind kind, const xent_backend** out) {
                      XENT_PLUGIN_ENTRY);
   }
   const xent_plugin* plugin = open(&host);
-  if (!plugin || memcmp(&plugin->abi, &host.abi, sizeof host.abi) != 0) {
-    const xent_plugin_abi theirs = plugin ? plugin->abi : (xent_plugin_abi){0, 0, 0, 0, 0, 0};
-    const xent_plugin_abi ours = host.abi;
+  /* The version first: the rest of another version's descriptor may have
+     another layout. */
+  const xent_plugin_abi ours = host.abi;
+  if (!plugin || plugin->abi.version != ours.version) {
+    const unsigned theirs = plugin ? plugin->abi.version : 0;
     dlclose(so);
     return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE,
-                     "%s backend: plugin %s has ABI version %u (structure sizes %u/%u/%u/%u/%u), this libxent has "
-                     "ABI version %u (%u/%u/%u/%u/%u); use the plugin built with this libxent",
+                     "%s backend: plugin %s has ABI version %u, this libxent has ABI version %u; use the plugin built "
+                     "with this libxent",
+                     name, path, theirs, ours.version);
+  }
+  if (memcmp(&plugin->abi, &ours, sizeof ours) != 0) {
+    const xent_plugin_abi theirs = plugin->abi;
+    dlclose(so);
+    return xent_fail(XENT_ERROR_BACKEND_UNAVAILABLE,
+                     "%s backend: plugin %s has ABI version %u with other structure sizes (%u/%u/%u/%u/%u/%u, this "
+                     "libxent's %u/%u/%u/%u/%u/%u); use the plugin built with this libxent",
                      name, path, theirs.version, theirs.handle_bytes, theirs.backend_bytes, theirs.entry_bytes,
-                     theirs.args_bytes, theirs.gemm_bytes, ours.version, ours.handle_bytes, ours.backend_bytes,
-                     ours.entry_bytes, ours.args_bytes, ours.gemm_bytes);
+                     theirs.args_bytes, theirs.gemm_bytes, theirs.table_bytes, ours.handle_bytes, ours.backend_bytes,
+                     ours.entry_bytes, ours.args_bytes, ours.gemm_bytes, ours.table_bytes);
   }
   if (!plugin->backend || plugin->backend->kind != kind) {
     dlclose(so);

@@ -46,6 +46,13 @@ size_t xent_acc_bytes(xent_dtype dtype);
 size_t xent_dtype_bytes(xent_dtype dtype);
 const char* xent_dtype_name(xent_dtype dtype);
 
+/* One row of a dispatch table's key schema (xent_dispatch_<target>.c's
+   xent_<target>_dispatch_axes, written by xentgen from gen/lua/dsl.lua):
+   family, key prefix, axis, "type" or "option", and the axis's values
+   separated by spaces. A table's rows end with a row of NULLs. */
+enum { XENT_AXIS_FAMILY, XENT_AXIS_PREFIX, XENT_AXIS_NAME, XENT_AXIS_KIND, XENT_AXIS_VALUES, XENT_AXIS_FIELDS };
+typedef const char* const xent_axis_row[XENT_AXIS_FIELDS];
+
 /* A backend's dispatch table (backend.h, table): the generated one, or for
    the cpu backend the emulated rendering's. */
 struct xent_dispatch_entry;
@@ -56,6 +63,9 @@ typedef struct xent_table {
   /* The specs the table was generated from, by family, ending {NULL, NULL}:
      the "not generated" error names the one to edit. */
   const struct xent_dispatch_spec* specs;
+  /* How the table's keys are made (runtime/dispatch builds a call's keys
+     from these rows); NULL or no rows for a table with no kernels. */
+  const xent_axis_row* axes;
 } xent_table;
 
 /* One of the fused linear cross entropy's GEMMs (backend.h, gemm),

@@ -44,10 +44,64 @@ static const char* label_token(xent_label_type t) {
   return "?";
 }
 
-/* The base key <prefix>_<op>_<dtype>_<label>_<reduction> of a call. */
-static void ce_base_key(const char* prefix, const xent_ce_desc* d, xent_op op, char* buf, size_t cap) {
-  snprintf(buf, cap, "%s_%s_%s_%s_%s", prefix, op_token(op), xent_dtype_name(d->dtype), label_token(d->label_type),
-           reduction_token(d->reduction));
+/* What a lookup knows of the call: the descriptor of its family. */
+typedef struct call_values {
+  const xent_ce_desc* ce;      /* cross_entropy, linear_cross_entropy */
+  const xent_softmax_desc* sm; /* softmax */
+  int has_weights;
+} call_values;
+
+/* The call's value on an axis of the table's schema: for a type axis its
+   token, for an option whether it is on (the table names the token).
+   Returns 0 for an axis this runtime does not know. The axes' names, order
+   and tokens are the table's (gen/lua/dsl.lua's); what each means for a
+   call is the one thing the runtime adds. */
+static int axis_value(const char* axis, const call_values* c, const char** token, int* on) {
+  *token = NULL;
+  *on = 0;
+  if (c->sm) {
+    if (strcmp(axis, "dtype") == 0) *token = xent_dtype_name(c->sm->dtype);
+    else if (strcmp(axis, "kind") == 0) *token = c->sm->kind == XENT_LOG_SOFTMAX ? "log_softmax" : "softmax";
+    else return 0;
+    return 1;
+  }
+  const xent_ce_desc* d = c->ce;
+  if (strcmp(axis, "dtype") == 0) *token = xent_dtype_name(d->dtype);
+  else if (strcmp(axis, "label") == 0) *token = label_token(d->label_type);
+  else if (strcmp(axis, "reduction") == 0) *token = reduction_token(d->reduction);
+  else if (strcmp(axis, "weights") == 0) *on = c->has_weights;
+  else if (strcmp(axis, "label_smoothing") == 0) *on = d->label_smoothing != 0;
+  else if (strcmp(axis, "ignore_index") == 0) *on = d->ignore_index != XENT_NO_IGNORE_INDEX;
+  else if (strcmp(axis, "z_loss") == 0) *on = d->z_loss != 0;
+  else if (strcmp(axis, "softcap") == 0) *on = d->softcap != 0;
+  else return 0;
+  return 1;
+}
+
+/* The number of words in a space-separated list. */
+static int word_count(const char* list) {
+  int n = 0;
+  for (list += strspn(list, " "); *list; list += strspn(list, " ")) {
+    list += strcspn(list, " ");
+    ++n;
+  }
+  return n;
+}
+
+/* Word `index` of a space-separated list into buf; 0 if there is none. */
+static int nth_word(const char* list, int index, char* buf, size_t cap) {
+  for (int i = 0; *list; ++i) {
+    const size_t len = strcspn(list, " ");
+    if (i == index) {
+      if (len == 0 || len >= cap) return 0;
+      memcpy(buf, list, len);
+      buf[len] = '\0';
+      return 1;
+    }
+    list += len;
+    list += strspn(list, " ");
+  }
+  return 0;
 }
 
 /* "the spec of family F (S)": the spec files the table's variants of F came
@@ -63,68 +117,116 @@ static void spec_of(const xent_table* t, const char* family, char* buf, size_t c
   snprintf(buf + len, cap > (size_t)len ? cap - (size_t)len : 0, ")");
 }
 
-/* Families whose axes are cross_entropy's (ce, lce): the most specialized
-   key of the call that the table has. */
-static const xent_dispatch_entry* lookup_ce_axes(const char* prefix, const char* family, const xent_table* t,
-                                                 const xent_ce_desc* d, xent_op op, int has_weights, char* key,
-                                                 size_t key_cap) {
-  char base[96];
-  ce_base_key(prefix, d, op, base, sizeof base);
-  /* The option axes in key order (gen/lua/dsl.lua's schema) and the
-     specialized value this call needs for each. */
-  enum { AXES = 5 };
-  static const char* const names[AXES] = {"weights", "label_smoothing", "ignore_index", "z_loss", "softcap"};
-  const char* wanted[AXES] = {
-      has_weights ? "weighted" : "unweighted",
-      d->label_smoothing != 0 ? "smooth" : "nosmooth",
-      d->ignore_index != XENT_NO_IGNORE_INDEX ? "ignore" : "noignore",
-      d->z_loss != 0 ? "zloss" : "nozloss",
-      d->softcap != 0 ? "softcap" : "nocap",
-  };
-  /* Bit i set = axis i specialized in the key; the most specialized key that
-     exists wins, the key with every option at run time comes last. */
-  for (int mask = (1 << AXES) - 1; mask >= 0; --mask) {
-    int len = snprintf(key, key_cap, "%s", base);
-    for (int axis = 0; axis < AXES; ++axis) {
-      if (mask & (1 << axis)) len += snprintf(key + len, key_cap > (size_t)len ? key_cap - (size_t)len : 0, "_%s", wanted[axis]);
+/* A family's axes, as a lookup resolves them against the call. */
+enum { MAX_AXES = 16, MAX_OPTIONS = 8, TOKEN_CAP = 32 };
+typedef struct resolved_axes {
+  int count, options;
+  const char* name[MAX_AXES];
+  int option[MAX_AXES]; /* 1: an option axis, in a key where specialized */
+  char token[MAX_AXES][TOKEN_CAP];
+} resolved_axes;
+
+/* The rows of the table's schema with this key prefix, each with the call's
+   token. 0 with the failure recorded where the schema names an axis this
+   runtime does not know or is malformed; `found` says whether the table has
+   the family at all (a table with no kernels has no schema). */
+static int resolve_axes(const xent_table* t, const char* prefix, const call_values* c, resolved_axes* r, int* found) {
+  memset(r, 0, sizeof *r);
+  *found = 0;
+  for (const xent_axis_row* row = t->axes; row && (*row)[XENT_AXIS_FAMILY]; ++row) {
+    if (strcmp((*row)[XENT_AXIS_PREFIX], prefix) != 0) continue;
+    *found = 1;
+    const char* axis = (*row)[XENT_AXIS_NAME];
+    const int option = strcmp((*row)[XENT_AXIS_KIND], "option") == 0;
+    const char* token;
+    int on;
+    if (!axis_value(axis, c, &token, &on)) {
+      xent_fail(XENT_ERROR_NOT_GENERATED,
+                "the %s table's keys have axis '%s' (family %s), which this libxent does not know: build libxent and "
+                "its plugins from one checkout",
+                t->target, axis, (*row)[XENT_AXIS_FAMILY]);
+      return 0;
     }
+    if (r->count == MAX_AXES || (option && r->options == MAX_OPTIONS) || option != (token == NULL) ||
+        (option && word_count((*row)[XENT_AXIS_VALUES]) != 2) ||
+        (option ? !nth_word((*row)[XENT_AXIS_VALUES], on, r->token[r->count], TOKEN_CAP)
+                : snprintf(r->token[r->count], TOKEN_CAP, "%s", token) >= TOKEN_CAP)) {
+      xent_fail(XENT_ERROR_NOT_GENERATED, "the %s table's key schema is malformed at axis '%s' (family %s)", t->target,
+                axis, (*row)[XENT_AXIS_FAMILY]);
+      return 0;
+    }
+    r->name[r->count] = axis;
+    r->option[r->count] = option;
+    r->options += option;
+    ++r->count;
+  }
+  return 1;
+}
+
+/* prefix_op, then each axis in the schema's order: a type axis's token
+   always, an option's where its bit in `mask` is set (bit i: the i-th
+   option). */
+static void build_key(const char* prefix, const char* op, const resolved_axes* r, unsigned mask, char* key,
+                      size_t cap) {
+  int len = snprintf(key, cap, "%s_%s", prefix, op);
+  for (int axis = 0, option = 0; axis < r->count; ++axis) {
+    const int keep = !r->option[axis] || (mask & (1u << option));
+    option += r->option[axis];
+    if (keep) len += snprintf(key + len, cap > (size_t)len ? cap - (size_t)len : 0, "_%s", r->token[axis]);
+  }
+}
+
+/* The most specialized key of the call that the table has: every option
+   axis named, down to none (the kernel reads them all at run time). On
+   failure, NULL with XENT_ERROR_NOT_GENERATED recorded: the key without its
+   options, the value the call needs on each, and the spec to edit. */
+static const xent_dispatch_entry* lookup(const xent_table* t, const char* prefix, const char* family, const char* op,
+                                         const call_values* c, char* key, size_t key_cap) {
+  resolved_axes r;
+  int found;
+  if (!resolve_axes(t, prefix, c, &r, &found)) return NULL;
+  for (int mask = (1 << r.options) - 1; found && mask >= 0; --mask) {
+    build_key(prefix, op, &r, (unsigned)mask, key, key_cap);
     const xent_dispatch_entry* e = xent_table_find(t->entries, t->count, key);
     if (e) return e;
   }
-  snprintf(key, key_cap, "%s", base);
-  char options[256];
+  build_key(prefix, op, &r, 0, key, key_cap);
+  char options[256] = "";
   int len = 0;
-  for (int axis = 0; axis < AXES; ++axis)
-    len += snprintf(options + len, sizeof options - (size_t)len, "%s%s: %s", axis ? ", " : "", names[axis], wanted[axis]);
+  for (int axis = 0; axis < r.count; ++axis) {
+    if (!r.option[axis]) continue;
+    len += snprintf(options + len, sizeof options > (size_t)len ? sizeof options - (size_t)len : 0, "%s%s: %s",
+                    len ? ", " : " (", r.name[axis], r.token[axis]);
+  }
+  if (len) snprintf(options + len, sizeof options > (size_t)len ? sizeof options - (size_t)len : 0, ")");
   char spec[512];
   spec_of(t, family, spec, sizeof spec);
-  xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for %s (%s): add it to %s and rebuild", t->target,
-            base, options, spec);
+  if (!found) {
+    xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for family %s (the table has none): add it to %s "
+              "and rebuild", t->target, family, spec);
+  } else {
+    xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for %s%s: add it to %s and rebuild", t->target, key,
+              options, spec);
+  }
   return NULL;
 }
 
 const xent_dispatch_entry* xent_ce_lookup(const xent_table* t, const xent_ce_desc* d, xent_op op, int has_weights,
                                        char* key, size_t key_cap) {
-  return lookup_ce_axes("ce", "cross_entropy", t, d, op, has_weights, key, key_cap);
+  const call_values c = {.ce = d, .has_weights = has_weights};
+  return lookup(t, "ce", "cross_entropy", op_token(op), &c, key, key_cap);
 }
 
 const xent_dispatch_entry* xent_lce_lookup(const xent_table* t, const xent_ce_desc* d, int has_weights, char* key,
                                         size_t key_cap) {
-  return lookup_ce_axes("lce", "linear_cross_entropy", t, d, XENT_OP_FORWARD_BACKWARD, has_weights, key, key_cap);
+  const call_values c = {.ce = d, .has_weights = has_weights};
+  return lookup(t, "lce", "linear_cross_entropy", op_token(XENT_OP_FORWARD_BACKWARD), &c, key, key_cap);
 }
 
 const xent_dispatch_entry* xent_softmax_lookup(const xent_table* t, const xent_softmax_desc* d, xent_op op, char* key,
                                             size_t key_cap) {
-  snprintf(key, key_cap, "sm_%s_%s_%s", op_token(op), xent_dtype_name(d->dtype),
-           d->kind == XENT_LOG_SOFTMAX ? "log_softmax" : "softmax");
-  const xent_dispatch_entry* e = xent_table_find(t->entries, t->count, key);
-  if (!e) {
-    char spec[512];
-    spec_of(t, "softmax", spec, sizeof spec);
-    xent_fail(XENT_ERROR_NOT_GENERATED, "no %s kernel was generated for %s: add it to %s and rebuild", t->target, key,
-              spec);
-  }
-  return e;
+  const call_values c = {.sm = d};
+  return lookup(t, "sm", "softmax", op_token(op), &c, key, key_cap);
 }
 
 xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {

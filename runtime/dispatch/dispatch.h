@@ -1,6 +1,8 @@
-/* Finding a generated kernel: the call is turned into canonical keys (the
-   same format as gen/lua/dsl.lua's key_of) and looked up by binary search in
-   a generated table (xent_dispatch_<target>.c). */
+/* Finding a generated kernel: the call is turned into canonical keys and
+   looked up by binary search in a generated table (xent_dispatch_<target>.c).
+   The keys' format (each family's prefix, axes, their order and tokens) is
+   the table's own schema, written by xentgen from gen/lua/dsl.lua; the
+   runtime adds only what each axis means for a call. */
 #ifndef XENT_DISPATCH_H
 #define XENT_DISPATCH_H
 
@@ -18,7 +20,8 @@ const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, siz
 /* The entry for a call in the table: the most specialized key first
    (option axes named), then keys with those axes left to run time. On
    failure returns NULL with the failure recorded (XENT_ERROR_NOT_GENERATED,
-   naming the key and the spec of the table's family to edit). */
+   naming the key and the spec of the table's family to edit, or the axis
+   of the table's schema this runtime does not know). */
 const xent_dispatch_entry* xent_ce_lookup(const xent_table* table, const xent_ce_desc* desc, xent_op op,
                                        int has_weights, char* key_out, size_t key_cap);
 

@@ -24,7 +24,11 @@ size_t xent_ce_op_workspace(const xent_ce_desc* d, xent_op op) {
 xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
   xent_ce_call call = *c;
   if (!call.bad_label_row) call.bad_label_row = h->bad_label_row;
-  if (d->vocab_shard) return xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op));
+  if (d->vocab_shard) {
+    xent_vocab_kernels k;
+    const xent_status s = xent_vocab_find(h, d, c->op, c->t.weights != NULL, &k);
+    return s != XENT_OK ? s : xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op), &k);
+  }
   const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, c->t.weights != NULL);
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);

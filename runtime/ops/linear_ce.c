@@ -110,6 +110,7 @@ typedef struct run_ctx {
   void* stream;
   const xent_dispatch_entry* steps;
   const xent_dispatch_entry* loss; /* the fused kernel of every chunk (NULL: vocabulary-parallel) */
+  xent_vocab_kernels vocab;        /* the vocabulary-parallel chunks' kernels */
 } run_ctx;
 
 static xent_status step(const run_ctx* r, xent_lce_args* a) { return xent_backend_launch(r->h, r->steps, a); }
@@ -143,7 +144,8 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   call.workspace_bytes = r->ws_bytes - r->L->ce;
   call.stream = r->stream;
   call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
-  if (c->vocab_shard) return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD));
+  if (c->vocab_shard)
+    return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD), &r->vocab);
   const xent_ce_args args = xent_ce_args_for(&cd, &call);
   return xent_backend_launch(r->h, r->loss, &args);
 }
@@ -245,16 +247,21 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
   const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, t->weights != NULL);
   if (!steps) return XENT_ERROR_NOT_GENERATED;
-  /* The chunks' kernel, found once (the vocabulary-parallel path finds its
-     own). */
+  /* The chunks' kernels, found once: the fused kernel, or the
+     vocabulary-parallel path's forward and backward (a chunk's key does
+     not depend on its rows). */
   const xent_ce_desc chunk_ce = chunk_desc(d, L.chunk);
   const xent_dispatch_entry* loss = NULL;
-  if (!d->ce.vocab_shard && L.chunks > 0) {
+  xent_vocab_kernels vocab = {NULL, NULL};
+  if (L.chunks > 0 && d->ce.vocab_shard) {
+    const xent_status s = xent_vocab_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, t->weights != NULL, &vocab);
+    if (s != XENT_OK) return s;
+  } else if (L.chunks > 0) {
     loss = xent_ce_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, t->weights != NULL);
     if (!loss) return XENT_ERROR_NOT_GENERATED;
   }
   const run_ctx r = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes,
-                     .stream = stream, .steps = steps, .loss = loss};
+                     .stream = stream, .steps = steps, .loss = loss, .vocab = vocab};
 
   /* BEGIN: the mean's divisor and the chunks' dloss, on the device. */
   xent_lce_args a = step_args(d, L.chunk, r.ws + L.steps, stream);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "runtime/dispatch/dispatch.h"
+#include "runtime/ops/ops.h"
 #include "runtime/base/internal.h"
 
 enum { STATS_PER_ROW = 4 };
@@ -61,16 +62,27 @@ size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
   return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d);
 }
 
-xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call, size_t launcher_bytes) {
+/* Soft labels' gradient needs the gathered sum(a), not only the lse. */
+static int gathers(const xent_ce_desc* d, xent_op op) {
+  return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB;
+}
+
+xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights,
+                            xent_vocab_kernels* k) {
+  k->forward = gathers(d, op) ? xent_ce_find(h, d, XENT_OP_FORWARD, has_weights) : NULL;
+  if (gathers(d, op) && !k->forward) return XENT_ERROR_NOT_GENERATED;
+  k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
+  if (op != XENT_OP_FORWARD && !k->backward) return XENT_ERROR_NOT_GENERATED;
+  return XENT_OK;
+}
+
+xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call, size_t launcher_bytes,
+                           const xent_vocab_kernels* k) {
   const xent_vocab_shard* shard = d->vocab_shard;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
-  /* Soft labels' gradient needs the gathered sum(a), not only the lse. */
-  const int gather = forward || d->label_type == XENT_PROB;
-  const int has_weights = call->t.weights != NULL;
-  const xent_dispatch_entry* fwd = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, has_weights) : NULL;
-  if (gather && !fwd) return XENT_ERROR_NOT_GENERATED;
-  const xent_dispatch_entry* bwd = backward ? xent_ce_find(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
-  if (backward && !bwd) return XENT_ERROR_NOT_GENERATED;
+  const int gather = gathers(d, call->op);
+  const xent_dispatch_entry* fwd = k->forward;
+  const xent_dispatch_entry* bwd = k->backward;
 
   const xent_ce_args base = xent_ce_args_for(d, call);
   char* gathered = (char*)call->workspace + gather_offset(launcher_bytes);

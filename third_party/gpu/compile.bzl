@@ -6,16 +6,21 @@ per-arch report for CUDA, which tests/kernels_compiled_test.py reads.
 With hip_on_cuda = True, the .hip files are compiled with nvcc for NVIDIA
 GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 
-Architectures: --define=xent_cuda_archs=80,90 (default),
+Architectures: --define=xent_cuda_archs=80,90,100,120 (default: A100, H100,
+B200/GB200 and RTX 50; "90a" and the like are taken as nvcc spells them),
 --define=xent_hip_archs=gfx90a,gfx940 (default) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
 a second architecture would double the largest compile of CI for a test
-that runs on one GPU)."""
+that runs on one GPU). nvcc objects carry machine code (SASS) for each
+architecture and the PTX of the newest, which the driver compiles for a GPU
+newer than all of them (sm_103, sm_121 and later) instead of failing to load.
+A gpu_objects target may fix its own architectures (archs), whatever the
+--define says: the compile test's sample of every default architecture."""
 
 load("@local_gpu//:defs.bzl", "HIPCC", "NVCC")
 
 _DEFAULT_ARCHS = {
-    "cuda": "80,90",
+    "cuda": "80,90,100,120",
     "hip": "gfx90a,gfx940",
     "hip_on_cuda": "90",
 }
@@ -25,7 +30,29 @@ _EXTENSIONS = {
     "hip": ".hip",
 }
 
-def _compile_args(ctx, target, hip_on_cuda):
+def _arch_number(arch):
+    """80 for "80", 90 for "90a", 100 for "100f"."""
+    digits = "".join([c for c in arch.elems() if c.isdigit()])
+    if not digits:
+        fail("xent: CUDA architecture '%s' is not a number (80, 90, 90a, 100, ...)" % arch)
+    return int(digits)
+
+def archs_of(ctx, arch_kind, fixed = ""):
+    """The architectures of a compile: fixed where given ("default": the
+    default list), else the --define's, else the default."""
+    if fixed == "default":
+        fixed = _DEFAULT_ARCHS[arch_kind]
+    return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind])).split(",")
+
+def newest_cuda_arch(archs):
+    """The architecture whose PTX the objects carry."""
+    newest = archs[0]
+    for a in archs:
+        if _arch_number(a) > _arch_number(newest):
+            newest = a
+    return newest
+
+def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     """The compiler and its flags for one generated file (input and output
     appended by the caller): (archs, args), or (None, []) where the compiler
     is absent."""
@@ -34,10 +61,12 @@ def _compile_args(ctx, target, hip_on_cuda):
     if not compiler:
         return None, []
     arch_kind = "hip_on_cuda" if hip_on_cuda else target
-    archs = ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind]).split(",")
+    archs = archs_of(ctx, arch_kind, fixed_archs)
     if nvcc:
         args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"]
-        args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs]
+        newest = newest_cuda_arch(archs)
+        args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs if a != newest]
+        args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (newest, newest, newest))
         if target == "hip":
             # A .hip file is CUDA C++ to nvcc; <hip/...> resolves to the shim.
             args += ["-x", "cu", "-I", ctx.files.shim_hdrs[0].dirname.rsplit("/", 1)[0]]
@@ -49,7 +78,7 @@ def _compile_args(ctx, target, hip_on_cuda):
 def _gpu_objects_impl(ctx):
     target = ctx.attr.target
     nvcc = target == "cuda" or ctx.attr.hip_on_cuda
-    archs, compile_args = _compile_args(ctx, target, ctx.attr.hip_on_cuda)
+    archs, compile_args = _compile_args(ctx, target, ctx.attr.hip_on_cuda, ctx.attr.archs)
     manifest = ctx.actions.declare_file(ctx.label.name + "/compiled.txt")
     if not compile_args:
         ctx.actions.write(manifest, "compiler: absent\n")
@@ -64,7 +93,9 @@ def _gpu_objects_impl(ctx):
         args = compile_args + ["-I", src.dirname, "-c", src.path, "-o", obj.path]
         ctx.actions.run_shell(
             outputs = [obj, log],
-            inputs = [src] + ctx.files.hdrs + ctx.files.shim_hdrs,
+            # The HIP shim is an input of the HIP-on-CUDA compiles only: an
+            # edit of it recompiles no CUDA or hipcc kernel.
+            inputs = [src] + ctx.files.hdrs + (ctx.files.shim_hdrs if ctx.attr.hip_on_cuda else []),
             command = '"$@" > "{log}" 2>&1 || {{ cat "{log}" >&2; exit 1; }}'.format(log = log.path),
             arguments = args,
             mnemonic = "Nvcc" if nvcc else "Hipcc",
@@ -73,7 +104,8 @@ def _gpu_objects_impl(ctx):
         )
         objects.append(obj)
         logs.append(log)
-    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n" % (compiler, " ".join(archs)))
+    ptx = "ptx: %s\n" % newest_cuda_arch(archs) if nvcc else ""
+    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s" % (compiler, " ".join(archs), ptx))
     return [
         DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
         OutputGroupInfo(logs = depset(logs + [manifest])),
@@ -86,6 +118,9 @@ gpu_objects = rule(
         "hdrs": attr.label_list(allow_files = True),
         "target": attr.string(mandatory = True, values = ["cuda", "hip"]),
         "hip_on_cuda": attr.bool(default = False),
+        # Fixed architectures ("80,90", or "default" for the default list),
+        # whatever --define=xent_*_archs says.
+        "archs": attr.string(default = ""),
         "shim_hdrs": attr.label_list(allow_files = True, default = ["//runtime/hip_on_cuda:hip/hip_runtime.h", "//runtime/hip_on_cuda:hip/hip_runtime_api.h", "//runtime/hip_on_cuda:hip/hip_fp16.h"]),
     },
 )
@@ -148,3 +183,27 @@ gpu_archive = rule(
         "shim_hdrs": attr.label_list(allow_files = True, default = []),
     },
 )
+
+def cuda_archs_header_text(archs):
+    """xent_cuda_archs.h for a list of nvcc architectures (the CMake route
+    writes the same from CMAKE_CUDA_ARCHITECTURES)."""
+    newest = newest_cuda_arch(archs)
+    return """/* Generated from the build's CUDA architectures: the machine code
+   (SASS) the CUDA kernels carry, whether each runs on that GPU alone (an
+   "a" architecture), and the architecture of the PTX they carry (0: none).
+   backend_cuda.c refuses at xent_create a GPU that none of them can run. */
+#define XENT_CUDA_SASS_ARCHS {%s}
+#define XENT_CUDA_SASS_EXACT {%s}
+#define XENT_CUDA_PTX_ARCH %d
+""" % (", ".join([str(_arch_number(a)) for a in archs]), ", ".join(["1" if a.endswith("a") else "0" for a in archs]),
+       _arch_number(newest))
+
+def _cuda_archs_header_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + "/xent_cuda_archs.h")
+    ctx.actions.write(out, cuda_archs_header_text(archs_of(ctx, "cuda")))
+    return [DefaultInfo(files = depset([out]))]
+
+# xent_cuda_archs.h: the architectures of --define=xent_cuda_archs (the same
+# the CUDA kernels are compiled for), for the CUDA backend's check of the
+# device at xent_create.
+cuda_archs_header = rule(implementation = _cuda_archs_header_impl)

@@ -15,9 +15,11 @@
 extern const xent_dispatch_entry xent_cuda_dispatch_emu[];
 extern const size_t xent_cuda_dispatch_count_emu;
 extern const xent_dispatch_spec xent_cuda_dispatch_specs_emu[];
+extern const xent_axis_row xent_cuda_dispatch_axes_emu[];
 extern const xent_dispatch_entry xent_hip_dispatch_emu[];
 extern const size_t xent_hip_dispatch_count_emu;
 extern const xent_dispatch_spec xent_hip_dispatch_specs_emu[];
+extern const xent_axis_row xent_hip_dispatch_axes_emu[];
 
 xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   xent_clear_error();
@@ -43,6 +45,7 @@ static void cpu_table(const xent_handle* h, xent_table* t) {
   t->count = hip ? xent_hip_dispatch_count_emu : xent_cuda_dispatch_count_emu;
   t->target = hip ? "hip (emulated)" : "cuda (emulated)";
   t->specs = hip ? xent_hip_dispatch_specs_emu : xent_cuda_dispatch_specs_emu;
+  t->axes = hip ? xent_hip_dispatch_axes_emu : xent_cuda_dispatch_axes_emu;
 }
 
 static xent_status cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
@@ -63,7 +66,9 @@ static xent_status cpu_flag_alloc(xent_handle* h) {
 
 /* One atomic exchange: calls on other threads sharing the handle may be
    recording a row at the same time. */
-static xent_status cpu_flag_take(xent_handle* h, unsigned long long* row) {
+static xent_status cpu_flag_take(xent_handle* h, const char* fn, void* stream, unsigned long long* row) {
+  (void)fn;
+  (void)stream; /* the host ran every call to its end */
   *row = __atomic_exchange_n(h->bad_label_row, XENT_NO_BAD_ROW, __ATOMIC_SEQ_CST);
   return XENT_OK;
 }

@@ -7,6 +7,13 @@
 #include "runtime/backends/cuda/cuda_device.h"
 #include "xent_launch.h"
 
+#include "xent_cuda_archs.h"
+
+/* The table's key schema (xent_launch.h declares the rest of the table). */
+extern const xent_axis_row xent_cuda_dispatch_axes[];
+
+static xent_status code_fits(int device, int arch);
+
 xent_status xent_cuda_open(xent_handle* h) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
@@ -26,7 +33,34 @@ xent_status xent_cuda_open(xent_handle* h) {
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query device %d", h->device);
   }
   h->arch = major * 10 + minor;
-  return XENT_OK;
+  return code_fits(h->device, h->arch);
+}
+
+/* Whether the kernels carry code a GPU of compute capability `arch` (major *
+   10 + minor) can run, by NVIDIA's compatibility rules (CUDA C++
+   Programming Guide, "Binary Compatibility" and "PTX Compatibility"):
+   machine code for sm_XY runs on a GPU X.Z with Z >= Y, same major; an "a"
+   architecture's only on that GPU; PTX for compute_XY is compiled by the
+   driver for any GPU of capability XY or above. Checked here, at
+   xent_create, rather than found out as "no kernel image" at the first
+   call. */
+static xent_status code_fits(int device, int arch) {
+  static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
+  const int n = (int)(sizeof sass / sizeof sass[0]), ptx = XENT_CUDA_PTX_ARCH;
+  if (ptx > 0 && arch >= ptx) return XENT_OK;
+  for (int i = 0; i < n; ++i) {
+    if (exact[i] ? arch == sass[i] : arch / 10 == sass[i] / 10 && arch >= sass[i]) return XENT_OK;
+  }
+  char built[256];
+  int len = 0;
+  for (int i = 0; i < n; ++i)
+    len += snprintf(built + len, sizeof built - (size_t)len, "%ssm_%d%s", i ? ", " : "", sass[i], exact[i] ? "a" : "");
+  if (ptx > 0) snprintf(built + len, sizeof built - (size_t)len, " and the PTX of compute_%d", ptx);
+  return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
+                   "cuda backend: device %d is sm_%d (compute capability %d.%d), and this build's CUDA kernels carry "
+                   "code for %s, none of which runs there: rebuild with --define=xent_cuda_archs=%d (Bazel) or "
+                   "-DCMAKE_CUDA_ARCHITECTURES=%d (CMake)",
+                   device, arch, arch / 10, arch % 10, built, arch, arch);
 }
 
 void xent_cuda_table(const xent_handle* h, xent_table* t) {
@@ -35,6 +69,7 @@ void xent_cuda_table(const xent_handle* h, xent_table* t) {
   t->count = xent_cuda_dispatch_count;
   t->target = "cuda";
   t->specs = xent_cuda_dispatch_specs;
+  t->axes = xent_cuda_dispatch_axes;
 }
 
 xent_status xent_cuda_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
@@ -79,16 +114,28 @@ xent_status xent_cuda_flag_alloc(xent_handle* h) {
    and may return before it lands, so a kernel on a non-blocking stream (as
    PyTorch's are) could record a bad row before the reset, which would then
    erase it. The device is waited for again after the reset. */
-xent_status xent_cuda_flag_take(xent_handle* h, unsigned long long* row) {
+xent_status xent_cuda_flag_take(xent_handle* h, const char* fn, void* stream, unsigned long long* row) {
   int prev;
-  xent_status s = xent_cuda_enter(h, "xent_check", &prev);
+  xent_status s = xent_cuda_enter(h, fn, &prev);
   if (s != XENT_OK) return s;
-  cudaError_t err = cudaDeviceSynchronize();
-  if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
-  if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  cudaError_t err;
+  if (stream == XENT_WHOLE_DEVICE) {
+    err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) err = cudaMemcpy(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost);
+    if (err == cudaSuccess) err = cudaMemset(h->bad_label_row, 0xff, sizeof *row);
+    /* cudaMemset may return before the reset lands, and a kernel on another
+       stream could record a bad row that it would then erase. */
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  } else {
+    /* Read, then reset, after the stream's work; the host waits for that
+       stream alone. */
+    cudaStream_t st = (cudaStream_t)stream;
+    err = cudaMemcpyAsync(row, h->bad_label_row, sizeof *row, cudaMemcpyDeviceToHost, st);
+    if (err == cudaSuccess) err = cudaMemsetAsync(h->bad_label_row, 0xff, sizeof *row, st);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(st);
+  }
   xent_cuda_leave(h, prev);
-  if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", cudaGetErrorString(err));
+  if (err != cudaSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, cudaGetErrorString(err));
   return XENT_OK;
 }
 

@@ -13,6 +13,7 @@
 extern const xent_dispatch_entry xent_hip_dispatch[];
 extern const size_t xent_hip_dispatch_count;
 extern const xent_dispatch_spec xent_hip_dispatch_specs[];
+extern const xent_axis_row xent_hip_dispatch_axes[];
 
 xent_status xent_hip_open(xent_handle* h) {
   int count = 0;
@@ -59,6 +60,7 @@ void xent_hip_table(const xent_handle* h, xent_table* t) {
   t->count = xent_hip_dispatch_count;
   t->target = "hip";
   t->specs = xent_hip_dispatch_specs;
+  t->axes = xent_hip_dispatch_axes;
 }
 
 xent_status xent_hip_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
@@ -95,18 +97,26 @@ xent_status xent_hip_flag_alloc(xent_handle* h) {
   return s;
 }
 
-xent_status xent_hip_flag_take(xent_handle* h, unsigned long long* row) {
+xent_status xent_hip_flag_take(xent_handle* h, const char* fn, void* stream, unsigned long long* row) {
   int prev;
-  const xent_status s = enter(h, "xent_check", &prev);
+  const xent_status s = enter(h, fn, &prev);
   if (s != XENT_OK) return s;
-  hipError_t err = hipDeviceSynchronize();
-  if (err == hipSuccess) err = hipMemcpy(row, h->bad_label_row, sizeof *row, hipMemcpyDeviceToHost);
-  if (err == hipSuccess) err = hipMemset(h->bad_label_row, 0xff, sizeof *row);
-  /* As the CUDA backend: hipMemset may return before the reset lands, and
-     a kernel on another stream could record a bad row that it would erase. */
-  if (err == hipSuccess) err = hipDeviceSynchronize();
+  hipError_t err;
+  if (stream == XENT_WHOLE_DEVICE) {
+    err = hipDeviceSynchronize();
+    if (err == hipSuccess) err = hipMemcpy(row, h->bad_label_row, sizeof *row, hipMemcpyDeviceToHost);
+    if (err == hipSuccess) err = hipMemset(h->bad_label_row, 0xff, sizeof *row);
+    /* As the CUDA backend: hipMemset may return before the reset lands, and
+       a kernel on another stream could record a bad row that it would erase. */
+    if (err == hipSuccess) err = hipDeviceSynchronize();
+  } else {
+    hipStream_t st = (hipStream_t)stream;
+    err = hipMemcpyAsync(row, h->bad_label_row, sizeof *row, hipMemcpyDeviceToHost, st);
+    if (err == hipSuccess) err = hipMemsetAsync(h->bad_label_row, 0xff, sizeof *row, st);
+    if (err == hipSuccess) err = hipStreamSynchronize(st);
+  }
   leave(h, prev);
-  if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "xent_check: %s", hipGetErrorString(err));
+  if (err != hipSuccess) return xent_fail(XENT_ERROR_DEVICE, "%s: %s", fn, hipGetErrorString(err));
   return XENT_OK;
 }
 

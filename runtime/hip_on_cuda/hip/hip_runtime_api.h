@@ -52,6 +52,11 @@ static inline hipError_t hipMemsetAsync(void* p, int value, size_t bytes, void* 
 static inline hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
   return cudaMemcpy(dst, src, bytes, kind);
 }
+static inline hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind,
+                                        void* stream) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
+}
 static inline hipError_t hipDeviceSynchronize(void) { return cudaDeviceSynchronize(); }
+static inline hipError_t hipStreamSynchronize(void* stream) { return cudaStreamSynchronize((cudaStream_t)stream); }
 
 #endif

@@ -252,7 +252,7 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
 #line 331 "templates/xent_device.h.tmpl"
-#define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads))
+// (CUDA: defined at the end of this header, per architecture.)
 #line 335 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
@@ -1293,3 +1293,17 @@ XENT_DEVICE void xent_cluster_reduce(A& m, A& s, A& a, A& b, Part part) {
   xent_lanes_reduce(m, s, a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
+#line 1375 "templates/xent_device.h.tmpl"
+
+// XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
+// HIP rendering, which this block leaves out, keeps its lines.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+// Blackwell (sm_100, sm_120): ptxas there needs more registers than sm_90's
+// for the strided kernels and spilled at sm_90's bound (148 bytes in
+// ce_fwd_bf16_prob_mean and 28 in sm_fwd_f64_softmax on sm_100, 4 in
+// ce_fwd_bf16_i64_mean on sm_120), so it is asked for one resident block
+// fewer (at least one) until a report of its own tunes these kernels.
+#define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads) > 1 ? (resident) / (threads) - 1 : 1)
+#else
+#define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads))
+#endif
