@@ -1,7 +1,15 @@
 """gpu_objects: compiles generated .cu files with nvcc or .hip files with
-hipcc, one action per file (so an edited spec recompiles only the files whose
-text changed). Each object comes with the compiler's log: ptxas's per-kernel,
-per-arch report for CUDA, which tests/kernels_compiled_test.py reads.
+hipcc, one action per unit: the variants of one op and dtype (ce_fwd_bf16:
+its nine label types and reductions), each unit a file that includes its
+variants' files. A compiler pays about as much for its headers and its
+passes over one file as for the kernels of a small one (nvcc, sm_90 and
+sm_100: 5 of the 8 s of ce_fwd_bf16_i64_mean.cu go to an empty file with the
+same includes; nine variants in one unit take 24 s, not 60), so units cut
+the compile of every kernel by about half, and an edited spec still
+recompiles only the units whose variants changed. Each unit's object comes
+with the compiler's log: ptxas's per-kernel, per-arch report for CUDA, which
+tests/kernels_compiled_test.py and bench/sass_report.py read. compiled.txt
+names each unit's variants ("unit: ce_fwd_bf16.unit.cu <file> <file> ...").
 
 With hip_on_cuda = True, the .hip files are compiled with nvcc for NVIDIA
 GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
@@ -75,6 +83,36 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
         args += ["--offload-arch=" + a for a in archs]
     return archs, args
 
+_DTYPES = ["bf16", "f16", "f32", "f64"]
+
+# At most this many variants in a unit: a spec with many variants of one op
+# and dtype still compiles in several actions, in parallel where there are
+# the cores.
+_UNIT_MAX = 12
+
+def compile_units(basenames, ext):
+    """[(unit, [basename, ...])]: the files grouped by their name up to and
+    including its dtype (ce_fwd_bf16_i64_mean.cu -> ce_fwd_bf16,
+    sm_bwd_f16_log_softmax.cu -> sm_bwd_f16), in name order, at most
+    _UNIT_MAX to a unit (ce_fwd_bf16_2, ... for more); a name without a
+    dtype is a unit of its own."""
+    groups = {}
+    for name in sorted(basenames):
+        tokens = name[:-len(ext)].split("_")
+        key = name[:-len(ext)]
+        for i, token in enumerate(tokens):
+            if token in _DTYPES:
+                key = "_".join(tokens[:i + 1])
+                break
+        groups.setdefault(key, []).append(name)
+    units = []
+    for key in sorted(groups):
+        members = groups[key]
+        for start in range(0, len(members), _UNIT_MAX):
+            suffix = "" if start == 0 else "_%d" % (start // _UNIT_MAX + 1)
+            units.append((key + suffix, members[start:start + _UNIT_MAX]))
+    return units
+
 def _gpu_objects_impl(ctx):
     target = ctx.attr.target
     nvcc = target == "cuda" or ctx.attr.hip_on_cuda
@@ -84,28 +122,44 @@ def _gpu_objects_impl(ctx):
         ctx.actions.write(manifest, "compiler: absent\n")
         return [DefaultInfo(files = depset([])), OutputGroupInfo(logs = depset([manifest]))]
     compiler = compile_args[0]
-    objects, logs = [], []
+    ext = _EXTENSIONS[target]
+    by_name = {}
     for src in ctx.files.srcs:
-        if not src.basename.endswith(_EXTENSIONS[target]):
-            continue
-        obj = ctx.actions.declare_file(ctx.label.name + "/" + src.basename + ".pic.o")
-        log = ctx.actions.declare_file(ctx.label.name + "/" + src.basename + ".log")
-        args = compile_args + ["-I", src.dirname, "-c", src.path, "-o", obj.path]
+        if src.basename.endswith(ext):
+            if src.basename in by_name:
+                fail("xent: two generated files named %s" % src.basename)
+            by_name[src.basename] = src
+    objects, logs, unit_lines = [], [], []
+    for unit, members in compile_units(by_name.keys(), ext):
+        srcs = [by_name[m] for m in members]
+        dirs = {s.dirname: True for s in srcs}
+        if len(dirs) != 1:
+            fail("xent: unit %s spans directories %s" % (unit, dirs.keys()))
+
+        # The unit's own file, beside its objects: it includes its variants
+        # by name, found on the generated directory's include path (".unit"
+        # keeps its name from being one of theirs, which it would include).
+        unit_src = ctx.actions.declare_file(ctx.label.name + "/" + unit + ".unit" + ext)
+        ctx.actions.write(unit_src, "".join(['#include "%s"\n' % m for m in members]))
+        obj = ctx.actions.declare_file(ctx.label.name + "/" + unit + ".unit" + ext + ".pic.o")
+        log = ctx.actions.declare_file(ctx.label.name + "/" + unit + ".unit" + ext + ".log")
+        args = compile_args + ["-I", srcs[0].dirname, "-c", unit_src.path, "-o", obj.path]
         ctx.actions.run_shell(
             outputs = [obj, log],
             # The HIP shim is an input of the HIP-on-CUDA compiles only: an
             # edit of it recompiles no CUDA or hipcc kernel.
-            inputs = [src] + ctx.files.hdrs + (ctx.files.shim_hdrs if ctx.attr.hip_on_cuda else []),
+            inputs = [unit_src] + srcs + ctx.files.hdrs + (ctx.files.shim_hdrs if ctx.attr.hip_on_cuda else []),
             command = '"$@" > "{log}" 2>&1 || {{ cat "{log}" >&2; exit 1; }}'.format(log = log.path),
             arguments = args,
             mnemonic = "Nvcc" if nvcc else "Hipcc",
-            progress_message = "Compiling %s for %s" % (src.basename, ",".join(archs)),
+            progress_message = "Compiling %s (%d variants) for %s" % (unit, len(members), ",".join(archs)),
             use_default_shell_env = True,
         )
         objects.append(obj)
         logs.append(log)
+        unit_lines.append("unit: %s %s\n" % (unit + ".unit" + ext, " ".join(members)))
     ptx = "ptx: %s\n" % newest_cuda_arch(archs) if nvcc else ""
-    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s" % (compiler, " ".join(archs), ptx))
+    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s%s" % (compiler, " ".join(archs), ptx, "".join(unit_lines)))
     return [
         DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
         OutputGroupInfo(logs = depset(logs + [manifest])),
