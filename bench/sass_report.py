@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A static performance report of the generated CUDA kernels, read from their
-sm_90 machine code: no GPU needed.
+machine code for Hopper (sm_90, H100) and datacenter Blackwell (sm_100,
+B200/GB200): no GPU needed.
 
     ./bazelw run //bench:sass_report                      # prints it
     ./bazelw run //bench:sass_report -- --out bench/results/sass_report.md
@@ -19,19 +20,26 @@ aligned and the inner size a multiple of a vector) and one element per load
 How the machine code is read (cuobjdump -sass, PyPI's nvidia-cuda-cuobjdump
 or the toolkit's): a loop is a backward branch. The main loop of a pass is
 the innermost loop holding 16-byte loads (global, or shared for the on-chip
-kernels' second pass). Its path is walked from the loop head, taking every
-conditional branch whose target is inside the loop and that skips no 16-byte
-load or store (in the strided shape, no shared-memory access of any width:
-its full steps read and write the staged elements one by one): in these
-kernels those branches skip run-time options (soft cap, smoothing, weights)
-and slow paths (a division's FCHK fix-up), so the path is that of a call
-with the options off. "Loads in flight" counts the
+kernels' second pass). Its path is the shortest from the loop head to its
+backward branch, where a conditional branch whose target is inside the loop
+may be taken if it skips no 16-byte load or store (in the strided shape, no
+shared-memory access of any width: its full steps read and write the staged
+elements one by one): in these kernels the instructions off that path are
+the run-time options' (soft cap, smoothing, weights) and slow paths' (a
+division's FCHK fix-up), laid out before or after the common code as ptxas
+chose, so the path is that of a call with the options off. Predicated
+instructions on it count: they issue whatever their predicate. "Loads in flight" counts the
 16-byte loads on the path before the first instruction that reads a
 register one of them writes.
 
-The H100 figures: 132 SMs at 1.755 GHz (its clock under load), 64K
-registers, 64 warps, 32 blocks and 228 KB of shared memory per SM, four
-schedulers each issuing one warp instruction per clock."""
+The GPUs' figures (GPUS below, each with where it comes from): SMs, the SM
+clock under load, the memory bandwidth the report holds the kernels to (90%
+of the peak), the memory latency Little's law is taken at, and the per-SM
+limits (64K registers, 64 warps, 32 blocks and 228 KB of shared memory on
+both, four schedulers each issuing one warp instruction per clock). The
+targets follow from them: loads in flight per SM >= 2 x bandwidth x latency
+/ SMs (a factor of 2 to spare), and at most 3 of the 4 warp instructions an
+SM can issue per clock spent at that bandwidth."""
 
 import argparse
 import datetime
@@ -42,8 +50,24 @@ import shutil
 import subprocess
 import sys
 
-SMS, CLOCK_HZ, BANDWIDTH = 132, 1.755e9, 3.0e12
-REGS_PER_SM, WARPS_PER_SM, BLOCKS_PER_SM, SMEM_PER_SM = 65536, 64, 32, 228 * 1024
+# Per architecture, the GPU its rows are for. Per-SM limits: the CUDA C++
+# Programming Guide's table per compute capability (9.0 and 10.0 alike); the
+# Blackwell Tuning Guide (docs.nvidia.com/cuda/blackwell-tuning-guide, 1.4.1.1
+# "Occupancy") says they are Hopper's.
+GPUS = {
+    "sm_90": dict(
+        name="H100 SXM", sms=132, clock=1.755e9, bandwidth=3.0e12, latency=700e-9,
+        regs=65536, warps=64, blocks=32, smem=228 * 1024,
+        source="132 SMs and 3.35 TB/s of HBM3 (NVIDIA H100 datasheet), held to 3.0 TB/s; 1.755 GHz, the "
+               "SM clock under load (the boost clock is 1.98 GHz); ~700 ns of memory latency under load"),
+    "sm_100": dict(
+        name="B200", sms=148, clock=1.9e9, bandwidth=7.2e12, latency=700e-9,
+        regs=65536, warps=64, blocks=32, smem=228 * 1024,
+        source="148 SMs (the driver's multiProcessorCount for a B200, compute capability 10.0) and 8 TB/s of "
+               "HBM3e (NVIDIA DGX B200 datasheet: 64 TB/s for eight GPUs), held to 7.2 TB/s; 1.9 GHz, an "
+               "assumed clock under load below the 1.965 GHz boost clock, as the H100's is below its own; "
+               "the H100's ~700 ns of latency, which HBM3e does not shorten"),
+}
 SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2}
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
@@ -146,25 +170,38 @@ def is_staged_access(op):
 
 
 def walk_path(insns, head, tail, wide=is_wide_access):
-    """The instructions of one iteration on the path that takes every branch
-    inside the loop that skips no `wide` access (see the module's
-    docstring)."""
+    """The instructions of one iteration on the shortest path from the loop
+    head to its backward branch, where a conditional branch inside the loop
+    may be taken only if it skips no `wide` access (see the module's
+    docstring). Shortest, not "every branch taken": ptxas lays an option's
+    code out either way (sm_90 branches over the soft cap's tanh, sm_100
+    branches into it), and the path of a call with the options off is the
+    one without their code."""
     index = {a: i for i, (a, _, _, _) in enumerate(insns)}
-    path, i, seen = [], head, set()
-    while head <= i <= tail and i not in seen:
-        seen.add(i)
+    inf = float("inf")
+    # cost[i], nxt[i]: instructions from i to the tail on the shortest path,
+    # and the instruction after i on it. Branches inside the loop go
+    # forward (the backward one is the tail), so one sweep from the tail.
+    cost, nxt = {tail: 1}, {tail: None}
+    for i in range(tail - 1, head - 1, -1):
         addr, pred, op, operands = insns[i]
-        path.append(insns[i])
-        if i == tail:
-            break
+        if op in ("EXIT", "RET") and not pred:
+            cost[i], nxt[i] = inf, None
+            continue
         t = branch_target(op, operands)
-        if t is not None and t in index and head <= index[t] <= tail and index[t] > i and (
-                not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:index[t]])):
-            i = index[t]
-        elif op in ("EXIT", "RET") and not pred:
-            break
-        else:
-            i += 1
+        ti = index.get(t) if t is not None else None
+        inside = ti is not None and i < ti <= tail
+        options = []
+        if not (op == "BRA" and not pred):
+            options.append(i + 1)  # falls through
+        if inside and (not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:ti])):
+            options.append(ti)
+        best = min(options, key=lambda j: cost[j], default=None)
+        cost[i], nxt[i] = (1 + cost[best], best) if best is not None else (inf, None)
+    path, i = [], head
+    while i is not None and cost[i] < inf:
+        path.append(insns[i])
+        i = nxt[i]
     return path
 
 
@@ -214,9 +251,10 @@ def main_passes(insns, passes, is_load, wide):
     return sorted(chosen[:passes])
 
 
-def ptxas_report(log, function):
-    """(registers, spill store bytes) of `function` for sm_90, from ptxas -v."""
-    start = log.find(f"Compiling entry function '{function}' for 'sm_90'")
+def ptxas_report(log, function, arch):
+    """(registers, spill store bytes) of `function` for `arch` (sm_90), from
+    ptxas -v."""
+    start = log.find(f"Compiling entry function '{function}' for '{arch}'")
     if start < 0:
         return None
     end = log.find("Compiling entry function", start + 1)
@@ -245,30 +283,47 @@ def pick_shape(shapes, C, elem_size, on_chip):
     return None
 
 
-def resident_warps(regs, threads, smem):
+def resident_warps(gpu, regs, threads, smem):
     warps = -(-threads // 32)
     per_warp = -(-regs * 32 // 256) * 256
-    blocks = min(REGS_PER_SM // (warps * per_warp), WARPS_PER_SM // warps, BLOCKS_PER_SM)
+    blocks = min(gpu["regs"] // (warps * per_warp), gpu["warps"] // warps, gpu["blocks"])
     if smem:
-        blocks = min(blocks, SMEM_PER_SM // (smem + 1024))
+        blocks = min(blocks, gpu["smem"] // (smem + 1024))
     return blocks * warps
 
 
-def report(gen, objects, cuobjdump):
+def units(objects):
+    """Each generated file's unit: the file nvcc compiled it in
+    (third_party/gpu/compile.bzl compiles the variants of one op and dtype
+    together), from the objects' compiled.txt ("unit: <unit> <file> ...")."""
+    found = {}
+    path = os.path.join(objects, "compiled.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            if line.startswith("unit: "):
+                unit, *members = line.split()[1:]
+                found.update({m: unit for m in members})
+    return found
+
+
+def report(gen, objects, cuobjdump, arch):
+    gpu = GPUS[arch]
     rows = []
+    unit_of = units(objects)
     for key, shape, what, C, passes, moved in CASES:
         src = os.path.join(gen, key + ".cu")
-        obj = os.path.join(objects, key + ".cu.pic.o")
-        log_path = os.path.join(objects, key + ".cu.log")
+        unit = unit_of.get(key + ".cu", key + ".cu")
+        obj = os.path.join(objects, unit + ".pic.o")
+        log_path = os.path.join(objects, unit + ".log")
         if not (os.path.exists(src) and os.path.exists(obj)):
             rows.append((what, C, None, f"{key} was not generated or compiled"))
             continue
         text = open(src).read()
         family = "softmax_args" if key.startswith("sm_") else "ce_args"
         function = f"_Z{len('xent_cuda_' + key + '_rows')}xent_cuda_{key}_rowsILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
-        reg_spill = ptxas_report(open(log_path).read(), function)
+        reg_spill = ptxas_report(open(log_path).read(), function, arch)
         if not reg_spill:
-            rows.append((what, C, None, f"{function} not in ptxas's report"))
+            rows.append((what, C, None, f"{function} not in ptxas's report for {arch} (not built for it?)"))
             continue
         regs, spill = reg_spill
         elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
@@ -283,13 +338,13 @@ def report(gen, objects, cuobjdump):
             table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
             shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
             threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP")
-        sass = subprocess.run([cuobjdump, "-sass", "-arch", "sm_90", "-fun", function, obj], capture_output=True,
+        sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
                               text=True, check=True).stdout
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
         found = main_passes(insns, passes, is_load, wide)
-        warps = resident_warps(regs, threads, smem)
+        warps = resident_warps(gpu, regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:
             path = walk_path(insns, head, tail, wide)
@@ -302,31 +357,69 @@ def report(gen, objects, cuobjdump):
     return rows
 
 
-def render(rows, stamp):
-    vec_rate = BANDWIDTH / 16 / SMS / CLOCK_HZ  # 16-byte vectors per SM per clock at 3 TB/s
-    out = [f"# Static report of the sm_90 machine code ({stamp})", "",
-           "Generated by `bench/sass_report.py` (its docstring says how the machine code is read). Per SM of an",
-           f"H100 at 3 TB/s: {vec_rate:.3f} 16-byte vectors moved per clock, each vector of the row costing one",
-           "move per read or write of it (1 for the forward, 2 for the backward and the on-chip fused kernel,",
-           "3 where the row is read twice). Targets (issue 13): >= 32 KB of loads in flight per SM on every",
-           "contiguous shape; <= 3 warp instructions per clock per SM at 3 TB/s.", "",
-           "| kernel | C | variant, shape | regs | spill B | block | warps/SM | loop: path / vectors (in flight) "
-           "| 16 B loads in flight per SM | instr. per vector | warp instr./clock/SM at 3 TB/s |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+def targets(gpu):
+    """(bytes in flight per SM, 16-byte vectors moved per SM per clock) at
+    the GPU's bandwidth: Little's law with a factor of 2, and the rate that
+    makes the issue-rate column."""
+    per_sm = gpu["bandwidth"] / gpu["sms"]
+    return 2 * per_sm * gpu["latency"], per_sm / 16 / gpu["clock"]
+
+
+def caption(arch):
+    gpu = GPUS[arch]
+    flight, _ = targets(gpu)
+    return (f"**{arch}, {gpu['name']} at {gpu['bandwidth'] / 1e12:g} TB/s**: targets >= {flight / 1024:.0f} KB in "
+            f"flight per SM (contiguous shapes), <= 3 warp instructions per clock per SM")
+
+
+def render_table(arch, rows):
+    gpu = GPUS[arch]
+    flight_target, vec_rate = targets(gpu)
+    bw = f"{gpu['bandwidth'] / 1e12:g} TB/s"
+    out = ["| kernel | C | variant, shape | regs | spill B | block | warps/SM | loop: path / vectors (in flight) "
+           f"| 16 B loads in flight per SM | instr. per vector | warp instr./clock/SM at {bw} | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for what, C, r, err in rows:
         if r is None:
-            out.append(f"| {what} | {C} | not measured: {err} | | | | | | | | |")
+            out.append(f"| {what} | {C} | not measured: {err} | | | | | | | | | |")
             continue
         loops_txt = "; ".join(f"{n} / {v:g} ({f:g})" for n, v, f, _, _ in r["loops"]) or "no 16-byte loop"
         first_flight = r["loops"][0][2] if r["loops"] else 0
         in_flight = r["warps"] * 32 * first_flight * 16
         per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
         rate = vec_rate / r["moved"] * per_vec / 32
+        missed = []
+        if r["shape"] != "COLUMN" and in_flight < flight_target:
+            missed.append("in flight")
+        if rate > 3:
+            missed.append("issue rate")
+        if r["spill"]:
+            missed.append("spills")
         shape = r["shape"] + (f", cluster of {r['cluster']}, {r['smem'] // 1024} KB smem" if r["cluster"] else
                               f", {r['smem'] / 1024:.1f} KB smem" if r["smem"] else "")
         out.append(f"| {what} | {C} | `{r['key']}`, {shape} | {r['regs']} | {r['spill']} | {r['threads']} | "
-                   f"{r['warps']} | {loops_txt} | {in_flight / 1024:.0f} KB | {per_vec:.0f} | {rate:.2f} |")
-    out.append("")
+                   f"{r['warps']} | {loops_txt} | {in_flight / 1024:.0f} KB | {per_vec:.0f} | {rate:.2f} | "
+                   f"{'missed: ' + ', '.join(missed) if missed else 'met'} |")
+    return out
+
+
+def render(by_arch, stamp):
+    out = [f"# Static report of the generated kernels' machine code ({stamp})", "",
+           "Generated by `bench/sass_report.py` (its docstring says how the machine code is read), one table",
+           "per GPU. Each 16-byte vector of a row costs one move per read or write of it (1 for the forward, 2",
+           "for the backward and the on-chip fused kernel, 3 where the row is read twice). Targets: loads in",
+           "flight per SM at least what Little's law asks at the GPU's bandwidth and memory latency, twice over,",
+           "on every contiguous shape; at most 3 of the 4 warp instructions an SM issues per clock spent at that",
+           "bandwidth; no spills.", ""]
+    for arch, rows in by_arch.items():
+        gpu = GPUS[arch]
+        flight, vec_rate = targets(gpu)
+        out += [f"## {arch}: {gpu['name']}", "",
+                f"Figures: {gpu['source']}. Per SM at {gpu['bandwidth'] / 1e12:g} TB/s: {vec_rate:.3f} 16-byte "
+                f"vectors moved per clock; Little's law: {flight / 2 / 1024:.1f} KB in flight, so the target is "
+                f"{flight / 1024:.0f} KB.", ""]
+        out += render_table(arch, rows)
+        out.append("")
     return "\n".join(out)
 
 
@@ -335,13 +428,19 @@ def main():
     ap.add_argument("--gen", help="the generated CUDA sources (default: the runfiles' gen/cuda)")
     ap.add_argument("--objects", help="nvcc's objects and logs (default: the runfiles' gen/cuda_objects)")
     ap.add_argument("--out", help="write the report here (relative to the workspace under bazel run)")
+    ap.add_argument("--arch", default="sm_90,sm_100", help="the architectures to read (of: %(default)s)")
     args = ap.parse_args()
     # The runfiles' workspace root (bazel run), or the checkout's.
     runfiles = os.environ.get("RUNFILES_DIR")
     here = os.path.join(runfiles, "xent") if runfiles else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     gen = args.gen or os.path.join(here, "gen", "cuda")
     objects = args.objects or os.path.join(here, "gen", "cuda_objects")
-    text = render(report(gen, objects, find_tool("cuobjdump")), datetime.date.today().isoformat())
+    unknown = [a for a in args.arch.split(",") if a not in GPUS]
+    if unknown:
+        sys.exit(f"sass_report: no GPU figures for {', '.join(unknown)} (GPUS has {', '.join(GPUS)})")
+    cuobjdump = find_tool("cuobjdump")
+    by_arch = {arch: report(gen, objects, cuobjdump, arch) for arch in args.arch.split(",")}
+    text = render(by_arch, datetime.date.today().isoformat())
     if args.out:
         root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
         path = os.path.join(root, args.out)
@@ -354,7 +453,8 @@ def main():
         begin, end = "<!-- sass_report begin -->", "<!-- sass_report end -->"
         body = open(readme).read() if os.path.exists(readme) else ""
         if begin in body and end in body:
-            table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+            table = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows))
+                                for arch, rows in by_arch.items())
             head, rest = body.split(begin, 1)
             with open(readme, "w") as f:
                 f.write(head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1])
