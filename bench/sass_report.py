@@ -312,10 +312,10 @@ def report(gen, objects, cuobjdump, arch):
     unit_of = units(objects)
     for key, shape, what, C, passes, moved in CASES:
         src = os.path.join(gen, key + ".cu")
-        unit = unit_of.get(key + ".cu", key + ".cu")
-        obj = os.path.join(objects, unit + ".pic.o")
-        log_path = os.path.join(objects, unit + ".log")
-        if not (os.path.exists(src) and os.path.exists(obj)):
+        unit = unit_of.get(key + ".cu")
+        obj = os.path.join(objects, f"{unit}.pic.o")
+        log_path = os.path.join(objects, f"{unit}.log")
+        if not (os.path.exists(src) and unit and os.path.exists(obj)):
             rows.append((what, C, None, f"{key} was not generated or compiled"))
             continue
         text = open(src).read()

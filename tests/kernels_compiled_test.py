@@ -99,11 +99,16 @@ class KernelsCompiled(unittest.TestCase):
         self.assertGreater(len(rows), 0)
         self.assertEqual(sorted(info["units"]), sorted(file for _, _, _, file, _, _ in rows),
                          "every generated file is compiled in exactly one unit")
-        symbols = {}
+        # A unit's log, its ptxas spills and its object's symbols, read once
+        # for all of its variants.
+        facts = {}
         for key, _, _, file, symbol, _ in rows:
             base = info["units"][file]
-            with open(base + ".log") as f:
-                log = f.read()
+            if base not in facts:
+                with open(base + ".log") as f:
+                    log = f.read()
+                facts[base] = (log, ptxas_spills(log), defined_symbols(base + ".pic.o"))
+            log, spills, symbols = facts[base]
             # Instantiations of the row kernel: contiguous (XENT_ROW) and
             # strided class axis (XENT_COLUMN), and XENT_ON_CHIP where the
             # spec's tune table has an on_chip shape for the variant.
@@ -124,10 +129,8 @@ class KernelsCompiled(unittest.TestCase):
                 entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
                 rows_kernel = [e for e in entries if f"xent_cuda_{key}_rows" in e]
                 self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for sm_{arch}: {rows_kernel}")
-            if base not in symbols:
-                symbols[base] = defined_symbols(base + ".pic.o")
-            self.assertIn(symbol, symbols[base], f"{file}'s unit does not define {symbol}")
-            mine = {k: v for k, v in ptxas_spills(log).items() if f"xent_cuda_{key}_" in k[0]}
+            self.assertIn(symbol, symbols, f"{file}'s unit does not define {symbol}")
+            mine = {k: v for k, v in spills.items() if f"xent_cuda_{key}_" in k[0]}
             self.assertEqual({arch for _, arch in mine}, {f"sm_{a}" for a in archs}, f"{file}: ptxas's report")
             self.assertFalse({k: v for k, v in mine.items() if v}, f"{file}: register spills")
 
