@@ -83,6 +83,16 @@ def embedded(obj):
     return cubins, ptx
 
 
+def hip_code_objects(bundler, obj):
+    """The entries of a hipcc object's offload bundle (its .hip_fatbin
+    section): ["hipv4-amdgcn-amd-amdhsa--gfx90a", ...]."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fatbin = os.path.join(tmp, "fatbin")
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", obj, fatbin], check=True)
+        return subprocess.run([bundler, "--list", "--type=o", f"--input={fatbin}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+
+
 def defined_symbols(obj):
     out = subprocess.run(["nm", "--defined-only", obj], capture_output=True, text=True, check=True).stdout
     return {line.split()[-1] for line in out.splitlines() if line.strip()}
@@ -173,32 +183,51 @@ class KernelsCompiled(unittest.TestCase):
         self.assertEqual(cubins, {f"sm_{a}" for a in full["archs"].split()})
         self.assertEqual(ptx, {f"sm_{full['ptx']}"})
 
+    def hip_bundler(self):
+        bundler = shutil.which("clang-offload-bundler-15") or shutil.which("clang-offload-bundler")
+        if not bundler:
+            self.fail("hipcc is present but clang-offload-bundler is not")
+        return bundler
+
     def test_hip(self):
         info = compiled("hip")
         if info["compiler"] == "absent":
             print("SKIPPED: hipcc not found (set ROCM_PATH)")
             return
-        bundler = shutil.which("clang-offload-bundler-15") or shutil.which("clang-offload-bundler")
-        if not bundler:
-            self.fail("hipcc is present but clang-offload-bundler is not")
+        bundler = self.hip_bundler()
         archs = info["archs"].split()
         rows = manifest("hip")
         self.assertGreater(len(rows), 0)
         self.assertEqual(sorted(info["units"]), sorted(file for _, _, _, file, _, _ in rows),
                          "every generated file is compiled in exactly one unit")
         listed, symbols = {}, {}
-        with tempfile.TemporaryDirectory() as tmp:
-            for key, _, _, file, symbol, _ in rows:
-                obj = info["units"][file] + ".pic.o"
-                if obj not in listed:
-                    fatbin = os.path.join(tmp, "fatbin")
-                    subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", obj, fatbin], check=True)
-                    listed[obj] = subprocess.run([bundler, "--list", "--type=o", f"--input={fatbin}"],
-                                                 capture_output=True, text=True, check=True).stdout.split()
-                    symbols[obj] = defined_symbols(obj)
-                for arch in archs:
-                    self.assertIn(f"hipv4-amdgcn-amd-amdhsa--{arch}", listed[obj], f"{file}: no code object for {arch}")
-                self.assertIn(symbol, symbols[obj], f"{file}'s unit does not define {symbol}")
+        for key, _, _, file, symbol, _ in rows:
+            obj = info["units"][file] + ".pic.o"
+            if obj not in listed:
+                listed[obj] = hip_code_objects(bundler, obj)
+                symbols[obj] = defined_symbols(obj)
+            for arch in archs:
+                self.assertIn(f"hipv4-amdgcn-amd-amdhsa--{arch}", listed[obj], f"{file}: no code object for {arch}")
+            self.assertIn(symbol, symbols[obj], f"{file}'s unit does not define {symbol}")
+
+    def test_hip_default_architectures(self):
+        """The sample of test_cuda_default_architectures in the HIP
+        rendering, compiled for the default gfx targets: a code object for
+        each, also where a build (CI's) compiles every HIP kernel for
+        fewer."""
+        info = compiled("hip_sample")
+        if info["compiler"] == "absent":
+            print("SKIPPED: hipcc not found (set ROCM_PATH)")
+            return
+        bundler = self.hip_bundler()
+        archs = info["archs"].split()
+        for want in ["gfx90a", "gfx940"]:
+            self.assertIn(want, archs, f"the default HIP architectures {archs} lack {want}")
+        self.assertEqual(len(info["units"]), 6, info["units"])
+        for obj in sorted({base + ".pic.o" for base in info["units"].values()}):
+            listed = hip_code_objects(bundler, obj)
+            for arch in archs:
+                self.assertIn(f"hipv4-amdgcn-amd-amdhsa--{arch}", listed, f"{os.path.basename(obj)}: no code object for {arch}")
 
 
 if __name__ == "__main__":
