@@ -148,10 +148,14 @@ typedef struct xent_ce_desc {
   double softcap;          /* cap > 0: logits -> cap * tanh(logits / cap) first (Gemma-2); 0 = off */
   xent_invalid_labels invalid_labels; /* default XENT_INVALID_LABELS_REPORT */
   const xent_vocab_shard* vocab_shard; /* NULL (default): the whole vocabulary is on this device */
+  double temperature;      /* tau > 0, default 1: the logits (after the soft cap) are divided by it before
+                              everything else; every output is of the scaled logits z, every gradient is
+                              with respect to the unscaled logits (README, "Semantics") */
 } xent_ce_desc;
 
 /* PyTorch's defaults: class axis last (inner = 1), loss and grad in the
-   logits dtype, ignore_index -100, no smoothing, NaN for an all-ignored mean. */
+   logits dtype, ignore_index -100, no smoothing, NaN for an all-ignored mean,
+   temperature 1. */
 void xent_ce_desc_init(xent_ce_desc* desc, int64_t rows, int64_t classes, xent_dtype dtype,
                        xent_label_type label_type, xent_reduction reduction);
 
@@ -179,6 +183,18 @@ typedef struct xent_ce_tensors {
   void* grad;             /* out, backward ops: [rows, C] in grad_dtype; may equal logits for the
                              forward_backward op when grad_dtype == dtype (in place, opt-in) */
   void* grad_labels;      /* out, backward ops, XENT_PROB only, optional: d loss / d labels, like labels */
+  /* Per-token outputs for RL and LLM trainers (README, "Per-token outputs"),
+     computed in the pass that reads the row; a spec decides which kernels
+     carry them (axis token_stats). With z the scaled logits and lse theirs: */
+  void* entropy;          /* out, forward ops, optional: [rows] H = lse - sum_c p_c z_c, accumulation type;
+                             0 for an ignored row */
+  void* label_logprob;    /* out, forward ops, hard labels, optional: [rows] z_y - lse, accumulation type;
+                             0 for an ignored row (with weights or smoothing, not -loss) */
+  int64_t* argmax;        /* out, forward ops, hard labels, optional: [rows] the first index of the row's
+                             largest z, or of its first NaN (torch.argmax), for every row */
+  const void* dentropy;   /* in, backward ops, optional: [rows] d objective / d entropy, accumulation type:
+                             adds dentropy_n * p_j * (E_p[z] - z_j) (per unscaled logit: times dz/dx) to
+                             the gradient, in the same pass (none for an ignored row) */
 } xent_ce_tensors;
 
 typedef struct xent_handle xent_handle;

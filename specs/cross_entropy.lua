@@ -33,6 +33,13 @@ runtime "ignore_index"     -- one integer compare per row
 -- scale of 0 turns each off; the cap costs a tanh per element when on.
 runtime "z_loss"           -- loss += z * lse^2 on counted rows
 runtime "softcap"          -- logits -> cap * tanh(logits / cap)
+-- What RL and LLM trainers ask per token (README, "Per-token outputs"): a
+-- temperature (a multiply per element, on a second copy of the row walks
+-- that the calls without it do not take), and entropy, the label's log-prob
+-- and argmax with the entropy's gradient (that copy again, plus a few
+-- instructions per element and a reduction per row when asked for).
+runtime "temperature"      -- logits / tau after the cap
+runtime "token_stats"      -- entropy, label_logprob, argmax outputs; dentropy input
 
 -- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
 -- the kernels assume (every shuffle names its mask).

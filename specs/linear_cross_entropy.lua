@@ -26,6 +26,8 @@ runtime "label_smoothing"
 runtime "ignore_index"
 runtime "z_loss"
 runtime "softcap"
+runtime "temperature"
+runtime "token_stats"
 
 min_arch { cuda = 70, hip = "gfx90a" }
 

@@ -21,11 +21,13 @@ GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f1
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\n'
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats"\n'
         'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }\n'
         'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
-# The first line after HEADER + AXES.
-NEXT = 13
+# The first line after HEADER + AXES, and the lines of its tune statements
+# (a linear_cross_entropy spec's own tune statement is at TUNE_HIP).
+NEXT = 15
+TUNE_CUDA, TUNE_HIP = NEXT - 2, NEXT - 1
 
 
 def xentgen(*args, cwd=None):
@@ -53,7 +55,7 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + AXES.replace('{ "f32" }', '{ "f32", "f8" }'), 3, "unknown dtype 'f8'")
 
     def test_unknown_axis(self):
-        self.check(HEADER + AXES + 'runtime "temperature"\n', NEXT, "unknown axis 'temperature'")
+        self.check(HEADER + AXES + 'runtime "precision"\n', NEXT, "unknown axis 'precision'")
 
     def test_unknown_op(self):
         self.check('family "cross_entropy"\nops { "fwd", "fwdd" }\n' + AXES, 2, "unknown op 'fwdd'")
@@ -106,14 +108,14 @@ class SpecErrors(unittest.TestCase):
     def test_tune_block_not_whole_warps(self):
         self.check(HEADER + AXES.replace('strided = 256, { row_threads = "block", block = 256 }',
                                          'strided = 256, { row_threads = "block", block = 96 }'),
-                   12, "shape 1 block must be a whole number of 64-lane warps up to 1024 threads, got 96")
+                   TUNE_HIP, "shape 1 block must be a whole number of 64-lane warps up to 1024 threads, got 96")
 
     def test_tune_row_threads_not_a_power_of_two(self):
-        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 6"), 11,
+        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 6"), TUNE_CUDA,
                    'tune "cuda", shape 1: row_threads must be a power of two up to the warp (32) or "block", got 6')
 
     def test_tune_row_threads_wider_than_the_warp(self):
-        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 64"), 11, "got 64")
+        self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 64"), TUNE_CUDA, "got 64")
 
     def test_tune_bounds_must_increase(self):
         self.check(HEADER + AXES + 'tune "cuda" {\n  when = { dtype = "f32" },\n  strided = 256,\n'
@@ -124,33 +126,33 @@ class SpecErrors(unittest.TestCase):
     def test_tune_last_shape_serves_any_classes(self):
         self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
                                          '{ classes = 4096, row_threads = "block", block = 1024 }'),
-                   11, "the last shape serves every larger C and takes no classes bound")
+                   TUNE_CUDA, "the last shape serves every larger C and takes no classes bound")
 
     def test_tune_needs_strided(self):
-        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), 12, "missing strided")
+        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), TUNE_HIP, "missing strided")
 
     def test_tune_on_chip_not_for_hip(self):
         self.check(HEADER + AXES.replace('tune "hip" { strided = 256, { row_threads = "block", block = 256 } }',
                                          'tune "hip" { strided = 256, { classes = 9000, row_threads = "block", block = 256, '
                                          'on_chip = 32 }, { row_threads = "block", block = 256 } }'),
-                   12, "shape 1: on_chip is not supported for hip (it needs thread-block clusters: cuda only)")
+                   TUNE_HIP, "shape 1: on_chip is not supported for hip (it needs thread-block clusters: cuda only)")
 
     def test_tune_on_chip_needs_a_block_per_row(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", "row_threads = 4, block = 256, on_chip = 64 }"),
-                   11, 'shape 1: on_chip needs row_threads = "block"')
+                   TUNE_CUDA, 'shape 1: on_chip needs row_threads = "block"')
 
     def test_tune_on_chip_over_the_shared_memory(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, on_chip = 300 }'),
-                   11, "shape 1: on_chip must be KiB of shared memory per block, 1 to 227, got 300")
+                   TUNE_CUDA, "shape 1: on_chip must be KiB of shared memory per block, 1 to 227, got 300")
 
     def test_tune_on_chip_not_the_last_shape(self):
         self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
                                          '{ row_threads = "block", block = 1024, on_chip = 64 }'),
-                   11, "shape 2: the last shape cannot be on_chip")
+                   TUNE_CUDA, "shape 2: the last shape cannot be on_chip")
 
     def test_tune_on_chip_only_for_fused_kernels(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, on_chip = 64 }'),
-                   11, 'on_chip serves op fwd_bwd only in family cross_entropy, and variant ce_fwd_f32_i64_mean is op fwd '
+                   TUNE_CUDA, 'on_chip serves op fwd_bwd only in family cross_entropy, and variant ce_fwd_f32_i64_mean is op fwd '
                    '(limit this tune with when = { op = "fwd_bwd" })')
 
     def test_tune_on_chip_in_softmax_forward_only(self):
@@ -161,7 +163,7 @@ class SpecErrors(unittest.TestCase):
                    '(limit this tune with when = { op = "fwd" })')
 
     def test_tune_unknown_field(self):
-        self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), 11,
+        self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), TUNE_CUDA,
                    "shape 2: unknown field 'unroll'")
 
     def test_tune_when_unknown_value(self):
@@ -184,15 +186,15 @@ class SpecErrors(unittest.TestCase):
            'tune "hip" { chunk_mib = 256 }\n')
 
     def test_chunk_tune_out_of_range(self):
-        self.check(self.LCE + 'tune "cuda" { chunk_mib = 0 }\n', 12, "chunk_mib must be a whole number of MiB, 1 to 65536, got 0")
-        self.check(self.LCE + 'tune "cuda" { chunk_mib = 1.5 }\n', 12, "got 1.5")
+        self.check(self.LCE + 'tune "cuda" { chunk_mib = 0 }\n', TUNE_HIP, "chunk_mib must be a whole number of MiB, 1 to 65536, got 0")
+        self.check(self.LCE + 'tune "cuda" { chunk_mib = 1.5 }\n', TUNE_HIP, "got 1.5")
 
     def test_chunk_tune_takes_no_launch_shapes(self):
-        self.check(self.LCE + 'tune "cuda" { strided = 256 }\n', 12,
+        self.check(self.LCE + 'tune "cuda" { strided = 256 }\n', TUNE_HIP,
                    "unknown field 'strided' (family linear_cross_entropy tunes chunk_mib, optionally with when)")
 
     def test_chunk_tune_needs_chunk_mib(self):
-        self.check(self.LCE + 'tune "cuda" { when = { dtype = "f32" } }\n', 12, "missing chunk_mib")
+        self.check(self.LCE + 'tune "cuda" { when = { dtype = "f32" } }\n', TUNE_HIP, "missing chunk_mib")
 
     def test_chunk_tune_missing_for_a_target(self):
         self.check(self.LCE, 1, 'no tune "cuda" statement matches variant lce_fwd_bwd_f32_i64_mean')

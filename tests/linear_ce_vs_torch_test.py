@@ -80,7 +80,7 @@ def run(h, desc, tensors, extra_bytes=0):
 
 
 def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
-           dloss=None):
+           dloss=None, tau=1.0):
     """Loss and the gradients of hidden, weight, bias in float64."""
     h64 = h.to(torch.float64).requires_grad_()
     w64 = w.to(torch.float64).requires_grad_()
@@ -88,6 +88,7 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
     z = F.linear(h64, w64, b64)
     if cap:
         z = cap * torch.tanh(z / cap)
+    z = z / tau
     t = target.to(torch.float64) if target.is_floating_point() else target.to(torch.int64)
     wt = weights.to(torch.float64) if weights is not None else None
     rows = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="none")
@@ -115,7 +116,7 @@ class LinearCrossEntropy(unittest.TestCase):
         self.assertTrue(err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
-              smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None):
+              smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0):
         torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
         tt = TORCH[dtype]
         hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -136,7 +137,7 @@ class LinearCrossEntropy(unittest.TestCase):
         d.chunk_rows = chunk
         d.accumulate = int(accumulate)
         d.ce.ignore_index = 5 if ignore else NO_IGNORE_INDEX
-        d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap = smoothing, z_loss, cap
+        d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap, d.ce.temperature = smoothing, z_loss, cap, tau
         if grad_f32:
             d.ce.grad_dtype = F32
             d.ce.loss_dtype = F32
@@ -169,9 +170,10 @@ class LinearCrossEntropy(unittest.TestCase):
         loss, lse, gh, gw, gb = [x.cpu() if x is not None else None for x in outs]
         want_loss, want_lse, grads = oracle(hid, w, b, target, REDUCTION[reduction], cw, 5 if ignore else -100,
                                             smoothing, z_loss, cap, up.reshape(()) if dloss and reduction != NONE
-                                            else up)
+                                            else up, tau)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
-                f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate}")
+                f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
+                f"tau={tau}")
         # The logits are rounded to dtype whatever the outputs' type.
         self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
         self.close(lse, want_lse, dtype, what + ": lse")
@@ -196,6 +198,9 @@ class LinearCrossEntropy(unittest.TestCase):
                     self.check(dtype, I64, reduction, z_loss=1e-2, cap=3.0, dloss=True)
             with self.subTest(dtype=dtype, what="soft labels, smoothing, dloss"):
                 self.check(dtype, PROB, MEAN, smoothing=0.2, dloss=True)
+            for label, tau in ((I64, 0.6), (PROB, 2.5)):
+                with self.subTest(dtype=dtype, label=label, what="temperature, with the soft cap and weights"):
+                    self.check(dtype, label, MEAN, weights=True, cap=3.0, dloss=True, tau=tau)
 
     def test_f32_gradients_and_accumulation(self):
         for dtype in (BF16, F16):

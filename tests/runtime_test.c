@@ -34,10 +34,11 @@ static void expect_error(xent_status got, xent_status status, const char* needle
 
 /* python/xent/_capi.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
-  CHECK(sizeof(xent_ce_desc) == 104 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
-            offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96,
-        "xent_ce_desc layout changed: update python/xent/_capi.py (DESC_LAYOUT) too");
-  CHECK(sizeof(xent_linear_ce_desc) == 128 && offsetof(xent_linear_ce_desc, accumulate) == 120 &&
+  CHECK(sizeof(xent_ce_desc) == 112 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
+            offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96 &&
+            offsetof(xent_ce_desc, temperature) == 104 && sizeof(xent_ce_tensors) == 16 * sizeof(void*),
+        "xent_ce_desc/tensors layout changed: update python/xent/_capi.py (DESC_LAYOUT, Tensors) too");
+  CHECK(sizeof(xent_linear_ce_desc) == 136 && offsetof(xent_linear_ce_desc, accumulate) == 128 &&
             sizeof(xent_linear_ce_tensors) == 11 * sizeof(void*),
         "xent_linear_ce_desc/tensors layout changed: update python/xent/_capi.py (LinearDesc) too");
 }
@@ -373,10 +374,10 @@ static void test_lookup_from_schema(void) {
 
   static const xent_axis_row newer[] = {
       {"cross_entropy", "ce", "dtype", "type", "f32 f16 bf16 f64"},
-      {"cross_entropy", "ce", "temperature", "option", "notemp temp"},
+      {"cross_entropy", "ce", "precision", "option", "exact fast"},
       {0, 0, 0, 0, 0},
   };
-  expect_schema_refused(newer, "keys have axis 'temperature' (family cross_entropy), which this libxent",
+  expect_schema_refused(newer, "keys have axis 'precision' (family cross_entropy), which this libxent",
                         "an axis the runtime does not know");
   static const xent_axis_row one_value[] = {
       {"cross_entropy", "ce", "softcap", "option", "nocap"},

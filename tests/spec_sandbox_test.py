@@ -23,7 +23,7 @@ TEMPLATES = os.path.join(RUNFILES, "templates")
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\n'
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats"\n'
         'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }\n'
         'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
 GOOD = HEADER + AXES
@@ -156,23 +156,23 @@ class Sandbox(unittest.TestCase):
                            ('[0] = "fwd", "bwd"', "an entry at index 0"), ('[1.5] = "fwd", "bwd"', "a field '1.5'")]:
             with self.subTest(body=body):
                 self.refused(f'family "cross_entropy"\nops {{ {body} }}\n' + AXES, "specs/bad.lua:2: ", what)
-        self.refused(HEADER + AXES + 'exclude { dtype = { "f32", nil, "f64" } }\n', "specs/bad.lua:13: ", "has a hole")
-        self.refused(HEADER + AXES + 'exclude { dtype = {} }\n', "specs/bad.lua:13: ", "matches nothing")
+        self.refused(HEADER + AXES + 'exclude { dtype = { "f32", nil, "f64" } }\n', "specs/bad.lua:15: ", "has a hole")
+        self.refused(HEADER + AXES + 'exclude { dtype = {} }\n', "specs/bad.lua:15: ", "matches nothing")
 
     def test_nil_hole_in_tune_shapes(self):
         self.refused(HEADER + AXES.replace('block = 256 }, { row_threads = "block", block = 1024 }',
                                            'block = 256 }, nil, { row_threads = "block", block = 1024 }'),
-                     "specs/bad.lua:11: ", "has a hole (a nil entry) in its list of shapes")
+                     "specs/bad.lua:13: ", "has a hole (a nil entry) in its list of shapes")
 
     def test_statements_given_twice(self):
-        self.refused(HEADER + AXES + "min_arch { cuda = 70 }\nmin_arch { cuda = 80 }\n", "specs/bad.lua:14: ",
-                     "min_arch declared twice (first at line 13)")
+        self.refused(HEADER + AXES + "min_arch { cuda = 70 }\nmin_arch { cuda = 80 }\n", "specs/bad.lua:16: ",
+                     "min_arch declared twice (first at line 15)")
         self.refused(HEADER + AXES.replace('specialize "dtype" { "f32" }',
                                            'local f = specialize "dtype"\nf { "f32" }\nf { "f64" }'),
                      "specs/bad.lua:5: ", "axis 'dtype' declared twice")
 
     def test_nul_byte(self):
-        self.refused(HEADER + AXES + '-- a comment\0 with a NUL\n', "specs/bad.lua:13: ", "NUL byte")
+        self.refused(HEADER + AXES + '-- a comment\0 with a NUL\n', "specs/bad.lua:15: ", "NUL byte")
         self.refused(HEADER + 'local s = "\0"\n' + AXES, "specs/bad.lua:3: ", "NUL byte")
 
     def test_deep_nesting_names_the_line(self):

@@ -28,8 +28,8 @@ DESC_LAYOUT = _capi.DESC_LAYOUT
 
 def make_desc(rows, classes, dtype, label_type, reduction, ignore_index=-100, smoothing=0.0, all_ignored_zero=0,
               z_loss=0.0, softcap=0.0, invalid_labels=INVALID_LABELS_REPORT, inner=1, loss_dtype=None,
-              grad_dtype=None):
+              grad_dtype=None, temperature=1.0):
     """A descriptor with xent_ce_desc_init's defaults for what is not given."""
     return Desc(rows, classes, inner, dtype, dtype if loss_dtype is None else loss_dtype,
                 dtype if grad_dtype is None else grad_dtype, label_type, reduction, ignore_index, smoothing,
-                int(all_ignored_zero), z_loss, softcap, invalid_labels)
+                int(all_ignored_zero), z_loss, softcap, invalid_labels, None, temperature)

@@ -54,6 +54,7 @@ class Desc(ctypes.Structure):
         ("softcap", ctypes.c_double),
         ("invalid_labels", ctypes.c_int),
         ("vocab_shard", ctypes.POINTER(VocabShard)),
+        ("temperature", ctypes.c_double),
     ]
 
 
@@ -62,7 +63,7 @@ class Tensors(ctypes.Structure):
 
     _fields_ = [(name, P) for name in (
         "logits", "labels", "weights", "lse_in", "dloss", "grad_bias", "loss", "lse", "log_prob", "softmax", "grad",
-        "grad_labels")]
+        "grad_labels", "entropy", "label_logprob", "argmax", "dentropy")]
 
 
 class LinearDesc(ctypes.Structure):
@@ -98,11 +99,11 @@ class SoftmaxDesc(ctypes.Structure):
 
 # sizeof and the offsets of all_ignored_zero, softcap and vocab_shard, as
 # tests/runtime_test.c asserts for the C struct.
-DESC_LAYOUT = (104, 64, 80, 96)
+DESC_LAYOUT = (112, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
-        Desc.vocab_shard.offset) == DESC_LAYOUT
-assert ctypes.sizeof(Tensors) == 12 * 8 and ctypes.sizeof(VocabShard) == 40
-assert ctypes.sizeof(LinearDesc) == 128 and ctypes.sizeof(LinearTensors) == 11 * 8
+        Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
+assert ctypes.sizeof(Tensors) == 16 * 8 and ctypes.sizeof(VocabShard) == 40
+assert ctypes.sizeof(LinearDesc) == 136 and ctypes.sizeof(LinearTensors) == 11 * 8
 
 
 class XentError(RuntimeError):

@@ -29,6 +29,7 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   d->z_loss = 0.0;
   d->softcap = 0.0;
   d->all_ignored_zero = 0;
+  d->temperature = 1.0;
 }
 
 /* Splits shape[0..ndim) at the class axis: rows = the product of the other
@@ -223,6 +224,20 @@ xent_status xent_check_ce_desc(const char* fn, const xent_handle* h, const xent_
                        "%s: desc->z_loss is %g, outside f32's normal range [%g, %g] in which the kernels compute (0 = off)",
                        fn, d->z_loss, (double)FLT_MIN, (double)FLT_MAX);
   }
+  /* The kernels multiply by 1 / tau in the accumulation type: it must be a
+     normal number there (f32 but for f64 logits). 0 is not "off" here, as
+     it is for the soft cap: a temperature of 0 has no loss. */
+  const double tau_min = d->dtype == XENT_F64 ? 1.0 / DBL_MAX : 1.0 / FLT_MAX;
+  const double tau_max = d->dtype == XENT_F64 ? 1.0 / DBL_MIN : 1.0 / FLT_MIN;
+  if (!(d->temperature >= tau_min && d->temperature <= tau_max))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->temperature is %g, must be > 0 and finite, within [%g, %g] for these logits (1 = off; "
+                     "xent_ce_desc_init sets it)",
+                     fn, d->temperature, tau_min, tau_max);
+  if (d->vocab_shard && d->temperature != 1.0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->temperature is %g: not available with desc->vocab_shard yet (1 = off)", fn,
+                     d->temperature);
   s = d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
   if (s != XENT_OK) return s;
   /* The workspace holds a few accumulation-type values per row and rank;
@@ -294,6 +309,10 @@ static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xe
       {"softmax", forward ? t->softmax : NULL, elems * eb, eb, 1},
       {"grad", backward ? t->grad : NULL, elems * gb, gb, 1},
       {"grad_labels", backward && soft ? t->grad_labels : NULL, elems * eb, eb, 1},
+      {"entropy", forward ? t->entropy : NULL, rows * ab, ab, 1},
+      {"label_logprob", forward ? t->label_logprob : NULL, rows * ab, ab, 1},
+      {"argmax", forward ? t->argmax : NULL, rows * 8, 8, 1},
+      {"dentropy", backward ? t->dentropy : NULL, rows * ab, ab, 0},
       {"workspace", c->workspace, workspace_bytes, 8, 1},
   };
   const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad && t->grad == t->logits;
@@ -323,6 +342,16 @@ static xent_status ce_run(const char* fn, xent_handle* h, const xent_ce_desc* d,
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: log_prob and softmax are not available with desc->vocab_shard (they would need the "
                      "global lse before a third pass over the logits)", fn);
+  if (d->vocab_shard && ((forward && (t->entropy || t->label_logprob || t->argmax)) || (backward && t->dentropy)))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: %s is not available with desc->vocab_shard yet (the per-token outputs are for one device)", fn,
+                     forward && t->entropy ? "entropy" : forward && t->label_logprob ? "label_logprob"
+                                                        : forward && t->argmax ? "argmax" : "dentropy");
+  if (soft && forward && (t->label_logprob || t->argmax))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: %s is set, but it is for hard labels (desc->label_type is XENT_PROB; entropy and "
+                     "temperature serve soft labels)",
+                     fn, t->label_logprob ? "label_logprob" : "argmax");
   if (t->grad_labels && !soft && backward)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels is set, but hard labels (desc->label_type %s) have no gradient",
                      fn, d->label_type == XENT_I32 ? "XENT_I32" : "XENT_I64");

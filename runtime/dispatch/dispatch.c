@@ -48,7 +48,7 @@ static const char* label_token(xent_label_type t) {
 typedef struct call_values {
   const xent_ce_desc* ce;      /* cross_entropy, linear_cross_entropy */
   const xent_softmax_desc* sm; /* softmax */
-  int has_weights;
+  int uses;                    /* XENT_USES_* */
 } call_values;
 
 /* The call's value on an axis of the table's schema: for a type axis its
@@ -69,11 +69,13 @@ static int axis_value(const char* axis, const call_values* c, const char** token
   if (strcmp(axis, "dtype") == 0) *token = xent_dtype_name(d->dtype);
   else if (strcmp(axis, "label") == 0) *token = label_token(d->label_type);
   else if (strcmp(axis, "reduction") == 0) *token = reduction_token(d->reduction);
-  else if (strcmp(axis, "weights") == 0) *on = c->has_weights;
+  else if (strcmp(axis, "weights") == 0) *on = (c->uses & XENT_USES_WEIGHTS) != 0;
   else if (strcmp(axis, "label_smoothing") == 0) *on = d->label_smoothing != 0;
   else if (strcmp(axis, "ignore_index") == 0) *on = d->ignore_index != XENT_NO_IGNORE_INDEX;
   else if (strcmp(axis, "z_loss") == 0) *on = d->z_loss != 0;
   else if (strcmp(axis, "softcap") == 0) *on = d->softcap != 0;
+  else if (strcmp(axis, "temperature") == 0) *on = d->temperature != 1.0;
+  else if (strcmp(axis, "token_stats") == 0) *on = (c->uses & XENT_USES_TOKEN_STATS) != 0;
   else return 0;
   return 1;
 }
@@ -211,15 +213,15 @@ static const xent_dispatch_entry* lookup(const xent_table* t, const char* prefix
   return NULL;
 }
 
-const xent_dispatch_entry* xent_ce_lookup(const xent_table* t, const xent_ce_desc* d, xent_op op, int has_weights,
+const xent_dispatch_entry* xent_ce_lookup(const xent_table* t, const xent_ce_desc* d, xent_op op, int uses,
                                        char* key, size_t key_cap) {
-  const call_values c = {.ce = d, .has_weights = has_weights};
+  const call_values c = {.ce = d, .uses = uses};
   return lookup(t, "ce", "cross_entropy", op_token(op), &c, key, key_cap);
 }
 
-const xent_dispatch_entry* xent_lce_lookup(const xent_table* t, const xent_ce_desc* d, int has_weights, char* key,
+const xent_dispatch_entry* xent_lce_lookup(const xent_table* t, const xent_ce_desc* d, int uses, char* key,
                                         size_t key_cap) {
-  const call_values c = {.ce = d, .has_weights = has_weights};
+  const call_values c = {.ce = d, .uses = uses};
   return lookup(t, "lce", "linear_cross_entropy", op_token(XENT_OP_FORWARD_BACKWARD), &c, key, key_cap);
 }
 
@@ -257,6 +259,11 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .label_smoothing = d->label_smoothing,
       .z_loss = d->z_loss,
       .softcap = d->softcap,
+      .inv_temperature = 1.0 / d->temperature,
+      .entropy = forward ? t->entropy : NULL,
+      .label_logprob = forward && d->label_type != XENT_PROB ? t->label_logprob : NULL,
+      .argmax = forward && d->label_type != XENT_PROB ? t->argmax : NULL,
+      .dentropy = backward ? t->dentropy : NULL,
       .all_ignored_zero = d->all_ignored_zero,
       .ignore_invalid_labels = d->invalid_labels == XENT_INVALID_LABELS_IGNORE,
       .loss_f32 = d->loss_dtype != d->dtype,
@@ -272,16 +279,16 @@ xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, co
   return h->backend->launch(h, e, args);
 }
 
-const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights) {
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses) {
   xent_table table;
   h->backend->table(h, &table);
   char key[160];
-  return xent_ce_lookup(&table, d, op, has_weights, key, sizeof key);
+  return xent_ce_lookup(&table, d, op, uses, key, sizeof key);
 }
 
-const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights) {
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int uses) {
   xent_table table;
   h->backend->table(h, &table);
   char key[160];
-  return xent_lce_lookup(&table, d, has_weights, key, sizeof key);
+  return xent_lce_lookup(&table, d, uses, key, sizeof key);
 }

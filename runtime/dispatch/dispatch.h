@@ -17,17 +17,22 @@
 /* Binary search for an exact key; NULL if absent. */
 const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key);
 
+/* What a call uses beyond its descriptor, for the option axes it decides
+   (the `uses` argument below, a bit set): class weights, and any per-token
+   output (entropy, label_logprob, argmax, dentropy: axis token_stats). */
+enum { XENT_USES_WEIGHTS = 1, XENT_USES_TOKEN_STATS = 2 };
+
 /* The entry for a call in the table: the most specialized key first
    (option axes named), then keys with those axes left to run time. On
    failure returns NULL with the failure recorded (XENT_ERROR_NOT_GENERATED,
    naming the key and the spec of the table's family to edit, or the axis
    of the table's schema this runtime does not know). */
 const xent_dispatch_entry* xent_ce_lookup(const xent_table* table, const xent_ce_desc* desc, xent_op op,
-                                       int has_weights, char* key_out, size_t key_cap);
+                                       int uses, char* key_out, size_t key_cap);
 
 /* The same for the fused linear cross entropy's steps (lce_fwd_bwd_...,
    the axes of desc, the loss of a chunk). */
-const xent_dispatch_entry* xent_lce_lookup(const xent_table* table, const xent_ce_desc* desc, int has_weights,
+const xent_dispatch_entry* xent_lce_lookup(const xent_table* table, const xent_ce_desc* desc, int uses,
                                         char* key_out, size_t key_cap);
 
 /* The entry sm_<op>_<dtype>_<kind> of a softmax-family call (op forward or
@@ -37,10 +42,10 @@ const xent_dispatch_entry* xent_softmax_lookup(const xent_table* table, const xe
 
 /* The handle's entry for a cross-entropy op (xent_ce_lookup on its
    backend's table); NULL with XENT_ERROR_NOT_GENERATED recorded. */
-const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights);
+const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses);
 
 /* The fused linear cross entropy's steps (lce_ keys) for a chunk's loss d. */
-const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int has_weights);
+const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_desc* d, int uses);
 
 /* One launch of a dispatch entry on the handle's backend. */
 xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args);

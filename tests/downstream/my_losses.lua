@@ -16,6 +16,8 @@ runtime "weights"
 runtime "label_smoothing"
 runtime "ignore_index"
 runtime "softcap"
+runtime "temperature"
+runtime "token_stats"
 
 min_arch { cuda = 80, hip = "gfx90a" }
 

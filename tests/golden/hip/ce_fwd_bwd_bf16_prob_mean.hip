@@ -18,12 +18,18 @@
 // +inf or NaN is NaN throughout (lr is NaN), as in PyTorch.
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a soft
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
+// With a temperature tau, every formula is of z = x/tau (after the cap; m,
+// lse and p are z's) and dx_j gets the factor 1/tau. Per-token outputs
+// (token_stats): the entropy H = lr - T/S, where S = sum_c exp(z_c - m) and T =
+// sum_c exp(z_c - m)*(z_c - m) (so E_p[z] = m + T/S), the label's log-prob
+// z_y - lse and the argmax; with dentropy, dx_j += dentropy_n*p_j*(E_p[z] -
+// z_j) (times 1/tau and the cap's factor).
 // A row is one position: element c of row r is at (r / inner)*C*inner +
 // c*inner + r % inner, so [N, C, d1..dk] inputs are read in place, strided.
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 73 "templates/cross_entropy.tmpl"
+#line 88 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -31,11 +37,11 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 139 "templates/cross_entropy.tmpl"
+#line 154 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 147 "templates/cross_entropy.tmpl"
+#line 162 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling; the strided shape asks for more resident blocks (768
@@ -50,22 +56,27 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 162 "templates/cross_entropy.tmpl"
+#line 177 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 166 "templates/cross_entropy.tmpl"
+#line 181 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
   const int64_t off = a.class_offset, CT = a.global_classes;
   const float eps = (float)a.label_smoothing, z = (float)a.z_loss, cap = (float)a.softcap;
   const bool smoothing = eps != float(0), capped = cap != float(0);
-  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT;
+  const float itau = (float)a.inv_temperature;  // 1 / tau
+  (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
+#line 191 "templates/cross_entropy.tmpl"
+  // The argmax's candidates, reduced as int64 (xent_group_min2).
+  XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
+#line 194 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 183 "templates/cross_entropy.tmpl"
+#line 206 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 185 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -76,66 +87,128 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 215 "templates/cross_entropy.tmpl"
+#line 238 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
-    const float r0 = width > 0 ? (capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) : float(0);
+    const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 221 "templates/cross_entropy.tmpl"
+#line 244 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 227 "templates/cross_entropy.tmpl"
+#line 250 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 239 "templates/cross_entropy.tmpl"
-    };
-    const auto add = [&](int64_t j, uint16_t raw) {
-      const float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
-      xent_online_add(m, s, xj);
-      sums(j, xj);
-    };
-    // A whole 16-byte vector: its max first, no branch per element.
-    const auto add_vec = [&](int64_t j0, const xent_vec16<uint16_t>& c) {
-      constexpr int kVec = 16 / sizeof(uint16_t);
-      float xv[kVec];
-      for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
-      xent_online_add_n(m, s, xv);
-      for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
-    };
-#line 259 "templates/cross_entropy.tmpl"
-    xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
 #line 262 "templates/cross_entropy.tmpl"
+    };
+#line 271 "templates/cross_entropy.tmpl"
+    // The walk runs in two copies: the plain one, and one for calls with a
+    // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
+    const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.dentropy;
+#line 275 "templates/cross_entropy.tmpl"
+    float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
+    xent_argmax<float> am = xent_argmax_init<float>();
+#line 278 "templates/cross_entropy.tmpl"
+    const auto walk_stats = [&](auto extras_flag) {
+      constexpr bool kX = decltype(extras_flag)::value;
+      const auto add = [&](int64_t j, uint16_t raw) {
+        float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
+        if (kX) {
+#line 284 "templates/cross_entropy.tmpl"
+          xj *= itau;
+#line 287 "templates/cross_entropy.tmpl"
+          xent_online_add_t(m, s, t_own, xj);
+          xent_argmax_add(am, j, xj);
+#line 292 "templates/cross_entropy.tmpl"
+        } else {
+          xent_online_add(m, s, xj);
+        }
+        sums(j, xj);
+      };
+      // A whole 16-byte vector: its max first, no branch per element.
+      const auto add_vec = [&](int64_t j0, const xent_vec16<uint16_t>& c) {
+        constexpr int kVec = 16 / sizeof(uint16_t);
+        float xv[kVec];
+        for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
+        if (kX) {
+#line 304 "templates/cross_entropy.tmpl"
+          for (int k = 0; k < kVec; ++k) xv[k] *= itau;
+#line 307 "templates/cross_entropy.tmpl"
+          xent_online_add_n_t(m, s, t_own, xv);
+          xent_argmax_add_n(am, j0, xv, s);
+#line 312 "templates/cross_entropy.tmpl"
+        } else {
+          xent_online_add_n(m, s, xv);
+        }
+        for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
+      };
+#line 321 "templates/cross_entropy.tmpl"
+      xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
+#line 323 "templates/cross_entropy.tmpl"
+    };
+    if (fwd_extras) walk_stats(xent_bool<true>());
+    else walk_stats(xent_bool<false>());
+#line 327 "templates/cross_entropy.tmpl"
+    const float m_own = m, s_own = s;  // this thread's, for T below
+#line 329 "templates/cross_entropy.tmpl"
+    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
+#line 334 "templates/cross_entropy.tmpl"
+    // The row's T (every thread's t moved to the row's max) and argmax (the
+    // lowest index holding the max, or the lowest NaN), reduced like (m, s).
+    float T = 0;
+    int64_t amax = 0;
+    if (fwd_extras) {
+      float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
+      int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
+      xent_group_sum2(u, unused, group, scratch);
+      xent_group_min2(cand, nan_at, group, iscratch);
+#line 350 "templates/cross_entropy.tmpl"
+      T = u;
+      amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
+    }
+    (void)T, (void)amax;
+#line 379 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 293 "templates/cross_entropy.tmpl"
+#line 410 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 296 "templates/cross_entropy.tmpl"
+#line 413 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 298 "templates/cross_entropy.tmpl"
+#line 415 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 300 "templates/cross_entropy.tmpl"
+#line 417 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 318 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
+      if (a.entropy) ((float*)a.entropy)[row] = lr - T / s;
+#line 454 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 389 "templates/cross_entropy.tmpl"
+#line 555 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 391 "templates/cross_entropy.tmpl"
+#line 557 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 396 "templates/cross_entropy.tmpl"
+#line 562 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 399 "templates/cross_entropy.tmpl"
+#line 565 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 424 "templates/cross_entropy.tmpl"
+#line 591 "templates/cross_entropy.tmpl"
+    // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
+    // ignored row): its first term joins coef, the second is per element.
+#line 594 "templates/cross_entropy.tmpl"
+    const float Em = T / s;  // E_p[z] - m, from the forward pass
+#line 596 "templates/cross_entropy.tmpl"
+    const float dent = a.dentropy ? ((const float*)a.dentropy)[row] : float(0);
+    coef += dent * Em;
+    // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
+    const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
+#line 601 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -144,7 +217,8 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     // softmax). The walk is compiled with and without them, so that a call
     // without them spends no predicated load or store per element on them.
     // kPlain: a call with the run-time options that cost per element (the
-    // soft cap; smoothing's class weights) off and fewer than 2^32 classes:
+    // soft cap; smoothing's class weights; the temperature and the entropy's
+    // gradient) off and fewer than 2^32 classes:
     // compiled apart too, it spends no branch, load or multiply per element
     // on them, and compares class indices in 32 bits.
     const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, uint16_t raw) -> float {
@@ -154,57 +228,63 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 443 "templates/cross_entropy.tmpl"
+#line 621 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 450 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
+      // To z: dz/dx = 1/tau.
+      if (!kPlain) {
+        xj *= itau;
+        dcap *= itau;
+      }
+#line 635 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 452 "templates/cross_entropy.tmpl"
+#line 637 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
-      float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]))) * dcap;
+      float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 456 "templates/cross_entropy.tmpl"
+#line 641 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 460 "templates/cross_entropy.tmpl"
+#line 645 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 474 "templates/cross_entropy.tmpl"
+#line 659 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 476 "templates/cross_entropy.tmpl"
+#line 661 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 479 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 483 "templates/cross_entropy.tmpl"
+#line 668 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 490 "templates/cross_entropy.tmpl"
+#line 675 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 497 "templates/cross_entropy.tmpl"
+#line 682 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 499 "templates/cross_entropy.tmpl"
+#line 684 "templates/cross_entropy.tmpl"
     };
-#line 516 "templates/cross_entropy.tmpl"
+#line 704 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
-    else if (!capped) walk_grad(xent_bool<false>(), xent_bool<true>());
+    else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 521 "templates/cross_entropy.tmpl"
+#line 709 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 581 "templates/cross_entropy.tmpl"
+#line 769 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -231,15 +311,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 610 "templates/cross_entropy.tmpl"
+#line 798 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 614 "templates/cross_entropy.tmpl"
+#line 802 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 618 "templates/cross_entropy.tmpl"
+#line 806 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -247,11 +327,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 662 "templates/cross_entropy.tmpl"
+#line 850 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 665 "templates/cross_entropy.tmpl"
+#line 853 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 668 "templates/cross_entropy.tmpl"
+#line 856 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

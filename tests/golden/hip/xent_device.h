@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 224 "templates/xent_device.h.tmpl"
+#line 227 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -46,6 +46,7 @@ XENT_DEVICE T xent_cluster_view(T p, unsigned) { return p; }
 
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 XENT_DEVICE double xent_shfl_xor(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
+XENT_DEVICE int64_t xent_shfl_xor(int64_t v, int lane_mask) { return (int64_t)__shfl_xor((long long)v, lane_mask, XENT_WARP); }
 // The same with lane_mask below 32 (lanes of an aligned group of at most
 // 32). Built for NVIDIA (HIP-on-CUDA), that stays within one 32-lane warp:
 // the warp's own shuffle, without the wavefront's barrier.
@@ -87,7 +88,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 303 "templates/xent_device.h.tmpl"
+#line 307 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -115,9 +116,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 333 "templates/xent_device.h.tmpl"
+#line 337 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
-#line 335 "templates/xent_device.h.tmpl"
+#line 339 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -246,7 +247,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 500 "templates/xent_device.h.tmpl"
+#line 504 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -1119,5 +1120,153 @@ XENT_DEVICE void xent_cluster_reduce(A& m, A& s, A& a, A& b, Part part) {
   a = p[2];
   b = p[3];
   xent_lanes_reduce(m, s, a, b, (int)k);
+  XENT_CLUSTER_SYNC();
+}
+
+// Per-token statistics (the spec's token_stats axis): the entropy of a row
+// and its argmax, tracked in the pass that reads the row for (m, s).
+//
+// Entropy. Beside the running max m and s = sum exp(z - m), a thread keeps
+// t = sum exp(z - m) * (z - m). Over the row, with totals S and T at the
+// row's max M: E_p[z] = M + T / S and H = lse - E_p[z] = log S - T / S, both
+// shift-invariant as lr is. Moving t from m to a larger m' multiplies each
+// term by f = exp(m - m') and adds (m - m') to its (z - m): t' = f * (t + (m -
+// m') * s). A term of z = -inf is 0 (exp(-inf) times -inf would be NaN).
+template <typename A, int N>
+XENT_DEVICE void xent_online_add_n_t(A& m, A& s, A& t, const A (&x)[N]) {
+  A mx = m;
+  for (int k = 0; k < N; ++k) mx = fmax(mx, x[k]);
+  A sv = 0, tv = 0;
+  for (int k = 0; k < N; ++k) {
+    const A d = x[k] - mx;
+    const A e = xent_exp(d);
+    sv += e;
+    tv += e > A(0) ? e * d : A(0);
+  }
+  const A d = m - mx, f = xent_exp(d);
+  // s == 0: nothing was added yet (m is still the lowest value, and d may
+  // be -inf); f == 0: what was added is nothing beside the new max.
+  t = (s == A(0) || f == A(0) ? A(0) : f * (t + d * s)) + tv;
+  s = s * f + sv;
+  m = mx;
+}
+
+template <typename A>
+XENT_DEVICE void xent_online_add_t(A& m, A& s, A& t, A x) {
+  if (x > m) {
+    const A d = m - x, f = xent_exp(d);
+    t = s == A(0) || f == A(0) ? A(0) : f * (t + d * s);
+    s = s * f + A(1);
+    m = x;
+  } else {
+    const A d = x - m, e = xent_exp(d);
+    s += e;
+    t += e > A(0) ? e * d : A(0);
+  }
+}
+
+// A thread's t moved to the row's max M (after the (m, s) reduction), for a
+// plain sum over the row's threads: the row's T.
+template <typename A>
+XENT_DEVICE A xent_entropy_share(A m, A s, A t, A M) {
+  const A d = m - M, f = xent_exp(d);
+  return s == A(0) || f == A(0) ? A(0) : f * (t + d * s);
+}
+
+// Argmax: the first index of the row's largest z, or of its first NaN
+// (torch.argmax). A thread keeps its largest value bv and that value's
+// lowest index bi, and its lowest NaN index bn; XENT_NO_INDEX is none. A
+// 16-byte vector costs its max and a compare unless it holds a new maximum.
+#define XENT_NO_INDEX INT64_MAX
+template <typename A>
+struct xent_argmax {
+  A bv;
+  int64_t bi, bn;
+};
+
+template <typename A>
+XENT_DEVICE xent_argmax<A> xent_argmax_init() {
+  // The lowest finite value, as the running max: the tie rule takes a z
+  // equal to it while bi is none, and a row of -inf keeps none.
+  return xent_argmax<A>{xent_lowest(A(0)), XENT_NO_INDEX, XENT_NO_INDEX};
+}
+
+template <typename A>
+XENT_DEVICE void xent_argmax_add(xent_argmax<A>& r, int64_t j, A z) {
+  if (z > r.bv || (z == r.bv && j < r.bi)) {
+    r.bv = z;
+    r.bi = j;
+  }
+  if (z != z && j < r.bn) r.bn = j;
+}
+
+// NaN is looked for only where the thread's s already is NaN (a NaN or a
+// +inf logit reached it): once in a vector, never in a row without one.
+template <typename A, int N>
+XENT_DEVICE void xent_argmax_add_n(xent_argmax<A>& r, int64_t j0, const A (&x)[N], A s) {
+  A vm = x[0];
+  for (int k = 1; k < N; ++k) vm = fmax(vm, x[k]);
+  if (vm > r.bv || (vm == r.bv && j0 < r.bi)) {
+    int k = 0;
+    while (k < N - 1 && !(x[k] == vm)) ++k;
+    r.bv = vm;
+    r.bi = j0 + k;
+  }
+  if (s != s) {
+    for (int k = 0; k < N; ++k)
+      if (x[k] != x[k] && j0 + k < r.bn) r.bn = j0 + k;
+  }
+}
+
+// The minimum of two int64 values over a row's `group` threads (argmax's
+// candidates), as xent_group_sum2 sums: lanes by shuffles, a block through
+// `scratch` (2 * XENT_MAX_WARPS int64), a cluster (after its blocks)
+// through `part` (2 int64 of each block's shared memory).
+XENT_DEVICE void xent_lanes_min2(int64_t& a, int64_t& b, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    const int64_t a2 = xent_shfl_xor(a, offset), b2 = xent_shfl_xor(b, offset);
+    a = a2 < a ? a2 : a;
+    b = b2 < b ? b2 : b;
+  }
+}
+
+template <typename Scratch>
+XENT_DEVICE void xent_block_min2(int64_t& a, int64_t& b, Scratch scratch) {
+  xent_lanes_min2(a, b, XENT_WARP);
+  const int warp = (int)(threadIdx.x / XENT_WARP);
+  const int lane = (int)(threadIdx.x % XENT_WARP);
+  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
+  if (lane == 0) {
+    scratch[warp] = a;
+    scratch[XENT_MAX_WARPS + warp] = b;
+  }
+  __syncthreads();
+  for (int w = 0; w < warps; ++w) {
+    const int64_t a2 = scratch[w], b2 = scratch[XENT_MAX_WARPS + w];
+    a = a2 < a ? a2 : a;
+    b = b2 < b ? b2 : b;
+  }
+  __syncthreads();
+}
+
+template <typename Scratch>
+XENT_DEVICE void xent_group_min2(int64_t& a, int64_t& b, int64_t group, Scratch scratch) {
+  if (group > XENT_WARP) xent_block_min2(a, b, scratch);
+  else xent_lanes_min2(a, b, (int)group);
+}
+
+template <typename Part>
+XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
+  const unsigned k = xent_cluster_size();
+  if (k == 1) return;
+  if (threadIdx.x == 0) {
+    part[0] = a;
+    part[1] = b;
+  }
+  XENT_CLUSTER_SYNC();
+  const auto p = xent_cluster_view(part, (unsigned)(threadIdx.x % XENT_WARP) % k);
+  a = p[0];
+  b = p[1];
+  xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }

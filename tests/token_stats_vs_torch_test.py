@@ -1,0 +1,286 @@
+"""Temperature and the per-token outputs (entropy, the label's log-prob,
+argmax, and the entropy's gradient through dentropy) of the public API on
+the cpu backend, which runs the generated kernels under the SIMT emulator at
+32 lanes (the CUDA rendering) and 64 (HIP), against PyTorch in float64 on
+the same rounded inputs: forward, backward from the saved lse, and the fused
+forward+backward, for every dtype, hard and soft labels, reductions, the
+shapes of the row walk (a few threads per row, a warp, a block, the on-chip
+cluster of the fused kernel, a strided class axis), with weights, smoothing,
+ignored rows, a soft cap, masked (-inf) classes, ties and NaN.
+
+The oracle is the objective a trainer writes with PyTorch ops: z = capped
+logits / tau, loss = F.cross_entropy(z, ...), H = -sum p log p over the
+counted rows, log p of the label, argmax of z, and the gradient of
+sum(dloss * loss) + sum(dentropy * H) by autograd.
+
+Tolerances: the loss and gradient are in the logits dtype (its rounding,
+tests/torch_oracle.py's TOL); entropy, log-prob and lse are in the
+accumulation type, f32 for f32/f16/bf16 logits (a few f32 ulps of the row's
+scale, summed over the row: 2e-5 relative) and f64 for f64 logits."""
+
+import ctypes
+import unittest
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP
+from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, ALL_GATHER, Tensors, VocabShard, make_desc
+from torch_oracle import TORCH, TOL, P, load_lib, raw, from_raw, addr
+
+LIB = load_lib()
+INVALID_ARGUMENT = 1
+ACC_TOL = {F32: 2e-5, F16: 2e-5, BF16: 2e-5, F64: 1e-10}
+
+
+class Case:
+    """One call's inputs and PyTorch's answers for them."""
+
+    def __init__(self, dtype, label_type, reduction, rows, classes, tau, seed, inner=1, softcap=0.0, weighted=False,
+                 smoothing=0.0, ignore_index=-100, scale=3.0, x=None, labels=None, masked=0.0):
+        rng = np.random.default_rng(seed)
+        self.dtype, self.label_type, self.reduction = dtype, label_type, reduction
+        self.rows, self.classes, self.inner, self.tau = rows, classes, inner, tau
+        outer = rows // inner
+        soft = label_type == PROB
+        if not soft:
+            lab = rng.integers(0, classes, rows) if labels is None else np.array(labels)
+            if labels is None:
+                lab = np.where(rng.random(rows) < 0.2, ignore_index, lab)
+        if x is None:
+            x = torch.from_numpy(rng.standard_normal((outer, classes, inner)) * scale)
+            if masked:
+                # Classes masked out with -inf, as an RL trainer's vocabulary
+                # mask does; never a row's label (its loss would be inf).
+                mask = rng.random((outer, classes, inner)) < masked
+                if not soft:
+                    for r, y in enumerate(lab):
+                        if 0 <= y < classes:
+                            mask[r // inner, y, r % inner] = False
+                x = torch.where(torch.from_numpy(mask), torch.tensor(float("-inf"), dtype=torch.float64), x)
+        else:
+            x = torch.as_tensor(x, dtype=torch.float64).reshape(outer, classes, inner)
+        self.x = x.to(TORCH[dtype])
+        acc = np.float64 if dtype == F64 else np.float32
+        self.acc = acc
+        self.weights = rng.uniform(0.3, 2.0, classes).astype(acc) if weighted else None
+        # Rows in (o, i) order, classes last: the oracle's view.
+        x64 = self.x.to(torch.float64).permute(0, 2, 1).reshape(rows, classes).clone().requires_grad_(True)
+        xc = softcap * torch.tanh(x64 / softcap) if softcap else x64
+        z = xc / tau
+        kwargs = dict(reduction={NONE: "none", SUM: "sum", MEAN: "mean"}[reduction], label_smoothing=smoothing)
+        if weighted:
+            kwargs["weight"] = torch.from_numpy(self.weights.astype(np.float64))
+        if soft:
+            t = torch.from_numpy(rng.dirichlet(np.ones(classes), rows)).to(TORCH[dtype])
+            self.labels = raw(t.reshape(outer, inner, classes).permute(0, 2, 1))
+            target = t.to(torch.float64)
+            counted = torch.ones(rows, dtype=torch.float64)
+        else:
+            self.labels = lab.astype(np.int32 if label_type == I32 else np.int64)
+            target = torch.from_numpy(lab.astype(np.int64))
+            kwargs["ignore_index"] = ignore_index
+            counted = (target != ignore_index).to(torch.float64)
+        loss = F.cross_entropy(z, target, **kwargs)
+        logp = F.log_softmax(z, 1)
+        p = logp.exp()
+        # H = lse - sum p z, with a masked class's p * z taken as 0 (not 0 *
+        # -inf, and with no NaN in its gradient); NaN stays NaN.
+        z_safe = torch.where(torch.isinf(z), torch.zeros_like(z), z)
+        entropy = (torch.logsumexp(z, 1) - (p * z_safe).sum(1)) * counted
+        n_loss = rows if reduction == NONE else 1
+        self.dloss = raw(torch.from_numpy(rng.uniform(0.5, 1.5, n_loss)).to(TORCH[dtype]))
+        self.dentropy = rng.uniform(-1.0, 1.0, rows).astype(acc)
+        dl = from_raw(self.dloss, dtype)
+        objective = (loss * (dl if reduction == NONE else dl[0])).sum() + (entropy * torch.from_numpy(
+            self.dentropy.astype(np.float64))).sum()
+        objective.backward()
+        grad = x64.grad.reshape(outer, inner, classes).permute(0, 2, 1)
+        self.want = {
+            "loss": loss.detach().numpy().reshape(-1),
+            "lse": torch.logsumexp(z, 1).detach().numpy(),
+            "entropy": entropy.detach().numpy(),
+            "grad": grad.numpy(),
+        }
+        if not soft:
+            picked = logp.gather(1, target.clamp(0, classes - 1)[:, None])[:, 0]
+            self.want["label_logprob"] = torch.where(counted > 0, picked, torch.zeros_like(picked)).detach().numpy()
+            self.want["argmax"] = torch.argmax(z.detach(), 1).numpy()
+        self.desc = make_desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, softcap=softcap,
+                              inner=inner, temperature=tau)
+        self.name = (f"dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} inner={inner} tau={tau} "
+                     f"cap={softcap} w={weighted} eps={smoothing}")
+
+
+class TokenStatsVsTorch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.handles = {}
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = P()
+            assert LIB.xent_create(ctypes.byref(h), BACKEND_CPU) == 0, LIB.xent_last_error()
+            assert LIB.xent_cpu_emulate(h, target) == 0, LIB.xent_last_error()
+            cls.handles[target] = h
+
+    def run_op(self, h, c, op, t):
+        ws_bytes = ctypes.c_size_t()
+        self.assertEqual(LIB.xent_ce_workspace_size(h, ctypes.byref(c.desc), op, ctypes.byref(ws_bytes)), 0,
+                         LIB.xent_last_error().decode())
+        ws = np.zeros(max(ws_bytes.value, 8), np.uint8)
+        status = LIB.xent_ce_run(h, ctypes.byref(c.desc), op, ctypes.byref(t), ws.ctypes.data_as(P),
+                                 ctypes.c_size_t(ws.size), None)
+        self.assertEqual(status, 0, f"{c.name}: {LIB.xent_last_error().decode()}")
+
+    def close(self, got, want, tol, what, c):
+        finite = want[np.isfinite(want)]
+        scale = np.abs(finite).max() if finite.size else 1.0
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(scale, 1.0), equal_nan=True,
+                                   err_msg=f"{c.name}: {what}")
+
+    def check(self, target, c):
+        h = self.handles[target]
+        hard = c.label_type != PROB
+        xr = raw(c.x)
+        n_loss = c.rows if c.reduction == NONE else 1
+        outputs = lambda: {
+            "loss": np.zeros(n_loss, xr.dtype), "lse": np.zeros(c.rows, c.acc),
+            "entropy": np.full(c.rows, 7.0, c.acc),
+            "label_logprob": np.full(c.rows, 7.0, c.acc) if hard else None,
+            "argmax": np.full(c.rows, -5, np.int64) if hard else None,
+        }
+
+        def tensors(out, **extra):
+            t = Tensors(logits=addr(xr), labels=addr(c.labels), weights=addr(c.weights))
+            for k, v in list(out.items()) + list(extra.items()):
+                setattr(t, k, addr(v))
+            return t
+
+        def check_outputs(out, op):
+            self.close(from_raw(out["loss"], c.dtype).numpy(), c.want["loss"], TOL[c.dtype], f"loss ({op})", c)
+            self.close(out["lse"], c.want["lse"], ACC_TOL[c.dtype], f"lse ({op})", c)
+            self.close(out["entropy"], c.want["entropy"], ACC_TOL[c.dtype], f"entropy ({op})", c)
+            if hard:
+                self.close(out["label_logprob"], c.want["label_logprob"], ACC_TOL[c.dtype], f"label_logprob ({op})", c)
+                np.testing.assert_array_equal(out["argmax"], c.want["argmax"], err_msg=f"{c.name}: argmax ({op})")
+
+        # forward
+        fwd = outputs()
+        self.run_op(h, c, FORWARD, tensors(fwd))
+        check_outputs(fwd, "fwd")
+        # backward from the saved lse, with the entropy's gradient
+        grad = np.zeros_like(xr)
+        self.run_op(h, c, BACKWARD, tensors({"grad": grad}, lse_in=fwd["lse"], dloss=c.dloss, dentropy=c.dentropy))
+        self.close(from_raw(grad, c.dtype).numpy(), c.want["grad"], TOL[c.dtype], "grad (bwd)", c)
+        # fused, every output and the gradient in one pass
+        both = outputs()
+        grad2 = np.zeros_like(xr)
+        self.run_op(h, c, FORWARD_BACKWARD, tensors(both, grad=grad2, dloss=c.dloss, dentropy=c.dentropy))
+        check_outputs(both, "fwd_bwd")
+        self.close(from_raw(grad2, c.dtype).numpy(), c.want["grad"], TOL[c.dtype], "grad (fwd_bwd)", c)
+
+    def test_dtypes_labels_reductions(self):
+        """Every dtype and label type, 13 rows of 301 classes (a warp per
+        row), a temperature of 0.7 and of 1 (the outputs alone)."""
+        seed = 0
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, F16, BF16, F64):
+                for label_type, reduction in ((I64, MEAN), (I32, NONE), (PROB, SUM)):
+                    for tau in (0.7, 1.0):
+                        seed += 1
+                        self.check(target, Case(dtype, label_type, reduction, 13, 301, tau, seed,
+                                                weighted=seed % 3 == 0, smoothing=0.1 if seed % 2 else 0.0))
+
+    def test_row_shapes(self):
+        """Several rows per warp (C = 40), a block per row (C = 20000, and
+        the fused kernel's on-chip cluster for it on CUDA), a strided class
+        axis (inner = 3), and 40% of the classes masked with -inf."""
+        seed = 100
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, BF16):
+                for rows, classes, inner in ((24, 40, 1), (3, 20000, 1), (12, 70, 3)):
+                    seed += 1
+                    self.check(target, Case(dtype, I64, MEAN, rows, classes, 0.6, seed, inner=inner, masked=0.4))
+            seed += 1
+            self.check(target, Case(F32, PROB, NONE, 2, 20000, 1.7, seed))
+
+    def test_softcap_and_large_temperature(self):
+        seed = 200
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for tau in (0.25, 4.0):
+                seed += 1
+                self.check(target, Case(F32, I64, SUM, 9, 513, tau, seed, softcap=5.0, weighted=True, smoothing=0.2,
+                                        scale=8.0))
+
+    def test_argmax_ties_nan_and_masked_rows(self):
+        """The first maximal index (bf16 ties are common), the first NaN,
+        all -inf (index 0), and -inf beside a finite max, as torch.argmax;
+        entropy and log-prob NaN with a NaN logit, as PyTorch's."""
+        inf, nan = float("inf"), float("nan")
+        rows = [
+            [1, 3, 3, 2, 3, 0],
+            [3, 1, 1, 3, 2, 3],
+            [0, nan, 1, nan, 5, 1],
+            [-inf, -inf, -inf, -inf, -inf, -inf],
+            [-inf, -inf, 2, -inf, 2, -inf],
+            [0, 0, 0, 0, 0, 0],
+        ]
+        seed = 300
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            for dtype in (F32, BF16, F64):
+                seed += 1
+                self.check(target, Case(dtype, I64, NONE, len(rows), 6, 0.5, seed, x=rows, labels=[1, 3, 2, 0, 4, 5]))
+
+    def test_ignored_rows(self):
+        """Ignored rows: entropy and log-prob 0 and no gradient from
+        dentropy; every row ignored in a sum."""
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            self.check(target, Case(F32, I64, SUM, 5, 33, 0.9, 7, labels=[-100] * 5))
+            self.check(target, Case(F32, I64, NONE, 6, 33, 0.9, 8, labels=[-100, 3, -100, 5, 0, -100]))
+
+    def test_refused(self):
+        """Bad temperatures, argmax and log-prob with soft labels, and
+        per-token outputs with a vocabulary split, each refused with a
+        message naming the argument."""
+        h = self.handles[BACKEND_CUDA]
+        x = np.zeros((2, 4), np.float32)
+        labels = np.zeros(2, np.int64)
+        out = np.zeros(2, np.float32)
+        ws = np.zeros(1 << 16, np.uint8)
+
+        def run(desc, op=FORWARD, **t):
+            tensors = Tensors(logits=addr(x), labels=addr(labels), loss=addr(out), **{k: addr(v) for k, v in t.items()})
+            status = LIB.xent_ce_run(h, ctypes.byref(desc), op, ctypes.byref(tensors), ws.ctypes.data_as(P),
+                                     ctypes.c_size_t(ws.size), None)
+            return status, LIB.xent_last_error().decode()
+
+        for tau in (0.0, -1.0, float("inf"), float("nan"), 1e-300):
+            status, msg = run(make_desc(2, 4, F32, I64, NONE, temperature=tau))
+            self.assertEqual(status, INVALID_ARGUMENT, msg)
+            self.assertIn("desc->temperature", msg)
+        soft = np.full((2, 4), 0.25, np.float32)
+        for name in ("argmax", "label_logprob"):
+            d = make_desc(2, 4, F32, PROB, NONE)
+            tensors = Tensors(logits=addr(x), labels=addr(soft), loss=addr(out))
+            setattr(tensors, name, addr(np.zeros(2, np.int64)))
+            status = LIB.xent_ce_run(h, ctypes.byref(d), FORWARD, ctypes.byref(tensors), ws.ctypes.data_as(P),
+                                     ctypes.c_size_t(ws.size), None)
+            msg = LIB.xent_last_error().decode()
+            self.assertEqual(status, INVALID_ARGUMENT, msg)
+            self.assertIn(name, msg)
+            self.assertIn("hard labels", msg)
+        status, msg = run(make_desc(2, 4, F32, I64, NONE), argmax=np.zeros(3, np.int32)[1:])
+        self.assertEqual(status, INVALID_ARGUMENT, msg)
+        self.assertIn("argmax", msg)
+        gather = ALL_GATHER(lambda ctx, send, recv, nbytes, stream: 0)
+        shard = VocabShard(class_offset=0, global_classes=4, rank=0, ranks=1, all_gather=gather)
+        d = make_desc(2, 4, F32, I64, NONE)
+        d.vocab_shard = ctypes.pointer(shard)
+        status, msg = run(d, entropy=np.zeros(2, np.float32))
+        self.assertEqual(status, INVALID_ARGUMENT, msg)
+        self.assertIn("entropy", msg)
+        self.assertIn("vocab_shard", msg)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
