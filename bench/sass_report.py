@@ -78,6 +78,10 @@ CASES = [
     ("ce_fwd_f16_i64_mean", "ROW", "forward, f16", 131072, 1, 1),
     ("ce_fwd_f32_i64_mean", "ROW", "forward, f32", 131072, 1, 1),
     ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16", 1000, 1, 1),
+    # The forward's second copy of its walk, for a call with a temperature
+    # or per-token outputs (entropy, argmax): z scaled, T and the argmax
+    # tracked (templates/cross_entropy.tmpl; "stats" picks that copy).
+    ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16, temperature + entropy + argmax", 131072, 1, 1, "stats"),
     ("ce_fwd_bwd_bf16_i64_mean", "ROW", "fused fwd+bwd, bf16", 8192, 2, 3),
     ("ce_fwd_bwd_bf16_i64_mean", "ON_CHIP", "fused fwd+bwd, bf16, on chip", 131072, 2, 2),
     ("ce_bwd_bf16_i64_none", "ROW", "backward from lse, bf16", 131072, 1, 2),
@@ -233,21 +237,27 @@ def loads_in_flight(path, is_load):
     return count
 
 
-def main_passes(insns, passes, is_load, wide):
+def main_passes(insns, passes, is_load, wide, walk="plain"):
     """The main loop of each pass: innermost loops with loads (is_load), the
-    `passes` with the most, in program order."""
+    `passes` with the most, in program order. walk "stats": of loops with as
+    many loads, the longest (a kernel's copy of its walk for the per-token
+    statistics), not the shortest."""
     chosen = []
     for head, tail in loops(insns):
         body = insns[head:tail + 1]
         vec = sum(load_bytes(op) for _, _, op, _ in body if is_load(op))
-        if vec == 0:
+        # A pass reads the row from memory or writes its result there: a
+        # loop of shared-memory loads alone is a reduction's (the argmax's
+        # int64 candidates, read 16 bytes at a time), not a pass.
+        if vec == 0 or not any(op[:3] in ("LDG", "STG") and ".128" in op for _, _, op, _ in body):
             continue
         if any(head <= h and t <= tail for h, t, _ in chosen):
             continue  # an outer loop of one already chosen
         chosen.append((head, tail, vec))
     # The most loads first; among loops with as many (a pass compiled twice,
     # with and without the optional outputs), the shortest path.
-    chosen.sort(key=lambda c: (-c[2], len(walk_path(insns, c[0], c[1], wide))))
+    sign = -1 if walk == "stats" else 1
+    chosen.sort(key=lambda c: (-c[2], sign * len(walk_path(insns, c[0], c[1], wide))))
     return sorted(chosen[:passes])
 
 
@@ -310,7 +320,7 @@ def report(gen, objects, cuobjdump, arch):
     gpu = GPUS[arch]
     rows = []
     unit_of = units(objects)
-    for key, shape, what, C, passes, moved in CASES:
+    for key, shape, what, C, passes, moved, *walk in CASES:
         src = os.path.join(gen, key + ".cu")
         unit = unit_of.get(key + ".cu")
         obj = os.path.join(objects, f"{unit}.pic.o")
@@ -343,7 +353,7 @@ def report(gen, objects, cuobjdump, arch):
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
-        found = main_passes(insns, passes, is_load, wide)
+        found = main_passes(insns, passes, is_load, wide, *walk)
         warps = resident_warps(gpu, regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:

@@ -152,9 +152,10 @@ class Rules(unittest.TestCase):
                 templates, line = self.planted(IN_KERNEL, "if (lane == 1) return;")
                 with open(os.path.join(templates, "cross_entropy.tmpl")) as f:
                     lines = f.readlines()
-                # The row shape's reduction (the kernel is not fused, so not
-                # the on-chip one before it).
-                at = lines.index(reduce_call, lines.index("%   else\n", line)) + 1
+                # The forward's reduction: the first after the return, in
+                # the walk that the spec's run-time temperature and
+                # token_stats axes render (one call serves every shape).
+                at = lines.index(reduce_call, line) + 1
                 r = xentgen_check(target, templates, os.path.join(os.path.dirname(templates), "out"))
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn(f"templates/cross_entropy.tmpl:{at}: warp-sync: xent_group_reduce -> xent_block_reduce "
