@@ -34,7 +34,7 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
   if (!call.bad_label_row) call.bad_label_row = h->bad_label_row;
   if (d->vocab_shard) {
     xent_vocab_kernels k;
-    const xent_status s = xent_vocab_find(h, d, c->op, c->t.weights != NULL, &k);
+    const xent_status s = xent_vocab_find(h, d, c->op, ce_uses(c), &k);
     return s != XENT_OK ? s : xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op), &k);
   }
   const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, ce_uses(c));

@@ -245,7 +245,10 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
                      L.total);
   if (((uintptr_t)workspace & 63) != 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
-  const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, t->weights != NULL);
+  /* The option axes the tensors decide: the class weights (the per-token
+     outputs are not taken here yet). */
+  const int uses = t->weights ? XENT_USES_WEIGHTS : 0;
+  const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, uses);
   if (!steps) return XENT_ERROR_NOT_GENERATED;
   /* The chunks' kernels, found once: the fused kernel, or the
      vocabulary-parallel path's forward and backward (a chunk's key does
@@ -254,10 +257,10 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   const xent_dispatch_entry* loss = NULL;
   xent_vocab_kernels vocab = {NULL, NULL};
   if (L.chunks > 0 && d->ce.vocab_shard) {
-    const xent_status s = xent_vocab_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, t->weights != NULL, &vocab);
+    const xent_status s = xent_vocab_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, uses, &vocab);
     if (s != XENT_OK) return s;
   } else if (L.chunks > 0) {
-    loss = xent_ce_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, t->weights != NULL);
+    loss = xent_ce_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, uses);
     if (!loss) return XENT_ERROR_NOT_GENERATED;
   }
   const run_ctx r = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes,

@@ -20,15 +20,15 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
 /* Vocabulary-parallel calls (vocab_parallel.c): desc->vocab_shard's checks
    (the API's, for desc), the workspace with room for the gathered
    statistics after the launchers' `bytes`, the kernels of an op (found
-   once: the fused linear cross entropy's chunks share them), and a call
-   run with them. */
+   once: the fused linear cross entropy's chunks share them; `uses` as
+   dispatch.h's XENT_USES_*), and a call run with them. */
 xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
 size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 typedef struct xent_vocab_kernels {
   const struct xent_dispatch_entry* forward;  /* the shard's statistics and the loss; NULL if unused */
   const struct xent_dispatch_entry* backward; /* the gradient; NULL for a forward */
 } xent_vocab_kernels;
-xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* desc, xent_op op, int has_weights,
+xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* desc, xent_op op, int uses,
                             xent_vocab_kernels* kernels);
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes,
                            const xent_vocab_kernels* kernels);

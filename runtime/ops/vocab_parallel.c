@@ -67,11 +67,11 @@ static int gathers(const xent_ce_desc* d, xent_op op) {
   return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB;
 }
 
-xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int has_weights,
+xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses,
                             xent_vocab_kernels* k) {
-  k->forward = gathers(d, op) ? xent_ce_find(h, d, XENT_OP_FORWARD, has_weights) : NULL;
+  k->forward = gathers(d, op) ? xent_ce_find(h, d, XENT_OP_FORWARD, uses) : NULL;
   if (gathers(d, op) && !k->forward) return XENT_ERROR_NOT_GENERATED;
-  k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, has_weights) : NULL;
+  k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, uses) : NULL;
   if (op != XENT_OP_FORWARD && !k->backward) return XENT_ERROR_NOT_GENERATED;
   return XENT_OK;
 }
