@@ -332,6 +332,14 @@ typedef struct xent_linear_ce_tensors {
   void* grad_hidden;    /* out, optional: [rows, H], grad_dtype */
   void* grad_weight;    /* out, optional: [V, H], grad_dtype */
   void* grad_bias;      /* out, optional (needs bias): [V], grad_dtype */
+  /* The per-token outputs of xent_ce_tensors (README, "Per-token outputs"),
+     of z = the capped logits / desc->ce.temperature, each computed in its
+     chunk's fused pass: */
+  void* entropy;        /* out, optional: [rows], accumulation type */
+  void* label_logprob;  /* out, optional, hard labels: [rows] z_y - lse, accumulation type */
+  int64_t* argmax;      /* out, optional, hard labels: [rows] */
+  const void* dentropy; /* in, optional: [rows], accumulation type: d objective / d entropy, whose term
+                           joins the gradients of hidden, weight and bias */
 } xent_linear_ce_tensors;
 
 /* Bytes of scratch memory a call needs: a chunk's logits (chunk_rows * V);

@@ -4,7 +4,8 @@ written out), the loss and the gradients of hidden, weight and bias through
 autograd, on the same rounded inputs. Every dtype, label type and reduction,
 weights with ignore_index and smoothing, the soft cap and z-loss, dloss, the
 f32 gradients of bf16 inputs, accumulation into grad_weight and grad_bias,
-chunk boundaries (one row, fewer rows than a chunk, rows not a multiple of
+temperature and the per-token outputs (entropy, whose dentropy term joins
+every gradient, the label's log-prob, argmax), chunk boundaries (one row, fewer rows than a chunk, rows not a multiple of
 it), both emulated renderings, the workspace's bound, and the errors.
 
 Tolerance: per dtype as in the other differential tests, relative to the
@@ -80,8 +81,10 @@ def run(h, desc, tensors, extra_bytes=0):
 
 
 def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
-           dloss=None, tau=1.0):
-    """Loss and the gradients of hidden, weight, bias in float64."""
+           dloss=None, tau=1.0, dentropy=None):
+    """Loss, lse, the gradients of hidden, weight, bias, and the per-token
+    outputs (entropy, the label's log-prob, z) in float64. With dentropy the
+    objective adds sum(dentropy * entropy), ignored rows' entropy being 0."""
     h64 = h.to(torch.float64).requires_grad_()
     w64 = w.to(torch.float64).requires_grad_()
     b64 = b.to(torch.float64).requires_grad_() if b is not None else None
@@ -103,9 +106,19 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
         if z_loss:
             loss = loss + z_loss * (torch.logsumexp(z, 1) ** 2).sum() / rows.new_tensor(float(rows.shape[0]))
     upstream = dloss.to(torch.float64) if dloss is not None else torch.ones_like(loss)
-    grads = torch.autograd.grad((loss * upstream).sum(), [h64, w64] + ([b64] if b is not None else []))
     lse = torch.logsumexp(z, 1)
-    return loss.detach(), lse.detach(), grads
+    counted = (t != ignore_index) if not target.is_floating_point() else torch.ones_like(lse, dtype=torch.bool)
+    entropy = torch.where(counted, lse - (torch.softmax(z, 1) * z).sum(1), torch.zeros_like(lse))
+    objective = (loss * upstream).sum()
+    if dentropy is not None:
+        objective = objective + (entropy * dentropy.to(torch.float64)).sum()
+    grads = torch.autograd.grad(objective, [h64, w64] + ([b64] if b is not None else []))
+    logprob = None
+    if not target.is_floating_point():
+        y = t.clamp(0, z.shape[1] - 1)
+        logprob = torch.where(counted, z.gather(1, y[:, None])[:, 0] - lse, torch.zeros_like(lse))
+    return loss.detach(), lse.detach(), grads, (entropy.detach(), logprob.detach() if logprob is not None else None,
+                                                z.detach())
 
 
 class LinearCrossEntropy(unittest.TestCase):
@@ -116,7 +129,11 @@ class LinearCrossEntropy(unittest.TestCase):
         self.assertTrue(err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
-              smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0):
+              smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
+              stats=False):
+        """One call against the oracle. stats: the per-token outputs too
+        (entropy; the label's log-prob and argmax for hard labels) and a
+        dentropy input, whose term joins every gradient."""
         torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
         tt = TORCH[dtype]
         hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -151,12 +168,18 @@ class LinearCrossEntropy(unittest.TestCase):
                                                                                                dtype=gt)
         before_b = torch.randn(V, dtype=torch.float64).to(gt) if accumulate else torch.full((V,), float("nan"), dtype=gt)
         gw, gb = before_w.clone(), before_b.clone() if bias else None
+        hard = label != PROB
+        ent = torch.full((N,), float("nan"), dtype=acc) if stats else None
+        lp = torch.full((N,), float("nan"), dtype=acc) if stats and hard else None
+        am = torch.full((N,), -7, dtype=torch.int64) if stats and hard else None
+        dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if stats else None
         # The call's tensors, on the device under test; the results come back.
-        ins = [on(x) for x in (hid, w, b, target, cw, up)]
-        outs = [on(x) for x in (loss, lse, gh, gw, gb)]
+        ins = [on(x) for x in (hid, w, b, target, cw, up, dent)]
+        outs = [on(x) for x in (loss, lse, gh, gw, gb, ent, lp, am)]
         t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), bias=ptr(ins[2]), labels=ptr(ins[3]),
                           weights=ptr(ins[4]), dloss=ptr(ins[5]), loss=ptr(outs[0]), lse=ptr(outs[1]),
-                          grad_hidden=ptr(outs[2]), grad_weight=ptr(outs[3]), grad_bias=ptr(outs[4]))
+                          grad_hidden=ptr(outs[2]), grad_weight=ptr(outs[3]), grad_bias=ptr(outs[4]),
+                          entropy=ptr(outs[5]), label_logprob=ptr(outs[6]), argmax=ptr(outs[7]), dentropy=ptr(ins[6]))
         h = handle(render)
         try:
             s, msg, _ = run(h, d, t)
@@ -167,10 +190,11 @@ class LinearCrossEntropy(unittest.TestCase):
             self.assertIn("f32 gradients of f16/bf16 inputs: the cpu backend only", msg)
             return
         self.assertEqual(s, 0, msg)
-        loss, lse, gh, gw, gb = [x.cpu() if x is not None else None for x in outs]
-        want_loss, want_lse, grads = oracle(hid, w, b, target, REDUCTION[reduction], cw, 5 if ignore else -100,
-                                            smoothing, z_loss, cap, up.reshape(()) if dloss and reduction != NONE
-                                            else up, tau)
+        loss, lse, gh, gw, gb, ent, lp, am = [x.cpu() if x is not None else None for x in outs]
+        want_loss, want_lse, grads, per_token = oracle(hid, w, b, target, REDUCTION[reduction], cw,
+                                                       5 if ignore else -100, smoothing, z_loss, cap,
+                                                       up.reshape(()) if dloss and reduction != NONE else up, tau,
+                                                       dent)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
                 f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
                 f"tau={tau}")
@@ -181,6 +205,21 @@ class LinearCrossEntropy(unittest.TestCase):
         self.close(gw, grads[1] + (before_w.to(torch.float64) if accumulate else 0), dtype, what + ": grad_weight")
         if bias:
             self.close(gb, grads[2] + (before_b.to(torch.float64) if accumulate else 0), dtype, what + ": grad_bias")
+        if stats:
+            want_ent, want_lp, z = per_token
+            self.close(ent, want_ent, dtype, what + ": entropy")
+            if hard:
+                self.close(lp, want_lp, dtype, what + ": label_logprob")
+                # The logits xent's argmax saw were rounded to dtype: the
+                # index it picks holds the row's largest value to within
+                # that rounding (exactly, in f64).
+                self.assertTrue(bool(((am >= 0) & (am < V)).all()), f"{what}: argmax out of range: {am}")
+                picked = z.gather(1, am[:, None])[:, 0]
+                gap = (z.max(1).values - picked).max().item()
+                bound = 0.0 if dtype == F64 else TOL[dtype] * max(z.abs().max().item(), 1.0)
+                self.assertLessEqual(gap, bound, f"{what}: argmax picks a value {gap:.3g} below the row's largest")
+                if dtype == F64:
+                    self.assertTrue(torch.equal(am, z.argmax(1)), f"{what}: argmax {am} != {z.argmax(1)}")
 
     def test_every_dtype_label_and_reduction(self):
         for dtype in (F64, F32, BF16, F16):
@@ -209,6 +248,20 @@ class LinearCrossEntropy(unittest.TestCase):
         for dtype in (F32, BF16):
             with self.subTest(dtype=dtype, what="accumulate into grad_weight and grad_bias"):
                 self.check(dtype, I64, SUM, accumulate=True)
+
+    def test_per_token_outputs(self):
+        """Entropy with its gradient (dentropy), the label's log-prob and
+        argmax, chunk by chunk, under temperature, with weights, smoothing,
+        ignored rows and the soft cap; soft labels take entropy."""
+        for dtype in (F64, F32, BF16):
+            for reduction in (NONE, MEAN):
+                with self.subTest(dtype=dtype, reduction=reduction):
+                    self.check(dtype, I64, reduction, stats=True, tau=0.7, weights=True, ignore=True, smoothing=0.1,
+                               dloss=True)
+            with self.subTest(dtype=dtype, what="soft labels, soft cap"):
+                self.check(dtype, PROB, SUM, stats=True, tau=1.8, cap=4.0)
+        with self.subTest(what="rows not a multiple of the chunk, i32 labels, f16"):
+            self.check(F16, I32, MEAN, N=11, chunk=4, stats=True, tau=1.3)
 
     def test_chunk_boundaries(self):
         for N, chunk in ((1, 4), (3, 8), (7, 3), (8, 8), (9, 1), (40, 0)):
@@ -383,6 +436,8 @@ class LinearCrossEntropy(unittest.TestCase):
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), 4, 3, 5, F32, I64, MEAN)
         x, w = torch.randn(4, 3), torch.randn(5, 3)
         y, loss = torch.zeros(4, dtype=torch.int64), torch.zeros(1)
+        no_gather = ALL_GATHER(lambda *args: 0)
+        shard = VocabShard(0, 10, 0, 2, no_gather, None)  # this rank: classes 0..5 of 10
         h = handle()
         try:
             cases = [
@@ -392,13 +447,20 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->hidden is 0", INVALID_ARGUMENT, {}, dict(hidden=0)),
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("workspace_bytes is", WORKSPACE_TOO_SMALL, {}, dict(short=True)),
+                ("tensors->argmax is set, but it is for hard labels", INVALID_ARGUMENT,
+                 dict(argmax=ptr(torch.zeros(4, dtype=torch.int64))), {"ce.label_type": PROB}),
+                ("tensors->label_logprob is set, but it is for hard labels", INVALID_ARGUMENT,
+                 dict(label_logprob=ptr(torch.zeros(4))), {"ce.label_type": PROB}),
+                ("tensors->dentropy is not available with desc->ce.vocab_shard", INVALID_ARGUMENT,
+                 dict(dentropy=ptr(torch.zeros(4))), {"ce.vocab_shard": ctypes.pointer(shard)}),
+                ("tensors->entropy overlaps tensors->loss", INVALID_ARGUMENT, dict(entropy=ptr(loss)), {}),
             ]
             for needle, status, tensor_over, desc_over in cases:
                 with self.subTest(needle=needle):
                     dd = LinearDesc.from_buffer_copy(d)
                     short = desc_over.pop("short", False)
                     for k, v in desc_over.items():
-                        setattr(dd, k, v)
+                        setattr(dd.ce if k.startswith("ce.") else dd, k[3:] if k.startswith("ce.") else k, v)
                     fields = dict(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss))
                     fields.update(tensor_over)
                     t = LinearTensors(**fields)

@@ -82,7 +82,7 @@ class LinearTensors(ctypes.Structure):
 
     _fields_ = [(name, P) for name in (
         "hidden", "weight", "bias", "labels", "weights", "dloss", "loss", "lse", "grad_hidden", "grad_weight",
-        "grad_bias")]
+        "grad_bias", "entropy", "label_logprob", "argmax", "dentropy")]
 
 
 class SoftmaxDesc(ctypes.Structure):
@@ -103,7 +103,7 @@ DESC_LAYOUT = (112, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 16 * 8 and ctypes.sizeof(VocabShard) == 40
-assert ctypes.sizeof(LinearDesc) == 136 and ctypes.sizeof(LinearTensors) == 11 * 8
+assert ctypes.sizeof(LinearDesc) == 136 and ctypes.sizeof(LinearTensors) == 15 * 8
 
 
 class XentError(RuntimeError):

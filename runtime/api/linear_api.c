@@ -63,6 +63,10 @@ static xent_status check_buffers(const char* fn, const xent_linear_ce_desc* d, c
       {"tensors->grad_hidden", t->grad_hidden, rows * hidden * gb, gb, 1},
       {"tensors->grad_weight", t->grad_weight, classes * hidden * gb, gb, 1},
       {"tensors->grad_bias", t->grad_bias, classes * gb, gb, 1},
+      {"tensors->entropy", t->entropy, rows * ab, ab, 1},
+      {"tensors->label_logprob", t->label_logprob, rows * ab, ab, 1},
+      {"tensors->argmax", t->argmax, rows * 8, 8, 1},
+      {"tensors->dentropy", t->dentropy, rows * ab, ab, 0},
       /* (its 64-byte alignment: the op's check, with the size) */
       {"workspace", workspace, workspace_bytes, 1, 1},
   };
@@ -93,6 +97,19 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   if (!t->loss) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->loss is NULL", fn);
   if (t->grad_bias && !t->bias)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->grad_bias is set but tensors->bias is NULL", fn);
+  /* The per-token outputs: as xent_ce_run refuses them (one device; argmax
+     and the label's log-prob for hard labels only). */
+  const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
+  if (stats && d->ce.vocab_shard)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: tensors->%s is not available with desc->ce.vocab_shard yet (the per-token outputs are for "
+                     "one device)", fn,
+                     t->entropy ? "entropy" : t->label_logprob ? "label_logprob" : t->argmax ? "argmax" : "dentropy");
+  if (d->ce.label_type == XENT_PROB && (t->label_logprob || t->argmax))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: tensors->%s is set, but it is for hard labels (desc->ce.label_type is XENT_PROB; entropy "
+                     "and temperature serve soft labels)",
+                     fn, t->label_logprob ? "label_logprob" : "argmax");
   xent_linear_ce_plan plan;
   s = xent_linear_ce_op_plan(fn, h, d, &plan);
   if (s != XENT_OK) return s;

@@ -132,6 +132,10 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
   call.t.weights = t->weights;
   call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
+  call.t.entropy = t->entropy ? (char*)t->entropy + (size_t)r0 * ab : NULL;
+  call.t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
+  call.t.argmax = t->argmax ? t->argmax + r0 : NULL;
+  call.t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
   if (c->reduction == XENT_REDUCTION_NONE) {
     call.t.loss = (char*)t->loss + (size_t)r0 * lsz;
     call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
@@ -245,9 +249,10 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
                      L.total);
   if (((uintptr_t)workspace & 63) != 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
-  /* The option axes the tensors decide: the class weights (the per-token
-     outputs are not taken here yet). */
-  const int uses = t->weights ? XENT_USES_WEIGHTS : 0;
+  /* The option axes the tensors decide: the class weights, and any
+     per-token output (the chunks' fused kernel computes them). */
+  const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
+  const int uses = (t->weights ? XENT_USES_WEIGHTS : 0) | (stats ? XENT_USES_TOKEN_STATS : 0);
   const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, uses);
   if (!steps) return XENT_ERROR_NOT_GENERATED;
   /* The chunks' kernels, found once: the fused kernel, or the
