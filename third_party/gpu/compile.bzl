@@ -22,6 +22,11 @@ a second architecture would double the largest compile of CI for a test
 that runs on one GPU). nvcc objects carry machine code (SASS) for each
 architecture and the PTX of the newest, which the driver compiles for a GPU
 newer than all of them (sm_103, sm_121 and later) instead of failing to load.
+--define=xent_cuda_ptx=0 leaves the PTX out (machine code alone), and
+--define=xent_cuda_compress=none stores the fatbins uncompressed (nvcc's
+-compress-mode): the GPU run's build (bench/gpu/build.sh) uses both, since
+the PTX is two thirds of an object's bytes and an H100 runs the SASS, and
+xz finds the kernels the test binaries share only in uncompressed fatbins.
 A gpu_objects target may fix its own architectures (archs), whatever the
 --define says: the compile test's sample of every default architecture."""
 
@@ -52,6 +57,10 @@ def archs_of(ctx, arch_kind, fixed = ""):
         fixed = _DEFAULT_ARCHS[arch_kind]
     return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind])).split(",")
 
+def cuda_ptx(ctx):
+    """Whether nvcc objects carry the PTX of the newest architecture."""
+    return ctx.var.get("xent_cuda_ptx", "1") != "0"
+
 def newest_cuda_arch(archs):
     """The architecture whose PTX the objects carry."""
     newest = archs[0]
@@ -72,9 +81,12 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     archs = archs_of(ctx, arch_kind, fixed_archs)
     if nvcc:
         args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"]
-        newest = newest_cuda_arch(archs)
+        newest = newest_cuda_arch(archs) if cuda_ptx(ctx) else None
         args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs if a != newest]
-        args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (newest, newest, newest))
+        if newest:
+            args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (newest, newest, newest))
+        if ctx.var.get("xent_cuda_compress"):
+            args.append("-compress-mode=" + ctx.var["xent_cuda_compress"])
         if target == "hip":
             # A .hip file is CUDA C++ to nvcc; <hip/...> resolves to the shim.
             args += ["-x", "cu", "-I", ctx.files.shim_hdrs[0].dirname.rsplit("/", 1)[0]]
@@ -158,7 +170,7 @@ def _gpu_objects_impl(ctx):
         objects.append(obj)
         logs.append(log)
         unit_lines.append("unit: %s %s\n" % (unit + ".unit" + ext, " ".join(members)))
-    ptx = "ptx: %s\n" % newest_cuda_arch(archs) if nvcc else ""
+    ptx = "ptx: %s\n" % newest_cuda_arch(archs) if nvcc and cuda_ptx(ctx) else ""
     ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s%s" % (compiler, " ".join(archs), ptx, "".join(unit_lines)))
     return [
         DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
@@ -238,10 +250,10 @@ gpu_archive = rule(
     },
 )
 
-def cuda_archs_header_text(archs):
+def cuda_archs_header_text(archs, ptx = True):
     """xent_cuda_archs.h for a list of nvcc architectures (the CMake route
     writes the same from CMAKE_CUDA_ARCHITECTURES)."""
-    newest = newest_cuda_arch(archs)
+    newest = newest_cuda_arch(archs) if ptx else "0"
     return """/* Generated from the build's CUDA architectures: the machine code
    (SASS) the CUDA kernels carry, whether each runs on that GPU alone (an
    "a" architecture), and the architecture of the PTX they carry (0: none).
@@ -254,7 +266,7 @@ def cuda_archs_header_text(archs):
 
 def _cuda_archs_header_impl(ctx):
     out = ctx.actions.declare_file(ctx.label.name + "/xent_cuda_archs.h")
-    ctx.actions.write(out, cuda_archs_header_text(archs_of(ctx, "cuda")))
+    ctx.actions.write(out, cuda_archs_header_text(archs_of(ctx, "cuda"), cuda_ptx(ctx)))
     return [DefaultInfo(files = depset([out]))]
 
 # xent_cuda_archs.h: the architectures of --define=xent_cuda_archs (the same
