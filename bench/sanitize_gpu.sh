@@ -44,6 +44,11 @@ tools=("$@")
 sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
 export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}"
 export XENT_TEST_MAX_ROWS=${XENT_TEST_MAX_ROWS:-4096}
+# NCCL's communicator start-up asks for kernels it has no image of on this
+# GPU (cudaFuncGetAttributes: no kernel image), which memcheck reports as
+# API errors: 8 on the first H200 run, all in libnccl.so.2. The one-rank NCCL
+# check stays in the correctness stage; here gpu_test leaves it out.
+export XENT_TEST_SKIP_NCCL=1
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
 [ -n "$log" ] || log="bench/results/$(date -u +%Y-%m-%d)-${gpu}-sanitizer.log"
