@@ -98,6 +98,7 @@ __device__ int __syncthreads_or(int p);
 __device__ int __syncthreads_and(int p);
 __device__ int __syncthreads_count(int p);
 __device__ void __syncwarp(unsigned mask = 0xffffffffu);
+__device__ void __threadfence_block(void);
 __device__ int __any_sync(unsigned mask, int p);
 __device__ int __all_sync(unsigned mask, int p);
 __device__ unsigned __ballot_sync(unsigned mask, int p);

@@ -8,15 +8,22 @@
 
    The rule this costs is AMD's own: a wavefront operation is reached by
    all 64 threads of the wavefront (a branch around it is uniform per
-   wavefront, as xent_warp_any's answer is). The two warps meet at a named
-   barrier of their own (bar.sync 1 + wavefront, 64 threads), never at the
-   block's: a block whose wavefronts take different branches, as rows whose
-   saved lse needs the backward's second pass beside rows that do not,
-   would otherwise reach different block barriers. Named barriers 1 to 15
-   leave 0 to __syncthreads, so a block is at most 15 wavefronts (960
-   threads; xent's HIP launches use at most 256): a larger one traps.
-   Blocks are whole wavefronts (the spec's tune statement checks it for
-   hip), one-dimensional. */
+   wavefront, as xent_warp_any's answer is). The two warps never meet at
+   the block's barrier: a block whose wavefronts take different branches, as
+   rows whose saved lse needs the backward's second pass beside rows that do
+   not, would otherwise reach different block barriers. They meet at a named
+   barrier of their own (bar.sync 1 + wavefront, 64 threads) in a block of
+   at most 15 wavefronts (named barriers 1 to 15 leave 0 to __syncthreads).
+   A block of 16 (1024 threads: the rows kernels' largest shape on AMD, as
+   specs/cross_entropy.lua's tune for hip gives rows over 32768 classes) has
+   no barrier left for its last wavefront; there each warp publishes its
+   half in shared memory under a counter of its own and waits for its
+   partner's counter (the two warps are resident in one block, so the wait
+   ends). The counters start at zero in XENT_BLOCK_BEGIN(), the first
+   statement of every kernel whose block may be that large (the rows
+   kernels; empty on every other target). Blocks are whole wavefronts (the
+   spec's tune statement checks it for hip), one-dimensional, at most 1024
+   threads. */
 #ifndef XENT_HIP_ON_CUDA_RUNTIME_H
 #define XENT_HIP_ON_CUDA_RUNTIME_H
 
@@ -29,30 +36,82 @@
 
 #define XENT_HIP_ON_CUDA_WAVE 64
 
-// The 64 threads of this thread's wavefront meet (and their shared-memory
-// accesses are ordered, as by __syncthreads among them).
-__device__ __forceinline__ void xent_hip_on_cuda_wave_barrier() {
-  const unsigned wave = threadIdx.x / XENT_HIP_ON_CUDA_WAVE;
-  if (wave >= 15) __trap();
-  asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+#define XENT_HIP_ON_CUDA_MAX_THREADS 1024
+#define XENT_HIP_ON_CUDA_BARRIER_WAVES 15
+
+// Each warp's count of the exchanges it has published (a block of more than
+// XENT_HIP_ON_CUDA_BARRIER_WAVES wavefronts), and the halves exchanged,
+// double-buffered by the count's parity: a warp writes a buffer again only
+// after its partner has published the exchange after the one it read there.
+__device__ __forceinline__ unsigned* xent_hip_on_cuda_counts() {
+  __shared__ unsigned counts[XENT_HIP_ON_CUDA_MAX_THREADS / 32];
+  return counts;
+}
+__device__ __forceinline__ unsigned long long (*xent_hip_on_cuda_halves())[XENT_HIP_ON_CUDA_MAX_THREADS] {
+  __shared__ unsigned long long halves[2][XENT_HIP_ON_CUDA_MAX_THREADS];
+  return halves;
 }
 
-// The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's value
-// (t ^ 32 is in t's wavefront). The first barrier lets both warps finish
-// reading the previous exchange.
-__device__ __forceinline__ double xent_hip_on_cuda_exchange32(double v) {
-  __shared__ double wave_pairs[960];
-  xent_hip_on_cuda_wave_barrier();
-  wave_pairs[threadIdx.x] = v;
-  xent_hip_on_cuda_wave_barrier();
-  return wave_pairs[threadIdx.x ^ 32];
+// Set by XENT_BLOCK_BEGIN(): a kernel without it that runs a block of 16
+// wavefronts traps at its first exchange rather than reading counters that
+// were never set (shared memory starts undefined; 64 bits of it equal to
+// this by chance is not a case to plan for).
+#define XENT_HIP_ON_CUDA_READY 0x78656e7462656769ull
+__device__ __forceinline__ unsigned long long* xent_hip_on_cuda_ready() {
+  __shared__ unsigned long long ready;
+  return &ready;
 }
 
-// HIP's __shfl_xor(var, lane_mask, width = 64) on 32-lane warps. Doubles
-// pass through the exchange exactly; floats widen to double and back.
+// XENT_BLOCK_BEGIN() (xent_device.h): every thread of the block is here, at
+// the kernel's first statement, so the counters start at zero for all.
+__device__ __forceinline__ void xent_hip_on_cuda_block_begin() {
+  if (threadIdx.x < XENT_HIP_ON_CUDA_MAX_THREADS / 32) xent_hip_on_cuda_counts()[threadIdx.x] = 0;
+  if (threadIdx.x == 0) *xent_hip_on_cuda_ready() = XENT_HIP_ON_CUDA_READY;
+  __syncthreads();
+}
+
+// The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's 64
+// bits (t ^ 32 is in t's wavefront).
+__device__ __forceinline__ unsigned long long xent_hip_on_cuda_exchange32(unsigned long long v) {
+  const unsigned t = threadIdx.x, wave = t / XENT_HIP_ON_CUDA_WAVE;
+  unsigned long long(*halves)[XENT_HIP_ON_CUDA_MAX_THREADS] = xent_hip_on_cuda_halves();
+  if (blockDim.x <= XENT_HIP_ON_CUDA_BARRIER_WAVES * XENT_HIP_ON_CUDA_WAVE) {
+    // Both warps finish reading the previous exchange, write, meet, read.
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+    halves[0][t] = v;
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+    return halves[0][t ^ 32];
+  }
+  if (blockDim.x > XENT_HIP_ON_CUDA_MAX_THREADS || *xent_hip_on_cuda_ready() != XENT_HIP_ON_CUDA_READY) __trap();
+  volatile unsigned* counts = xent_hip_on_cuda_counts();
+  const unsigned warp = t / 32, n = counts[warp] + 1;
+  halves[n & 1][t] = v;
+  __syncwarp();  // the warp's halves are written before lane 0 publishes them
+  if (t % 32 == 0) {
+    __threadfence_block();
+    counts[warp] = n;
+  }
+  while ((int)(counts[warp ^ 1] - n) < 0) {
+  }
+  __threadfence_block();
+  const unsigned long long other = halves[n & 1][t ^ 32];
+  __syncwarp();  // every lane reads this warp's count after lane 0 wrote it
+  return other;
+}
+
+// HIP's __shfl_xor(var, lane_mask, width = 64) on 32-lane warps. Values of
+// up to 8 bytes pass through the exchange as their bits (an int64 beyond
+// 2^53 included).
 template <typename T>
 __device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = XENT_HIP_ON_CUDA_WAVE) {
-  if (lane_mask >= 32 && width > 32) return (T)xent_hip_on_cuda_exchange32((double)v);
+  static_assert(sizeof(T) <= 8, "a shuffled value is at most 8 bytes");
+  if (lane_mask >= 32 && width > 32) {
+    unsigned long long bits = 0;
+    __builtin_memcpy(&bits, &v, sizeof v);
+    bits = xent_hip_on_cuda_exchange32(bits);
+    __builtin_memcpy(&v, &bits, sizeof v);
+    return v;
+  }
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, width < 32 ? width : 32);
 }
 
@@ -61,7 +120,7 @@ __device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = XENT_HIP
 // because CUDA declares a (deprecated, maskless) __any of its own.
 __device__ __forceinline__ int xent_hip_on_cuda_any(int p) {
   const int warp = __any_sync(0xffffffffu, p);
-  return warp | (xent_hip_on_cuda_exchange32((double)warp) != 0.0);
+  return warp | (xent_hip_on_cuda_exchange32((unsigned long long)warp) != 0);
 }
 #define __any(p) xent_hip_on_cuda_any(p)
 

@@ -87,11 +87,12 @@ template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 512) : 1)
 xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
+  XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 179 "templates/cross_entropy.tmpl"
+#line 180 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 181 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -101,15 +102,15 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 191 "templates/cross_entropy.tmpl"
+#line 192 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 194 "templates/cross_entropy.tmpl"
+#line 195 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 206 "templates/cross_entropy.tmpl"
+#line 207 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 208 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -120,7 +121,7 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 219 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -132,51 +133,51 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 233 "templates/cross_entropy.tmpl"
+#line 234 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_bf16(XENT_LD(x + (base + yl * inner)))) * itau) : float(0);
-#line 238 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 244 "templates/cross_entropy.tmpl"
+#line 245 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 254 "templates/cross_entropy.tmpl"
+#line 255 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 258 "templates/cross_entropy.tmpl"
+#line 259 "templates/cross_entropy.tmpl"
         sum_b += wj;             // sum_c w[c], for a vocabulary slice
-#line 260 "templates/cross_entropy.tmpl"
+#line 261 "templates/cross_entropy.tmpl"
       }
-#line 262 "templates/cross_entropy.tmpl"
+#line 263 "templates/cross_entropy.tmpl"
     };
-#line 271 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax;
-#line 275 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 278 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
         if (kX) {
-#line 284 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 287 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 292 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -188,28 +189,28 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
         if (kX) {
-#line 304 "templates/cross_entropy.tmpl"
+#line 305 "templates/cross_entropy.tmpl"
           for (int k = 0; k < kVec; ++k) xv[k] *= itau;
-#line 307 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
           xent_online_add_n_t(m, s, t_own, xv);
           xent_argmax_add_n(am, j0, xv, s);
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
         }
         for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
       };
-#line 321 "templates/cross_entropy.tmpl"
+#line 322 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 323 "templates/cross_entropy.tmpl"
+#line 324 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 327 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 329 "templates/cross_entropy.tmpl"
+#line 330 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 334 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
@@ -219,16 +220,16 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 350 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
     }
     (void)T, (void)amax;
-#line 379 "templates/cross_entropy.tmpl"
+#line 380 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 383 "templates/cross_entropy.tmpl"
+#line 384 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -237,55 +238,55 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + 4 * row;
       st[0] = ref;
       st[1] = s;
-#line 395 "templates/cross_entropy.tmpl"
+#line 396 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 398 "templates/cross_entropy.tmpl"
+#line 399 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 405 "templates/cross_entropy.tmpl"
+#line 406 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 408 "templates/cross_entropy.tmpl"
+#line 409 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 422 "templates/cross_entropy.tmpl"
+#line 423 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 424 "templates/cross_entropy.tmpl"
+#line 425 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 427 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 432 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 435 "templates/cross_entropy.tmpl"
+#line 436 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 438 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 441 "templates/cross_entropy.tmpl"
+#line 442 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 444 "templates/cross_entropy.tmpl"
+#line 445 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 446 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
         }
       }
-#line 449 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 454 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 458 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -295,56 +296,56 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 709 "templates/cross_entropy.tmpl"
+#line 710 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 713 "templates/cross_entropy.tmpl"
+#line 714 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), stored
 // rank by rank in a.gathered as [shards][rows][4]. No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 718 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 720 "templates/cross_entropy.tmpl"
+#line 721 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 724 "templates/cross_entropy.tmpl"
+#line 725 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 726 "templates/cross_entropy.tmpl"
+#line 727 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row);
     const float lse = g.lse;
-#line 741 "templates/cross_entropy.tmpl"
+#line 742 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 746 "templates/cross_entropy.tmpl"
+#line 747 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 748 "templates/cross_entropy.tmpl"
+#line 749 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 751 "templates/cross_entropy.tmpl"
+#line 752 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 753 "templates/cross_entropy.tmpl"
+#line 754 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 755 "templates/cross_entropy.tmpl"
+#line 756 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 757 "templates/cross_entropy.tmpl"
+#line 758 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 762 "templates/cross_entropy.tmpl"
+#line 763 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 769 "templates/cross_entropy.tmpl"
+#line 770 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -371,15 +372,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 798 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 802 "templates/cross_entropy.tmpl"
+#line 803 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 806 "templates/cross_entropy.tmpl"
+#line 807 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -387,19 +388,19 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 814 "templates/cross_entropy.tmpl"
+#line 815 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 831 "templates/cross_entropy.tmpl"
+#line 832 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 835 "templates/cross_entropy.tmpl"
+#line 836 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 840 "templates/cross_entropy.tmpl"
+#line 841 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -407,9 +408,9 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 853 "templates/cross_entropy.tmpl"
+#line 854 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 856 "templates/cross_entropy.tmpl"
+#line 857 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

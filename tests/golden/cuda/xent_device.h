@@ -202,6 +202,9 @@ static inline int xent_drv_raise_smem(void (*kernel)(Params...), const char* nam
 #define XENT_DEVICE static __device__ __forceinline__
 #define XENT_GLOBAL __global__
 typedef cudaStream_t xent_stream_t;
+// The first statement of a kernel whose block may hold more than 15 HIP
+// wavefronts (the rows kernels): nothing here; see the hip target.
+#define XENT_BLOCK_BEGIN()
 
 // Every lane of the warp takes part; the mask says so (Volta and later do not
 // run a warp in lockstep).
@@ -226,7 +229,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 307 "templates/xent_device.h.tmpl"
+#line 319 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -254,9 +257,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 335 "templates/xent_device.h.tmpl"
+#line 347 "templates/xent_device.h.tmpl"
 // (CUDA: defined at the end of this header, per architecture.)
-#line 339 "templates/xent_device.h.tmpl"
+#line 351 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -385,7 +388,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 468 "templates/xent_device.h.tmpl"
+#line 480 "templates/xent_device.h.tmpl"
 // Host: what an on-chip kernel may use on the current device, and the
 // driver readied for it. The driver's rules (which the emulator enforces):
 // - static plus dynamic shared memory above 48 KiB only once the kernel's
@@ -421,7 +424,7 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
 }
-#line 504 "templates/xent_device.h.tmpl"
+#line 516 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -1444,7 +1447,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1527 "templates/xent_device.h.tmpl"
+#line 1539 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

@@ -54,11 +54,12 @@ template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 256) : 1)
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
+  XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 177 "templates/cross_entropy.tmpl"
+#line 178 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 181 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -68,15 +69,15 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 191 "templates/cross_entropy.tmpl"
+#line 192 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 194 "templates/cross_entropy.tmpl"
+#line 195 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 206 "templates/cross_entropy.tmpl"
+#line 207 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 208 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -87,43 +88,43 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 238 "templates/cross_entropy.tmpl"
+#line 239 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 244 "templates/cross_entropy.tmpl"
+#line 245 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 250 "templates/cross_entropy.tmpl"
+#line 251 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 262 "templates/cross_entropy.tmpl"
+#line 263 "templates/cross_entropy.tmpl"
     };
-#line 271 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.dentropy;
-#line 275 "templates/cross_entropy.tmpl"
+#line 276 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 278 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
         if (kX) {
-#line 284 "templates/cross_entropy.tmpl"
+#line 285 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 287 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 292 "templates/cross_entropy.tmpl"
+#line 293 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -135,28 +136,28 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
         if (kX) {
-#line 304 "templates/cross_entropy.tmpl"
+#line 305 "templates/cross_entropy.tmpl"
           for (int k = 0; k < kVec; ++k) xv[k] *= itau;
-#line 307 "templates/cross_entropy.tmpl"
+#line 308 "templates/cross_entropy.tmpl"
           xent_online_add_n_t(m, s, t_own, xv);
           xent_argmax_add_n(am, j0, xv, s);
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
         }
         for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
       };
-#line 321 "templates/cross_entropy.tmpl"
+#line 322 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 323 "templates/cross_entropy.tmpl"
+#line 324 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 327 "templates/cross_entropy.tmpl"
+#line 328 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 329 "templates/cross_entropy.tmpl"
+#line 330 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 334 "templates/cross_entropy.tmpl"
+#line 335 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
@@ -166,49 +167,49 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 350 "templates/cross_entropy.tmpl"
+#line 351 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
     }
     (void)T, (void)amax;
-#line 379 "templates/cross_entropy.tmpl"
+#line 380 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 410 "templates/cross_entropy.tmpl"
+#line 411 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 413 "templates/cross_entropy.tmpl"
+#line 414 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 415 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 417 "templates/cross_entropy.tmpl"
+#line 418 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 419 "templates/cross_entropy.tmpl"
+#line 420 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = lr - T / s;
-#line 454 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 555 "templates/cross_entropy.tmpl"
+#line 556 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 557 "templates/cross_entropy.tmpl"
+#line 558 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 562 "templates/cross_entropy.tmpl"
+#line 563 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 565 "templates/cross_entropy.tmpl"
+#line 566 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 591 "templates/cross_entropy.tmpl"
+#line 592 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 594 "templates/cross_entropy.tmpl"
+#line 595 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 596 "templates/cross_entropy.tmpl"
+#line 597 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 601 "templates/cross_entropy.tmpl"
+#line 602 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -228,63 +229,63 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 621 "templates/cross_entropy.tmpl"
+#line 622 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 629 "templates/cross_entropy.tmpl"
+#line 630 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 635 "templates/cross_entropy.tmpl"
+#line 636 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 637 "templates/cross_entropy.tmpl"
+#line 638 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 641 "templates/cross_entropy.tmpl"
+#line 642 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 645 "templates/cross_entropy.tmpl"
+#line 646 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 659 "templates/cross_entropy.tmpl"
+#line 660 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 661 "templates/cross_entropy.tmpl"
+#line 662 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 664 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 668 "templates/cross_entropy.tmpl"
+#line 669 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 675 "templates/cross_entropy.tmpl"
+#line 676 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 682 "templates/cross_entropy.tmpl"
+#line 683 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 684 "templates/cross_entropy.tmpl"
+#line 685 "templates/cross_entropy.tmpl"
     };
-#line 704 "templates/cross_entropy.tmpl"
+#line 705 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 709 "templates/cross_entropy.tmpl"
+#line 710 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 769 "templates/cross_entropy.tmpl"
+#line 770 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -311,15 +312,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 798 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 802 "templates/cross_entropy.tmpl"
+#line 803 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 806 "templates/cross_entropy.tmpl"
+#line 807 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -327,11 +328,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 850 "templates/cross_entropy.tmpl"
+#line 851 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 853 "templates/cross_entropy.tmpl"
+#line 854 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 856 "templates/cross_entropy.tmpl"
+#line 857 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 227 "templates/xent_device.h.tmpl"
+#line 230 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -33,6 +33,15 @@
 #define XENT_DEVICE static __device__ __forceinline__
 #define XENT_GLOBAL __global__
 typedef hipStream_t xent_stream_t;
+// The first statement of a kernel whose block may hold more than 15
+// wavefronts (the rows kernels): HIP-on-CUDA's 64-lane wavefronts start
+// their exchange counters there (runtime/hip_on_cuda/hip/hip_runtime.h);
+// nothing on AMD or under the emulator.
+#if defined(XENT_HIP_ON_CUDA_WAVE)
+#define XENT_BLOCK_BEGIN() xent_hip_on_cuda_block_begin()
+#else
+#define XENT_BLOCK_BEGIN()
+#endif
 
 // No thread-block clusters: a cluster is one block (the tune statement
 // allows no on-chip rows for hip, so nothing launches clusters here).
@@ -88,7 +97,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 307 "templates/xent_device.h.tmpl"
+#line 319 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -116,9 +125,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 337 "templates/xent_device.h.tmpl"
+#line 349 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
-#line 339 "templates/xent_device.h.tmpl"
+#line 351 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -247,7 +256,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 504 "templates/xent_device.h.tmpl"
+#line 516 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
