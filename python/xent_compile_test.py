@@ -197,4 +197,10 @@ if __name__ == "__main__":
         print(f"SKIPPED: PyTorch {torch.__version__} has no torch.library.custom_op (2.4 and later); "
               "xent runs eagerly there")
         sys.exit(0)
-    unittest.main()
+    # A run with a time limit (the GPU run's stage) names the test it was in
+    # and where each thread stood, rather than being killed silently.
+    if os.environ.get("XENT_TEST_TRACEBACK_AFTER"):
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["XENT_TEST_TRACEBACK_AFTER"]), exit=True)
+    unittest.main(verbosity=2)
