@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Markdown tables of a GPU run's measurements, read from the files the run
+wrote (bench.json, sweep.json, linear.json under one bench/results/ folder),
+so that the README and docs/PERFORMANCE.md quote only what a committed file
+holds:
+
+  bench/results_tables.py bench/results/2026-11-26-NVIDIA-H200
+  bench/results_tables.py DIR --update docs/PERFORMANCE.md
+
+With --update, the text between the file's "<!-- results begin -->" and
+"<!-- results end -->" lines is replaced by the tables."""
+
+import argparse
+import json
+import os
+import sys
+
+
+def load(folder, name):
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def shape(case):
+    return "x".join(str(s) for s in case["shape"])
+
+
+def ratio(x):
+    return f"{x:.2f}x" if isinstance(x, (int, float)) else "-"
+
+
+def peer(case, name):
+    p = case.get("peers", {}).get(name)
+    if not p or "tbps" not in p:
+        return "-"
+    return f"{p['tbps']:.2f} ({ratio(p['speedup'])})"
+
+
+def kernel_table(data, title):
+    env = data["environment"]
+    lines = [
+        f"**{title}**: {env['device']} ({env['sms']} SMs), driver {env['driver']}, CUDA {env['cuda']}, "
+        f"PyTorch {env['torch']}, commit {env['commit'][:7]}, {env['date'][:10]}; the median of "
+        f"{env['timing']['reps']} calls ({env['timing']['clock']}); TB/s of model bytes"
+        + ("" if data.get("complete") else " (the run stopped before its last case)"),
+        "",
+        "| group | pass | dtype | shape | xent TB/s | roofline TB/s | of roofline | vs eager | vs compile "
+        "| Liger TB/s (xent's speed-up) | Quack TB/s (xent's speed-up) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in data["results"]:
+        if not c.get("ok", False) or "xent_tbps" not in c:
+            lines.append(f"| {c['group']} | {c['op']} | {c['dtype']} | {shape(c)} | not measured: "
+                         f"{c.get('why', 'failed its check')} | | | | | | |")
+            continue
+        lines.append(
+            f"| {c['group']} | {c['op']} | {c['dtype']} | {shape(c)} | {c['xent_tbps']:.2f} | "
+            f"{c['roofline_tbps']:.2f} ({c['roofline']}) | {100 * c['fraction_of_roofline']:.0f}% | "
+            f"{ratio(c.get('speedup_vs_eager'))} | {ratio(c.get('speedup_vs_compile'))} | "
+            f"{peer(c, 'liger')} | {peer(c, 'quack')} |")
+    return lines
+
+
+def linear_table(data):
+    env = data["environment"]
+    lines = [
+        f"**Fused linear cross entropy**, one forward and backward step: {env['device']}, commit "
+        f"{env['commit'][:7]}, {env['date'][:10]}; milliseconds (median of the run's calls) and the "
+        "allocator's peak beyond inputs and outputs",
+        "",
+        "| N x H x V | xent | xent (package) | the GEMMs alone | PyTorch eager | torch.compile | Liger-Kernel "
+        "| Cut Cross-Entropy | xent / GEMMs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["results"]:
+        cells = []
+        for m in ("xent", "xent_package", "gemms", "torch_eager", "torch_compile", "liger", "cce"):
+            got = r["methods"].get(m, {})
+            cells.append(f"{1e3 * got['s']:.1f} ms, {got['peak_extra_bytes'] / 2**20:.0f} MiB"
+                         if "s" in got else "-")
+        lines.append(f"| {r['n']} x {r['h']} x {r['v']} {r['dtype']} | " + " | ".join(cells) +
+                     f" | {r['xent_over_gemms']:.2f} |")
+    return lines
+
+
+def tables(folder):
+    out = []
+    for name, title in (("bench.json", "Kernels"), ("sweep.json", "V sweep at 2^30 logits")):
+        data = load(folder, name)
+        if data:
+            out += kernel_table(data, title) + [""]
+    data = load(folder, "linear.json")
+    if data:
+        out += linear_table(data) + [""]
+    if not out:
+        raise SystemExit(f"no bench.json, sweep.json or linear.json in {folder}")
+    out.append(f"(`bench/results_tables.py {os.path.relpath(folder)}`; the files hold every field, the peers' "
+               "errors against PyTorch and the reason a peer did not run.)")
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("folder")
+    p.add_argument("--update", help="a Markdown file whose results markers take the tables")
+    args = p.parse_args()
+    text = tables(args.folder)
+    if not args.update:
+        print(text)
+        return 0
+    with open(args.update) as f:
+        doc = f.read()
+    begin, end = "<!-- results begin -->\n", "<!-- results end -->"
+    if begin not in doc or end not in doc:
+        print(f"{args.update} has no results markers", file=sys.stderr)
+        return 1
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    with open(args.update, "w") as f:
+        f.write(head + begin + text + "\n" + end + tail)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
