@@ -72,9 +72,14 @@ class OpCheck(unittest.TestCase):
                                       device=device)
                 w = (torch.rand(11, dtype=torch.float64) + 0.5).to(
                     torch.float64 if dtype == torch.float64 else torch.float32).to(device)
-                args = (x, t, w, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", dtype)
-                with self.subTest(device=device, dtype=dtype, label=label, reduction=reduction):
-                    torch.library.opcheck(torch.ops.xent.cross_entropy.default, args)
+                # The per-token outputs as the op takes them: temperature,
+                # then entropy, the label's log-prob, argmax (hard labels).
+                stats = [(1.0, False, False, False), (0.7, True, label != "prob", label != "prob")]
+                for tau, entropy, logprob, argmax in stats:
+                    args = (x, t, w, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", dtype, tau, entropy, logprob,
+                            argmax)
+                    with self.subTest(device=device, dtype=dtype, label=label, reduction=reduction, tau=tau):
+                        torch.library.opcheck(torch.ops.xent.cross_entropy.default, args)
 
     def test_softmax_ops(self):
         for device in devices():
@@ -149,6 +154,44 @@ class Compiled(unittest.TestCase):
 
                 with self.subTest(device=device, dtype=dtype, shape=shape, label=label, kw=sorted(kw)):
                     self.check(fn, oracle, [x, t], dtype, f"cross_entropy {device} {dtype} {shape} {label} {kw}")
+
+    def test_per_token_outputs(self):
+        """Temperature, entropy and the label's log-prob through the op,
+        compiled whole: a GRPO-like objective (per-token log-probs times an
+        advantage, an entropy bonus, reduction 'none') against the same in
+        float64 PyTorch ops."""
+        for device in devices():
+            for dtype, label in ((torch.float32, "i64"), (torch.bfloat16, "i64"), (torch.float32, "prob")):
+                torch.manual_seed(3)
+                x = (torch.randn(6, 29, dtype=torch.float64) * 2).to(dtype).to(device).requires_grad_()
+                if label == "prob":
+                    t = torch.softmax(torch.randn(6, 29, dtype=torch.float64), 1).to(dtype).to(device)
+                else:
+                    t = torch.randint(0, 29, (6,), device=device)
+                adv = torch.randn(6, dtype=torch.float64).to(device)
+                tau = 0.7
+
+                def fn(x, t, adv=adv, label=label):
+                    if label == "prob":
+                        loss, entropy = xent.cross_entropy(x, t, reduction="none", temperature=tau,
+                                                           return_entropy=True)
+                        return loss * adv.to(loss.dtype) - 0.01 * entropy
+                    loss, entropy, logp = xent.cross_entropy(x, t, reduction="none", temperature=tau,
+                                                             return_entropy=True, return_logprob=True)
+                    return loss - logp * adv.to(logp.dtype) - 0.01 * entropy
+
+                def oracle(x, t, adv=adv, label=label):
+                    z = x.to(torch.float64) / tau
+                    logp_all = torch.log_softmax(z, 1)
+                    entropy = -(logp_all.exp() * logp_all).sum(1)
+                    if label == "prob":
+                        loss = -(t.to(torch.float64) * logp_all).sum(1)
+                        return loss * adv - 0.01 * entropy
+                    logp = logp_all.gather(1, t.unsqueeze(1)).squeeze(1)
+                    return -logp - logp * adv - 0.01 * entropy
+
+                with self.subTest(device=device, dtype=dtype, label=label):
+                    self.check(fn, oracle, [x, t], dtype, f"per-token outputs {device} {dtype} {label}")
 
     def test_loss_in_a_model(self):
         """A small model's step compiled whole: the loss is one node of a

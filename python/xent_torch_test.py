@@ -212,6 +212,210 @@ class CrossEntropy(unittest.TestCase):
         self.assertEqual(ignored[2].item(), 0.0)
 
 
+def token_oracle(x, target, tau, ignore_index=-100, softcap=0.0):
+    """The per-token outputs in float64 from x's values, as differentiable
+    functions of the float64 leaf returned, from their definitions in
+    PyTorch: z = (capped x) / tau; the entropy of Categorical(logits=z) and
+    the label's log_softmax(z), 0 on ignored rows; argmax of z."""
+    x64 = x.detach().to(torch.float64).requires_grad_()
+    z = softcap * torch.tanh(x64 / softcap) if softcap else x64
+    z = z / tau
+    # (Categorical wants the class axis last.)
+    entropy = torch.distributions.Categorical(logits=z.movedim(1, -1)).entropy()
+    if target.is_floating_point():
+        return x64, z, entropy, None
+    t = target.to(torch.int64)
+    counted = t != ignore_index
+    logprob = torch.log_softmax(z, 1).gather(1, t.clamp(0, x.shape[1] - 1).unsqueeze(1)).squeeze(1)
+    zero = torch.zeros_like(entropy)
+    return x64, z, torch.where(counted, entropy, zero), torch.where(counted, logprob, zero)
+
+
+class PerTokenOutputs(unittest.TestCase):
+    """temperature, return_entropy, return_logprob, return_argmax: values
+    and gradients against the float64 oracle of the same objective."""
+
+    def setUp(self):
+        torch.manual_seed(11)
+
+    def check(self, dtype, label, reduction, tau, used=("loss", "entropy", "logprob"), shape=(7, 29), **options):
+        n, c = shape[0], shape[1]
+        x = (torch.randn(*shape, dtype=torch.float64) * 3).to(dtype).requires_grad_()
+        rows = (n,) + tuple(shape[2:])
+        soft = label == "prob"
+        if soft:
+            target = torch.softmax(torch.randn(*shape, dtype=torch.float64) * 2, 1).to(dtype)
+        else:
+            target = torch.randint(0, c, rows, dtype=torch.int64 if label == "i64" else torch.int32)
+            target.view(-1)[2] = -100
+        kw = dict(options)
+        if "weight" in kw:
+            kw["weight"] = kw["weight"](c)
+        outs = xent.cross_entropy(x, target, reduction=reduction, temperature=tau, return_entropy=True,
+                                  return_logprob=not soft, return_argmax=not soft, **kw)
+        loss, entropy = outs[0], outs[1]
+        acc = torch.float64 if dtype == torch.float64 else torch.float32
+        self.assertEqual((entropy.dtype, entropy.shape), (acc, rows))
+        # The objective: each output used weighs in with its own random factor.
+        a = torch.rand(rows, dtype=torch.float64) - 0.3
+        b = torch.rand(rows, dtype=torch.float64) + 0.2
+        u = torch.rand(rows if reduction == "none" else (), dtype=torch.float64) + 0.5
+        x64, z, want_entropy, want_logprob = token_oracle(x, target, tau, softcap=kw.get("softcap", 0.0))
+        ref_kw = {k: (v.to(torch.float64) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()
+                  if k != "softcap"}
+        t64 = target.to(torch.float64) if soft else target.to(torch.int64)
+        want_loss = F.cross_entropy(z.movedim(1, -1).reshape(-1, c) if z.dim() > 2 else z,
+                                    t64.movedim(1, -1).reshape(-1, c) if soft and z.dim() > 2 else
+                                    t64.reshape(-1) if z.dim() > 2 else t64,
+                                    reduction="none" if reduction == "none" else reduction,
+                                    **{k: v for k, v in ref_kw.items() if k != "z_loss"})
+        if reduction == "none" and z.dim() > 2:
+            want_loss = want_loss.reshape(n, *shape[2:])
+        if kw.get("z_loss"):
+            zl = kw["z_loss"] * torch.logsumexp(z, 1) ** 2
+            counted = torch.ones_like(zl, dtype=torch.bool) if soft else target != -100
+            zl = torch.where(counted, zl, torch.zeros_like(zl))
+            want_loss = want_loss + (zl if reduction == "none" else zl.sum() if reduction == "sum" else
+                                     zl.sum() / counted.sum())
+        what = f"{dtype} {label} {reduction} tau={tau} {sorted(options)} used={used}"
+        close(self, loss, want_loss, dtype, what + ": loss")
+        close(self, entropy, torch.where(torch.isnan(want_entropy), want_entropy, want_entropy), dtype,
+              what + ": entropy")
+        ours, theirs = 0, 0
+        if "loss" in used:
+            ours, theirs = ours + (loss.to(torch.float64) * u).sum(), theirs + (want_loss * u).sum()
+        if "entropy" in used:
+            ours, theirs = ours + (entropy.to(torch.float64) * a).sum(), theirs + (want_entropy * a).sum()
+        if not soft:
+            logprob, argmax = outs[2], outs[3]
+            close(self, logprob, want_logprob, dtype, what + ": logprob")
+            self.assertEqual(argmax.dtype, torch.int64)
+            picked = z.detach().gather(1, argmax.unsqueeze(1)).squeeze(1)
+            gap = (z.detach().max(1).values - picked).max().item()
+            self.assertLessEqual(gap, 0.0 if dtype == torch.float64 else TOL[dtype] * z.detach().abs().max().item(),
+                                 what + ": argmax is not the row's largest")
+            if "logprob" in used:
+                ours, theirs = ours + (logprob.to(torch.float64) * b).sum(), theirs + (want_logprob * b).sum()
+        (g,) = torch.autograd.grad(ours, x)
+        (wg,) = torch.autograd.grad(theirs, x64)
+        close(self, g, wg, dtype, what + ": gradient")
+
+    def test_every_dtype_and_reduction(self):
+        for dtype in DTYPES:
+            for reduction in ("none", "mean", "sum"):
+                with self.subTest(dtype=dtype, reduction=reduction):
+                    self.check(dtype, "i64", reduction, 0.7)
+                    self.check(dtype, "prob", reduction, 1.6, used=("loss", "entropy"))
+
+    def test_with_the_loss_options(self):
+        # Weights, smoothing and z-loss make the loss's gradient other than
+        # -logp's: the log-prob's gradient then takes its own call.
+        options = [dict(weight=lambda c: torch.rand(c, dtype=torch.float32) + 0.5), dict(label_smoothing=0.1),
+                   dict(z_loss=1e-2, softcap=5.0), dict()]
+        for opts in options:
+            for reduction in ("mean", "none"):
+                with self.subTest(options=sorted(opts), reduction=reduction):
+                    self.check(torch.float64, "i32", reduction, 1.3, **opts)
+                    self.check(torch.bfloat16, "i64", reduction, 0.5, **opts)
+
+    def test_each_output_alone_in_the_objective(self):
+        for used in (("logprob",), ("entropy",), ("loss",), ("entropy", "logprob")):
+            for reduction in ("mean", "none"):
+                with self.subTest(used=used, reduction=reduction):
+                    self.check(torch.float32, "i64", reduction, 0.9, used=used)
+
+    def test_nd_and_unbatched(self):
+        self.check(torch.float64, "i64", "none", 2.0, shape=(3, 9, 4))
+        x = torch.randn(13, dtype=torch.float64)
+        loss, entropy, logprob, argmax = xent.cross_entropy(x, torch.tensor(4), return_entropy=True,
+                                                            return_logprob=True, return_argmax=True, temperature=0.5)
+        self.assertEqual((loss.shape, entropy.shape, logprob.shape, argmax.shape), ((),) * 4)
+        self.assertEqual(argmax.item(), x.argmax().item())
+        close(self, logprob, torch.log_softmax(x / 0.5, 0)[4], torch.float64, "unbatched logprob")
+
+    def test_return_order(self):
+        x, y = torch.randn(4, 6), torch.tensor([1, 2, 3, 4])
+        out = xent.cross_entropy(x, y, return_lse=True, return_argmax=True)
+        self.assertEqual(len(out), 3)
+        self.assertEqual(out[2].tolist(), x.argmax(1).tolist())
+        close(self, out[1], torch.logsumexp(x.to(torch.float64), 1), torch.float32, "lse before argmax")
+        self.assertIsInstance(xent.cross_entropy(x, y, temperature=2.0), torch.Tensor)
+        close(self, xent.CrossEntropyLoss(temperature=2.0)(x, y), F.cross_entropy(x.to(torch.float64) / 2, y),
+              torch.float32, "the module's temperature")
+
+    def test_grpo_step(self):
+        """A GRPO-style step: per-token log-probs of the sampled tokens under
+        the sampler's temperature, the clipped ratio to the old policy's
+        times a per-token advantage, an entropy bonus, reduction 'none' and
+        a mask, then an optimizer step: the same step written with PyTorch
+        ops gives the same parameters and metrics."""
+        torch.manual_seed(23)
+        hidden, vocab, tokens, tau, beta, clip = 12, 50, 40, 0.8, 0.01, 0.2
+        data = torch.randn(tokens, hidden, dtype=torch.float64)
+        sampled = torch.randint(0, vocab, (tokens,))
+        sampled[::7] = -100  # padding
+        mask = (sampled != -100).to(torch.float64)
+        advantage = torch.randn(tokens, dtype=torch.float64)
+        old_logp = torch.log_softmax(torch.randn(tokens, vocab, dtype=torch.float64), 1).gather(
+            1, sampled.clamp(0).unsqueeze(1)).squeeze(1)
+
+        def policy_loss(logp, entropy):
+            ratio = torch.exp(logp - old_logp)
+            surrogate = torch.minimum(ratio * advantage, ratio.clamp(1 - clip, 1 + clip) * advantage)
+            return -((surrogate + beta * entropy) * mask).sum() / mask.sum()
+
+        def torch_outputs(logits):
+            z = logits / tau
+            logp_all = torch.log_softmax(z, 1)
+            logp = logp_all.gather(1, sampled.clamp(0).unsqueeze(1)).squeeze(1)
+            entropy = -(logp_all.exp() * logp_all).sum(1)
+            return logp * mask, entropy * mask, z.argmax(1)
+
+        def xent_outputs(logits):
+            _, entropy, logp, argmax = xent.cross_entropy(logits, sampled, reduction="none", temperature=tau,
+                                                          return_entropy=True, return_logprob=True,
+                                                          return_argmax=True)
+            return logp, entropy, argmax
+
+        results = []
+        for outputs in (xent_outputs, torch_outputs):
+            torch.manual_seed(5)
+            model = torch.nn.Sequential(torch.nn.Linear(hidden, 32), torch.nn.Tanh(),
+                                        torch.nn.Linear(32, vocab)).double()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            metrics = []
+            for _ in range(3):
+                opt.zero_grad()
+                logp, entropy, argmax = outputs(model(data))
+                loss = policy_loss(logp, entropy)
+                loss.backward()
+                opt.step()
+                accuracy = ((argmax == sampled).to(torch.float64) * mask).sum() / mask.sum()
+                metrics.append((loss.item(), accuracy.item()))
+            results.append((model, metrics))
+        (ours, our_metrics), (theirs, their_metrics) = results
+        for (l1, a1), (l2, a2) in zip(our_metrics, their_metrics):
+            self.assertAlmostEqual(l1, l2, delta=1e-9)
+            self.assertEqual(a1, a2)
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            close(self, p.detach(), q.detach(), torch.float64, "parameters after 3 GRPO steps")
+
+    def test_errors(self):
+        x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 3])
+        soft = torch.softmax(torch.randn(4, 6), 1)
+        with self.assertRaisesRegex(ValueError, "return_logprob and return_argmax are for class-index targets"):
+            xent.cross_entropy(x, soft, return_argmax=True)
+        with self.assertRaisesRegex(ValueError, "inplace_backward computes the gradient in the forward pass"):
+            xent.cross_entropy(x.clone().requires_grad_() * 1, y, inplace_backward=True, return_entropy=True)
+        for tau, err in ((0.0, ValueError), (-1.0, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                         ("hot", TypeError)):
+            with self.subTest(tau=tau), self.assertRaisesRegex(err, "temperature is"):
+                xent.cross_entropy(x, y, temperature=tau)
+        # A temperature whose inverse is not a normal float32: xent's own check.
+        with self.assertRaisesRegex(xent.XentError, "temperature"):
+            xent.cross_entropy(x, y, temperature=1e300)
+
+
 class Softmax(unittest.TestCase):
     def test_any_dim_with_gradients(self):
         torch.manual_seed(11)
@@ -273,6 +477,56 @@ class LinearCrossEntropy(unittest.TestCase):
                     for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
                         close(self, g, e, dtype, f"{what} grad of {name}")
 
+    def test_per_token_outputs(self):
+        """temperature, entropy, the label's log-prob and argmax through the
+        fused linear cross entropy: values, and the gradients of hidden,
+        weight and bias of an objective using loss, entropy and log-prob,
+        against F.linear and the float64 oracle; with class weights and
+        smoothing the log-prob's gradient takes its own call."""
+        torch.manual_seed(13)
+        for dtype in (torch.float64, torch.float32, torch.bfloat16):
+            for reduction in ("none", "mean", "sum"):
+                for weighted in (False, True):
+                    h = torch.randn(2, 5, 16, dtype=torch.float64).to(dtype).requires_grad_()
+                    w = (torch.randn(50, 16, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    b = (torch.randn(50, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    y = torch.randint(0, 50, (2, 5))
+                    y[1, 2] = -100
+                    kw = dict(ce_weight=torch.rand(50, dtype=torch.float64) + 0.5, label_smoothing=0.1) if weighted \
+                        else {}
+                    loss, entropy, logprob, argmax = xent.linear_cross_entropy(
+                        h, w, y, b, reduction=reduction, chunk_rows=3, temperature=0.8, return_entropy=True,
+                        return_logprob=True, return_argmax=True, **kw)
+                    self.assertEqual((entropy.shape, logprob.shape, argmax.shape), ((2, 5),) * 3)
+                    h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
+                    logits = F.linear(h64, w64, b64).reshape(10, 50)
+                    # token_oracle's outputs, as functions of hidden, weight and bias.
+                    z = logits / 0.8
+                    lse = torch.logsumexp(z, 1)
+                    counted = y.reshape(10) != -100
+                    zero = torch.zeros_like(lse)
+                    want_entropy = torch.where(counted, lse - (torch.softmax(z, 1) * z).sum(1), zero)
+                    want_logprob = torch.where(counted, z.gather(1, y.reshape(10, 1).clamp(0)).squeeze(1) - lse, zero)
+                    ref_kw = {("weight" if k == "ce_weight" else k): v for k, v in kw.items()}
+                    want = F.cross_entropy(z, y.reshape(10), reduction=reduction, **ref_kw)
+                    want = want.reshape(2, 5) if reduction == "none" else want
+                    a, c = torch.rand(2, 5, dtype=torch.float64) - 0.3, torch.rand(2, 5, dtype=torch.float64) + 0.2
+                    up = torch.rand(want.shape, dtype=torch.float64) + 0.5
+                    got = torch.autograd.grad((loss.to(torch.float64) * up).sum() + (entropy * a).sum()
+                                              + (logprob * c).sum(), (h, w, b))
+                    wg = torch.autograd.grad((want * up).sum() + (want_entropy.reshape(2, 5) * a).sum()
+                                             + (want_logprob.reshape(2, 5) * c).sum(), (h64, w64, b64))
+                    what = f"{dtype} {reduction} weighted={weighted}"
+                    close(self, loss, want.detach(), dtype, what + " loss")
+                    close(self, entropy, want_entropy.reshape(2, 5), dtype, what + " entropy")
+                    close(self, logprob, want_logprob.reshape(2, 5), dtype, what + " logprob")
+                    picked = z.detach().gather(1, argmax.reshape(10, 1)).squeeze(1)
+                    self.assertLessEqual((z.detach().max(1).values - picked).max().item(),
+                                         0.0 if dtype == torch.float64 else TOL[dtype] * z.detach().abs().max().item(),
+                                         what + " argmax")
+                    for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
+                        close(self, g, e, dtype, f"{what} grad of {name}")
+
     def test_training_step(self):
         """Two SGD steps of an output layer: the same weights as with PyTorch's
         own loss, and the loss goes down."""
@@ -305,6 +559,10 @@ class LinearCrossEntropy(unittest.TestCase):
             xent.linear_cross_entropy(h, w.double(), y)
         with self.assertRaisesRegex(xent.XentError, "chunk_rows is -2"):
             xent.linear_cross_entropy(h, w, y, chunk_rows=-2)
+        with self.assertRaisesRegex(ValueError, "return_logprob and return_argmax are for class-index targets"):
+            xent.linear_cross_entropy(h, w, torch.softmax(torch.randn(3, 6), 1), return_logprob=True)
+        with self.assertRaisesRegex(ValueError, "temperature is -0.5"):
+            xent.linear_cross_entropy(h, w, y, temperature=-0.5)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ __all__ = ["cross_entropy", "linear_cross_entropy", "CrossEntropyLoss", "softmax
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
                   z_loss=0.0, softcap=0.0, all_ignored_zero=False, invalid_labels="raise", loss_dtype=None,
-                  inplace_backward=False, return_lse=False):
+                  inplace_backward=False, return_lse=False, temperature=1.0, return_entropy=False,
+                  return_logprob=False, return_argmax=False):
     """torch.nn.functional.cross_entropy, fused.
 
     input: [C], [N, C] or [N, C, d1, ..., dk] (the class axis is 1; nothing
@@ -46,13 +47,63 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         logits' values are gone after the call);
       return_lse: also return the per-row log-sum-exp (float32; float64 for
         float64 input), shaped like the rows.
+    For RL and LLM trainers (README, "Per-token outputs"), computed in the
+    pass that reads the logits:
+      temperature: tau > 0; the logits (after softcap) are divided by it
+        before everything else: every output is of z = logits / tau, every
+        gradient with respect to input;
+      return_entropy: also return each row's entropy H = lse - sum_c p_c z_c
+        (0 for an ignored row), differentiable: its gradient joins the
+        loss's in the same backward pass;
+      return_logprob: also return the label's log-probability z_y - lse (0
+        for an ignored row; hard labels), differentiable, whatever the
+        weights, smoothing or z-loss make of the loss;
+      return_argmax: also return the predicted class (int64, torch.argmax's
+        first maximal index; hard labels): the token accuracy is
+        (argmax == target) over the counted rows.
+    The returned value is loss alone, or a tuple: loss, then lse, entropy,
+    logprob, argmax, each only if asked, in that order; each per-row tensor
+    shaped like the rows (float32; float64 for float64 input).
     """
     return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
-                          all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, None)
+                          all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, None,
+                          temperature, A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)))
+
+
+def _temperature(temperature):
+    try:
+        tau = float(temperature)
+    except (TypeError, ValueError):
+        raise TypeError(f"xent: temperature is {temperature!r}; a number > 0 expected") from None
+    if not (tau > 0 and tau != float("inf")):
+        raise ValueError(f"xent: temperature is {tau!r}; a finite number > 0 expected")
+    return tau
+
+
+def _check_stats(stats, soft, inplace_backward, shard):
+    """The per-token outputs a call may ask for, as xent_ce_run allows them."""
+    if not any(stats):
+        return
+    if soft and (stats.logprob or stats.argmax):
+        raise ValueError("xent: return_logprob and return_argmax are for class-index targets (target holds "
+                         "probabilities; return_entropy and temperature serve those)")
+    if shard is not None:
+        raise ValueError("xent.distributed: return_entropy, return_logprob and return_argmax are not available "
+                         "with a vocabulary split yet")
+    if inplace_backward and (stats.entropy or stats.logprob):
+        raise ValueError("xent: inplace_backward computes the gradient in the forward pass, before the entropy's "
+                         "or the log-prob's gradient is known: ask for them without it")
+
+
+def _results(loss, lse, entropy, logprob, argmax, return_lse, stats):
+    extra = [t for t, want in ((lse, return_lse), (entropy, stats.entropy), (logprob, stats.logprob),
+                               (argmax, stats.argmax)) if want]
+    return (loss, *extra) if extra else loss
 
 
 def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
-                   all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard):
+                   all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard,
+                   temperature=1.0, stats=A.NO_STATS):
     """cross_entropy's checks and shapes, for one device or (shard) a
     vocabulary slice."""
     if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
@@ -87,29 +138,35 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
     if invalid_labels not in ("raise", "ignore"):
         raise ValueError(f"xent: invalid_labels is {invalid_labels!r}; 'raise' or 'ignore' expected")
     R.reduction_code(reduction)
+    _check_stats(stats, soft, inplace_backward, shard)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else x.dtype, bool(inplace_backward), shard)
+                  loss_dtype if loss_dtype is not None else x.dtype, bool(inplace_backward), shard,
+                  _temperature(temperature))
     x = x if inplace_backward else x.contiguous()
     if inplace_backward and not x.is_contiguous():
         raise ValueError("xent: inplace_backward needs a contiguous input (its storage takes the gradient)")
     t = t.contiguous()
     if shard is None and not inplace_backward and _ops.AVAILABLE and _ops.compiling():
         # Under torch.compile: the custom op, which it traces whole.
-        loss, lse = torch.ops.xent.cross_entropy(x, t, weight, o.ignore_index, reduction, o.label_smoothing,
-                                                 o.z_loss, o.softcap, o.all_ignored_zero, invalid_labels,
-                                                 o.loss_dtype)
+        outs = torch.ops.xent.cross_entropy(x, t, weight, o.ignore_index, reduction, o.label_smoothing, o.z_loss,
+                                            o.softcap, o.all_ignored_zero, invalid_labels, o.loss_dtype,
+                                            o.temperature, *stats)
     else:
-        loss, lse = A.CrossEntropy.apply(x, t, weight, o)
+        outs = A.CrossEntropy.apply(x, t, weight, o, stats)
+    loss, lse, entropy, logprob, argmax = outs
     if unbatched:
         loss = loss.squeeze(0) if reduction == "none" else loss
-        lse = lse.squeeze(0)
-    return (loss, lse) if return_lse else loss
+        lse, entropy, logprob, argmax = [v.squeeze(0) if want else v
+                                         for v, want in ((lse, True), (entropy, stats.entropy),
+                                                         (logprob, stats.logprob), (argmax, stats.argmax))]
+    return _results(loss, lse, entropy, logprob, argmax, bool(return_lse), stats)
 
 
 def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, ignore_index=-100, reduction="mean",
                          label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
-                         invalid_labels="raise", loss_dtype=None, chunk_rows=0):
+                         invalid_labels="raise", loss_dtype=None, chunk_rows=0, temperature=1.0,
+                         return_entropy=False, return_logprob=False, return_argmax=False):
     """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
     the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
@@ -117,7 +174,12 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     probabilities [..., V]; ce_weight: class weights [V]. The other options
     are xent.cross_entropy's. Gradients flow to hidden, weight and bias. On
     CPU tensors OpenBLAS does the GEMMs; on CUDA (ROCm) tensors cuBLASLt
-    (hipBLASLt), with the gradients in the inputs' dtype."""
+    (hipBLASLt), with the gradients in the inputs' dtype. temperature and
+    return_entropy, return_logprob, return_argmax are xent.cross_entropy's
+    (of z = logits / temperature, each chunk's in its fused pass; the
+    result is loss, or a tuple of loss and what was asked, in that order,
+    each shaped like hidden without H); the entropy's and log-prob's
+    gradients flow to hidden, weight and bias."""
     for name, t in (("hidden", hidden), ("weight", weight), ("target", target)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"xent: {name} must be a tensor")
@@ -148,12 +210,17 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     if invalid_labels not in ("raise", "ignore"):
         raise ValueError(f"xent: invalid_labels is {invalid_labels!r}; 'raise' or 'ignore' expected")
     R.reduction_code(reduction)
+    stats = A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax))
+    _check_stats(stats, target.is_floating_point(), False, None)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None)
-    loss = L.LinearCrossEntropy.apply(h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2,
-                                      ce_weight, o, int(chunk_rows))
-    return loss.reshape(lead) if reduction == "none" else loss
+                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None, _temperature(temperature))
+    loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
+        h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o, int(chunk_rows),
+        stats)
+    loss = loss.reshape(lead) if reduction == "none" else loss
+    entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
+    return _results(loss, None, entropy, logprob, argmax, False, stats)
 
 
 class CrossEntropyLoss(torch.nn.Module):
@@ -161,18 +228,19 @@ class CrossEntropyLoss(torch.nn.Module):
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *, z_loss=0.0,
                  softcap=0.0, all_ignored_zero=False, invalid_labels="raise", loss_dtype=None,
-                 inplace_backward=False):
+                 inplace_backward=False, temperature=1.0):
         super().__init__()
         self.register_buffer("weight", weight)
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
         self.z_loss, self.softcap, self.all_ignored_zero = z_loss, softcap, all_ignored_zero
         self.invalid_labels, self.loss_dtype, self.inplace_backward = invalid_labels, loss_dtype, inplace_backward
+        self.temperature = temperature
 
     def forward(self, input, target):
         return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing,
                              z_loss=self.z_loss, softcap=self.softcap, all_ignored_zero=self.all_ignored_zero,
                              invalid_labels=self.invalid_labels, loss_dtype=self.loss_dtype,
-                             inplace_backward=self.inplace_backward)
+                             inplace_backward=self.inplace_backward, temperature=self.temperature)
 
 
 def _softmax(input, dim, kind):

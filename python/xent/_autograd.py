@@ -3,7 +3,15 @@ or with inplace_backward computes the gradient in the forward, Liger-style)
 and softmax / log_softmax (the forward saves its output). Their backward
 passes call xent's; they are not differentiable twice. The calls
 themselves (ce_forward, ce_backward, softmax_forward, softmax_backward) are
-plain functions, which the custom ops of _ops.py call too."""
+plain functions, which the custom ops of _ops.py call too.
+
+Cross entropy's per-token outputs (Stats: entropy, the label's log-prob,
+argmax) come from the forward's pass. Their gradients reach the logits in
+the backward's: the entropy's through xent's dentropy input; the label's
+log-prob's, d logp_n / dz = onehot(y_n) - p, folded into the loss's where
+that is -dloss_n / dz (no class weights, smoothing or z-loss: one call over
+the rows with reduction 'none' and dloss_n - dlogp_n), else a second call
+of the plain loss with dloss = -dlogp, added."""
 
 import ctypes
 from collections import namedtuple
@@ -52,8 +60,13 @@ def once_differentiable(what):
 
 # The options of a cross-entropy call, as the C descriptor takes them.
 # shard: None, or this rank's slice of the vocabulary (xent.distributed).
+# temperature: tau, the logits (after the soft cap) divided by it.
 Options = namedtuple("Options", "ignore_index reduction label_smoothing z_loss softcap all_ignored_zero "
-                                "invalid_labels loss_dtype inplace_backward shard")
+                                "invalid_labels loss_dtype inplace_backward shard temperature")
+
+# The per-token outputs a forward is asked for.
+Stats = namedtuple("Stats", "entropy logprob argmax")
+NO_STATS = Stats(False, False, False)
 
 
 def _desc(x, target_is_prob, target_dtype, o):
@@ -70,6 +83,7 @@ def _desc(x, target_is_prob, target_dtype, o):
     d.softcap = o.softcap
     d.all_ignored_zero = int(o.all_ignored_zero)
     d.invalid_labels = C.INVALID_LABELS_IGNORE if o.invalid_labels == "ignore" else C.INVALID_LABELS_REPORT
+    d.temperature = o.temperature
     return d
 
 
@@ -78,26 +92,30 @@ def row_shape(x):
     return x.shape[:1] + x.shape[2:]
 
 
-def ce_forward(x, target, weight, o, grad=None):
+def ce_forward(x, target, weight, o, grad=None, stats=NO_STATS):
     """xent's forward on logits x ([N, C, d1..dk], contiguous): new (loss,
-    lse) tensors. With grad (a tensor shaped like x, x itself for the
-    in-place backward) the fused call also writes there the gradient of a
-    loss of 1."""
+    lse, entropy, logprob, argmax) tensors, the last three empty unless
+    asked for in stats (rows-shaped: the accumulation type, int64 for
+    argmax). With grad (a tensor shaped like x, x itself for the in-place
+    backward) the fused call also writes there the gradient of a loss of
+    1."""
     d = _desc(x, target.is_floating_point(), target.dtype, o)
-    loss = torch.empty(row_shape(x) if o.reduction == "none" else (), dtype=o.loss_dtype, device=x.device)
-    lse = torch.empty(row_shape(x), dtype=R.accumulation_dtype(x.dtype), device=x.device)
+    rows, acc = row_shape(x), R.accumulation_dtype(x.dtype)
+    loss = torch.empty(rows if o.reduction == "none" else (), dtype=o.loss_dtype, device=x.device)
+    lse = torch.empty(rows, dtype=acc, device=x.device)
+    entropy, logprob, argmax = [torch.empty(rows if want else (0,), dtype=dt, device=x.device)
+                                for want, dt in zip(stats, (acc, acc, torch.int64))]
     t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
                   weights=weight.data_ptr() if weight is not None else None, loss=loss.data_ptr(),
-                  lse=lse.data_ptr())
+                  lse=lse.data_ptr(), entropy=R.ptr_if(entropy, stats.entropy),
+                  label_logprob=R.ptr_if(logprob, stats.logprob), argmax=R.ptr_if(argmax, stats.argmax))
     if grad is not None:
         t.grad = grad.data_ptr()
     R.run(d, C.FORWARD_BACKWARD if grad is not None else C.FORWARD, t, x.device, o.shard)
-    return loss, lse
+    return loss, lse, entropy, logprob, argmax
 
 
-def ce_backward(x, target, weight, lse, dloss, o, want_target):
-    """xent's backward from the saved lse: new (grad, grad_target) tensors,
-    grad_target None unless want_target (soft labels only)."""
+def _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy):
     d = _desc(x, target.is_floating_point(), target.dtype, o)
     grad = torch.empty_like(x)
     grad_target = torch.empty_like(target) if want_target else None
@@ -105,9 +123,56 @@ def ce_backward(x, target, weight, lse, dloss, o, want_target):
     t = C.Tensors(logits=x.data_ptr(), labels=target.data_ptr(),
                   weights=weight.data_ptr() if weight is not None else None, lse_in=lse.data_ptr(),
                   dloss=dloss.data_ptr(), grad=grad.data_ptr(),
-                  grad_labels=grad_target.data_ptr() if grad_target is not None else None)
+                  grad_labels=grad_target.data_ptr() if grad_target is not None else None,
+                  dentropy=R.ptr(dentropy))
     R.run(d, C.BACKWARD, t, x.device, o.shard)
     return grad, grad_target
+
+
+def folds_logprob(weight, o):
+    """Whether each row's loss is -logp (0 where ignored), so that the
+    label's log-prob's gradient folds into the loss's, row by row."""
+    return weight is None and o.label_smoothing == 0 and o.z_loss == 0
+
+
+def per_row_dloss(dloss, dlogprob, rows, classes, target, o):
+    """The rows' dloss of a 'none' call whose gradient is that of the loss
+    (reduction o.reduction, its gradient dloss) and of the label's log-prob
+    (dlogprob) together, where folds_logprob: float64, rows-shaped."""
+    per_row = dloss.to(torch.float64)
+    if o.reduction == "mean":
+        # What the mean divides by: the rows that count (xent's and
+        # PyTorch's count; no weights here); all of them for soft labels.
+        if target.is_floating_point():
+            divisor = per_row.new_tensor(float(rows.numel()))
+        else:
+            t = target.to(torch.int64)
+            divisor = ((t != o.ignore_index) & (t >= 0) & (t < classes)).sum().to(torch.float64)
+        # (No row counts: every row's gradient is 0 whatever it is scaled by.)
+        per_row = per_row / torch.where(divisor == 0, torch.ones_like(divisor), divisor)
+    return per_row.expand(rows) - dlogprob.to(torch.float64)
+
+
+def ce_backward(x, target, weight, lse, dloss, o, want_target, dentropy=None, dlogprob=None):
+    """xent's backward from the saved lse: new (grad, grad_target) tensors,
+    grad_target None unless want_target (soft labels only). dloss: the
+    loss's gradient (a zero one where None); dentropy, dlogprob: the
+    per-token outputs' gradients, rows-shaped, or None."""
+    rows, acc = row_shape(x), R.accumulation_dtype(x.dtype)
+    if dloss is None:
+        dloss = torch.zeros(rows if o.reduction == "none" else (), dtype=o.loss_dtype, device=x.device)
+    if dentropy is not None:
+        dentropy = dentropy.to(acc).contiguous()
+    if dlogprob is None:
+        return _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy)
+    if folds_logprob(weight, o):
+        per_row = per_row_dloss(dloss, dlogprob, rows, x.shape[1], target, o).to(acc).contiguous()
+        return _backward_call(x, target, weight, lse, per_row, o._replace(reduction="none", loss_dtype=acc),
+                              want_target, dentropy)
+    grad, grad_target = _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy)
+    plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc)
+    extra, _ = _backward_call(x, target, None, lse, (-dlogprob).to(acc).contiguous(), plain, False, None)
+    return grad + extra, grad_target
 
 
 def _softmax_desc(x, dim, kind):
@@ -135,40 +200,48 @@ def softmax_backward(y, dy, dim, kind):
 
 
 class CrossEntropy(torch.autograd.Function):
+    """(x, target, weight, options, stats) -> (loss, lse, entropy, logprob,
+    argmax): the last three empty unless stats asks; loss, entropy and
+    logprob differentiable."""
+
     @staticmethod
-    def forward(ctx, x, target, weight, o):
+    def forward(ctx, x, target, weight, o, stats):
         in_place = o.inplace_backward and ctx.needs_input_grad[0]
         if in_place:
             # The gradient of a loss of 1 replaces the logits now; backward
             # only scales it by the incoming gradient.
-            loss, lse = ce_forward(x, target, weight, o, grad=x)
+            outs = ce_forward(x, target, weight, o, grad=x, stats=stats)
             ctx.save_for_backward(x)
         else:
-            loss, lse = ce_forward(x, target, weight, o)
-            ctx.save_for_backward(x, target, weight, lse)
+            outs = ce_forward(x, target, weight, o, stats=stats)
+            ctx.save_for_backward(x, target, weight, outs[1])
         ctx.options, ctx.in_place = o, in_place
-        ctx.mark_non_differentiable(lse)
-        return loss, lse
+        ctx.mark_non_differentiable(outs[1], outs[4])
+        ctx.set_materialize_grads(False)
+        return outs
 
     @staticmethod
     @once_differentiable("xent.cross_entropy")
-    def backward(ctx, dloss, _dlse):
+    def backward(ctx, dloss, _dlse, dentropy, dlogprob, _dargmax):
         o = ctx.options
+        none = (None,) * 4
         if ctx.in_place:
             (g,) = ctx.saved_tensors
+            if dloss is None:
+                return (torch.zeros_like(g),) + none
             if o.reduction == "none":
                 scale = dloss.to(g.dtype).unsqueeze(1)
             else:
                 scale = dloss.to(g.dtype)
-            return g * scale, None, None, None
+            return (g * scale,) + none
         x, target, weight, lse = ctx.saved_tensors
         want_x, want_target = ctx.needs_input_grad[0], ctx.needs_input_grad[1] and target.is_floating_point()
         if not want_x and not want_target:
-            return None, None, None, None
+            return (None,) + none
         # The C call always writes the logits' gradient (a scratch one if
         # only the soft labels' is wanted).
-        grad, grad_target = ce_backward(x, target, weight, lse, dloss, o, want_target)
-        return grad if want_x else None, grad_target, None, None
+        grad, grad_target = ce_backward(x, target, weight, lse, dloss, o, want_target, dentropy, dlogprob)
+        return grad if want_x else None, grad_target, None, None, None
 
 
 class Softmax(torch.autograd.Function):

@@ -4,7 +4,9 @@ forward computes the loss and every gradient in one call (Liger-Kernel's
 way: the gradients of a loss of 1), and the backward scales them by the
 incoming gradient, a scalar. For 'none' the incoming gradient weighs each row
 differently inside grad_weight, so the backward makes the call again with it
-(the logits' GEMM runs twice)."""
+(the logits' GEMM runs twice); so it does when the entropy or the label's
+log-prob is asked for, whose gradients are known only then (dentropy goes
+to the call; the log-prob's as in _autograd.ce_backward)."""
 
 import ctypes
 
@@ -29,18 +31,24 @@ def _desc(hidden, weight, target, o, chunk_rows):
     return d
 
 
-def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want):
-    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias),
-    the gradients None unless in `want`."""
+def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want, stats=A.NO_STATS, dentropy=None):
+    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
+    entropy, logprob, argmax), the gradients None unless in `want`, the
+    per-token outputs empty unless in stats."""
     d = _desc(hidden, weight, target, o, chunk_rows)
     n, dev = hidden.shape[0], hidden.device
+    acc = R.accumulation_dtype(hidden.dtype)
     loss = torch.empty((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=dev)
     gh = torch.empty_like(hidden) if "hidden" in want else None
     gw = torch.empty_like(weight) if "weight" in want else None
     gb = torch.empty_like(bias) if bias is not None and "bias" in want else None
+    entropy, logprob, argmax = [torch.empty((n,) if wanted else (0,), dtype=dt, device=dev)
+                                for wanted, dt in zip(stats, (acc, acc, torch.int64))]
     t = C.LinearTensors(hidden=hidden.data_ptr(), weight=weight.data_ptr(), bias=R.ptr(bias), labels=target.data_ptr(),
                         weights=R.ptr(ce_weight), dloss=R.ptr(dloss), loss=loss.data_ptr(), grad_hidden=R.ptr(gh),
-                        grad_weight=R.ptr(gw), grad_bias=R.ptr(gb))
+                        grad_weight=R.ptr(gw), grad_bias=R.ptr(gb), entropy=R.ptr_if(entropy, stats.entropy),
+                        label_logprob=R.ptr_if(logprob, stats.logprob), argmax=R.ptr_if(argmax, stats.argmax),
+                        dentropy=R.ptr(dentropy))
     h = R.handle(dev)
     size = ctypes.c_size_t()
     C.check(C.lib.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(size)))
@@ -49,32 +57,65 @@ def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want):
     C.check(C.lib.xent_linear_ce_run(h, ctypes.byref(d), ctypes.byref(t), base, size.value, R.stream(dev)))
     if dev.type == "cpu" and d.ce.invalid_labels == C.INVALID_LABELS_REPORT and d.ce.label_type != C.PROB:
         C.check(C.lib.xent_check(h))
-    return loss, gh, gw, gb
+    return loss, gh, gw, gb, entropy, logprob, argmax
+
+
+def _add(a, b):
+    return a + b if a is not None else None
 
 
 class LinearCrossEntropy(torch.autograd.Function):
+    """(hidden, weight, bias, target, ce_weight, options, chunk_rows, stats)
+    -> (loss, entropy, logprob, argmax), the last three empty unless asked;
+    loss, entropy and logprob differentiable."""
+
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, ce_weight, o, chunk_rows):
+    def forward(ctx, hidden, weight, bias, target, ce_weight, o, chunk_rows, stats):
         want = {name for name, i in (("hidden", 0), ("weight", 1), ("bias", 2)) if ctx.needs_input_grad[i]}
-        if o.reduction == "none":
-            loss, _, _, _ = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, set())
+        ctx.again = o.reduction == "none" or stats.entropy or stats.logprob
+        if ctx.again:
+            outs = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, set(), stats)
             ctx.save_for_backward(hidden, weight, bias, target, ce_weight)
         else:
-            loss, gh, gw, gb = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, want)
-            ctx.save_for_backward(gh, gw, gb)
+            outs = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, want, stats)
+            ctx.save_for_backward(*outs[1:4])
         ctx.options, ctx.chunk_rows, ctx.want = o, chunk_rows, want
-        return loss
+        loss, entropy, logprob, argmax = outs[0], *outs[4:]
+        ctx.mark_non_differentiable(argmax)
+        ctx.set_materialize_grads(False)
+        return loss, entropy, logprob, argmax
 
     @staticmethod
     @A.once_differentiable("xent.linear_cross_entropy")
-    def backward(ctx, dloss):
+    def backward(ctx, dloss, dentropy, dlogprob, _dargmax):
         o = ctx.options
-        if o.reduction == "none":
-            hidden, weight, bias, target, ce_weight = ctx.saved_tensors
-            dl = dloss.to(o.loss_dtype).contiguous()
-            _, gh, gw, gb = _call(hidden, weight, bias, target, ce_weight, o, ctx.chunk_rows, dl, ctx.want)
-        else:
+        rest = (None,) * 5
+        if not ctx.again:
             gh, gw, gb = ctx.saved_tensors
+            if dloss is None:
+                return tuple(torch.zeros_like(g) if g is not None else None for g in (gh, gw, gb)) + rest
             s = dloss.to(torch.float64).item() if dloss.device.type == "cpu" else dloss
-            gh, gw, gb = [g * s if g is not None else None for g in (gh, gw, gb)]
-        return gh, gw, gb, None, None, None, None
+            return tuple(g * s if g is not None else None for g in (gh, gw, gb)) + rest
+        hidden, weight, bias, target, ce_weight = ctx.saved_tensors
+        n, acc = hidden.shape[0], R.accumulation_dtype(hidden.dtype)
+        if dloss is None:
+            dloss = torch.zeros((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=hidden.device)
+        if dentropy is not None:
+            dentropy = dentropy.to(acc).contiguous()
+
+        def call(opts, dl, ce_w, dent):
+            dl = dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous()
+            return _call(hidden, weight, bias, target, ce_w, opts, ctx.chunk_rows, dl, ctx.want, A.NO_STATS,
+                         dent)[1:4]
+
+        if dlogprob is None:
+            grads = call(o, dloss, ce_weight, dentropy)
+        elif A.folds_logprob(ce_weight, o):
+            per_row = A.per_row_dloss(dloss, dlogprob, (n,), weight.shape[0], target, o)
+            grads = call(o._replace(reduction="none", loss_dtype=acc), per_row, ce_weight, dentropy)
+        else:
+            grads = call(o, dloss, ce_weight, dentropy)
+            plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc)
+            extra = call(plain, -dlogprob.to(torch.float64), None, None)
+            grads = tuple(_add(a, b) for a, b in zip(grads, extra))
+        return tuple(grads) + rest

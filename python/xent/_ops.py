@@ -4,8 +4,10 @@ xent.cross_entropy or xent.softmax without a graph break: the ops are
 opaque to the compiler, which learns their output shapes from the fake
 implementations below and their gradients from register_autograd.
 
-    xent::cross_entropy(x, target, weight?, options...) -> (loss, lse)
-    xent::cross_entropy_backward(x, target, weight?, lse, dloss, options..., want_target) -> (grad, grad_target)
+    xent::cross_entropy(x, target, weight?, options..., temperature, want_entropy, want_logprob, want_argmax)
+        -> (loss, lse, entropy, logprob, argmax)     (empty where not wanted)
+    xent::cross_entropy_backward(x, target, weight?, lse, dloss?, dentropy?, dlogprob?, options..., temperature,
+        want_target) -> (grad, grad_target)
     xent::softmax(x, dim, kind) -> y
     xent::softmax_backward(y, dy, dim, kind) -> dx
 
@@ -33,9 +35,10 @@ def compiling():
     return bool(is_compiling()) if is_compiling is not None else False
 
 
-def _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels, loss_dtype):
+def _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels, loss_dtype,
+             temperature):
     return A.Options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype, False, None)
+                     loss_dtype, False, None, temperature)
 
 
 if AVAILABLE:
@@ -44,49 +47,58 @@ if AVAILABLE:
     @torch.library.custom_op("xent::cross_entropy", mutates_args=())
     def cross_entropy(x: Tensor, target: Tensor, weight: Optional[Tensor], ignore_index: int, reduction: str,
                       label_smoothing: float, z_loss: float, softcap: float, all_ignored_zero: bool,
-                      invalid_labels: str, loss_dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+                      invalid_labels: str, loss_dtype: torch.dtype, temperature: float, want_entropy: bool,
+                      want_logprob: bool, want_argmax: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype)
-        return A.ce_forward(x, target, weight, o)
+                     loss_dtype, temperature)
+        return A.ce_forward(x, target, weight, o, stats=A.Stats(want_entropy, want_logprob, want_argmax))
 
     @cross_entropy.register_fake
     def _(x, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero,
-          invalid_labels, loss_dtype):
+          invalid_labels, loss_dtype, temperature, want_entropy, want_logprob, want_argmax):
         rows = A.row_shape(x)
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         loss = x.new_empty(rows if reduction == "none" else (), dtype=loss_dtype)
-        return loss, x.new_empty(rows, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+        entropy, logprob, argmax = [x.new_empty(rows if want else (0,), dtype=dt)
+                                    for want, dt in ((want_entropy, acc), (want_logprob, acc),
+                                                     (want_argmax, torch.int64))]
+        return loss, x.new_empty(rows, dtype=acc), entropy, logprob, argmax
 
     @torch.library.custom_op("xent::cross_entropy_backward", mutates_args=())
-    def cross_entropy_backward(x: Tensor, target: Tensor, weight: Optional[Tensor], lse: Tensor, dloss: Tensor,
+    def cross_entropy_backward(x: Tensor, target: Tensor, weight: Optional[Tensor], lse: Tensor,
+                               dloss: Optional[Tensor], dentropy: Optional[Tensor], dlogprob: Optional[Tensor],
                                ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
                                softcap: float, all_ignored_zero: bool, invalid_labels: str, loss_dtype: torch.dtype,
-                               want_target: bool) -> Tuple[Tensor, Tensor]:
+                               temperature: float, want_target: bool) -> Tuple[Tensor, Tensor]:
         o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype)
-        grad, grad_target = A.ce_backward(x, target, weight, lse, dloss, o, want_target)
+                     loss_dtype, temperature)
+        grad, grad_target = A.ce_backward(x, target, weight, lse, dloss, o, want_target, dentropy, dlogprob)
         # An op returns tensors only: an empty one stands for no gradient.
         return grad, grad_target if grad_target is not None else target.new_empty(0)
 
     @cross_entropy_backward.register_fake
-    def _(x, target, weight, lse, dloss, ignore_index, reduction, label_smoothing, z_loss, softcap,
-          all_ignored_zero, invalid_labels, loss_dtype, want_target):
+    def _(x, target, weight, lse, dloss, dentropy, dlogprob, ignore_index, reduction, label_smoothing, z_loss,
+          softcap, all_ignored_zero, invalid_labels, loss_dtype, temperature, want_target):
         return torch.empty_like(x), torch.empty_like(target) if want_target else target.new_empty(0)
 
     def _ce_setup(ctx, inputs, output):
         x, target, weight = inputs[:3]
         ctx.save_for_backward(x, target, weight, output[1])
-        ctx.options = inputs[3:]
-        ctx.mark_non_differentiable(output[1])
+        # The options and the temperature; not which outputs were asked for.
+        ctx.options = inputs[3:12]
+        ctx.n_inputs = len(inputs)
+        ctx.mark_non_differentiable(output[1], output[4])
+        ctx.set_materialize_grads(False)
 
-    def _ce_backward(ctx, dloss, _dlse):
+    def _ce_backward(ctx, dloss, _dlse, dentropy, dlogprob, _dargmax):
         x, target, weight, lse = ctx.saved_tensors
         want_x = ctx.needs_input_grad[0]
         want_target = bool(ctx.needs_input_grad[1]) and target.is_floating_point()
-        none = (None,) * (len(ctx.options) + 1)
+        none = (None,) * (ctx.n_inputs - 2)
         if not want_x and not want_target:
             return (None, None) + none
-        grad, grad_target = torch.ops.xent.cross_entropy_backward(x, target, weight, lse, dloss, *ctx.options,
-                                                                 want_target)
+        grad, grad_target = torch.ops.xent.cross_entropy_backward(x, target, weight, lse, dloss, dentropy, dlogprob,
+                                                                 *ctx.options, want_target)
         return (grad if want_x else None, grad_target if want_target else None) + none
 
     torch.library.register_autograd("xent::cross_entropy", _ce_backward, setup_context=_ce_setup)

@@ -53,6 +53,11 @@ def ptr(t):
     return ctypes.c_void_p(t.data_ptr()) if t is not None else None
 
 
+def ptr_if(t, wanted):
+    """t's address where the call is to write it, else NULL."""
+    return t.data_ptr() if wanted else None
+
+
 def xent_dtype(t, name):
     try:
         return _DTYPE[t.dtype]

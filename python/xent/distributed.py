@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from . import _cross_entropy
+from ._autograd import Stats
 
 
 class _Shard:
@@ -41,17 +42,23 @@ class _Shard:
 
 def cross_entropy(logits_shard, target, group=None, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False, invalid_labels="raise",
-                  loss_dtype=None, inplace_backward=False, return_lse=False):
+                  loss_dtype=None, inplace_backward=False, return_lse=False, temperature=1.0, return_entropy=False,
+                  return_logprob=False, return_argmax=False):
     """xent.cross_entropy over a vocabulary split across `group` (default:
     the whole world). logits_shard: this rank's [N, C_rank] (or [N, C_rank,
     d1, ...]); the ranks' slices are consecutive in rank order and may
     differ in size. target: global class indices (the same on every rank),
     or this rank's slice of the target probabilities. weight: [C] of the
     whole vocabulary. Every rank must make the same call; each gets the same
-    loss and the gradient of its own slice."""
+    loss and the gradient of its own slice. temperature and return_entropy,
+    return_logprob, return_argmax are xent.cross_entropy's; with a
+    vocabulary split they are refused for now (ValueError, XentError naming
+    them): each rank's share of the entropy and argmax is not yet in the
+    gathered statistics."""
     group = group if group is not None else dist.group.WORLD
     if logits_shard.dim() < 2:
         raise ValueError("xent.distributed: logits_shard must be [N, C_rank] or [N, C_rank, d1, ...]")
     shard = _Shard(group, logits_shard.shape[1], logits_shard.device)
     return _cross_entropy(logits_shard, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
-                          all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard)
+                          all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard,
+                          temperature, Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)))
