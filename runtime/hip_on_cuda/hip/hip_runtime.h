@@ -70,16 +70,23 @@ __device__ __forceinline__ void xent_hip_on_cuda_block_begin() {
   __syncthreads();
 }
 
+// The 64 threads of this thread's wavefront meet (and their shared-memory
+// accesses are ordered, as by __syncthreads among them); a block of at most
+// XENT_HIP_ON_CUDA_BARRIER_WAVES wavefronts.
+__device__ __forceinline__ void xent_hip_on_cuda_wave_barrier() {
+  asm volatile("bar.sync %0, 64;" ::"r"(1 + threadIdx.x / XENT_HIP_ON_CUDA_WAVE) : "memory");
+}
+
 // The xor-32 step of a wavefront shuffle: thread t gets thread t ^ 32's 64
 // bits (t ^ 32 is in t's wavefront).
 __device__ __forceinline__ unsigned long long xent_hip_on_cuda_exchange32(unsigned long long v) {
-  const unsigned t = threadIdx.x, wave = t / XENT_HIP_ON_CUDA_WAVE;
+  const unsigned t = threadIdx.x;
   unsigned long long(*halves)[XENT_HIP_ON_CUDA_MAX_THREADS] = xent_hip_on_cuda_halves();
   if (blockDim.x <= XENT_HIP_ON_CUDA_BARRIER_WAVES * XENT_HIP_ON_CUDA_WAVE) {
     // Both warps finish reading the previous exchange, write, meet, read.
-    asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+    xent_hip_on_cuda_wave_barrier();
     halves[0][t] = v;
-    asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+    xent_hip_on_cuda_wave_barrier();
     return halves[0][t ^ 32];
   }
   if (blockDim.x > XENT_HIP_ON_CUDA_MAX_THREADS || *xent_hip_on_cuda_ready() != XENT_HIP_ON_CUDA_READY) __trap();
