@@ -108,7 +108,9 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
     upstream = dloss.to(torch.float64) if dloss is not None else torch.ones_like(loss)
     lse = torch.logsumexp(z, 1)
     counted = (t != ignore_index) if not target.is_floating_point() else torch.ones_like(lse, dtype=torch.bool)
-    entropy = torch.where(counted, lse - (torch.softmax(z, 1) * z).sum(1), torch.zeros_like(lse))
+    # The per-token outputs from their definitions in PyTorch: the entropy of
+    # Categorical(logits=z), the label's log_softmax(z).
+    entropy = torch.where(counted, torch.distributions.Categorical(logits=z).entropy(), torch.zeros_like(lse))
     objective = (loss * upstream).sum()
     if dentropy is not None:
         objective = objective + (entropy * dentropy.to(torch.float64)).sum()
@@ -116,7 +118,7 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
     logprob = None
     if not target.is_floating_point():
         y = t.clamp(0, z.shape[1] - 1)
-        logprob = torch.where(counted, z.gather(1, y[:, None])[:, 0] - lse, torch.zeros_like(lse))
+        logprob = torch.where(counted, torch.log_softmax(z, 1).gather(1, y[:, None])[:, 0], torch.zeros_like(lse))
     return loss.detach(), lse.detach(), grads, (entropy.detach(), logprob.detach() if logprob is not None else None,
                                                 z.detach())
 
@@ -333,7 +335,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 th.start()
             for th in threads:
                 th.join()
-            want_loss, _, grads = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1)
+            want_loss, _, grads, _ = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1)
             what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel"
             for k, (s, msg, loss, gh, gw, gb, _) in enumerate(out):
                 self.assertEqual(s, 0, f"rank {k}: {msg}")
