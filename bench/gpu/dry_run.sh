@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU run, here, without a GPU: proves the plan fits before a GPU
-# session spends its 30 minutes on it (docs/GPU_RUN.md).
+# session spends its minutes of device time on it (docs/GPU_RUN.md).
 #
 #   bench/gpu/dry_run.sh            builds the archives and fetches the wheels
 #                                   (bench/gpu/build.sh), then the rest
