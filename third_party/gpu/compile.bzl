@@ -57,10 +57,6 @@ def archs_of(ctx, arch_kind, fixed = ""):
         fixed = _DEFAULT_ARCHS[arch_kind]
     return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind])).split(",")
 
-def cuda_ptx(ctx):
-    """Whether nvcc objects carry the PTX of the newest architecture."""
-    return ctx.var.get("xent_cuda_ptx", "1") != "0"
-
 def newest_cuda_arch(archs):
     """The architecture whose PTX the objects carry."""
     newest = archs[0]
@@ -68,6 +64,11 @@ def newest_cuda_arch(archs):
         if _arch_number(a) > _arch_number(newest):
             newest = a
     return newest
+
+def ptx_arch(ctx, archs):
+    """The architecture whose PTX nvcc objects carry: the newest, or None
+    with --define=xent_cuda_ptx=0."""
+    return newest_cuda_arch(archs) if ctx.var.get("xent_cuda_ptx", "1") != "0" else None
 
 def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     """The compiler and its flags for one generated file (input and output
@@ -81,7 +82,7 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     archs = archs_of(ctx, arch_kind, fixed_archs)
     if nvcc:
         args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"]
-        newest = newest_cuda_arch(archs) if cuda_ptx(ctx) else None
+        newest = ptx_arch(ctx, archs)
         args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs if a != newest]
         if newest:
             args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (newest, newest, newest))
@@ -170,7 +171,8 @@ def _gpu_objects_impl(ctx):
         objects.append(obj)
         logs.append(log)
         unit_lines.append("unit: %s %s\n" % (unit + ".unit" + ext, " ".join(members)))
-    ptx = "ptx: %s\n" % newest_cuda_arch(archs) if nvcc and cuda_ptx(ctx) else ""
+    ptx_of = ptx_arch(ctx, archs) if nvcc else None
+    ptx = "ptx: %s\n" % ptx_of if ptx_of else ""
     ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s%s" % (compiler, " ".join(archs), ptx, "".join(unit_lines)))
     return [
         DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
@@ -250,10 +252,11 @@ gpu_archive = rule(
     },
 )
 
-def cuda_archs_header_text(archs, ptx = True):
-    """xent_cuda_archs.h for a list of nvcc architectures (the CMake route
-    writes the same from CMAKE_CUDA_ARCHITECTURES)."""
-    newest = newest_cuda_arch(archs) if ptx else "0"
+def cuda_archs_header_text(archs, ptx):
+    """xent_cuda_archs.h for a list of nvcc architectures and the one whose
+    PTX the objects carry (None: none; the CMake route writes the same from
+    CMAKE_CUDA_ARCHITECTURES)."""
+    newest = ptx or "0"
     return """/* Generated from the build's CUDA architectures: the machine code
    (SASS) the CUDA kernels carry, whether each runs on that GPU alone (an
    "a" architecture), and the architecture of the PTX they carry (0: none).
@@ -266,7 +269,8 @@ def cuda_archs_header_text(archs, ptx = True):
 
 def _cuda_archs_header_impl(ctx):
     out = ctx.actions.declare_file(ctx.label.name + "/xent_cuda_archs.h")
-    ctx.actions.write(out, cuda_archs_header_text(archs_of(ctx, "cuda"), cuda_ptx(ctx)))
+    archs = archs_of(ctx, "cuda")
+    ctx.actions.write(out, cuda_archs_header_text(archs, ptx_arch(ctx, archs)))
     return [DefaultInfo(files = depset([out]))]
 
 # xent_cuda_archs.h: the architectures of --define=xent_cuda_archs (the same
