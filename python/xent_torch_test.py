@@ -212,23 +212,30 @@ class CrossEntropy(unittest.TestCase):
         self.assertEqual(ignored[2].item(), 0.0)
 
 
-def token_oracle(x, target, tau, ignore_index=-100, softcap=0.0):
-    """The per-token outputs in float64 from x's values, as differentiable
-    functions of the float64 leaf returned, from their definitions in
-    PyTorch: z = (capped x) / tau; the entropy of Categorical(logits=z) and
-    the label's log_softmax(z), 0 on ignored rows; argmax of z."""
-    x64 = x.detach().to(torch.float64).requires_grad_()
-    z = softcap * torch.tanh(x64 / softcap) if softcap else x64
-    z = z / tau
+def token_outputs(z, target, ignore_index=-100):
+    """(entropy, the label's log-prob) of float64 logits z ([N, C, d...]),
+    differentiable in z, from their definitions in PyTorch: the entropy of
+    Categorical(logits=z) and the label's log_softmax(z), 0 on ignored rows;
+    the log-prob None for soft labels."""
     # (Categorical wants the class axis last.)
     entropy = torch.distributions.Categorical(logits=z.movedim(1, -1)).entropy()
     if target.is_floating_point():
-        return x64, z, entropy, None
+        return entropy, None
     t = target.to(torch.int64)
     counted = t != ignore_index
-    logprob = torch.log_softmax(z, 1).gather(1, t.clamp(0, x.shape[1] - 1).unsqueeze(1)).squeeze(1)
+    logprob = torch.log_softmax(z, 1).gather(1, t.clamp(0, z.shape[1] - 1).unsqueeze(1)).squeeze(1)
     zero = torch.zeros_like(entropy)
-    return x64, z, torch.where(counted, entropy, zero), torch.where(counted, logprob, zero)
+    return torch.where(counted, entropy, zero), torch.where(counted, logprob, zero)
+
+
+def token_oracle(x, target, tau, ignore_index=-100, softcap=0.0):
+    """The per-token outputs in float64 from x's values, as differentiable
+    functions of the float64 leaf returned: (leaf, z, entropy, log-prob) with
+    z = (capped x) / tau (token_outputs; argmax is that of z)."""
+    x64 = x.detach().to(torch.float64).requires_grad_()
+    z = softcap * torch.tanh(x64 / softcap) if softcap else x64
+    z = z / tau
+    return (x64, z) + token_outputs(z, target, ignore_index)
 
 
 class PerTokenOutputs(unittest.TestCase):
@@ -440,6 +447,15 @@ class Softmax(unittest.TestCase):
             self.assertTrue(torch.autograd.gradcheck(lambda a: xent.softmax(a, dim), (x,)))
 
 
+def linear_inputs(dtype):
+    """hidden [2, 5, 16], weight [50, 16] and bias [50] in dtype, leaves
+    that want gradients (values drawn in float64)."""
+    h = torch.randn(2, 5, 16, dtype=torch.float64).to(dtype).requires_grad_()
+    w = (torch.randn(50, 16, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+    b = (torch.randn(50, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+    return h, w, b
+
+
 class LinearCrossEntropy(unittest.TestCase):
     """xent.linear_cross_entropy against F.linear + F.cross_entropy in
     float64, through autograd (tests/linear_ce_vs_torch_test.py holds the C
@@ -450,9 +466,7 @@ class LinearCrossEntropy(unittest.TestCase):
         for dtype in (torch.float64, torch.float32, torch.bfloat16):
             for reduction in ("mean", "sum", "none"):
                 for soft in (False, True):
-                    h = torch.randn(2, 5, 16, dtype=torch.float64).to(dtype).requires_grad_()
-                    w = (torch.randn(50, 16, dtype=torch.float64) / 4).to(dtype).requires_grad_()
-                    b = (torch.randn(50, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    h, w, b = linear_inputs(dtype)
                     if soft:
                         y = torch.softmax(torch.randn(2, 5, 50, dtype=torch.float64), -1).to(dtype)
                         kw = dict(label_smoothing=0.1)
@@ -487,9 +501,7 @@ class LinearCrossEntropy(unittest.TestCase):
         for dtype in (torch.float64, torch.float32, torch.bfloat16):
             for reduction in ("none", "mean", "sum"):
                 for weighted in (False, True):
-                    h = torch.randn(2, 5, 16, dtype=torch.float64).to(dtype).requires_grad_()
-                    w = (torch.randn(50, 16, dtype=torch.float64) / 4).to(dtype).requires_grad_()
-                    b = (torch.randn(50, dtype=torch.float64) / 4).to(dtype).requires_grad_()
+                    h, w, b = linear_inputs(dtype)
                     y = torch.randint(0, 50, (2, 5))
                     y[1, 2] = -100
                     kw = dict(ce_weight=torch.rand(50, dtype=torch.float64) + 0.5, label_smoothing=0.1) if weighted \
@@ -500,13 +512,9 @@ class LinearCrossEntropy(unittest.TestCase):
                     self.assertEqual((entropy.shape, logprob.shape, argmax.shape), ((2, 5),) * 3)
                     h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
                     logits = F.linear(h64, w64, b64).reshape(10, 50)
-                    # token_oracle's outputs, as functions of hidden, weight and bias.
+                    # The per-token outputs as functions of hidden, weight and bias.
                     z = logits / 0.8
-                    lse = torch.logsumexp(z, 1)
-                    counted = y.reshape(10) != -100
-                    zero = torch.zeros_like(lse)
-                    want_entropy = torch.where(counted, lse - (torch.softmax(z, 1) * z).sum(1), zero)
-                    want_logprob = torch.where(counted, z.gather(1, y.reshape(10, 1).clamp(0)).squeeze(1) - lse, zero)
+                    want_entropy, want_logprob = token_outputs(z, y.reshape(10))
                     ref_kw = {("weight" if k == "ce_weight" else k): v for k, v in kw.items()}
                     want = F.cross_entropy(z, y.reshape(10), reduction=reduction, **ref_kw)
                     want = want.reshape(2, 5) if reduction == "none" else want
