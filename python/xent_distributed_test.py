@@ -2,7 +2,11 @@
 rank's loss and lse are those of the whole vocabulary and its gradient is
 its slice of the whole one, against F.cross_entropy in float64 on the
 unsplit logits; hard labels (ignored rows, class weights, smoothing over
-the whole vocabulary) and soft labels, with slices of unequal sizes."""
+the whole vocabulary) and soft labels, with slices of unequal sizes; and
+under a temperature the per-token outputs of the whole vocabulary (entropy,
+log-prob, argmax: the same bits on every rank) with the gradient of loss +
+a * entropy + b * log-prob, against Categorical(logits=z).entropy(),
+log_softmax(z).gather and argmax."""
 
 import os
 import sys
@@ -66,10 +70,56 @@ def worker(rank, ranks, store, errors):
                     gathered = [torch.empty_like(loss) for _ in range(ranks)]
                     dist.all_gather(gathered, loss.detach().contiguous())
                     assert all(torch.equal(g, gathered[0]) for g in gathered), f"{what}: ranks disagree on the loss"
+            per_token(rank, ranks, start, size, dtype)
         dist.destroy_process_group()
     except Exception:
         errors.put(f"rank {rank}: {traceback.format_exc()}")
         raise
+
+
+def per_token(rank, ranks, start, size, dtype):
+    tau = 0.7
+    full = torch.randn(N, V, dtype=torch.float64) * 4
+    hard = torch.randint(0, V, (N,))
+    hard[2] = -100
+    soft = torch.softmax(torch.randn(N, V, dtype=torch.float64), 1)
+    a, b = torch.randn(N, dtype=torch.float64), torch.randn(N, dtype=torch.float64)
+    for label, target in (("hard", hard), ("soft", soft)):
+        x = full[:, start:start + size].to(dtype).requires_grad_()
+        t = target[:, start:start + size].to(dtype) if label == "soft" else target
+        hard_labels = label == "hard"
+        out = xent.distributed.cross_entropy(x, t, reduction="none", label_smoothing=0.1, temperature=tau,
+                                             return_entropy=True, return_logprob=hard_labels,
+                                             return_argmax=hard_labels)
+        loss, entropy = out[0], out[1]
+        objective = loss.sum() + (a.to(entropy.dtype) * entropy).sum()
+        if hard_labels:
+            logprob, argmax = out[2], out[3]
+            objective = objective + (b.to(logprob.dtype) * logprob).sum()
+        (grad,) = torch.autograd.grad(objective, x)
+        ref = full.to(dtype).to(torch.float64).requires_grad_()
+        z = ref / tau
+        counted = (target != -100).to(torch.float64) if hard_labels else torch.ones(N, dtype=torch.float64)
+        want_loss = F.cross_entropy(z, target, reduction="none", label_smoothing=0.1)
+        want_ent = torch.distributions.Categorical(logits=z).entropy() * counted
+        want_obj = want_loss.sum() + (a * want_ent).sum()
+        if hard_labels:
+            want_lp = torch.log_softmax(z, 1).gather(1, target.clamp(min=0)[:, None])[:, 0] * counted
+            want_obj = want_obj + (b * want_lp).sum()
+        (want_grad,) = torch.autograd.grad(want_obj, ref)
+        what = f"rank {rank}/{ranks} {dtype} {label} per-token, tau {tau}"
+        checks = [(loss, want_loss, "loss"), (entropy, want_ent, "entropy"),
+                  (grad, want_grad[:, start:start + size], "grad")]
+        if hard_labels:
+            checks.append((logprob, want_lp, "logprob"))
+            assert torch.equal(argmax, z.detach().argmax(1)), f"{what}: argmax {argmax} != {z.argmax(1)}"
+        for got, exp, name in checks:
+            err = (got.to(torch.float64) - exp.detach()).abs().max().item()
+            assert err <= TOL[dtype] * max(exp.abs().max().item(), 1.0), f"{what} {name}: error {err:.3g}"
+        for got in out:
+            gathered = [torch.empty_like(got) for _ in range(ranks)]
+            dist.all_gather(gathered, got.detach().contiguous())
+            assert all(torch.equal(g, gathered[0]) for g in gathered), f"{what}: ranks disagree"
 
 
 class VocabularyParallel(unittest.TestCase):

@@ -283,7 +283,9 @@ class LinearCrossEntropy(unittest.TestCase):
         """weight's rows split over 3 ranks (threads, each its own handle, an
         in-process all-gather): every rank gets the whole loss, its slice of
         grad_weight and grad_bias, and its share of grad_hidden, whose sum
-        over ranks is the unsplit gradient."""
+        over ranks is the unsplit gradient. Under a temperature, with the
+        per-token outputs of the whole vocabulary (the same bits on every
+        rank) and dentropy's term in every gradient."""
         if GPU:
             self.skipTest("an all-gather between host buffers: " + CPU_ONLY)
         N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
@@ -295,6 +297,8 @@ class LinearCrossEntropy(unittest.TestCase):
             b = (torch.randn(V, dtype=torch.float64) / 2).to(tt)
             y = torch.randint(0, V, (N,))
             y[2] = -100
+            acc = torch.float64 if dtype == F64 else torch.float32
+            dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc)
             ranks = len(cuts) - 1
             parts, barrier, out = [None] * ranks, threading.Barrier(ranks, timeout=120), [None] * ranks
 
@@ -318,29 +322,43 @@ class LinearCrossEntropy(unittest.TestCase):
                 LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, hi - lo, dtype, I64, reduction)
                 d.chunk_rows = 3
                 d.ce.label_smoothing = 0.1
+                d.ce.temperature = 0.8
                 d.ce.vocab_shard = ctypes.pointer(shard)
                 loss = torch.zeros(N if reduction == NONE else 1, dtype=tt)
                 gh, gw, gb = torch.zeros(N, H, dtype=tt), torch.zeros(hi - lo, H, dtype=tt), torch.zeros(hi - lo, dtype=tt)
+                ent, lp = torch.full((N,), float("nan"), dtype=acc), torch.full((N,), float("nan"), dtype=acc)
+                am = torch.full((N,), -7, dtype=torch.int64)
                 t = LinearTensors(hidden=ptr(hid), weight=ptr(ws), bias=ptr(bs), labels=ptr(y), loss=ptr(loss),
-                                  grad_hidden=ptr(gh), grad_weight=ptr(gw), grad_bias=ptr(gb))
+                                  grad_hidden=ptr(gh), grad_weight=ptr(gw), grad_bias=ptr(gb), entropy=ptr(ent),
+                                  label_logprob=ptr(lp), argmax=ptr(am), dentropy=ptr(dent))
                 h = handle()
                 try:
                     s, msg, _ = run(h, d, t)
                 finally:
                     LIB.xent_destroy(h)
-                out[k] = (s, msg, loss, gh, gw, gb, fn)
+                out[k] = (s, msg, loss, gh, gw, gb, fn, ent, lp, am)
 
             threads = [threading.Thread(target=rank_main, args=(k,)) for k in range(ranks)]
             for th in threads:
                 th.start()
             for th in threads:
                 th.join()
-            want_loss, _, grads, _ = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1)
+            want_loss, _, grads, (want_ent, want_lp, z) = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1,
+                                                                 tau=0.8, dentropy=dent)
             what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel"
-            for k, (s, msg, loss, gh, gw, gb, _) in enumerate(out):
+            for k, (s, msg, loss, gh, gw, gb, _, ent, lp, am) in enumerate(out):
                 self.assertEqual(s, 0, f"rank {k}: {msg}")
                 self.close(loss.reshape(want_loss.shape), want_loss, dtype, f"{what} rank {k}: loss")
-                self.assertTrue(torch.equal(loss, out[0][2]), f"{what}: rank {k}'s loss differs from rank 0's")
+                self.close(ent, want_ent, dtype, f"{what} rank {k}: entropy")
+                self.close(lp, want_lp, dtype, f"{what} rank {k}: label_logprob")
+                for i, name in ((2, "loss"), (7, "entropy"), (8, "label_logprob"), (9, "argmax")):
+                    self.assertTrue(torch.equal(out[k][i], out[0][i]), f"{what}: rank {k}'s {name} differs from rank 0's")
+                # The logits were rounded to dtype: the picked class holds
+                # the row's largest z to within that rounding.
+                picked = z.gather(1, am[:, None])[:, 0]
+                gap = (z.max(1).values - picked).max().item()
+                bound = 0.0 if dtype == F64 else TOL[dtype] * max(z.abs().max().item(), 1.0)
+                self.assertLessEqual(gap, bound, f"{what} rank {k}: argmax picks a value {gap:.3g} below the largest")
                 lo, hi = cuts[k], cuts[k + 1]
                 self.close(gw, grads[1][lo:hi], dtype, f"{what} rank {k}: grad_weight")
                 self.close(gb, grads[2][lo:hi], dtype, f"{what} rank {k}: grad_bias")
@@ -438,8 +456,6 @@ class LinearCrossEntropy(unittest.TestCase):
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), 4, 3, 5, F32, I64, MEAN)
         x, w = torch.randn(4, 3), torch.randn(5, 3)
         y, loss = torch.zeros(4, dtype=torch.int64), torch.zeros(1)
-        no_gather = ALL_GATHER(lambda *args: 0)
-        shard = VocabShard(0, 10, 0, 2, no_gather, None)  # this rank: classes 0..5 of 10
         h = handle()
         try:
             cases = [
@@ -453,8 +469,6 @@ class LinearCrossEntropy(unittest.TestCase):
                  dict(argmax=ptr(torch.zeros(4, dtype=torch.int64))), {"ce.label_type": PROB}),
                 ("tensors->label_logprob is set, but it is for hard labels", INVALID_ARGUMENT,
                  dict(label_logprob=ptr(torch.zeros(4))), {"ce.label_type": PROB}),
-                ("tensors->dentropy is not available with desc->ce.vocab_shard", INVALID_ARGUMENT,
-                 dict(dentropy=ptr(torch.zeros(4))), {"ce.vocab_shard": ctypes.pointer(shard)}),
                 ("tensors->entropy overlaps tensors->loss", INVALID_ARGUMENT, dict(entropy=ptr(loss)), {}),
             ]
             for needle, status, tensor_over, desc_over in cases:

@@ -1,13 +1,15 @@
 """What the PyTorch differential tests share: libxent_shared.so loaded through
-ctypes, the dtypes as torch dtypes, the tolerance per dtype, and the moves
-between torch tensors and the raw numpy buffers handed to the C API."""
+ctypes, the dtypes as torch dtypes, the tolerance per dtype, the moves
+between torch tensors and the raw numpy buffers handed to the C API, and the
+in-process all-gather of the vocabulary-parallel tests."""
 
 import ctypes
 import os
+import threading
 
 import torch
 
-from xent_ctypes import F32, F16, BF16, F64
+from xent_ctypes import F32, F16, BF16, F64, ALL_GATHER
 
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 # Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
@@ -50,3 +52,29 @@ def ptr(a):
 def addr(a):
     """An array's address as an int, for a struct field (None for None)."""
     return a.ctypes.data if a is not None else None
+
+
+class Group:
+    """The in-process collective: each rank publishes a copy of its part,
+    waits for the others, and copies theirs into its receive buffer."""
+
+    def __init__(self, ranks):
+        self.ranks = ranks
+        self.parts = [None] * ranks
+        self.barrier = threading.Barrier(ranks, timeout=120)
+        self.calls = [0] * ranks
+
+    def gather_fn(self, rank):
+        def gather(ctx, send, recv, nbytes, stream):
+            if send != recv + rank * nbytes:
+                return 1  # not the documented in-place form
+            self.calls[rank] += 1
+            self.parts[rank] = ctypes.string_at(send, nbytes)
+            self.barrier.wait()
+            for k in range(self.ranks):
+                if k != rank:
+                    ctypes.memmove(recv + k * nbytes, self.parts[k], nbytes)
+            self.barrier.wait()
+            return 0
+
+        return ALL_GATHER(gather)

@@ -22,36 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I64, PROB, NONE, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
-from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, ALL_GATHER, VocabShard
-from torch_oracle import TORCH, TOL, P, load_lib, raw, from_raw, addr
+from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, VocabShard
+from torch_oracle import TORCH, TOL, P, Group, load_lib, raw, from_raw, addr
 
 LIB = load_lib()
-
-
-class Group:
-    """The in-process collective: each rank publishes a copy of its part,
-    waits for the others, and copies theirs into its receive buffer."""
-
-    def __init__(self, ranks):
-        self.ranks = ranks
-        self.parts = [None] * ranks
-        self.barrier = threading.Barrier(ranks, timeout=120)
-        self.calls = [0] * ranks
-
-    def gather_fn(self, rank):
-        def gather(ctx, send, recv, nbytes, stream):
-            if send != recv + rank * nbytes:
-                return 1  # not the documented in-place form
-            self.calls[rank] += 1
-            self.parts[rank] = ctypes.string_at(send, nbytes)
-            self.barrier.wait()
-            for k in range(self.ranks):
-                if k != rank:
-                    ctypes.memmove(recv + k * nbytes, self.parts[k], nbytes)
-            self.barrier.wait()
-            return 0
-
-        return ALL_GATHER(gather)
 
 
 def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights, smoothing, z_loss, dloss, lse_in=None):

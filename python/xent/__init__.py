@@ -87,9 +87,6 @@ def _check_stats(stats, soft, inplace_backward, shard):
     if soft and (stats.logprob or stats.argmax):
         raise ValueError("xent: return_logprob and return_argmax are for class-index targets (target holds "
                          "probabilities; return_entropy and temperature serve those)")
-    if shard is not None:
-        raise ValueError("xent.distributed: return_entropy, return_logprob and return_argmax are not available "
-                         "with a vocabulary split yet")
     if inplace_backward and (stats.entropy or stats.logprob):
         raise ValueError("xent: inplace_backward computes the gradient in the forward pass, before the entropy's "
                          "or the log-prob's gradient is known: ask for them without it")

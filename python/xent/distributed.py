@@ -2,9 +2,10 @@
 each rank of a torch.distributed group holds a slice of the class axis, in
 rank order; every rank gets the loss (and lse) of the whole vocabulary and
 the gradient of its own slice, with label smoothing over the whole
-vocabulary. xent's one collective per call, an all-gather of four values per
-row, runs through torch.distributed on the group (gloo on CPU tensors, NCCL
-on CUDA ones)."""
+vocabulary, and the per-token outputs (entropy, log-prob, argmax) of the
+whole vocabulary. xent's one collective per call, an all-gather of four
+values per row (a few more with per-token outputs), runs through
+torch.distributed on the group (gloo on CPU tensors, NCCL on CUDA ones)."""
 
 import torch
 import torch.distributed as dist
@@ -51,10 +52,11 @@ def cross_entropy(logits_shard, target, group=None, weight=None, ignore_index=-1
     or this rank's slice of the target probabilities. weight: [C] of the
     whole vocabulary. Every rank must make the same call; each gets the same
     loss and the gradient of its own slice. temperature and return_entropy,
-    return_logprob, return_argmax are xent.cross_entropy's; with a
-    vocabulary split they are refused for now (ValueError, XentError naming
-    them): each rank's share of the entropy and argmax is not yet in the
-    gathered statistics."""
+    return_logprob, return_argmax are xent.cross_entropy's, of the whole
+    vocabulary: each rank gets the same entropy, log-prob and argmax (a
+    global class index), bit for bit, from the same one all-gather (its
+    records wider when these are asked for), and the entropy's and
+    log-prob's gradients join the loss's in its slice."""
     group = group if group is not None else dist.group.WORLD
     if logits_shard.dim() < 2:
         raise ValueError("xent.distributed: logits_shard must be [N, C_rank] or [N, C_rank, d1, ...]")

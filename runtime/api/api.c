@@ -234,15 +234,12 @@ xent_status xent_check_ce_desc(const char* fn, const xent_handle* h, const xent_
                      "%s: desc->temperature is %g, must be > 0 and finite, within [%g, %g] for these logits (1 = off; "
                      "xent_ce_desc_init sets it)",
                      fn, d->temperature, tau_min, tau_max);
-  if (d->vocab_shard && d->temperature != 1.0)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->temperature is %g: not available with desc->vocab_shard yet (1 = off)", fn,
-                     d->temperature);
   s = d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
   if (s != XENT_OK) return s;
-  /* The workspace holds a few accumulation-type values per row and rank;
-     its size must not wrap around. */
-  const uint64_t per_row = 2 + 4 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
+  /* The workspace holds a few accumulation-type values per row and rank
+     (a record is at most 9 eight-byte values: xent_shard_record_bytes); its
+     size must not wrap around. */
+  const uint64_t per_row = 2 + 9 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
   if ((uint64_t)d->rows > (SIZE_MAX / 8 - 65536) / (per_row + 2))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld: the workspace's byte count overflows", fn,
                      (long long)d->rows);
@@ -342,11 +339,6 @@ static xent_status ce_run(const char* fn, xent_handle* h, const xent_ce_desc* d,
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: log_prob and softmax are not available with desc->vocab_shard (they would need the "
                      "global lse before a third pass over the logits)", fn);
-  if (d->vocab_shard && ((forward && (t->entropy || t->label_logprob || t->argmax)) || (backward && t->dentropy)))
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: %s is not available with desc->vocab_shard yet (the per-token outputs are for one device)", fn,
-                     forward && t->entropy ? "entropy" : forward && t->label_logprob ? "label_logprob"
-                                                        : forward && t->argmax ? "argmax" : "dentropy");
   if (soft && forward && (t->label_logprob || t->argmax))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: %s is set, but it is for hard labels (desc->label_type is XENT_PROB; entropy and "

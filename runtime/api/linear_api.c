@@ -97,14 +97,8 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   if (!t->loss) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->loss is NULL", fn);
   if (t->grad_bias && !t->bias)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->grad_bias is set but tensors->bias is NULL", fn);
-  /* The per-token outputs: as xent_ce_run refuses them (one device; argmax
-     and the label's log-prob for hard labels only). */
-  const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
-  if (stats && d->ce.vocab_shard)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: tensors->%s is not available with desc->ce.vocab_shard yet (the per-token outputs are for "
-                     "one device)", fn,
-                     t->entropy ? "entropy" : t->label_logprob ? "label_logprob" : t->argmax ? "argmax" : "dentropy");
+  /* The per-token outputs: argmax and the label's log-prob are for hard
+     labels only, as xent_ce_run has them. */
   if (d->ce.label_type == XENT_PROB && (t->label_logprob || t->argmax))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: tensors->%s is set, but it is for hard labels (desc->ce.label_type is XENT_PROB; entropy "

@@ -19,14 +19,21 @@
    (1-eps)*w[y]*(x[y] - ref) + eps/C*sum(w*(x - ref)). The gather is 4
    accumulation-type values per row, the only traffic between ranks. A
    hard-label backward from a saved (global) lse needs no collective at all
-   (the gradient's precision is then the saved lse's: xent.h). */
+   (the gradient's precision is then the saved lse's: xent.h).
+
+   A call with per-token outputs (entropy, label_logprob, argmax, or
+   dentropy's gradient) gathers wider records instead, in the same one
+   collective: also each slice's t = sum exp(x - ref)*(x - ref), whence
+   E_p[z] and the entropy; x[y] - ref where the slice holds the label; and
+   the slice's (max, first index), whence the argmax (xent_device.h's
+   xent_gathered_row). A backward with dentropy gathers too (it needs
+   E_p[z]). The temperature needs nothing across ranks: each slice scales
+   its own logits. */
 #include <stdint.h>
 
 #include "runtime/dispatch/dispatch.h"
 #include "runtime/ops/ops.h"
 #include "runtime/base/internal.h"
-
-enum { STATS_PER_ROW = 4 };
 
 xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
   const xent_vocab_shard* s = d->vocab_shard;
@@ -45,32 +52,43 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
   if (!s->all_gather)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->vocab_shard->all_gather is NULL (xent_vocab_shard_nccl fills it in)", fn);
-  if (d->rows > 0 && (size_t)d->rows > SIZE_MAX / 64 / (size_t)s->ranks)
+  if (d->rows > 0 && (size_t)d->rows > SIZE_MAX / 128 / (size_t)s->ranks)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * vocab_shard->ranks overflows the workspace size", fn);
   return XENT_OK;
 }
 
-/* One rank's statistics: rows * 4 accumulation-type values. */
-static size_t slice_bytes(const xent_ce_desc* d) {
-  return (size_t)d->rows * STATS_PER_ROW * xent_acc_bytes(d->dtype);
+/* Whether a call's records are wide: it has per-token outputs. */
+static int token_stats(const xent_ce_desc* d, const xent_ce_call* c) {
+  const xent_ce_tensors* t = &c->t;
+  const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
+  const int hard = d->label_type != XENT_PROB;
+  return (forward && (t->entropy || (hard && (t->label_logprob || t->argmax)))) || (backward && t->dentropy);
+}
+
+/* One rank's statistics: a record per row (xent_launch.h). */
+static size_t slice_bytes(const xent_ce_desc* d, int wide) {
+  return (size_t)d->rows * xent_shard_record_bytes(xent_acc_bytes(d->dtype), wide);
 }
 
 /* The gather buffer follows the launchers' workspace, 8-byte aligned. */
 static size_t gather_offset(size_t bytes) { return (bytes + 7) & ~(size_t)7; }
 
+/* The workspace does not know the call's tensors: it holds wide records. */
 size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
-  return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d);
+  return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d, 1);
 }
 
-/* Soft labels' gradient needs the gathered sum(a), not only the lse. */
-static int gathers(const xent_ce_desc* d, xent_op op) {
-  return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB;
+/* Soft labels' gradient needs the gathered sum(a), and the entropy's the
+   gathered E_p[z], not only the lse. */
+static int gathers(const xent_ce_desc* d, xent_op op, int wide) {
+  return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB || wide;
 }
 
 xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses,
                             xent_vocab_kernels* k) {
-  k->forward = gathers(d, op) ? xent_ce_find(h, d, XENT_OP_FORWARD, uses) : NULL;
-  if (gathers(d, op) && !k->forward) return XENT_ERROR_NOT_GENERATED;
+  const int gather = gathers(d, op, (uses & XENT_USES_TOKEN_STATS) != 0);
+  k->forward = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, uses) : NULL;
+  if (gather && !k->forward) return XENT_ERROR_NOT_GENERATED;
   k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, uses) : NULL;
   if (op != XENT_OP_FORWARD && !k->backward) return XENT_ERROR_NOT_GENERATED;
   return XENT_OK;
@@ -80,24 +98,27 @@ xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_
                            const xent_vocab_kernels* k) {
   const xent_vocab_shard* shard = d->vocab_shard;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
-  const int gather = gathers(d, call->op);
+  const int wide = token_stats(d, call);
+  const int gather = gathers(d, call->op, wide);
+  const size_t slice = slice_bytes(d, wide);
   const xent_dispatch_entry* fwd = k->forward;
   const xent_dispatch_entry* bwd = k->backward;
 
-  const xent_ce_args base = xent_ce_args_for(d, call);
+  xent_ce_args base = xent_ce_args_for(d, call);
+  base.shard_token_stats = wide;
   char* gathered = (char*)call->workspace + gather_offset(launcher_bytes);
   xent_status s;
   /* Every rank has the same rows, so either all of them gather or none. */
   if (gather && d->rows > 0) {
     xent_ce_args a = base;
-    a.shard_stats = gathered + (size_t)shard->rank * slice_bytes(d);
+    a.shard_stats = gathered + (size_t)shard->rank * slice;
     a.loss = a.lse_out = NULL;
     if ((s = xent_backend_launch(h, fwd, &a)) != XENT_OK) return s;
-    const int rc = shard->all_gather(shard->ctx, a.shard_stats, gathered, slice_bytes(d), call->stream);
+    const int rc = shard->all_gather(shard->ctx, a.shard_stats, gathered, slice, call->stream);
     if (rc != 0)
       return xent_fail(XENT_ERROR_COLLECTIVE,
                        "vocabulary-parallel call: desc->vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes "
-                       "per rank)", rc, shard->rank, shard->ranks, slice_bytes(d));
+                       "per rank)", rc, shard->rank, shard->ranks, slice);
   }
   if (forward) {
     xent_ce_args a = base;

@@ -176,60 +176,62 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
+#line 346 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 345 "templates/cross_entropy.tmpl"
+#line 352 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) {
         float no_m = xent_lowest(float(0)), no_s = 0;
         xent_cluster_reduce(no_m, no_s, u, unused, part);
         xent_cluster_min2(cand, nan_at, ipart);
       }
-#line 351 "templates/cross_entropy.tmpl"
+#line 358 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
+#line 364 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 380 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 411 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 414 "templates/cross_entropy.tmpl"
+#line 442 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 416 "templates/cross_entropy.tmpl"
+#line 444 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 418 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 420 "templates/cross_entropy.tmpl"
+#line 448 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = lr - T / s;
-#line 455 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 556 "templates/cross_entropy.tmpl"
+#line 590 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 558 "templates/cross_entropy.tmpl"
+#line 592 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 563 "templates/cross_entropy.tmpl"
+#line 597 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 566 "templates/cross_entropy.tmpl"
+#line 600 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 592 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 595 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 597 "templates/cross_entropy.tmpl"
+#line 631 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 602 "templates/cross_entropy.tmpl"
+#line 636 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -249,64 +251,64 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 622 "templates/cross_entropy.tmpl"
+#line 656 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 630 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 636 "templates/cross_entropy.tmpl"
+#line 670 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 638 "templates/cross_entropy.tmpl"
+#line 672 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 642 "templates/cross_entropy.tmpl"
+#line 676 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 646 "templates/cross_entropy.tmpl"
+#line 680 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 660 "templates/cross_entropy.tmpl"
+#line 694 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 662 "templates/cross_entropy.tmpl"
+#line 696 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 665 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 669 "templates/cross_entropy.tmpl"
+#line 703 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 676 "templates/cross_entropy.tmpl"
+#line 710 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 680 "templates/cross_entropy.tmpl"
+#line 714 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 685 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
     };
-#line 705 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 710 "templates/cross_entropy.tmpl"
+#line 744 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 770 "templates/cross_entropy.tmpl"
+#line 822 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -333,15 +335,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 799 "templates/cross_entropy.tmpl"
+#line 851 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 803 "templates/cross_entropy.tmpl"
+#line 855 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 807 "templates/cross_entropy.tmpl"
+#line 859 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -349,11 +351,11 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 849 "templates/cross_entropy.tmpl"
+#line 901 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 854 "templates/cross_entropy.tmpl"
+#line 906 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 857 "templates/cross_entropy.tmpl"
+#line 909 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -227,64 +227,66 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
+#line 346 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 345 "templates/cross_entropy.tmpl"
+#line 352 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) {
         float no_m = xent_lowest(float(0)), no_s = 0;
         xent_cluster_reduce(no_m, no_s, u, unused, part);
         xent_cluster_min2(cand, nan_at, ipart);
       }
-#line 351 "templates/cross_entropy.tmpl"
+#line 358 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
+#line 364 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 380 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 411 "templates/cross_entropy.tmpl"
+#line 439 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 423 "templates/cross_entropy.tmpl"
+#line 451 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 425 "templates/cross_entropy.tmpl"
+#line 453 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 428 "templates/cross_entropy.tmpl"
+#line 456 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 433 "templates/cross_entropy.tmpl"
+#line 461 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 436 "templates/cross_entropy.tmpl"
+#line 464 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 439 "templates/cross_entropy.tmpl"
+#line 467 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 442 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 445 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 447 "templates/cross_entropy.tmpl"
+#line 475 "templates/cross_entropy.tmpl"
         }
       }
-#line 450 "templates/cross_entropy.tmpl"
+#line 478 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 455 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 556 "templates/cross_entropy.tmpl"
+#line 590 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 569 "templates/cross_entropy.tmpl"
+#line 603 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -292,30 +294,30 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 577 "templates/cross_entropy.tmpl"
+#line 611 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 584 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 586 "templates/cross_entropy.tmpl"
+#line 620 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 592 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 595 "templates/cross_entropy.tmpl"
+#line 629 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 597 "templates/cross_entropy.tmpl"
+#line 631 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 602 "templates/cross_entropy.tmpl"
+#line 636 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -335,63 +337,63 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 622 "templates/cross_entropy.tmpl"
+#line 656 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 630 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 636 "templates/cross_entropy.tmpl"
+#line 670 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 649 "templates/cross_entropy.tmpl"
+#line 683 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 656 "templates/cross_entropy.tmpl"
+#line 690 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 660 "templates/cross_entropy.tmpl"
+#line 694 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 662 "templates/cross_entropy.tmpl"
+#line 696 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 665 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 669 "templates/cross_entropy.tmpl"
+#line 703 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 676 "templates/cross_entropy.tmpl"
+#line 710 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 680 "templates/cross_entropy.tmpl"
+#line 714 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 685 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
     };
-#line 705 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 710 "templates/cross_entropy.tmpl"
+#line 744 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 770 "templates/cross_entropy.tmpl"
+#line 822 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -418,13 +420,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 797 "templates/cross_entropy.tmpl"
+#line 849 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 803 "templates/cross_entropy.tmpl"
+#line 855 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 807 "templates/cross_entropy.tmpl"
+#line 859 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {262144, 0, 256, 65536}, {-1, 0, 512, 0}};
@@ -432,17 +434,17 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 832 "templates/cross_entropy.tmpl"
+#line 884 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 836 "templates/cross_entropy.tmpl"
+#line 888 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 849 "templates/cross_entropy.tmpl"
+#line 901 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_sum_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 854 "templates/cross_entropy.tmpl"
+#line 906 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 857 "templates/cross_entropy.tmpl"
+#line 909 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
