@@ -303,8 +303,11 @@ xent_status xent_softmax_backward(xent_handle* handle, const xent_softmax_desc* 
    The GEMMs: on the cpu backend OpenBLAS, loaded at run time
    (libopenblas.so.0; XENT_ERROR_BLAS if absent); on CUDA cuBLASLt and on
    HIP hipBLASLt (ROCm 6.0 or later), each loaded at run time
-   (XENT_ERROR_BLAS if absent or failing, with the library's status), the
-   gradients in the inputs' dtype there. */
+   (XENT_ERROR_BLAS if absent or failing, with the library's status). The
+   chunk's gradient of the logits is in their dtype; the gradient GEMMs
+   write grad_hidden and grad_weight in grad_dtype (f32 from f16/bf16
+   operands where it says so), and grad_weight and grad_bias are summed over
+   the chunks in f32 and rounded once. */
 typedef struct xent_linear_ce_desc {
   xent_ce_desc ce;   /* the loss: rows N, classes V, inner 1, dtype (of hidden, weight and bias), loss_dtype,
                         grad_dtype (of every gradient), labels and every option; a vocab_shard splits weight's
@@ -348,7 +351,10 @@ typedef struct xent_linear_ce_tensors {
    weight rows and of their gradient in f32 (f16/bf16 only); on a GPU the
    GEMM library's workspace (32 MiB); V accumulation-type values,
    the cross-entropy call's own workspace, and the chunk loop's steps' (8 KiB
-   of partial sums, two values per chunk): never O(rows * V) or O(V * H). */
+   of partial sums, two values per chunk): never O(rows * V). One O(V * H):
+   an f16/bf16 grad_weight over more than one chunk is summed in f32 here
+   (V * H * 4 bytes; none where grad_dtype is f32, grad_weight being that
+   sum), so that it is rounded once rather than at every chunk. */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
                                           size_t* bytes);
 

@@ -244,14 +244,17 @@ static uint32_t algo_alignment(const fake_pref* p) {
 
 static int type_ok(int t) { return t == T_F32 || t == T_F64 || t == T_F16 || t == T_BF16; }
 
-/* The shapes chain, the types agree, the compute and scale types are the
+/* The shapes chain, the types agree (A and B one type, C and D one type:
+   theirs, or f32 for f16/bf16 A and B), the compute and scale types are the
    ones the libraries accept for the element type. */
 static status_t check(const fake_desc* d, const fake_layout* a, const fake_layout* b, const fake_layout* c,
                       const fake_layout* dl) {
   const uint64_t m = d->op_a == OP_N ? a->rows : a->cols, k = d->op_a == OP_N ? a->cols : a->rows;
   const uint64_t kb = d->op_b == OP_N ? b->rows : b->cols, n = d->op_b == OP_N ? b->cols : b->rows;
   if (k != kb || c->rows != m || c->cols != n || dl->rows != m || dl->cols != n) return INVALID;
-  if (!type_ok(a->type) || a->type != b->type || a->type != c->type || a->type != dl->type) return UNSUPPORTED;
+  const int half = a->type == T_F16 || a->type == T_BF16;
+  if (!type_ok(a->type) || a->type != b->type || c->type != dl->type) return UNSUPPORTED;
+  if (c->type != a->type && !(half && c->type == T_F32)) return UNSUPPORTED;
   const int f64 = a->type == T_F64;
   if (d->compute != (f64 ? C_64F : C_32F) || d->scale != (f64 ? T_F64 : T_F32)) return UNSUPPORTED;
   if (d->epilogue == E_BIAS && (!d->bias || (d->bias_type != a->type && d->bias_type != d->scale))) return INVALID;

@@ -88,35 +88,35 @@ static double tolerance(xent_dtype t) {
 /* shift: the operands start that many elements into 256-byte aligned
    memory, and the workspace 8 bytes in (a chunk's rows start anywhere a row
    does, and the caller's workspace anywhere). */
-static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
-                     double beta, int with_bias, int pad, int shift) {
+static void one_case(xent_handle* h, xent_dtype t, xent_dtype ct, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     double alpha, double beta, int with_bias, int pad, int shift) {
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-  const size_t e = xent_dtype_bytes(t);
+  const size_t e = xent_dtype_bytes(t), ce = xent_dtype_bytes(ct);
   char* mem[3];
-  const size_t sizes[3] = {(size_t)(a_rows * lda) * e, (size_t)(b_rows * ldb) * e, (size_t)(m * ldc) * e};
-  for (int i = 0; i < 3; ++i) mem[i] = aligned_alloc(256, (sizes[i] + (size_t)shift * e + 255) / 256 * 256);
+  const size_t sizes[3] = {(size_t)(a_rows * lda) * e, (size_t)(b_rows * ldb) * e, (size_t)(m * ldc) * ce};
+  for (int i = 0; i < 3; ++i) mem[i] = aligned_alloc(256, (sizes[i] + (size_t)shift * 8 + 255) / 256 * 256);
   void* a = mem[0] + (size_t)shift * e;
   void* b = mem[1] + (size_t)shift * e;
-  void* c = mem[2] + (size_t)shift * e;
+  void* c = mem[2] + (size_t)shift * ce;
   void* bias = malloc((size_t)n * e);
   double *ra = malloc(sizeof(double) * (size_t)(a_rows * lda)), *rb = malloc(sizeof(double) * (size_t)(b_rows * ldb));
   double *rc = malloc(sizeof(double) * (size_t)(m * ldc)), *rbias = malloc(sizeof(double) * (size_t)n);
   for (int64_t i = 0; i < a_rows * lda; ++i) ra[i] = put(t, a, (size_t)i, uniform());
   for (int64_t i = 0; i < b_rows * ldb; ++i) rb[i] = put(t, b, (size_t)i, uniform());
-  for (int64_t i = 0; i < m * ldc; ++i) rc[i] = put(t, c, (size_t)i, (i % ldc) >= n ? 77.0 : uniform());
+  for (int64_t i = 0; i < m * ldc; ++i) rc[i] = put(ct, c, (size_t)i, (i % ldc) >= n ? 77.0 : uniform());
   for (int64_t i = 0; i < n; ++i) rbias[i] = put(t, bias, (size_t)i, uniform());
-  const xent_gemm g = {.a_dtype = t, .b_dtype = t, .c_dtype = t, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+  const xent_gemm g = {.a_dtype = t, .b_dtype = t, .c_dtype = ct, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .bias = with_bias ? bias : NULL};
   static _Alignas(256) unsigned char workspace[(1 << 16) + 256];
   const xent_status s = GEMM(h, "test", &g, workspace + (shift ? 8 : 0), 1 << 16, NULL);
-  CHECK(s == XENT_OK, "%s ta %d tb %d m %lld n %lld k %lld: %s", xent_dtype_name(t), ta, tb, (long long)m,
-        (long long)n, (long long)k, xent_last_error());
+  CHECK(s == XENT_OK, "%s into %s ta %d tb %d m %lld n %lld k %lld: %s", xent_dtype_name(t), xent_dtype_name(ct), ta,
+        tb, (long long)m, (long long)n, (long long)k, xent_last_error());
   if (s == XENT_OK) {
     int bad = 0;
     for (int64_t i = 0; i < m && !bad; ++i) {
       for (int64_t j = 0; j < ldc && !bad; ++j) {
-        const double got = xent_load(t, c, i * ldc + j);
+        const double got = xent_load(ct, c, i * ldc + j);
         double want;
         if (j >= n) {
           want = 77.0;
@@ -125,9 +125,9 @@ static void one_case(xent_handle* h, xent_dtype t, int ta, int tb, int64_t m, in
           for (int64_t l = 0; l < k; ++l) acc += ra[ta ? l * lda + i : i * lda + l] * rb[tb ? j * ldb + l : l * ldb + j];
           want = alpha * acc + beta * rc[i * ldc + j] + (with_bias ? rbias[j] : 0.0);
         }
-        if (fabs(got - want) > tolerance(t) * fabs(want) + 1e-300) {
-          CHECK(0, "%s ta %d tb %d m %lld n %lld k %lld alpha %g beta %g bias %d: C[%lld, %lld] = %.17g, want %.17g",
-                xent_dtype_name(t), ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, with_bias,
+        if (fabs(got - want) > tolerance(ct) * fabs(want) + 1e-300) {
+          CHECK(0, "%s into %s ta %d tb %d m %lld n %lld k %lld alpha %g beta %g bias %d: C[%lld, %lld] = %.17g, want %.17g",
+                xent_dtype_name(t), xent_dtype_name(ct), ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, with_bias,
                 (long long)i, (long long)j, got, want);
           bad = 1;
         }
@@ -172,15 +172,23 @@ int main(int argc, char** argv) {
         /* m, n, k all different: a swapped operand or dimension does not
            chain and the library refuses it; the square case catches a
            transpose lost where the shapes would still chain. */
-        one_case(&h, types[ti], ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 0);
-        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3, 0);
-        one_case(&h, types[ti], ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2, 0);
-        one_case(&h, types[ti], ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1, 0);
+        const xent_dtype t = types[ti];
+        one_case(&h, t, t, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 0);
+        one_case(&h, t, t, ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3, 0);
+        one_case(&h, t, t, ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2, 0);
+        one_case(&h, t, t, ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1, 0);
         /* Operands one element off 256-byte alignment (cuBLASLt's stand-in
            refuses them unless the heuristic was told), the workspace 8
            bytes off. */
-        one_case(&h, types[ti], ta, tb, 6, 4, 9, 1.0, 1.0, 1, 3, 1);
+        one_case(&h, t, t, ta, tb, 6, 4, 9, 1.0, 1.0, 1, 3, 1);
         cases += 5;
+        if (t == XENT_BF16 || t == XENT_F16) {
+          /* f16/bf16 operands into f32 (the linear cross entropy's f32
+             gradients and grad_weight's f32 sum): C read and written f32. */
+          one_case(&h, t, XENT_F32, ta, tb, 6, 4, 9, 1.0, 1.0, 0, 3, 0);
+          one_case(&h, t, XENT_F32, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 1);
+          cases += 2;
+        }
       }
     }
   }
@@ -199,7 +207,7 @@ int main(int argc, char** argv) {
   *no_algorithm = 1;
   xent_status s = GEMM(&h, "xent_linear_ce_run", &g, workspace, sizeof workspace, NULL);
   CHECK(s == XENT_ERROR_BLAS && strstr(xent_last_error(), "xent_linear_ce_run") &&
-            strstr(xent_last_error(), "GetHeuristic") && strstr(xent_last_error(), "(m 2, n 2, k 3, f32)"),
+            strstr(xent_last_error(), "GetHeuristic") && strstr(xent_last_error(), "(m 2, n 2, k 3, f32 into f32)"),
         "no algorithm: status %d, '%s'", (int)s, xent_last_error());
   *no_algorithm = 0;
   /* A workspace smaller than every algorithm asks for: none is found. */
@@ -207,6 +215,22 @@ int main(int argc, char** argv) {
   CHECK(s == XENT_ERROR_BLAS && strstr(xent_last_error(), "GetHeuristic"), "small workspace: status %d, '%s'",
         (int)s, xent_last_error());
 
+  /* A and B in different dtypes, or f16 into bf16: refused by name before
+     the library sees them. */
+  {
+    const int before = *calls;
+    xent_gemm mixed = g;
+    mixed.a_dtype = XENT_BF16;
+    s = GEMM(&h, "xent_linear_ce_run", &mixed, workspace, sizeof workspace, NULL);
+    CHECK(s == XENT_ERROR_INVALID_ARGUMENT && strstr(xent_last_error(), "bf16, f32 and f32 operands"),
+          "bf16 A with f32 B: status %d, '%s'", (int)s, xent_last_error());
+    mixed.a_dtype = mixed.b_dtype = XENT_F16;
+    mixed.c_dtype = XENT_BF16;
+    s = GEMM(&h, "xent_linear_ce_run", &mixed, workspace, sizeof workspace, NULL);
+    CHECK(s == XENT_ERROR_INVALID_ARGUMENT && strstr(xent_last_error(), "f16, f16 and bf16 operands"),
+          "f16 into bf16: status %d, '%s'", (int)s, xent_last_error());
+    CHECK(*calls == before, "a refused GEMM reached the library");
+  }
   CHECK(handles_live() == 1, "%d library handles for one xent handle", handles_live());
   GEMM_FREE(&h);
   CHECK(handles_live() == 0 && h.gemm == NULL, "xent's free left %d library handles", handles_live());
@@ -230,6 +254,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
-  printf("OK: %d GEMMs (4 dtypes, every transpose, padded rows, beta, bias) and the error paths\n", cases);
+  printf("OK: %d GEMMs (4 dtypes, f16/bf16 into f32, every transpose, padded rows, beta, bias) and the error paths\n",
+         cases);
   return 0;
 }

@@ -10,17 +10,18 @@ it), both emulated renderings, the workspace's bound, and the errors.
 
 Tolerance: per dtype as in the other differential tests, relative to the
 largest magnitude of the expected tensor: the logits are rounded to the
-dtype before the loss (as a GEMM in that dtype leaves them), and in f16/bf16
-grad_weight is rounded once per chunk as it accumulates.
+dtype before the loss (as a GEMM in that dtype leaves them), and so is the
+chunk's gradient of the logits before the gradient GEMMs (an f16/bf16
+grad_weight is summed over the chunks in f32 and rounded once:
+test_weight_gradient_rounded_once).
 
 With XENT_TEST_DEVICE=cuda (and XENT_LIBRARY, a --config=cuda build) the
 same cases run on the CUDA backend, cuBLASLt's GEMMs, on CUDA tensors; with
 XENT_TEST_BACKEND=hip as well (and XENT_LIBRARY=libxent_hip_on_cuda_shared.so) on
 the HIP backend built for NVIDIA GPUs (runtime/hip_on_cuda): the HIP
-rendering's kernels and steps. bench/run_gpu.sh runs both. The f32 gradients of bf16 inputs are refused
-there (the gradient GEMMs take one operand type), and the tests of the
-emulated renderings, the host all-gather and the cpu workspace's size say
-SKIPPED."""
+rendering's kernels and steps. bench/run_gpu.sh runs both. The tests of
+the emulated renderings, the host all-gather and the cpu workspace's size
+say SKIPPED there."""
 
 import ctypes
 import os
@@ -187,10 +188,6 @@ class LinearCrossEntropy(unittest.TestCase):
             s, msg, _ = run(h, d, t)
         finally:
             LIB.xent_destroy(h)
-        if GPU and grad_f32:
-            self.assertEqual(s, INVALID_ARGUMENT, msg)
-            self.assertIn("f32 gradients of f16/bf16 inputs: the cpu backend only", msg)
-            return
         self.assertEqual(s, 0, msg)
         loss, lse, gh, gw, gb, ent, lp, am = [x.cpu() if x is not None else None for x in outs]
         want_loss, want_lse, grads, per_token = oracle(hid, w, b, target, REDUCTION[reduction], cw,
@@ -250,6 +247,49 @@ class LinearCrossEntropy(unittest.TestCase):
         for dtype in (F32, BF16):
             with self.subTest(dtype=dtype, what="accumulate into grad_weight and grad_bias"):
                 self.check(dtype, I64, SUM, accumulate=True)
+
+    def test_weight_gradient_rounded_once(self):
+        """bf16 grad_weight over 256 chunks of one row: summed in f32 and
+        rounded once, within 1.25 bf16 ulps of the float64 gradient (its
+        rounding, and the chunk gradients' own rounding to bf16), where a
+        sum rounded to bf16 at every chunk, as a GEMM into a bf16 grad_weight
+        with beta = 1 makes it, is off by many (checked here too, so the
+        case tells them apart). Every row's label is class 0, hidden is
+        positive: the other classes' sums have no cancellation."""
+        N, H, V = 256, 8, 16
+        torch.manual_seed(11)
+        hid = (torch.rand(N, H, dtype=torch.float64) + 0.5).to(torch.bfloat16)
+        w = (torch.randn(V, H, dtype=torch.float64) * 0.1).to(torch.bfloat16)
+        y = torch.zeros(N, dtype=torch.int64)
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
+        d.chunk_rows = 1
+        d.ce.ignore_index = NO_IGNORE_INDEX
+        loss = torch.zeros(1, dtype=torch.bfloat16)
+        gw = torch.full((V, H), float("nan"), dtype=torch.bfloat16)
+        ins, outs = [on(x) for x in (hid, w, y)], [on(x) for x in (loss, gw)]
+        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), labels=ptr(ins[2]), loss=ptr(outs[0]),
+                          grad_weight=ptr(outs[1]))
+        h = handle()
+        try:
+            s, msg, _ = run(h, d, t)
+        finally:
+            LIB.xent_destroy(h)
+        self.assertEqual(s, 0, msg)
+        gw = outs[1].cpu().to(torch.float64)[1:]
+        _, _, grads, _ = oracle(hid, w, None, y, "sum")
+        want = grads[1][1:]
+        ulp = 2.0 ** (torch.floor(torch.log2(want.abs())) - 7)  # bf16: 8 significant bits
+        err = ((gw - want).abs() / ulp).max().item()
+        self.assertLessEqual(err, 1.25, f"grad_weight off by {err:.2f} bf16 ulps")
+        # The same sum rounded at every chunk.
+        z = (hid.to(torch.float64) @ w.to(torch.float64).T).to(torch.bfloat16).to(torch.float64)
+        dl = (torch.softmax(z, 1) - F.one_hot(y, V)).to(torch.bfloat16).to(torch.float64)
+        running = torch.zeros(V, H, dtype=torch.float64)
+        for r in range(N):
+            running = (running + torch.outer(dl[r], hid[r].to(torch.float64))).to(torch.bfloat16).to(torch.float64)
+        per_chunk = ((running[1:] - want).abs() / ulp).max().item()
+        self.assertGreater(per_chunk, 4.0, f"rounding at every chunk is off by only {per_chunk:.2f} ulps")
 
     def test_per_token_outputs(self):
         """Entropy with its gradient (dentropy), the label's log-prob and
@@ -416,10 +456,11 @@ class LinearCrossEntropy(unittest.TestCase):
         self.assertEqual((loss.item(), gw.abs().sum().item(), gb.abs().sum().item()), (0.0, 0.0, 0.0))
 
     def test_workspace_bound(self):
-        """The workspace holds one chunk of logits and O(rows), never all the
-        logits: the size xent states for bf16 at V = 512, H = 64 and chunks
-        of 32 rows (and with f32 gradients), and 16 times the rows adding
-        only O(rows) to it."""
+        """The workspace holds one chunk of logits, grad_weight's f32 sum
+        where it is bf16 and there are several chunks, and O(rows), never all
+        the logits: the size xent states for bf16 at V = 512, H = 64 and
+        chunks of 32 rows (with f32 gradients, and in one chunk, no sum), and
+        16 times the rows adding only O(rows) to it."""
         if GPU:
             self.skipTest("a GPU backend's GEMM workspace (32 MiB) is part of the size: " + CPU_ONLY)
 
@@ -435,21 +476,27 @@ class LinearCrossEntropy(unittest.TestCase):
             LIB.xent_destroy(h)
             return n.value
 
-        # A chunk's logits in bf16 (2 bytes each); with f32 gradients, the
-        # chunk's gradient beside them (4 bytes each); V floats (the bias
-        # gradient's sums); then two workspaces of 8 KiB of partial sums and
-        # a few values per row or chunk: the cross-entropy call's and the
-        # steps' (the divisor, the chunks' sums and bad-label words). The cpu
-        # GEMM's f32 copies of bf16 operands are its own (blas_cpu.c), a
-        # block of weight rows at a time.
-        stated = 32 * 512 * 2 + 512 * 4
+        # A chunk's logits in bf16 (2 bytes each; the chunk's gradient
+        # replaces them, in place); grad_weight's sum over the chunks in f32
+        # (V * H * 4 bytes); V floats (the bias gradient's sums); then two
+        # workspaces of 8 KiB of partial sums and a few values per row or
+        # chunk: the cross-entropy call's and the steps' (the divisor, the
+        # chunks' sums and bad-label words). The cpu GEMM's f32 copies of
+        # bf16 operands are its own (blas_cpu.c), a block of weight rows at a
+        # time.
+        weight_sum = 512 * 64 * 4
+        stated = 32 * 512 * 2 + weight_sum + 512 * 4
         small, large = size(256, 32), size(4096, 32)
         self.assertGreaterEqual(small, stated + 2 * 8192)
         self.assertLess(small, stated + 2 * 8192 + 4096)
         self.assertLess(large - small, 16 * 4096)
+        # f32 gradients: grad_weight is its own f32 sum.
         wide = size(256, 32, F32)
-        self.assertGreaterEqual(wide - small, 32 * 512 * 4)
-        self.assertLess(wide - small, 32 * 512 * 4 + 128)
+        self.assertGreaterEqual(small - wide, weight_sum)
+        self.assertLess(small - wide, weight_sum + 128)
+        # One chunk: nothing to sum.
+        one = size(32, 32)
+        self.assertLess(one, stated - weight_sum + 2 * 8192 + 4096)
 
     def test_errors(self):
         d = LinearDesc()

@@ -28,13 +28,6 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
   if (d->ce.inner != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.inner is %lld, must be 1 (logits [rows, classes])", fn,
                      (long long)d->ce.inner);
-  /* A GPU GEMM takes its operands in one type: the gradient (an operand of
-     both gradient GEMMs) must be in hidden's and weight's. */
-  if (!h->backend->gemm_mixed && d->ce.grad_dtype != d->ce.dtype)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->ce.grad_dtype is %s and desc->ce.dtype %s: on the %s backend the gradients are in the "
-                     "inputs' dtype (f32 gradients of f16/bf16 inputs: the cpu backend only)",
-                     fn, xent_dtype_name(d->ce.grad_dtype), xent_dtype_name(d->ce.dtype), h->backend->name);
   /* What the chunks' cross-entropy calls would check, once for all. */
   return xent_check_ce_desc(fn, h, &d->ce);
 }

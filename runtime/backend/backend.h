@@ -40,14 +40,12 @@ typedef struct xent_backend {
   /* The fused linear cross entropy's GEMM (xent_gemm) on the backend's
      memory, with `workspace` (gemm_workspace bytes of the caller's) for the
      library; gemm_free frees the library's handle at xent_destroy (NULL:
-     nothing to free). gemm_mixed: it takes operands of different dtypes
-     (the cpu backend's f32 gradients of f16/bf16 inputs); else A, B and C
-     share one. */
+     nothing to free). Every backend takes A and B in one dtype and C in
+     theirs or, for f16/bf16 A and B, in f32 (internal.h, xent_gemm). */
   xent_status (*gemm)(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                       void* stream);
   void (*gemm_free)(xent_handle* h);
   size_t gemm_workspace;
-  int gemm_mixed;
   /* bytes of the backend's memory at p set to zero, on the stream. */
   xent_status (*zero)(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
   xent_collective collective;
@@ -94,7 +92,6 @@ xent_status xent_hip_backend(const xent_backend** out);
       .gemm = xent_##NAME##_gemm,                \
       .gemm_free = xent_##NAME##_gemm_free,      \
       .gemm_workspace = XENT_GPU_GEMM_WORKSPACE, \
-      .gemm_mixed = 0,                           \
       .zero = xent_##NAME##_zero,                \
       .collective = COLLECTIVE,                  \
   }

@@ -27,11 +27,14 @@ typedef struct xent_gemm_column_major {
   int64_t ld;
 } xent_gemm_column_major;
 
-/* The GPU libraries' calls here take A, B and C in one dtype (the layers
-   above never mix them on a GPU backend: backend.h's gemm_mixed is 0). */
-static inline xent_status xent_gemm_one_dtype(const char* fn, const char* library, const xent_gemm* g) {
-  if (g->a_dtype == g->b_dtype && g->c_dtype == g->b_dtype) return XENT_OK;
-  return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s GEMM of %s, %s and %s operands: one dtype for all three", fn,
+/* The GPU libraries take A and B in one dtype, and C (and D) in theirs or,
+   for f16/bf16 A and B, in f32 with f32 compute: what cuBLASLt's and
+   hipBLASLt's tables of supported types list (internal.h, xent_gemm). */
+static inline xent_status xent_gemm_check_types(const char* fn, const char* library, const xent_gemm* g) {
+  const int half = g->b_dtype == XENT_F16 || g->b_dtype == XENT_BF16;
+  if (g->a_dtype == g->b_dtype && (g->c_dtype == g->b_dtype || (half && g->c_dtype == XENT_F32))) return XENT_OK;
+  return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                   "%s: %s GEMM of %s, %s and %s operands: A and B in one dtype, C in theirs (or f32 for f16/bf16)", fn,
                    library, xent_dtype_name(g->a_dtype), xent_dtype_name(g->b_dtype), xent_dtype_name(g->c_dtype));
 }
 

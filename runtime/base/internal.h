@@ -71,11 +71,11 @@ typedef struct xent_table {
 /* One of the fused linear cross entropy's GEMMs (backend.h, gemm),
    row-major as blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op
    transposes when ta / tb), computed in B's accumulation type; bias ([n],
-   in B's dtype, or NULL) added to every row in the GEMM's epilogue. Each
-   operand has its dtype: the GPU backends take one dtype for all three
-   (cuBLASLt in gemm_cuda.c, hipBLASLt in gemm_hip.c, both loaded at run
-   time); the cpu backend's (blas_cpu.c) also takes f32 gradients of
-   f16/bf16 inputs. */
+   in B's dtype, or NULL) added to every row in the GEMM's epilogue. A and B
+   share a dtype; C has theirs or, for f16/bf16 A and B, f32 (the f32
+   gradients of f16/bf16 inputs, and an f16/bf16 grad_weight's f32 sum over
+   the chunks), as cuBLASLt (gemm_cuda.c) and hipBLASLt (gemm_hip.c), both
+   loaded at run time, and the cpu backend's (blas_cpu.c) take them. */
 typedef struct xent_gemm {
   xent_dtype a_dtype, b_dtype, c_dtype;
   int ta, tb;

@@ -21,10 +21,15 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The chunk's cross-entropy call: n rows; a sum or a mean becomes a sum in
-   the accumulation type (the chunks' sums are added, then divided). */
+   the accumulation type (the chunks' sums are added, then divided). Its
+   gradient of the logits is in their dtype, in place, whatever grad_dtype
+   says: the gradient GEMMs take A and B in one dtype (cuBLASLt, hipBLASLt)
+   and write grad_hidden and grad_weight in grad_dtype, f32 from f16/bf16
+   operands where asked. */
 static xent_ce_desc chunk_desc(const xent_linear_ce_desc* d, int64_t n) {
   xent_ce_desc c = d->ce;
   c.rows = n;
+  c.grad_dtype = c.dtype;
   if (c.reduction != XENT_REDUCTION_NONE) {
     c.reduction = XENT_REDUCTION_SUM;
     c.loss_dtype = xent_acc_dtype(c.dtype);
@@ -80,7 +85,6 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   if (s != XENT_OK) return s;
   const int64_t v = d->ce.classes;
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
-  const size_t gb = xent_dtype_bytes(d->ce.grad_dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
   if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
@@ -90,7 +94,16 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   L->chunk = n;
   L->chunks = chunks;
   L->logits = at, at += round64((size_t)n * v * eb);
-  L->grad = at, at += d->ce.grad_dtype != d->ce.dtype ? round64((size_t)n * v * gb) : 0;
+  /* An f16/bf16 grad_weight is summed over the chunks in f32 and rounded
+     once (WEIGHT_GRAD): rounded at every chunk, as a GEMM into it with beta
+     = 1 would, bf16 keeps 8 bits of the running sum and drops what a small
+     chunk adds to a large one. One chunk needs no sum; an f32 grad_dtype is
+     its own. */
+  const int half = d->ce.dtype == XENT_F16 || d->ce.dtype == XENT_BF16;
+  L->has_weight_acc = half && d->ce.grad_dtype == d->ce.dtype && chunks > 1;
+  if (L->has_weight_acc && (uint64_t)v * (uint64_t)d->hidden > (SIZE_MAX / 8) / 4)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
+  L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)d->hidden * 4) : 0;
   L->gemm = at, at += round64(h->backend->gemm_workspace);
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
@@ -191,7 +204,7 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   const int64_t N = c->rows, V = c->classes, H = r->d->hidden, rows = L.chunk;
   const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(gt);
   void* logits = r->ws + L.logits;
-  void* grad = gt == dt ? logits : (void*)(r->ws + L.grad);
+  void* grad = logits; /* the chunk's gradient of the logits, in place, dtype */
   const int64_t r0 = k * rows, n = min64(rows, N - r0);
   const char* hid = (const char*)t->hidden + (size_t)r0 * H * eb;
   const int bias_step = t->bias && dt == XENT_F64;
@@ -207,19 +220,32 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   s = chunk_loss(r, k, r0, n, logits, grad);
   if (s != XENT_OK) return s;
   if (t->grad_hidden) {
-    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V,
+    const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = gt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V,
                          .alpha = 1.0, .beta = 0.0, .a = grad, .lda = V, .b = t->weight, .ldb = H,
                          .c = (char*)t->grad_hidden + (size_t)r0 * H * gb, .ldc = H};
     s = gemm(r, &g);
     if (s != XENT_OK) return s;
   }
   if (t->grad_weight) {
-    const int overwrite = k == 0 && !r->d->accumulate;
-    const xent_gemm g = {.a_dtype = gt, .b_dtype = dt, .c_dtype = gt, .ta = 1, .tb = 0, .m = V, .n = H, .k = n,
-                         .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad, .lda = V, .b = hid, .ldb = H,
-                         .c = t->grad_weight, .ldc = H};
+    /* Into grad_weight, or its f32 sum (the old value is added to that at
+       the end, by WEIGHT_GRAD). */
+    const int acc = L.has_weight_acc;
+    const int overwrite = k == 0 && (acc || !r->d->accumulate);
+    const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = acc ? XENT_F32 : gt, .ta = 1, .tb = 0, .m = V,
+                         .n = H, .k = n, .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad, .lda = V, .b = hid,
+                         .ldb = H, .c = acc ? (void*)(r->ws + L.weight_acc) : t->grad_weight, .ldc = H};
     s = gemm(r, &g);
     if (s != XENT_OK) return s;
+    if (acc && k == L.chunks - 1) {
+      xent_lce_args a = step_args(r->d, L.chunk, r->ws + L.steps, r->stream);
+      a.step = XENT_LCE_WEIGHT_GRAD;
+      a.weight_acc = (const float*)(r->ws + L.weight_acc);
+      a.grad_weight = t->grad_weight;
+      a.hidden = H;
+      a.accumulate = r->d->accumulate;
+      s = step(r, &a);
+      if (s != XENT_OK) return s;
+    }
   }
   return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
 }

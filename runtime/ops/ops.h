@@ -39,7 +39,8 @@ typedef struct xent_linear_ce_plan {
   int64_t chunk;   /* rows per chunk */
   int64_t chunks;
   size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
-  size_t grad;     /* chunk * V, grad_dtype: the gradient where it is not dtype (cpu backend) */
+  size_t weight_acc; /* V * H f32: an f16/bf16 grad_weight's sum over the chunks (has_weight_acc) */
+  int has_weight_acc;
   size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */

@@ -103,7 +103,6 @@ const xent_backend xent_backend_cpu = {
     .gemm = cpu_gemm,
     .gemm_free = NULL,
     .gemm_workspace = 0,
-    .gemm_mixed = 1,
     .zero = cpu_zero,
     .collective = XENT_COLLECTIVE_NONE,
 };

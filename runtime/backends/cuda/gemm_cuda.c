@@ -136,7 +136,7 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   const size_t skip = (256 - (uintptr_t)workspace % 256) % 256;
   workspace = skip < workspace_bytes ? (char*)workspace + skip : NULL;
   workspace_bytes = skip < workspace_bytes ? workspace_bytes - skip : 0;
-  xent_status s = xent_gemm_one_dtype(fn, "cuBLASLt", g);
+  xent_status s = xent_gemm_check_types(fn, "cuBLASLt", g);
   if (s != XENT_OK) return s;
   cublasLtHandle_t handle = NULL; /* set by lt_handle when it returns XENT_OK */
   s = lt_handle(h, fn, &handle);
@@ -168,7 +168,8 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
     st = lt.layout_create(&la, data_type(g->b_dtype), cm.first.rows, cm.first.cols, cm.first.ld);
     if (st == CUBLAS_STATUS_SUCCESS)
       st = lt.layout_create(&lb, data_type(g->b_dtype), cm.second.rows, cm.second.cols, cm.second.ld);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->b_dtype), cm.rows, cm.cols, cm.ld);
+    /* C and D: the operands' type, or f32 (f32 compute either way). */
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->c_dtype), cm.rows, cm.cols, cm.ld);
   }
   cublasLtMatmulHeuristicResult_t best;
   int found = 0;
@@ -208,8 +209,8 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   if (desc) lt.desc_destroy(desc);
   if (st != CUBLAS_STATUS_SUCCESS) {
     char shape[160];
-    snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s)", what, (long long)g->m, (long long)g->n,
-             (long long)g->k, xent_dtype_name(g->b_dtype));
+    snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s into %s)", what, (long long)g->m, (long long)g->n,
+             (long long)g->k, xent_dtype_name(g->b_dtype), xent_dtype_name(g->c_dtype));
     return lt_fail(fn, shape, st);
   }
   return XENT_OK;

@@ -114,7 +114,7 @@ void xent_hip_gemm_free(xent_handle* h) {
 
 xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
                           void* stream) {
-  xent_status s = xent_gemm_one_dtype(fn, "hipBLASLt", g);
+  xent_status s = xent_gemm_check_types(fn, "hipBLASLt", g);
   if (s != XENT_OK) return s;
   void* handle = NULL; /* set by lt_handle when it returns XENT_OK */
   s = lt_handle(h, fn, &handle);
@@ -145,7 +145,8 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
     what = "hipblasLtMatrixLayoutCreate";
     st = lt.layout_create(&la, type, cm.first.rows, cm.first.cols, cm.first.ld);
     if (st == HIPBLASLT_ABI_STATUS_SUCCESS) st = lt.layout_create(&lb, type, cm.second.rows, cm.second.cols, cm.second.ld);
-    if (st == HIPBLASLT_ABI_STATUS_SUCCESS) st = lt.layout_create(&lc, type, cm.rows, cm.cols, cm.ld);
+    /* C and D: the operands' type, or f32 (f32 compute either way). */
+    if (st == HIPBLASLT_ABI_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->c_dtype), cm.rows, cm.cols, cm.ld);
   }
   hipblaslt_heuristic_room best;
   int found = 0;
@@ -175,8 +176,8 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
   if (desc) lt.desc_destroy(desc);
   if (st != HIPBLASLT_ABI_STATUS_SUCCESS) {
     char shape[160];
-    snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s)", what, (long long)g->m, (long long)g->n,
-             (long long)g->k, xent_dtype_name(g->b_dtype));
+    snprintf(shape, sizeof shape, "%s (m %lld, n %lld, k %lld, %s into %s)", what, (long long)g->m, (long long)g->n,
+             (long long)g->k, xent_dtype_name(g->b_dtype), xent_dtype_name(g->c_dtype));
     return lt_fail(fn, shape, st);
   }
   return XENT_OK;
