@@ -28,7 +28,7 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 88 "templates/cross_entropy.tmpl"
+#line 91 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -36,22 +36,22 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 108 "templates/cross_entropy.tmpl"
+#line 111 "templates/cross_entropy.tmpl"
 // Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
 // ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
 // of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 114 "templates/cross_entropy.tmpl"
+#line 117 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 116 "templates/cross_entropy.tmpl"
+#line 119 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
   int64_t lo, hi;
-#line 132 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
   xent_partial_range(C, lo, hi);
   for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 135 "templates/cross_entropy.tmpl"
+#line 138 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = row_weight;
@@ -70,11 +70,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   }
 }
 
-#line 154 "templates/cross_entropy.tmpl"
+#line 157 "templates/cross_entropy.tmpl"
 // Statistics and loss of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 162 "templates/cross_entropy.tmpl"
+#line 165 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling; the strided shape asks for more resident blocks (768
@@ -90,9 +90,9 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 180 "templates/cross_entropy.tmpl"
+#line 183 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 182 "templates/cross_entropy.tmpl"
+#line 185 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -102,15 +102,15 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 192 "templates/cross_entropy.tmpl"
+#line 195 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 195 "templates/cross_entropy.tmpl"
+#line 198 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 207 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 209 "templates/cross_entropy.tmpl"
+#line 212 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -121,7 +121,7 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 220 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -133,51 +133,51 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 234 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_bf16(XENT_LD(x + (base + yl * inner)))) * itau) : float(0);
-#line 239 "templates/cross_entropy.tmpl"
+#line 242 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 245 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 255 "templates/cross_entropy.tmpl"
+#line 258 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 259 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
         sum_b += wj;             // sum_c w[c], for a vocabulary slice
-#line 261 "templates/cross_entropy.tmpl"
+#line 264 "templates/cross_entropy.tmpl"
       }
-#line 263 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
     };
-#line 272 "templates/cross_entropy.tmpl"
+#line 275 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.shard_token_stats;
-#line 276 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 279 "templates/cross_entropy.tmpl"
+#line 282 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
         if (kX) {
-#line 285 "templates/cross_entropy.tmpl"
-          xj *= itau;
 #line 288 "templates/cross_entropy.tmpl"
+          xj *= itau;
+#line 291 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 293 "templates/cross_entropy.tmpl"
+#line 296 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -189,58 +189,60 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         for (int k = 0; k < kVec; ++k) xv[k] = (capped ? xent_softcap(xent_load_bf16(c.e[k]), cap) : xent_load_bf16(c.e[k]));
         if (kX) {
-#line 305 "templates/cross_entropy.tmpl"
-          for (int k = 0; k < kVec; ++k) xv[k] *= itau;
 #line 308 "templates/cross_entropy.tmpl"
-          xent_online_add_n_t(m, s, t_own, xv);
-          xent_argmax_add_n(am, j0, xv, s);
+          // z = x * itau inside the update (one FFMA per element), the
+          // vector's max shared with the argmax.
+          const float vx = xent_online_add_n_t(m, s, t_own, xv, itau);
+          xent_argmax_add_n(am, j0, xv, vx, itau, s);
 #line 313 "templates/cross_entropy.tmpl"
+          if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
+#line 322 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
+          if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
-        for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
       };
-#line 322 "templates/cross_entropy.tmpl"
+#line 331 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 324 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 328 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 330 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 335 "templates/cross_entropy.tmpl"
+#line 344 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 340 "templates/cross_entropy.tmpl"
+#line 349 "templates/cross_entropy.tmpl"
     // Vocabulary-parallel: this slice's argmax as a global class (none
     // where it has no value above the lowest and no NaN), and whether it is
     // a NaN's.
     int64_t slice_argmax = XENT_NO_INDEX;
     bool slice_nan = false;
-#line 346 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 358 "templates/cross_entropy.tmpl"
+#line 367 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 361 "templates/cross_entropy.tmpl"
+#line 370 "templates/cross_entropy.tmpl"
       slice_nan = nan_at != XENT_NO_INDEX;
       slice_argmax = slice_nan || cand != XENT_NO_INDEX ? off + amax : XENT_NO_INDEX;
-#line 364 "templates/cross_entropy.tmpl"
+#line 373 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 391 "templates/cross_entropy.tmpl"
+#line 400 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 395 "templates/cross_entropy.tmpl"
+#line 404 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -249,69 +251,69 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + xent_shard_record<float>(a.shard_token_stats) * row;
       st[0] = ref;
       st[1] = s;
-#line 407 "templates/cross_entropy.tmpl"
+#line 416 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 410 "templates/cross_entropy.tmpl"
+#line 419 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 417 "templates/cross_entropy.tmpl"
+#line 426 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 421 "templates/cross_entropy.tmpl"
+#line 430 "templates/cross_entropy.tmpl"
       if (a.shard_token_stats) {
         // Wide records (xent_device.h's xent_gathered_row): t relative to
         // ref (T is relative to m, and 0 with s), the label's z - ref where
         // this slice holds it, and the slice's argmax as a global class.
         st[4] = T;
-#line 429 "templates/cross_entropy.tmpl"
+#line 438 "templates/cross_entropy.tmpl"
         const bool holds = !ignored && here;
         st[5] = holds ? xy - ref : float(0);
         st[6] = holds ? float(1) : float(0);
-#line 433 "templates/cross_entropy.tmpl"
+#line 442 "templates/cross_entropy.tmpl"
         st[7] = slice_nan ? float(NAN) : m;
         *(int64_t*)(st + 8) = slice_argmax;
       }
-#line 437 "templates/cross_entropy.tmpl"
+#line 446 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 451 "templates/cross_entropy.tmpl"
+#line 460 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 453 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 456 "templates/cross_entropy.tmpl"
+#line 465 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 461 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 464 "templates/cross_entropy.tmpl"
+#line 473 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 467 "templates/cross_entropy.tmpl"
+#line 476 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 470 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 473 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 475 "templates/cross_entropy.tmpl"
+#line 484 "templates/cross_entropy.tmpl"
         }
       }
-#line 478 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 483 "templates/cross_entropy.tmpl"
+#line 492 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 487 "templates/cross_entropy.tmpl"
+#line 496 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -321,51 +323,51 @@ xent_cuda_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 744 "templates/cross_entropy.tmpl"
+#line 755 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 748 "templates/cross_entropy.tmpl"
+#line 759 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), and
 // with wide records the per-token outputs, stored rank by rank in a.gathered
 // as [shards][rows][record] (xent_gathered_row). No logits are read.
 static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 754 "templates/cross_entropy.tmpl"
+#line 765 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 756 "templates/cross_entropy.tmpl"
+#line 767 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 760 "templates/cross_entropy.tmpl"
+#line 771 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 762 "templates/cross_entropy.tmpl"
+#line 773 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
     const float lse = g.lse;
-#line 780 "templates/cross_entropy.tmpl"
+#line 791 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 785 "templates/cross_entropy.tmpl"
+#line 796 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 787 "templates/cross_entropy.tmpl"
+#line 798 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 790 "templates/cross_entropy.tmpl"
+#line 801 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 792 "templates/cross_entropy.tmpl"
+#line 803 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 794 "templates/cross_entropy.tmpl"
+#line 805 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 796 "templates/cross_entropy.tmpl"
+#line 807 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 801 "templates/cross_entropy.tmpl"
+#line 812 "templates/cross_entropy.tmpl"
     // Per-token outputs, as one device has them: 0 for an ignored row, NaN
     // for a bad label's; the argmax of every row.
     if (a.shard_token_stats) {
@@ -378,13 +380,13 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_cuda_ce_fwd_bf16_i64_mean_co
       }
       if (a.argmax) a.argmax[row] = xent_gathered_argmax((const float*)a.gathered, rows, a.shards, row);
     }
-#line 815 "templates/cross_entropy.tmpl"
+#line 826 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 822 "templates/cross_entropy.tmpl"
+#line 833 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -411,15 +413,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 851 "templates/cross_entropy.tmpl"
+#line 862 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 855 "templates/cross_entropy.tmpl"
+#line 866 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 859 "templates/cross_entropy.tmpl"
+#line 870 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -427,19 +429,19 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 867 "templates/cross_entropy.tmpl"
+#line 878 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 884 "templates/cross_entropy.tmpl"
+#line 895 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 888 "templates/cross_entropy.tmpl"
+#line 899 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 893 "templates/cross_entropy.tmpl"
+#line 904 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -447,9 +449,9 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* 
   } else {
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_mean_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 906 "templates/cross_entropy.tmpl"
+#line 917 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 909 "templates/cross_entropy.tmpl"
+#line 920 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

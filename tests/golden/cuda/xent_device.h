@@ -1266,15 +1266,21 @@ XENT_DEVICE void xent_cluster_reduce(A& m, A& s, A& a, A& b, Part part) {
 // term by f = exp(m - m') and adds (m - m') to its (z - m): t' = f * (t + (m -
 // m') * s). A term of z = -inf is 0 (exp(-inf) times -inf would be NaN).
 template <typename A, int N>
-XENT_DEVICE void xent_online_add_n_t(A& m, A& s, A& t, const A (&x)[N]) {
-  A mx = m;
-  for (int k = 0; k < N; ++k) mx = fmax(mx, x[k]);
+XENT_DEVICE A xent_online_add_n_t(A& m, A& s, A& t, const A (&x)[N], A scale) {
+  // z = x * scale (scale > 0, the temperature's 1/tau, or 1): z's order is
+  // x's, so the vector's max is taken on x and scaled once, and each z - max
+  // is one FFMA. A masked class (x = -inf, e = 0) adds 0 * lowest to t, not
+  // 0 * -inf; a NaN's d stays NaN (fmax(NaN, lowest) is lowest, but e is NaN).
+  // Returns the vector's max of x, for the argmax.
+  A vx = x[0];
+  for (int k = 1; k < N; ++k) vx = fmax(vx, x[k]);
+  const A mx = fmax(m, vx * scale);
   A sv = 0, tv = 0;
   for (int k = 0; k < N; ++k) {
-    const A d = x[k] - mx;
+    const A d = fma(x[k], scale, -mx);
     const A e = xent_exp(d);
     sv += e;
-    tv += e > A(0) ? e * d : A(0);
+    tv = fma(e, fmax(d, xent_lowest(A(0))), tv);
   }
   const A d = m - mx, f = xent_exp(d);
   // s == 0: nothing was added yet (m is still the lowest value, and d may
@@ -1282,6 +1288,7 @@ XENT_DEVICE void xent_online_add_n_t(A& m, A& s, A& t, const A (&x)[N]) {
   t = (s == A(0) || f == A(0) ? A(0) : f * (t + d * s)) + tv;
   s = s * f + sv;
   m = mx;
+  return vx;
 }
 
 template <typename A>
@@ -1334,14 +1341,15 @@ XENT_DEVICE void xent_argmax_add(xent_argmax<A>& r, int64_t j, A z) {
 }
 
 // NaN is looked for only where the thread's s already is NaN (a NaN or a
-// +inf logit reached it): once in a vector, never in a row without one.
+// +inf logit reached it): once in a vector, never in a row without one. x
+// are the vector's logits before the scale, vx their max (from
+// xent_online_add_n_t), the value kept is z = vx * scale.
 template <typename A, int N>
-XENT_DEVICE void xent_argmax_add_n(xent_argmax<A>& r, int64_t j0, const A (&x)[N], A s) {
-  A vm = x[0];
-  for (int k = 1; k < N; ++k) vm = fmax(vm, x[k]);
+XENT_DEVICE void xent_argmax_add_n(xent_argmax<A>& r, int64_t j0, const A (&x)[N], A vx, A scale, A s) {
+  const A vm = vx * scale;
   if (vm > r.bv || (vm == r.bv && j0 < r.bi)) {
     int k = 0;
-    while (k < N - 1 && !(x[k] == vm)) ++k;
+    while (k < N - 1 && !(x[k] == vx)) ++k;
     r.bv = vm;
     r.bi = j0 + k;
   }
@@ -1504,7 +1512,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1596 "templates/xent_device.h.tmpl"
+#line 1604 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
