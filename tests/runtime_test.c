@@ -243,9 +243,10 @@ static void test_vocab_shard_errors(void) {
   d.vocab_shard = &shard;
   size_t need = 0;
   CHECK(xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &need) == XENT_OK, "sharded workspace: %s", xent_last_error());
-  /* Launchers: 2 + 2 * rows + 2 * 1024 f32 values; then ranks * rows * (ref,
-     s, a, b). */
-  CHECK(need == 4 * (2 + 2 * 4 + 2 * 1024) + 3 * 4 * 4 * 4, "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
+  /* Launchers: 2 + 2 * rows + 2 * 1024 f32 values; then ranks * rows
+     records, wide ones (a call with per-token outputs gathers 8 f32 values
+     and an int64 per row; a plain call uses the first 4 f32 of each). */
+  CHECK(need == 4 * (2 + 2 * 4 + 2 * 1024) + 3 * 4 * (8 * 4 + 8), "f32 mean, 4 rows, 3 ranks: %zu bytes", need);
   float logits[40] = {0}, loss[4], workspace[2200];
   int64_t labels[4] = {1, 12, 29, -100};
   xent_ce_tensors t = {.logits = logits, .labels = labels, .loss = loss};

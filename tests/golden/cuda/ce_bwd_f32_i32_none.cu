@@ -304,7 +304,7 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   }
 }
 
-#line 870 "templates/cross_entropy.tmpl"
+#line 873 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -312,14 +312,14 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 895 "templates/cross_entropy.tmpl"
+#line 898 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 899 "templates/cross_entropy.tmpl"
+#line 902 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 914 "templates/cross_entropy.tmpl"
+#line 917 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 920 "templates/cross_entropy.tmpl"
+#line 923 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

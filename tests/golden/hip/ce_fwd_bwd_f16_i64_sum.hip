@@ -374,7 +374,7 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   }
 }
 
-#line 833 "templates/cross_entropy.tmpl"
+#line 836 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -401,13 +401,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 860 "templates/cross_entropy.tmpl"
+#line 863 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 866 "templates/cross_entropy.tmpl"
+#line 869 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 870 "templates/cross_entropy.tmpl"
+#line 873 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -415,17 +415,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 895 "templates/cross_entropy.tmpl"
+#line 898 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 899 "templates/cross_entropy.tmpl"
+#line 902 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 914 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
 #line 917 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
+#line 920 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 920 "templates/cross_entropy.tmpl"
+#line 923 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
