@@ -19,7 +19,6 @@ accumulation type, f32 for f32/f16/bf16 logits (a few f32 ulps of the row's
 scale, summed over the row: 2e-5 relative) and f64 for f64 logits."""
 
 import ctypes
-import threading
 import unittest
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP
 from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, VocabShard, make_desc
-from torch_oracle import TORCH, TOL, P, Group, load_lib, raw, from_raw, addr
+from torch_oracle import TORCH, TOL, P, Group, emulated_call, load_lib, on_threads, raw, from_raw, addr
 
 LIB = load_lib()
 INVALID_ARGUMENT = 1
@@ -194,7 +193,6 @@ class TokenStatsVsTorch(unittest.TestCase):
 
         def run(op):
             group = Group(ranks)
-            results = [None] * ranks
 
             def rank_main(k):
                 lo, hi = cuts[k], cuts[k + 1]
@@ -220,27 +218,9 @@ class TokenStatsVsTorch(unittest.TestCase):
                 d = type(c.desc).from_buffer_copy(c.desc)
                 d.classes = hi - lo
                 d.vocab_shard = ctypes.pointer(shard)
-                h = P()
-                status = LIB.xent_create(ctypes.byref(h), BACKEND_CPU)
-                if status == 0:
-                    status = LIB.xent_cpu_emulate(h, target)
-                nbytes = ctypes.c_size_t()
-                if status == 0:
-                    status = LIB.xent_ce_workspace_size(h, ctypes.byref(d), op, ctypes.byref(nbytes))
-                if status == 0:
-                    ws = np.zeros(max(nbytes.value, 8), np.uint8)
-                    status = LIB.xent_ce_run(h, ctypes.byref(d), op, ctypes.byref(t), ws.ctypes.data_as(P),
-                                             ctypes.c_size_t(ws.size), None)
-                message = LIB.xent_last_error().decode()
-                if h:
-                    LIB.xent_destroy(h)
-                results[k] = (status, message, out)
+                return emulated_call(LIB, target, d, op, t) + (out,)
 
-            threads = [threading.Thread(target=rank_main, args=(k,)) for k in range(ranks)]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
+            results = on_threads(ranks, rank_main)
             for k, (status, message, _) in enumerate(results):
                 self.assertEqual(status, 0, f"{c.name} cuts={cuts} rank {k}: {message}")
             self.assertEqual(group.calls, [1] * ranks, f"{c.name} cuts={cuts}: one all-gather per call and rank")

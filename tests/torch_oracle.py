@@ -9,7 +9,9 @@ import threading
 
 import torch
 
-from xent_ctypes import F32, F16, BF16, F64, ALL_GATHER
+import numpy as np
+
+from xent_ctypes import F32, F16, BF16, F64, ALL_GATHER, BACKEND_CPU
 
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, F64: torch.float64}
 # Relative error allowed in outputs: two roundings to the dtype plus f32 sums.
@@ -52,6 +54,42 @@ def ptr(a):
 def addr(a):
     """An array's address as an int, for a struct field (None for None)."""
     return a.ctypes.data if a is not None else None
+
+
+def emulated_call(lib, target, desc, op, tensors):
+    """One xent_ce_run of op on a new cpu handle emulating target's
+    rendering, with a workspace of the size xent states: (status, message)."""
+    h = P()
+    status = lib.xent_create(ctypes.byref(h), BACKEND_CPU)
+    if status == 0:
+        status = lib.xent_cpu_emulate(h, target)
+    nbytes = ctypes.c_size_t()
+    if status == 0:
+        status = lib.xent_ce_workspace_size(h, ctypes.byref(desc), op, ctypes.byref(nbytes))
+    if status == 0:
+        ws = np.zeros(max(nbytes.value, 8), np.uint8)
+        status = lib.xent_ce_run(h, ctypes.byref(desc), op, ctypes.byref(tensors), ws.ctypes.data_as(P),
+                                 ctypes.c_size_t(ws.size), None)
+    message = lib.xent_last_error().decode()
+    if h:
+        lib.xent_destroy(h)
+    return status, message
+
+
+def on_threads(ranks, rank_main):
+    """rank_main(k) for every rank k, each on its own thread: their results,
+    in rank order."""
+    results = [None] * ranks
+
+    def run(k):
+        results[k] = rank_main(k)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 class Group:

@@ -14,16 +14,15 @@ Tolerance: as in xent_vs_torch_test (the dtype's rounding of the outputs plus
 f32 sums); the combine adds a handful of f32 operations per rank."""
 
 import ctypes
-import threading
 import unittest
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xent_ctypes import F32, F16, BF16, F64, I64, PROB, NONE, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP, make_desc
+from xent_ctypes import F32, F16, BF16, F64, I64, PROB, NONE, MEAN, BACKEND_CUDA, BACKEND_HIP, make_desc
 from xent_ctypes import FORWARD, BACKWARD, FORWARD_BACKWARD, Tensors, VocabShard
-from torch_oracle import TORCH, TOL, P, Group, load_lib, raw, from_raw, addr
+from torch_oracle import TORCH, TOL, Group, emulated_call, load_lib, on_threads, raw, from_raw, addr
 
 LIB = load_lib()
 
@@ -34,7 +33,6 @@ def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights
     ranks = len(cuts) - 1
     C = x.shape[1]
     group = Group(ranks)
-    results = [None] * ranks
 
     def rank_main(k):
         lo, hi = cuts[k], cuts[k + 1]
@@ -51,27 +49,9 @@ def run_ranks(target, dtype, label_type, reduction, cuts, op, x, labels, weights
                     loss=addr(out["loss"]) if op != BACKWARD else None,
                     lse=addr(out["lse"]) if op != BACKWARD else None,
                     grad=addr(out["grad"]) if op != FORWARD else None)
-        h = P()
-        status = LIB.xent_create(ctypes.byref(h), BACKEND_CPU)
-        if status == 0:
-            status = LIB.xent_cpu_emulate(h, target)
-        nbytes = ctypes.c_size_t()
-        if status == 0:
-            status = LIB.xent_ce_workspace_size(h, ctypes.byref(d), op, ctypes.byref(nbytes))
-        if status == 0:
-            ws = np.zeros(max(nbytes.value, 8), np.uint8)
-            status = LIB.xent_ce_run(h, ctypes.byref(d), op, ctypes.byref(t), P(addr(ws)), ctypes.c_size_t(ws.size), None)
-        message = LIB.xent_last_error().decode()
-        if h:
-            LIB.xent_destroy(h)
-        results[k] = (status, message, out)
+        return emulated_call(LIB, target, d, op, t) + (out,)
 
-    threads = [threading.Thread(target=rank_main, args=(k,)) for k in range(ranks)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results, group.calls
+    return on_threads(ranks, rank_main), group.calls
 
 
 class VocabParallelVsTorch(unittest.TestCase):
