@@ -286,7 +286,7 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
      not depend on its rows). */
   const xent_ce_desc chunk_ce = chunk_desc(d, L.chunk);
   const xent_dispatch_entry* loss = NULL;
-  xent_vocab_kernels vocab = {NULL, NULL};
+  xent_vocab_kernels vocab = {NULL, NULL, 0};
   if (L.chunks > 0 && d->ce.vocab_shard) {
     const xent_status s = xent_vocab_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, uses, &vocab);
     if (s != XENT_OK) return s;

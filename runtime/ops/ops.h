@@ -27,6 +27,7 @@ size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 typedef struct xent_vocab_kernels {
   const struct xent_dispatch_entry* forward;  /* the shard's statistics and the loss; NULL if unused */
   const struct xent_dispatch_entry* backward; /* the gradient; NULL for a forward */
+  int token_stats;                            /* the call has per-token outputs: it gathers wide records */
 } xent_vocab_kernels;
 xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* desc, xent_op op, int uses,
                             xent_vocab_kernels* kernels);

@@ -57,14 +57,6 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
   return XENT_OK;
 }
 
-/* Whether a call's records are wide: it has per-token outputs. */
-static int token_stats(const xent_ce_desc* d, const xent_ce_call* c) {
-  const xent_ce_tensors* t = &c->t;
-  const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
-  const int hard = d->label_type != XENT_PROB;
-  return (forward && (t->entropy || (hard && (t->label_logprob || t->argmax)))) || (backward && t->dentropy);
-}
-
 /* One rank's statistics: a record per row (xent_launch.h). */
 static size_t slice_bytes(const xent_ce_desc* d, int wide) {
   return (size_t)d->rows * xent_shard_record_bytes(xent_acc_bytes(d->dtype), wide);
@@ -86,7 +78,10 @@ static int gathers(const xent_ce_desc* d, xent_op op, int wide) {
 
 xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses,
                             xent_vocab_kernels* k) {
-  const int gather = gathers(d, op, (uses & XENT_USES_TOKEN_STATS) != 0);
+  /* A call's records are wide where it has per-token outputs: the option
+     axis its tensors decide (ce.c, linear_ce.c). */
+  k->token_stats = (uses & XENT_USES_TOKEN_STATS) != 0;
+  const int gather = gathers(d, op, k->token_stats);
   k->forward = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, uses) : NULL;
   if (gather && !k->forward) return XENT_ERROR_NOT_GENERATED;
   k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, uses) : NULL;
@@ -98,7 +93,7 @@ xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_
                            const xent_vocab_kernels* k) {
   const xent_vocab_shard* shard = d->vocab_shard;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
-  const int wide = token_stats(d, call);
+  const int wide = k->token_stats;
   const int gather = gathers(d, call->op, wide);
   const size_t slice = slice_bytes(d, wide);
   const xent_dispatch_entry* fwd = k->forward;
