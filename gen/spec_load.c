@@ -14,7 +14,7 @@
    path or a generated file. */
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_"
 #define FILE_CHARS NAME_CHARS "."
-#define TUNE_CHARS "0123456789-=: stridedchunk"
+#define TUNE_CHARS "0123456789-=: stridedchunkloads"
 
 /* Copies string field `name` of the table on top of the stack into dst;
    `allowed` is the characters it may hold (NULL: any but control

@@ -95,12 +95,14 @@ tune "cuda" {
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },
 }
--- The forward keeps four 16-byte loads in flight per thread, which with the
--- run-time options' per-element work needs more than the 64 registers a
--- 1024-thread block leaves: 512 at most (16 warps x 4 x 16 B = 32 KB in
--- flight per SM).
+-- The forward keeps ten 16-byte loads in flight per thread (loads), which
+-- with the run-time options' per-element work needs more than the 64
+-- registers a 1024-thread block leaves: 512 at most, 16 warps x 10 x 16 B =
+-- 80 KB in flight per SM, what a B200 asks (bench/results/sass_report.md;
+-- an H100 asks 31 KB), in 127 registers without spills.
 tune "cuda" {
   strided = 256,
+  loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 256, row_threads = 8, block = 256 },

@@ -166,6 +166,28 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + AXES.replace("block = 1024 }", "block = 1024, unroll = 4 }"), TUNE_CUDA,
                    "shape 2: unknown field 'unroll'")
 
+    def test_tune_loads_out_of_range(self):
+        for bad in ("0", "17", "2.5", '"many"'):
+            self.check(HEADER + AXES.replace("strided = 256, { classes = 64", f"strided = 256, loads = {bad}, {{ classes = 64"),
+                       TUNE_CUDA, "loads must be a whole number of 16-byte loads per thread, 1 to 16, got")
+
+    def test_tune_loads_reach_the_kernel(self):
+        """A tune's loads is the row walks' batch in the rendered kernel (4
+        where the tune gives none), per target."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ce.lua")
+            with open(spec, "w") as f:
+                f.write(HEADER + AXES.replace("strided = 256, { classes = 64", "strided = 256, loads = 7, { classes = 64"))
+            for target, loads in (("cuda", 7), ("hip", 4)):
+                out = os.path.join(tmp, target)
+                r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                ext = ".cu" if target == "cuda" else ".hip"
+                with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
+                    text = f.read()
+                self.assertIn(f"constexpr int kRowLoads = {loads};", text)  # as in cross_entropy.tmpl
+                self.assertIn("xent_row_each_vec<kRowLoads, kColumn>(", text)
+
     def test_tune_when_unknown_value(self):
         self.check(HEADER + AXES + 'tune "cuda" { when = { dtype = "f8" }, strided = 256, { row_threads = 1, block = 32 } }\n',
                    NEXT, "tune \"cuda\" when: unknown dtype 'f8'")

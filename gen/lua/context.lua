@@ -29,17 +29,19 @@ end
 -- The launch shapes dsl.lua chose for the variant on this target (its
 -- launch_shapes() text): the strided block size, the C initializer of the
 -- xent_row_shape table the launcher picks from, the largest block (the
--- kernel's launch bounds), and whether a shape holds rows on chip.
+-- kernel's launch bounds), whether a shape holds rows on chip, and the
+-- loads in flight per thread.
 local function launch_shapes(text)
-  local strided = tonumber(text:match("^strided=(%d+)"))
+  local strided, loads = text:match("^strided=(%d+) loads=(%d+)")
+  strided, loads = tonumber(strided), tonumber(loads)
   local shapes, largest, on_chip = {}, 0, false
   for classes, group, block, bytes in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+)") do
     shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. "}"
     largest = math.max(largest, tonumber(block))
     on_chip = on_chip or tonumber(bytes) > 0
   end
-  assert(strided and #shapes > 0, "malformed launch shapes: " .. text)
-  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip
+  assert(strided and loads and #shapes > 0, "malformed launch shapes: " .. text)
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads
 end
 
 function M.for_variant(v, target)
@@ -47,8 +49,8 @@ function M.for_variant(v, target)
   local sym = M.symbols(target, v.key)
   local tune = v["tune_" .. target]
   local chunk_bytes = tune:match("^chunk=(%d+)$")
-  local strided, shapes, largest, on_chip
-  if not chunk_bytes then strided, shapes, largest, on_chip = launch_shapes(tune) end
+  local strided, shapes, largest, on_chip, loads
+  if not chunk_bytes then strided, shapes, largest, on_chip, loads = launch_shapes(tune) end
   local mixed = v.dtype == "f16" or v.dtype == "bf16"
   local T, A, to_acc, from_acc = d.storage, d.acc, "xent_load_" .. v.dtype, "xent_store_" .. v.dtype
   return {
@@ -62,6 +64,8 @@ function M.for_variant(v, target)
     -- run-time flag each): ONNX Runtime's mixed-precision variants.
     mixed = mixed,
     to_acc = to_acc,
+    -- xent_widen_<dtype>(vec, out): a 16-byte vector into the accumulation type.
+    widen = "xent_widen_" .. v.dtype,
     from_acc = from_acc,
     -- C for an element of a loss or gradient buffer (and dloss), which is in
     -- the logits dtype or, where the call's `flag` (a C expression) says so,
@@ -92,6 +96,9 @@ function M.for_variant(v, target)
     column_threads = strided,
     -- Some shape holds rows in shared memory across a cluster (fused only).
     on_chip = on_chip,
+    -- The 16-byte loads a thread keeps in flight in a contiguous row's walk
+    -- (the walks' kInFlight; the spec's tune `loads`).
+    row_loads = loads,
     -- linear_cross_entropy: the bytes of logits one chunk may hold.
     chunk_bytes = chunk_bytes,
   }

@@ -87,6 +87,9 @@ M.targets = { cuda = { warp = 32, on_chip = 227 }, hip = { warp = 64 } }
 M.target_names = { "cuda", "hip" }
 -- The largest thread block either vendor launches (xent_device.h's XENT_MAX_THREADS).
 M.max_block = 1024
+-- A tune's `loads`: 16-byte loads in flight per thread in a row walk (64
+-- registers' worth at most: beyond that no kernel keeps its other state).
+M.default_loads, M.max_loads = 4, 16
 
 local function index_of(list, value)
   for i, v in ipairs(list) do
@@ -352,6 +355,11 @@ local function make_env(path, st, lib)
   -- that hold it in n KiB each, so the gradient pass reads it from there
   -- and not again from memory. Where the device cannot (no clusters, too
   -- little shared memory), the launcher takes the next shape.
+  -- loads = n (1 to 16; 4 where not given): the 16-byte loads each thread
+  -- issues before it uses the first, in a contiguous row's walk. Bytes in
+  -- flight per SM are resident threads x n x 16, which Little's law asks of
+  -- a memory-bound kernel (bench/sass_report.py reads it back); each load
+  -- holds 4 registers (CUDA) or VGPRs (HIP) until used.
   function env.tune(target)
     need_family("tune")
     local here = where()
@@ -375,10 +383,16 @@ local function make_env(path, st, lib)
       for k, v in pairs(t) do
         if k == "strided" then
           rule.strided = threads(v, "strided")
+        elseif k == "loads" then
+          if math.type(v) ~= "integer" or v < 1 or v > M.max_loads then
+            fail_at(here2, what .. ": loads must be a whole number of 16-byte loads per thread, 1 to " .. M.max_loads ..
+              ", got " .. tostring(v))
+          end
+          rule.loads = v
         elseif k == "when" then
           rule.when = parse_rule(v, here2, what .. " when")
         elseif math.type(k) ~= "integer" then
-          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (expected strided, when and a list of shapes)")
+          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (expected strided, loads, when and a list of shapes)")
         end
       end
       if not rule.strided then fail_at(here2, what .. ": missing strided = <threads per block for a strided class axis>") end
@@ -482,8 +496,8 @@ local function excluded(excludes, v)
 end
 
 -- A variant's launch shapes on one target, as one line of text the C half
--- carries to the renderer (context.lua reads it back): "strided=<threads>"
--- then "<classes>:<row_threads>:<block>:<on_chip bytes>" per shape; classes
+-- carries to the renderer (context.lua reads it back): "strided=<threads>
+-- loads=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>" per shape; classes
 -- -1 = any larger C, row_threads 0 = the whole block, on_chip 0 = not. For
 -- a chunk tune (linear_cross_entropy): "chunk=<bytes of logits>".
 local function launch_shapes(st, v, target)
@@ -497,7 +511,7 @@ local function launch_shapes(st, v, target)
         fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves op " .. quoted_list(ops) .. " only in family " ..
           st.family .. ", and variant " .. v.key .. " is op " .. v.op .. " (limit this tune with when = { op = " .. want .. " })")
       end
-      local parts = { "strided=" .. rule.strided }
+      local parts = { "strided=" .. rule.strided, "loads=" .. (rule.loads or M.default_loads) }
       for _, s in ipairs(rule.shapes) do
         parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip
       end

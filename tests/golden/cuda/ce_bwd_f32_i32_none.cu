@@ -28,7 +28,7 @@
 // Vocabulary-parallel calls see classes [off, off + C) of a vocabulary of CT
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
-#line 91 "templates/cross_entropy.tmpl"
+#line 108 "templates/cross_entropy.tmpl"
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -36,22 +36,22 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 111 "templates/cross_entropy.tmpl"
+#line 128 "templates/cross_entropy.tmpl"
 // Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
 // ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
 // of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 117 "templates/cross_entropy.tmpl"
+#line 134 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 119 "templates/cross_entropy.tmpl"
+#line 136 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
   int64_t lo, hi;
-#line 135 "templates/cross_entropy.tmpl"
+#line 152 "templates/cross_entropy.tmpl"
   xent_partial_range(C, lo, hi);
   for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 138 "templates/cross_entropy.tmpl"
+#line 155 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace + 2)[2 * (int64_t)blockIdx.x] = row_weight;
@@ -70,11 +70,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_bwd
   }
 }
 
-#line 157 "templates/cross_entropy.tmpl"
+#line 174 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 165 "templates/cross_entropy.tmpl"
+#line 182 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and at least one
 // block per SM, which lets ptxas use the registers the fused paths need
 // without spilling; the strided shape asks for more resident blocks (768
@@ -89,10 +89,11 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
 xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
+  constexpr int kRowLoads = 4;  // 16-byte loads in flight per thread (the spec's tune)
   const float* x = (const float*)a.logits;
-#line 183 "templates/cross_entropy.tmpl"
+#line 201 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 185 "templates/cross_entropy.tmpl"
+#line 203 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -102,12 +103,12 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 198 "templates/cross_entropy.tmpl"
+#line 216 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(float, stage, kColumn ? XENT_COLUMN_STAGE(256, float) : 1);
-#line 210 "templates/cross_entropy.tmpl"
+#line 228 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 212 "templates/cross_entropy.tmpl"
+#line 230 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -118,7 +119,7 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 223 "templates/cross_entropy.tmpl"
+#line 241 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -130,20 +131,20 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 507 "templates/cross_entropy.tmpl"
+#line 525 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
     float lse, m, lr = 0, sum_a = 0, sum_b = 0;
-#line 512 "templates/cross_entropy.tmpl"
+#line 530 "templates/cross_entropy.tmpl"
     float gathered_Em = 0;  // E_p[z] - m from wide records (dentropy)
-#line 514 "templates/cross_entropy.tmpl"
+#line 532 "templates/cross_entropy.tmpl"
     if (a.gathered) {
       const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
       lse = g.lse, m = g.m, lr = g.lr, sum_a = g.sum_a;
-#line 518 "templates/cross_entropy.tmpl"
+#line 536 "templates/cross_entropy.tmpl"
       gathered_Em = g.Em;
-#line 520 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
     } else {
       lse = m = ((const float*)a.lse_in)[row];
     }
@@ -153,21 +154,21 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // row's statistics are taken again from its logits, in one more pass over
     // that row only. A vocabulary slice cannot (its logits are not the
     // row's): there the saved lse is used as it is (xent.h).
-#line 530 "templates/cross_entropy.tmpl"
+#line 548 "templates/cross_entropy.tmpl"
     // The entropy's gradient needs E_p[z] - m = T/S (Em), which the saved lse
     // does not give: with dentropy, every row takes its statistics again.
     const bool again = !a.shards && at.live && (lse > float(64) || lse < float(-64) || a.dentropy);
     float Em = gathered_Em;
-#line 537 "templates/cross_entropy.tmpl"
+#line 555 "templates/cross_entropy.tmpl"
     float m2 = xent_lowest(float(0)), s2 = 0, t2 = 0, unused_a = 0, unused_b = 0;
     (void)t2;
-#line 544 "templates/cross_entropy.tmpl"
+#line 562 "templates/cross_entropy.tmpl"
     const auto second_pass = [&] {
-      xent_row_each_vec<kColumn>(x, base, again ? width : 0, inner, stage, lane, group,
+      xent_row_each_vec<kRowLoads, kColumn>(x, base, again ? width : 0, inner, stage, lane, group,
                                  [&](int64_t, float raw) { xent_online_add_t(m2, s2, t2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw)) * itau); },
                                  [&](int64_t, const xent_vec16<float>& c) {
                                    float xv[16 / sizeof(float)];
-                                   for (int k = 0; k < (int)(16 / sizeof(float)); ++k) xv[k] = (capped ? xent_softcap(xent_load_f32(c.e[k]), cap) : xent_load_f32(c.e[k]));
+                                   xent_widen_f32(c, xv); if (capped) for (int k = 0; k < (int)(16 / sizeof(float)); ++k) xv[k] = xent_softcap(xv[k], cap);
                                    xent_online_add_n_t(m2, s2, t2, xv, itau);
                                  });
     };
@@ -177,40 +178,40 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     if (group > XENT_WARP) {
       if (xent_block_any(again)) {
         second_pass();
-#line 560 "templates/cross_entropy.tmpl"
+#line 578 "templates/cross_entropy.tmpl"
         const float m_own = m2, s_own = s2;
-#line 562 "templates/cross_entropy.tmpl"
+#line 580 "templates/cross_entropy.tmpl"
         xent_block_reduce(m2, s2, unused_a, unused_b, scratch);
-#line 564 "templates/cross_entropy.tmpl"
+#line 582 "templates/cross_entropy.tmpl"
         float unused = 0;
         t2 = xent_entropy_share(m_own, s_own, t2, m2);
         xent_block_sum2(t2, unused, scratch);
-#line 568 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
       }
     } else if (xent_warp_any(again)) {
       second_pass();
-#line 572 "templates/cross_entropy.tmpl"
+#line 590 "templates/cross_entropy.tmpl"
       const float m_own = m2, s_own = s2;
-#line 574 "templates/cross_entropy.tmpl"
+#line 592 "templates/cross_entropy.tmpl"
       xent_lanes_reduce(m2, s2, unused_a, unused_b, (int)group);
-#line 576 "templates/cross_entropy.tmpl"
+#line 594 "templates/cross_entropy.tmpl"
       float unused = 0;
       t2 = xent_entropy_share(m_own, s_own, t2, m2);
       xent_lanes_sum2(t2, unused, (int)group);
-#line 580 "templates/cross_entropy.tmpl"
+#line 598 "templates/cross_entropy.tmpl"
     }
     if (again) {
       m = m2;
       const float log_s = xent_log(s2);
       lr = log_s + (m2 - m2);
       lse = xent_lse(m, log_s);
-#line 587 "templates/cross_entropy.tmpl"
+#line 605 "templates/cross_entropy.tmpl"
       Em = t2 / s2;
-#line 589 "templates/cross_entropy.tmpl"
+#line 607 "templates/cross_entropy.tmpl"
     }
-#line 601 "templates/cross_entropy.tmpl"
+#line 619 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 614 "templates/cross_entropy.tmpl"
+#line 632 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -218,28 +219,28 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 622 "templates/cross_entropy.tmpl"
+#line 640 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 629 "templates/cross_entropy.tmpl"
+#line 647 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 631 "templates/cross_entropy.tmpl"
+#line 649 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 637 "templates/cross_entropy.tmpl"
+#line 655 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 642 "templates/cross_entropy.tmpl"
+#line 660 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 647 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -259,52 +260,52 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 667 "templates/cross_entropy.tmpl"
+#line 685 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 675 "templates/cross_entropy.tmpl"
+#line 693 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 681 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       const float p = xent_exp((xj - m) - lr);
-#line 694 "templates/cross_entropy.tmpl"
+#line 712 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 701 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 705 "templates/cross_entropy.tmpl"
+#line 723 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 710 "templates/cross_entropy.tmpl"
+#line 728 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 721 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
       const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 728 "templates/cross_entropy.tmpl"
-      xent_row_walk_io<kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 730 "templates/cross_entropy.tmpl"
+#line 746 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
+#line 748 "templates/cross_entropy.tmpl"
     };
-#line 750 "templates/cross_entropy.tmpl"
+#line 768 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 755 "templates/cross_entropy.tmpl"
+#line 773 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 873 "templates/cross_entropy.tmpl"
+#line 891 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {64, 4, 256, 0}, {256, 8, 256, 0}, {2048, 32, 256, 0}, {16384, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -312,14 +313,14 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 898 "templates/cross_entropy.tmpl"
+#line 916 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 902 "templates/cross_entropy.tmpl"
+#line 920 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 917 "templates/cross_entropy.tmpl"
+#line 935 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 923 "templates/cross_entropy.tmpl"
+#line 941 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

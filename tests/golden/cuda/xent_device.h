@@ -517,6 +517,8 @@ struct xent_bool {
 #define XENT_UNROLL _Pragma("unroll")
 #endif
 
+XENT_DEVICE int64_t xent_min_index(int64_t a, int64_t b) { return a < b ? a : b; }
+
 // 16 bytes of elements of T: the unit of a vector load (ld.global.v4 on
 // CUDA, global_load_dwordx4 on AMD).
 template <typename T>
@@ -805,7 +807,7 @@ XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int
 // goes through xent_column_walk and the shared `stage`
 // (XENT_COLUMN_STAGE) where x is 16-byte aligned and inner a multiple of
 // its vector, else as scalars, several classes in flight.
-template <bool kColumn, typename T, typename Stage, typename Out, typename F>
+template <int kInFlight, bool kColumn, typename T, typename Stage, typename Out, typename F>
 XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                   int64_t group, const Out& out, F f) {
   if constexpr (kColumn) {
@@ -853,25 +855,37 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
-  // kLoads independent 16-byte loads issued before any is used: Little's law
-  // asks ~32 KB in flight per SM for 3 TB/s at ~700 ns, one load per thread
-  // of 32 resident warps is 16 KB. The elements are then taken in the order
-  // of one vector at a time, so the results are the same either way.
-  constexpr int64_t kLoads = 4;
+  // kInFlight independent 16-byte loads issued before any is used (the spec's
+  // tune `loads`: Little's law asks some 31 KB in flight per SM of an H100,
+  // 67 KB of a B200; bench/results/sass_report.md), the last batch's too.
+  // The elements are then taken in the order of one vector at a time, so
+  // the results are the same whatever the batch.
   int64_t i = lane;
-  for (; i + (kLoads - 1) * group < vecs; i += kLoads * group) {
-    xent_vec16<T> chunk[kLoads];
+  for (; i + (kInFlight - 1) * group < vecs; i += kInFlight * group) {
+    xent_vec16<T> chunk[kInFlight];
     XENT_UNROLL
-    for (int64_t u = 0; u < kLoads; ++u) chunk[u] = XENT_LD(v + i + u * group);
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = XENT_LD(v + i + u * group);
     XENT_UNROLL
-    for (int64_t u = 0; u < kLoads; ++u) {
+    for (int64_t u = 0; u < kInFlight; ++u) {
       const int64_t k = i + u * group;
       out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
     }
   }
-  for (; i < vecs; i += group) {
-    const xent_vec16<T> chunk = XENT_LD(v + i);
-    out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
+  if (i < vecs) {
+    // This thread's last vectors, fewer than kInFlight: a whole batch is
+    // loaded, its indices past the row clamped to this thread's last vector
+    // (a second load of bytes in the cache, instead of a predicate per load
+    // held in registers; its own, so an in-place gradient reads nothing
+    // another thread writes), and only those in the row are used.
+    const int64_t last = i + (vecs - 1 - i) / group * group;
+    xent_vec16<T> chunk[kInFlight];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = XENT_LD(v + xent_min_index(i + u * group, last));
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) {
+      const int64_t k = i + u * group;
+      if (k < vecs) out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+    }
   }
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
@@ -975,10 +989,10 @@ struct xent_vec_sink {
   }
 };
 
-template <bool kColumn, typename T, typename Stage, typename F, typename FV>
+template <int kLoads, bool kColumn, typename T, typename Stage, typename F, typename FV>
 XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                    int64_t group, F f, FV fv) {
-  xent_row_walk_io<kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
+  xent_row_walk_io<kLoads, kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
@@ -991,7 +1005,7 @@ XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t 
 // back from it. The scalars are read from memory both times (fewer than 16
 // bytes each side). Each element has one owner, the same in both walks, so
 // a gradient written in place is safe.
-template <bool kLoad, typename T, typename Stash, typename Out, typename F>
+template <int kInFlight, bool kLoad, typename T, typename Stash, typename Out, typename F>
 XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t lane, int64_t group, Stash stash,
                                  const Out& out, F f) {
   constexpr int64_t kVec = 16 / sizeof(T);
@@ -1003,35 +1017,32 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   if (rank == 0)
     for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
-  // As xent_row_walk_io: kLoads vectors read before any is used.
-  constexpr int64_t kLoads = 4;
+  // As xent_row_walk_io: kInFlight vectors read before any is used, the last
+  // batch's too (its indices past the slice clamped to this thread's last).
+  const auto get = [&](int64_t at) -> xent_vec16<T> {
+    if (kLoad) return XENT_LD(v + at);
+    return stash[at - lo];
+  };
+  const auto use = [&](int64_t at, const xent_vec16<T>& chunk) {
+    if (kLoad) stash[at - lo] = chunk;
+    out.vec(f, head + at * kVec, base + head + at * kVec, chunk);
+  };
   int64_t i = lo + lane;
-  for (; i + (kLoads - 1) * group < hi; i += kLoads * group) {
-    xent_vec16<T> chunk[kLoads];
+  for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
+    xent_vec16<T> chunk[kInFlight];
     XENT_UNROLL
-    for (int64_t u = 0; u < kLoads; ++u) {
-      if (kLoad) {
-        chunk[u] = XENT_LD(v + i + u * group);
-      } else {
-        chunk[u] = stash[i + u * group - lo];
-      }
-    }
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = get(i + u * group);
     XENT_UNROLL
-    for (int64_t u = 0; u < kLoads; ++u) {
-      const int64_t k = i + u * group;
-      if (kLoad) stash[k - lo] = chunk[u];
-      out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
-    }
+    for (int64_t u = 0; u < kInFlight; ++u) use(i + u * group, chunk[u]);
   }
-  for (; i < hi; i += group) {
-    xent_vec16<T> chunk;
-    if (kLoad) {
-      chunk = XENT_LD(v + i);
-      stash[i - lo] = chunk;
-    } else {
-      chunk = stash[i - lo];
-    }
-    out.vec(f, head + i * kVec, base + head + i * kVec, chunk);
+  if (i < hi) {
+    const int64_t last = i + (hi - 1 - i) / group * group;
+    xent_vec16<T> chunk[kInFlight];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = get(xent_min_index(i + u * group, last));
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u)
+      if (i + u * group < hi) use(i + u * group, chunk[u]);
   }
   if (rank == k - 1)
     for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
@@ -1056,6 +1067,29 @@ XENT_DEVICE float xent_load_f32(float v) { return v; }
 XENT_DEVICE float xent_store_f32(float v) { return v; }
 XENT_DEVICE double xent_load_f64(double v) { return v; }
 XENT_DEVICE double xent_store_f64(double v) { return v; }
+
+// A 16-byte vector's elements in the accumulation type (xent_widen_<dtype>,
+// as xent_load_<dtype> on each). bf16 by 32-bit words: the even element is
+// its word shifted up, the odd one the word's top half masked, one
+// instruction each; widening element by element took a PRMT to extract an
+// odd element and a shift to place it (1.5 per element on sm_100).
+XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
+  uint32_t w[4];
+  memcpy(w, &c, 16);
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = __uint_as_float(w[i] << 16);
+    x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+XENT_DEVICE void xent_widen_f16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
+  for (int k = 0; k < 8; ++k) x[k] = xent_load_f16(c.e[k]);
+}
+XENT_DEVICE void xent_widen_f32(const xent_vec16<float>& c, float (&x)[4]) {
+  for (int k = 0; k < 4; ++k) x[k] = c.e[k];
+}
+XENT_DEVICE void xent_widen_f64(const xent_vec16<double>& c, double (&x)[2]) {
+  for (int k = 0; k < 2; ++k) x[k] = c.e[k];
+}
 
 // exp and log in the accumulation type. exp2 with log2(e) folded in is one
 // hardware instruction plus a multiply on both vendors. The argument is
@@ -1512,7 +1546,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1604 "templates/xent_device.h.tmpl"
+#line 1638 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
