@@ -237,11 +237,16 @@ def loads_in_flight(path, is_load):
     return count
 
 
-def main_passes(insns, passes, is_load, wide, walk="plain"):
+def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False):
     """The main loop of each pass: innermost loops with loads (is_load), the
     `passes` with the most, in program order. walk "stats": of loops with as
     many loads, the longest (a kernel's copy of its walk for the per-token
-    statistics), not the shortest."""
+    statistics), not the shortest. writes_result: the kernel's last pass
+    writes its result (global stores), the passes before it only
+    read: a loop of each kind is taken for them, so that a walk that only
+    reads (the statistics' walks, which the backward takes for the entropy's
+    gradient) never stands for one that writes, nor two copies of one pass
+    for two passes."""
     chosen = []
     for head, tail in loops(insns):
         body = insns[head:tail + 1]
@@ -258,7 +263,13 @@ def main_passes(insns, passes, is_load, wide, walk="plain"):
     # with and without the optional outputs), the shortest path.
     sign = -1 if walk == "stats" else 1
     chosen.sort(key=lambda c: (-c[2], sign * len(walk_path(insns, c[0], c[1], wide))))
-    return sorted(chosen[:passes])
+    def writes(c):  # global stores of any width (sm_90 stores f32 gradients 8 bytes at a time)
+        return any(op.startswith("STG") for _, _, op, _ in insns[c[0]:c[1] + 1])
+    reading = [c for c in chosen if not writes(c)]
+    writing = [c for c in chosen if writes(c)]
+    if writes_result:
+        return sorted(reading[:passes - 1] + writing[:1])
+    return sorted(reading[:passes])
 
 
 def ptxas_report(log, function, arch):
@@ -353,7 +364,7 @@ def report(gen, objects, cuobjdump, arch):
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
-        found = main_passes(insns, passes, is_load, wide, *walk)
+        found = main_passes(insns, passes, is_load, wide, *walk, writes_result=moved > 1)
         warps = resident_warps(gpu, regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:

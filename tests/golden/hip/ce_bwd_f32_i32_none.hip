@@ -253,6 +253,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // gradient) off and fewer than 2^32 classes:
     // compiled apart too, it spends no branch, load or multiply per element
     // on them, and compares class indices in 32 bits.
+    const float lr2 = xent_exp_shift_of(lr);  // p_j = xent_exp_shifted(x_j - m, lr2)
     const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, float raw) -> float {
       constexpr bool kExtras = decltype(extras)::value;
       constexpr bool kPlain = decltype(plain_flag)::value;
@@ -260,52 +261,79 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 685 "templates/cross_entropy.tmpl"
+#line 686 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 693 "templates/cross_entropy.tmpl"
+#line 694 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 699 "templates/cross_entropy.tmpl"
-      const float p = xent_exp((xj - m) - lr);
-#line 712 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
+      const float p = xent_exp_shifted(xj - m, lr2);
+#line 713 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 719 "templates/cross_entropy.tmpl"
+#line 720 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 723 "templates/cross_entropy.tmpl"
+#line 724 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 728 "templates/cross_entropy.tmpl"
+#line 729 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 739 "templates/cross_entropy.tmpl"
+#line 740 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
-      const auto grad = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
+      const auto one = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
 #line 746 "templates/cross_entropy.tmpl"
+      // A whole vector of the plain walk at once: widened a word at a time,
+      // and the label's class tested once per vector (its offset in the
+      // vector, in 32 bits as at_label), where grad_of tests each element.
+      // The same values as grad_of's: coef * p_j, and coef * p_y - b at the
+      // label.
+      const auto grad = xent_with_vec(one, [&](int64_t j0, const xent_vec16<float>& c, float (&d)[16 / sizeof(float)]) {
+        constexpr int kVec = 16 / sizeof(float);
+        if constexpr (decltype(plain_flag)::value && !decltype(extras_flag)::value) {
+          float xv[kVec], p[kVec];
+          xent_widen_f32(c, xv);
+          XENT_UNROLL
+          for (int k = 0; k < kVec; ++k) {
+            p[k] = xent_exp_shifted(xv[k] - m, lr2);
+            d[k] = coef * p[k];
+          }
+          const uint32_t at = (uint32_t)yl - (uint32_t)j0;
+          if (at < (uint32_t)kVec) {
+            XENT_UNROLL
+            for (int k = 0; k < kVec; ++k)
+              if ((uint32_t)k == at) d[k] = coef * p[k] - b;
+          }
+        } else {
+          XENT_UNROLL
+          for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
+        }
+      });
+#line 777 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 748 "templates/cross_entropy.tmpl"
+#line 779 "templates/cross_entropy.tmpl"
     };
-#line 768 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 773 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 891 "templates/cross_entropy.tmpl"
+#line 922 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -313,14 +341,14 @@ static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 916 "templates/cross_entropy.tmpl"
+#line 947 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 920 "templates/cross_entropy.tmpl"
+#line 951 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 935 "templates/cross_entropy.tmpl"
+#line 966 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 941 "templates/cross_entropy.tmpl"
+#line 972 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -227,6 +227,7 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
     // gradient) off and fewer than 2^32 classes:
     // compiled apart too, it spends no branch, load or multiply per element
     // on them, and compares class indices in 32 bits.
+    const float lr2 = xent_exp_shift_of(lr);  // p_j = xent_exp_shifted(x_j - m, lr2)
     const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, uint16_t raw) -> float {
       constexpr bool kExtras = decltype(extras)::value;
       constexpr bool kPlain = decltype(plain_flag)::value;
@@ -234,63 +235,65 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 685 "templates/cross_entropy.tmpl"
+#line 686 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 693 "templates/cross_entropy.tmpl"
+#line 694 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 699 "templates/cross_entropy.tmpl"
-      const float p = xent_exp((xj - m) - lr);
-#line 701 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
+      const float p = xent_exp_shifted(xj - m, lr2);
+#line 702 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 705 "templates/cross_entropy.tmpl"
+#line 706 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 709 "templates/cross_entropy.tmpl"
+#line 710 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 723 "templates/cross_entropy.tmpl"
+#line 724 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 725 "templates/cross_entropy.tmpl"
+#line 726 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 728 "templates/cross_entropy.tmpl"
+#line 729 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 732 "templates/cross_entropy.tmpl"
+#line 733 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 739 "templates/cross_entropy.tmpl"
+#line 740 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_bf16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
-      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 746 "templates/cross_entropy.tmpl"
+      const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
+#line 744 "templates/cross_entropy.tmpl"
+      const auto grad = one;
+#line 777 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 748 "templates/cross_entropy.tmpl"
+#line 779 "templates/cross_entropy.tmpl"
     };
-#line 768 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 773 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 854 "templates/cross_entropy.tmpl"
+#line 885 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -317,15 +320,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 883 "templates/cross_entropy.tmpl"
+#line 914 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 887 "templates/cross_entropy.tmpl"
+#line 918 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 891 "templates/cross_entropy.tmpl"
+#line 922 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -333,11 +336,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 935 "templates/cross_entropy.tmpl"
+#line 966 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 938 "templates/cross_entropy.tmpl"
+#line 969 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 941 "templates/cross_entropy.tmpl"
+#line 972 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -313,6 +313,7 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // gradient) off and fewer than 2^32 classes:
     // compiled apart too, it spends no branch, load or multiply per element
     // on them, and compares class indices in 32 bits.
+    const float lr2 = xent_exp_shift_of(lr);  // p_j = xent_exp_shifted(x_j - m, lr2)
     const auto grad_of = [&](auto extras, auto plain_flag, int64_t j, uint16_t raw) -> float {
       constexpr bool kExtras = decltype(extras)::value;
       constexpr bool kPlain = decltype(plain_flag)::value;
@@ -320,62 +321,89 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 685 "templates/cross_entropy.tmpl"
+#line 686 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 693 "templates/cross_entropy.tmpl"
+#line 694 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 699 "templates/cross_entropy.tmpl"
-      const float p = xent_exp((xj - m) - lr);
-#line 712 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
+      const float p = xent_exp_shifted(xj - m, lr2);
+#line 713 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 719 "templates/cross_entropy.tmpl"
+#line 720 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 723 "templates/cross_entropy.tmpl"
+#line 724 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 725 "templates/cross_entropy.tmpl"
+#line 726 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 728 "templates/cross_entropy.tmpl"
+#line 729 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 732 "templates/cross_entropy.tmpl"
+#line 733 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 739 "templates/cross_entropy.tmpl"
+#line 740 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) {
-      const auto grad = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
+      const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
 #line 746 "templates/cross_entropy.tmpl"
+      // A whole vector of the plain walk at once: widened a word at a time,
+      // and the label's class tested once per vector (its offset in the
+      // vector, in 32 bits as at_label), where grad_of tests each element.
+      // The same values as grad_of's: coef * p_j, and coef * p_y - b at the
+      // label.
+      const auto grad = xent_with_vec(one, [&](int64_t j0, const xent_vec16<uint16_t>& c, float (&d)[16 / sizeof(uint16_t)]) {
+        constexpr int kVec = 16 / sizeof(uint16_t);
+        if constexpr (decltype(plain_flag)::value && !decltype(extras_flag)::value) {
+          float xv[kVec], p[kVec];
+          xent_widen_f16(c, xv);
+          XENT_UNROLL
+          for (int k = 0; k < kVec; ++k) {
+            p[k] = xent_exp_shifted(xv[k] - m, lr2);
+            d[k] = coef * p[k];
+          }
+          const uint32_t at = (uint32_t)yl - (uint32_t)j0;
+          if (at < (uint32_t)kVec) {
+            XENT_UNROLL
+            for (int k = 0; k < kVec; ++k)
+              if ((uint32_t)k == at) d[k] = coef * p[k] - b;
+          }
+        } else {
+          XENT_UNROLL
+          for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
+        }
+      });
+#line 777 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 748 "templates/cross_entropy.tmpl"
+#line 779 "templates/cross_entropy.tmpl"
     };
-#line 768 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 773 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 854 "templates/cross_entropy.tmpl"
+#line 885 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -402,13 +430,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 881 "templates/cross_entropy.tmpl"
+#line 912 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 887 "templates/cross_entropy.tmpl"
+#line 918 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 891 "templates/cross_entropy.tmpl"
+#line 922 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
@@ -416,17 +444,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 916 "templates/cross_entropy.tmpl"
+#line 947 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 920 "templates/cross_entropy.tmpl"
+#line 951 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 935 "templates/cross_entropy.tmpl"
+#line 966 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 938 "templates/cross_entropy.tmpl"
+#line 969 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 941 "templates/cross_entropy.tmpl"
+#line 972 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -403,6 +403,38 @@ XENT_DEVICE xent_vec16<T> xent_stage_get16(Stage stage, int64_t i) {
 // which is stored at out[e], in T (converted by cvt) or, with f32, in float;
 // the outputs of a whole vector go out as 16-byte stores when their address
 // is 16-byte aligned (one store per 16 bytes instead of one per element).
+// A walk's f given per element, f.one(j, raw), and for a whole 16-byte
+// vector, f.vec(j0, chunk, out) filling out[k] with element j0 + k's result:
+// where a vector's results share work that one element at a time would
+// repeat (the gradient's label test, once per vector). xent_out takes whole
+// vectors through vec, single elements through one; xent_call_one and
+// xent_call_vec call either kind of f.
+template <typename F1, typename FV>
+struct xent_per_vec {
+  F1 one;
+  FV vec;
+};
+template <typename F1, typename FV>
+XENT_DEVICE xent_per_vec<F1, FV> xent_with_vec(F1 one, FV vec) {
+  return xent_per_vec<F1, FV>{one, vec};
+}
+template <typename F, typename T>
+XENT_DEVICE auto xent_call_one(F& f, int64_t j, T raw) {
+  return f(j, raw);
+}
+template <typename F1, typename FV, typename T>
+XENT_DEVICE auto xent_call_one(xent_per_vec<F1, FV>& f, int64_t j, T raw) {
+  return f.one(j, raw);
+}
+template <typename F, typename T, typename A, int N>
+XENT_DEVICE void xent_call_vec(F& f, int64_t j0, const xent_vec16<T>& chunk, A (&d)[N]) {
+  for (int k = 0; k < N; ++k) d[k] = f(j0 + k, chunk.e[k]);
+}
+template <typename F1, typename FV, typename T, typename A, int N>
+XENT_DEVICE void xent_call_vec(xent_per_vec<F1, FV>& f, int64_t j0, const xent_vec16<T>& chunk, A (&d)[N]) {
+  f.vec(j0, chunk, d);
+}
+
 template <typename T, typename Cvt>
 struct xent_out {
   static constexpr bool kReadOnly = false;  // vec stores 16 contiguous bytes
@@ -411,7 +443,7 @@ struct xent_out {
   Cvt cvt;
   template <typename F>
   __device__ __forceinline__ void one(F& f, int64_t j, int64_t e, T raw) const {
-    const auto d = f(j, raw);
+    const auto d = xent_call_one(f, j, raw);
     if (f32) XENT_ST((float*)p + e, (float)d);
     else XENT_ST((T*)p + e, cvt(d));
   }
@@ -420,14 +452,14 @@ struct xent_out {
   __device__ __forceinline__ bool vector_ok() const { return !f32 && ((uintptr_t)p & 15) == 0; }
   template <typename F>
   __device__ __forceinline__ T value(F& f, int64_t j, T raw) const {
-    return cvt(f(j, raw));
+    return cvt(xent_call_one(f, j, raw));
   }
   template <typename F>
   __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
     constexpr int64_t kVec = 16 / sizeof(T);
-    using A = decltype(f(j0, chunk.e[0]));
+    using A = decltype(xent_call_one(f, j0, chunk.e[0]));
     A d[kVec];
-    for (int64_t k = 0; k < kVec; ++k) d[k] = f(j0 + k, chunk.e[k]);
+    xent_call_vec(f, j0, chunk, d);
     if (f32) {
       float* o = (float*)p + e0;
       if constexpr (kVec % 4 == 0) {
@@ -939,6 +971,24 @@ XENT_DEVICE float xent_exp(float x) {
 #endif
 }
 XENT_DEVICE double xent_exp(double x) { return exp(x); }
+// exp(d - lr) for d = x - m (taken first, exact near the max) and a row's
+// lr: d * log2(e) - lr * log2(e) in one FFMA into the ex2, with lr * log2(e)
+// (xent_exp_shift_of(lr)) rounded once per row. That rounding is |lr|
+// 2^-24 (lr is at most log C, under 50), under the rounding of d - lr it
+// replaces, and the same for every element of the row: an FADD less per
+// element than xent_exp((x - m) - lr). f64 keeps exp(d - lr).
+XENT_DEVICE float xent_exp_shift_of(float lr) { return lr * 1.4426950408889634f; }
+XENT_DEVICE double xent_exp_shift_of(double lr) { return lr; }
+XENT_DEVICE float xent_exp_shifted(float d, float lr2) {
+#if defined(__CUDA_ARCH__) && !defined(XENT_EMU)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(d, 1.4426950408889634f, -lr2)));
+  return y;
+#else
+  return exp2f(fmaf(d, 1.4426950408889634f, -lr2));
+#endif
+}
+XENT_DEVICE double xent_exp_shifted(double d, double lr) { return exp(d - lr); }
 XENT_DEVICE float xent_log(float x) { return logf(x); }
 XENT_DEVICE double xent_log(double x) { return log(x); }
 XENT_DEVICE float xent_tanh(float x) { return tanhf(x); }
