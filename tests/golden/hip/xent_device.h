@@ -398,11 +398,6 @@ XENT_DEVICE xent_vec16<T> xent_stage_get16(Stage stage, int64_t i) {
   return v;
 }
 
-// What a row walk does with f's results (`out`): xent_vec_sink (below)
-// reads only; xent_out: f returns the output of element j (a gradient),
-// which is stored at out[e], in T (converted by cvt) or, with f32, in float;
-// the outputs of a whole vector go out as 16-byte stores when their address
-// is 16-byte aligned (one store per 16 bytes instead of one per element).
 // A walk's f given per element, f.one(j, raw), and for a whole 16-byte
 // vector, f.vec(j0, chunk, out) filling out[k] with element j0 + k's result:
 // where a vector's results share work that one element at a time would
@@ -435,6 +430,11 @@ XENT_DEVICE void xent_call_vec(xent_per_vec<F1, FV>& f, int64_t j0, const xent_v
   f.vec(j0, chunk, d);
 }
 
+// What a row walk does with f's results (`out`): xent_vec_sink (below)
+// reads only; xent_out: f returns the output of element j (a gradient),
+// which is stored at out[e], in T (converted by cvt) or, with f32, in float;
+// the outputs of a whole vector go out as 16-byte stores when their address
+// is 16-byte aligned (one store per 16 bytes instead of one per element).
 template <typename T, typename Cvt>
 struct xent_out {
   static constexpr bool kReadOnly = false;  // vec stores 16 contiguous bytes
