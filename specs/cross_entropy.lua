@@ -112,7 +112,14 @@ tune "cuda" {
 }
 -- AMD CDNA: 64-lane wavefronts (a wave per row up to 4096 classes, where a
 -- CUDA warp would give up), 64 KB of LDS per workgroup of which the
--- reductions use a few hundred bytes.
+-- reductions use a few hundred bytes. Long rows take blocks of 512, not
+-- 1024: a SIMD's 512 registers per lane (VGPRs and AGPRs together on gfx90a
+-- and gfx942) are shared by the waves it holds, and a 1024-thread block puts
+-- 4 waves on each SIMD, so 128 registers each, where these kernels use 150
+-- to 250: clang spilled 160 to 512 bytes per lane to scratch in every
+-- 16-bit row kernel, and gave the bf16 soft-label fused kernel more
+-- registers than a 1024-thread block can have. (The softmax kernels fit in
+-- 128 and keep 1024.)
 tune "hip" {
   when = { dtype = "f64" },
   strided = 256,
@@ -127,5 +134,5 @@ tune "hip" {
   { classes = 128, row_threads = 8, block = 256 },
   { classes = 4096, row_threads = 64, block = 256 },
   { classes = 32768, row_threads = "block", block = 256 },
-  { row_threads = "block", block = 1024 },
+  { row_threads = "block", block = 512 },
 }

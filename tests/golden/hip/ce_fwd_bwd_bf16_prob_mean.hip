@@ -51,7 +51,7 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 // of spills with ptxas -v), its loads in flight being per thread: 64 bytes
 // each on its 16-byte path (xent_column_walk), 48 and 32 KB per SM.
 template <int kShape>
-static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 1024,
+static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 256) : 1)
 xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
@@ -331,7 +331,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
 #line 922 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 1024, 0}};
+static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 512, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
