@@ -1,20 +1,24 @@
 """Every generated kernel was compiled for every configured architecture:
 nvcc's ptxas report (one line per kernel per SM) for CUDA, and the offload
-bundle inside each HIP object (one entry per gfx target). Also checks each
-object defines its variant's launcher. Prints SKIPPED for a target whose
-compiler is not installed."""
+bundle inside each HIP object (one code object per gfx target), with no
+local memory: no ptxas spill or stack frame, and no scratch in any AMD code
+object's kernel metadata beyond the kernels issue 34 still has to fix
+(HIP_SCRATCH_KNOWN). Also checks each object defines its variant's
+launcher. Prints SKIPPED for a target whose compiler is not installed."""
 
 import glob
 import os
 import re
-import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
 GEN = os.path.join(RUNFILES, "gen")
+sys.path.insert(0, os.path.join(RUNFILES, "bench"))
+import amdgpu_code  # noqa: E402
 
 
 def manifest(target):
@@ -86,14 +90,45 @@ def embedded(obj):
     return cubins, ptx
 
 
-def hip_code_objects(bundler, obj):
-    """The entries of a hipcc object's offload bundle (its .hip_fatbin
-    section): ["hipv4-amdgcn-amd-amdhsa--gfx90a", ...]."""
+def hip_scratch(llvm_bin, obj, archs):
+    """{(kernel, arch): scratch bytes per lane} of a HIP object's code objects,
+    from each kernel's metadata (.private_segment_fixed_size: spilled
+    registers or a stack object, in memory off chip either way)."""
+    scratch = {}
     with tempfile.TemporaryDirectory() as tmp:
-        fatbin = os.path.join(tmp, "fatbin")
-        subprocess.run(["objcopy", "-O", "binary", "--only-section=.hip_fatbin", obj, fatbin], check=True)
-        return subprocess.run([bundler, "--list", "--type=o", f"--input={fatbin}"],
-                              capture_output=True, text=True, check=True).stdout.split()
+        for arch in archs:
+            code = os.path.join(tmp, arch + ".co")
+            amdgpu_code.code_object(llvm_bin, obj, arch, code)
+            for name, fields in amdgpu_code.kernels(llvm_bin, code).items():
+                scratch[(name, arch)] = fields.get("private_segment_fixed_size", 0)
+    return scratch
+
+
+# The HIP kernels that still use scratch (issue 34, item 3: the HIP rendering
+# tuned until its report meets the targets), by kernel name and shape
+# (rows<0>: contiguous classes, rows<1>: strided), the same on gfx90a and
+# gfx942 (clang-19): the contiguous gradient kernels of hard labels (24
+# bytes per lane for f32, 48 for f16 and bf16, with SGPRs spilled: 50 to 190
+# of them), the 16-bit soft-label forward (16), and the bf16 soft-label fused
+# kernel (680, in both shapes). Any other kernel with scratch fails, and so
+# does a listed one that no longer has any: the list only shrinks.
+_REDUCTIONS = ("mean", "none", "sum")
+HIP_SCRATCH_KNOWN = (
+    {f"ce_{op}_{dt}_{lab}_{red}_rows<0>" for op in ("bwd", "fwd_bwd") for dt in ("f32", "f16", "bf16")
+     for lab in ("i32", "i64") for red in _REDUCTIONS}
+    | {f"ce_fwd_{dt}_prob_{red}_rows<0>" for dt in ("f16", "bf16") for red in _REDUCTIONS}
+    | {f"ce_fwd_bwd_bf16_prob_{red}_rows<{shape}>" for red in _REDUCTIONS for shape in (0, 1)}
+)
+
+
+def hip_kernel_key(name):
+    """A mangled HIP kernel name as HIP_SCRATCH_KNOWN names it:
+    _ZL34xent_hip_ce_fwd_bf16_i64_mean_rowsILi1EEv12xent_ce_argsi ->
+    ce_fwd_bf16_i64_mean_rows<1>."""
+    m = re.search(r"xent_hip_(\w+?)(ILi(\d)EE|\d+xent_|$)", name)
+    if not m:
+        return name
+    return m.group(1) + (f"<{m.group(3)}>" if m.group(3) else "")
 
 
 def defined_symbols(obj):
@@ -186,32 +221,48 @@ class KernelsCompiled(unittest.TestCase):
         self.assertEqual(cubins, {f"sm_{a}" for a in full["archs"].split()})
         self.assertEqual(ptx, {f"sm_{full['ptx']}"})
 
-    def hip_bundler(self):
-        bundler = shutil.which("clang-offload-bundler-15") or shutil.which("clang-offload-bundler")
-        if not bundler:
-            self.fail("hipcc is present but clang-offload-bundler is not")
-        return bundler
+    def hip_tools(self, info):
+        llvm_bin = info.get("llvm_bin", "")
+        if not os.path.exists(os.path.join(llvm_bin, "clang-offload-bundler")):
+            self.fail(f"the HIP compiler {info['compiler']} is present but its clang-offload-bundler is not (llvm_bin: {llvm_bin!r})")
+        return llvm_bin
 
     def test_hip(self):
         info = compiled("hip")
         if info["compiler"] == "absent":
-            print("SKIPPED: hipcc not found (set ROCM_PATH)")
+            print("SKIPPED: no HIP compiler found (ROCm's clang, Debian's clang-19 or hipcc; set ROCM_PATH)")
             return
-        bundler = self.hip_bundler()
+        llvm_bin = self.hip_tools(info)
         archs = info["archs"].split()
         rows = manifest("hip")
         self.assertGreater(len(rows), 0)
         self.assertEqual(sorted(info["units"]), sorted(file for _, _, _, file, _, _ in rows),
                          "every generated file is compiled in exactly one unit")
-        listed, symbols = {}, {}
+        listed, symbols, scratch = {}, {}, {}
         for key, _, _, file, symbol, _ in rows:
             obj = info["units"][file] + ".pic.o"
             if obj not in listed:
-                listed[obj] = hip_code_objects(bundler, obj)
+                listed[obj] = amdgpu_code.bundle_entries(llvm_bin, obj)
                 symbols[obj] = defined_symbols(obj)
             for arch in archs:
                 self.assertIn(f"hipv4-amdgcn-amd-amdhsa--{arch}", listed[obj], f"{file}: no code object for {arch}")
             self.assertIn(symbol, symbols[obj], f"{file}'s unit does not define {symbol}")
+        self.check_scratch(llvm_bin, sorted(listed), archs)
+
+    def check_scratch(self, llvm_bin, objs, archs):
+        """No kernel of these HIP objects uses scratch on any of archs but
+        those of HIP_SCRATCH_KNOWN, and each of those still does."""
+        scratch = {}
+        for obj in objs:
+            scratch.update(hip_scratch(llvm_bin, obj, archs))
+        self.assertTrue(scratch, "no kernel in the HIP code objects' metadata")
+        spilling = {hip_kernel_key(name) for (name, _), size in scratch.items() if size}
+        unexpected = sorted(f"{hip_kernel_key(name)} on {arch}: {size} bytes per lane"
+                            for (name, arch), size in scratch.items() if size and hip_kernel_key(name) not in HIP_SCRATCH_KNOWN)
+        self.assertFalse(unexpected, "HIP kernels with scratch (spilled registers or a stack object)")
+        built = {hip_kernel_key(name) for name, _ in scratch}
+        fixed = sorted(k for k in HIP_SCRATCH_KNOWN & built if k not in spilling)
+        self.assertFalse(fixed, "listed in HIP_SCRATCH_KNOWN but free of scratch now: take them off the list")
 
     def test_hip_default_architectures(self):
         """The sample of test_cuda_default_architectures in the HIP
@@ -220,17 +271,18 @@ class KernelsCompiled(unittest.TestCase):
         fewer."""
         info = compiled("hip_sample")
         if info["compiler"] == "absent":
-            print("SKIPPED: hipcc not found (set ROCM_PATH)")
+            print("SKIPPED: no HIP compiler found (ROCm's clang, Debian's clang-19 or hipcc; set ROCM_PATH)")
             return
-        bundler = self.hip_bundler()
+        llvm_bin = self.hip_tools(info)
         archs = info["archs"].split()
-        for want in ["gfx90a", "gfx940"]:
+        for want in ["gfx90a", "gfx942"]:
             self.assertIn(want, archs, f"the default HIP architectures {archs} lack {want}")
         self.assertEqual(len(info["units"]), 6, info["units"])
         for obj in sorted({base + ".pic.o" for base in info["units"].values()}):
-            listed = hip_code_objects(bundler, obj)
+            listed = amdgpu_code.bundle_entries(llvm_bin, obj)
             for arch in archs:
                 self.assertIn(f"hipv4-amdgcn-amd-amdhsa--{arch}", listed, f"{os.path.basename(obj)}: no code object for {arch}")
+        self.check_scratch(llvm_bin, sorted({base + ".pic.o" for base in info["units"].values()}), archs)
 
 
 if __name__ == "__main__":

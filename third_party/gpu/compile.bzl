@@ -1,5 +1,6 @@
 """gpu_objects: compiles generated .cu files with nvcc or .hip files with
-hipcc, one action per unit: the variants of one op and dtype (ce_fwd_bf16:
+the HIP compiler (configure.bzl's route: ROCm's clang, Debian's clang-19 with
+hip_device_libs below, or hipcc), one action per unit: the variants of one op and dtype (ce_fwd_bf16:
 its nine label types and reductions), each unit a file that includes its
 variants' files. A compiler pays about as much for its headers and its
 passes over one file as for the kernels of a small one (nvcc, sm_90 and
@@ -16,7 +17,7 @@ GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 
 Architectures: --define=xent_cuda_archs=80,90,100,120 (default: A100, H100,
 B200/GB200 and RTX 50; "90a" and the like are taken as nvcc spells them),
---define=xent_hip_archs=gfx90a,gfx940 (default) and, for HIP on CUDA,
+--define=xent_hip_archs=gfx90a,gfx942 (default: MI200 and MI300) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
 a second architecture would double the largest compile of CI for a test
 that runs on one GPU). nvcc objects carry machine code (SASS) for each
@@ -30,12 +31,24 @@ xz finds the kernels the test binaries share only in uncompressed fatbins.
 A gpu_objects target may fix its own architectures (archs), whatever the
 --define says: the compile test's sample of every default architecture."""
 
-load("@local_gpu//:defs.bzl", "HIPCC", "NVCC")
+load("@local_gpu//:defs.bzl", "HIP_COMPILER", "HIP_DEVICE_LIBS", "HIP_DEVICE_LIB_ISAS", "HIP_ROUTE", "LLVM_BIN", "NVCC", "ROCM_PATH")
 
+# gfx90a: MI200 (MI210, MI250X); gfx942: MI300X, MI300A, MI325X (gfx940 was
+# the pre-production MI300, which later ROCm releases dropped).
 _DEFAULT_ARCHS = {
     "cuda": "80,90,100,120",
-    "hip": "gfx90a,gfx940",
+    "hip": "gfx90a,gfx942",
     "hip_on_cuda": "90",
+}
+
+# The gfx targets each HIP compiler route lacks (configure.bzl's routes):
+# compile.bzl fails with what to install instead of the compiler's error.
+_HIP_ROUTE_LACKS = {
+    "clang-19": {"gfx950": "gfx950 (MI355X) needs a newer compiler than Debian's clang-19: ROCm 6.4 or later's (set ROCM_PATH)"},
+    "hipcc": {
+        "gfx942": "gfx942 (MI300X) needs clang 17 or later; hipcc here is ROCm 5.2's (clang 15): install clang-19 lld-19 clang-tools-19 llvm-19 (./bazelw does) or set ROCM_PATH to ROCm 6",
+        "gfx950": "gfx950 (MI355X) needs ROCm 6.4 or later's compiler (set ROCM_PATH)",
+    },
 }
 
 _EXTENSIONS = {
@@ -70,14 +83,28 @@ def ptx_arch(ctx, archs):
     with --define=xent_cuda_ptx=0."""
     return newest_cuda_arch(archs) if ctx.var.get("xent_cuda_ptx", "1") != "0" else None
 
+def gfx_isa_version(arch):
+    """The ISA-version number ROCm's device libraries give a gfx target:
+    major * 1000 + minor * 100 + stepping, the last two hex digits
+    (gfx942 -> 9402, gfx90a -> 9010, gfx1100 -> 11000); feature suffixes
+    (":xnack-") are dropped."""
+    name = arch.split(":")[0]
+    if not name.startswith("gfx") or len(name) < 6:
+        fail("xent: HIP target '%s' is not a gfx target (gfx90a, gfx942, ...)" % arch)
+    digits = name[3:]
+    hexes = "0123456789abcdef"
+    if not digits[:-2].isdigit() or digits[-2] not in hexes or digits[-1] not in hexes:
+        fail("xent: HIP target '%s' is not a gfx target (gfx90a, gfx942, ...)" % arch)
+    return int(digits[:-2]) * 1000 + hexes.index(digits[-2]) * 100 + hexes.index(digits[-1])
+
 def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
-    """The compiler and its flags for one generated file (input and output
-    appended by the caller): (archs, args), or (None, []) where the compiler
-    is absent."""
+    """The compiler, its flags and its inputs beyond the sources for one
+    generated file (input and output appended by the caller): (archs, args,
+    inputs), or (None, [], []) where the compiler is absent."""
     nvcc = target == "cuda" or hip_on_cuda
-    compiler = NVCC if nvcc else HIPCC
+    compiler = NVCC if nvcc else HIP_COMPILER
     if not compiler:
-        return None, []
+        return None, [], []
     arch_kind = "hip_on_cuda" if hip_on_cuda else target
     archs = archs_of(ctx, arch_kind, fixed_archs)
     if nvcc:
@@ -91,10 +118,27 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
         if target == "hip":
             # A .hip file is CUDA C++ to nvcc; <hip/...> resolves to the shim.
             args += ["-x", "cu", "-I", ctx.files.shim_hdrs[0].dirname.rsplit("/", 1)[0]]
-    else:
+        return archs, args, []
+    for a in archs:
+        lacks = _HIP_ROUTE_LACKS.get(HIP_ROUTE, {}).get(a.split(":")[0])
+        if lacks:
+            fail("xent: --define=xent_hip_archs=%s: %s" % (",".join(archs), lacks))
+    inputs = []
+    if HIP_ROUTE == "hipcc":
         args = [compiler, "-O3", "-std=c++17", "-fPIC", "-Werror", "-Wno-unused-command-line-argument"]
-        args += ["--offload-arch=" + a for a in archs]
-    return archs, args
+    else:
+        args = [compiler, "-x", "hip", "-O3", "-std=c++17", "-fPIC", "-Werror", "-Wno-unused-command-line-argument",
+                "--rocm-path=" + ROCM_PATH]
+    if HIP_ROUTE == "clang-19":
+        # Debian's device libraries with the ISA-version libraries they lack
+        # (hip_device_libs). Code object version 4: the HIP runtime this
+        # route links (Debian's ROCm 5.2) loads it, as ROCm 6 does, where
+        # clang-19's default, 5, needs a newer runtime.
+        libs = ctx.files._hip_device_libs[0]
+        args += ["--rocm-device-lib-path=" + libs.path, "-mcode-object-version=4"]
+        inputs.append(libs)
+    args += ["--offload-arch=" + a for a in archs]
+    return archs, args, inputs
 
 _DTYPES = ["bf16", "f16", "f32", "f64"]
 
@@ -129,7 +173,7 @@ def compile_units(basenames, ext):
 def _gpu_objects_impl(ctx):
     target = ctx.attr.target
     nvcc = target == "cuda" or ctx.attr.hip_on_cuda
-    archs, compile_args = _compile_args(ctx, target, ctx.attr.hip_on_cuda, ctx.attr.archs)
+    archs, compile_args, tool_inputs = _compile_args(ctx, target, ctx.attr.hip_on_cuda, ctx.attr.archs)
     manifest = ctx.actions.declare_file(ctx.label.name + "/compiled.txt")
     if not compile_args:
         ctx.actions.write(manifest, "compiler: absent\n")
@@ -161,7 +205,7 @@ def _gpu_objects_impl(ctx):
             outputs = [obj, log],
             # The HIP shim is an input of the HIP-on-CUDA compiles only: an
             # edit of it recompiles no CUDA or hipcc kernel.
-            inputs = [unit_src] + srcs + ctx.files.hdrs + (ctx.files.shim_hdrs if ctx.attr.hip_on_cuda else []),
+            inputs = [unit_src] + srcs + ctx.files.hdrs + tool_inputs + (ctx.files.shim_hdrs if ctx.attr.hip_on_cuda else []),
             command = '"$@" > "{log}" 2>&1 || {{ cat "{log}" >&2; exit 1; }}'.format(log = log.path),
             arguments = args,
             mnemonic = "Nvcc" if nvcc else "Hipcc",
@@ -173,7 +217,10 @@ def _gpu_objects_impl(ctx):
         unit_lines.append("unit: %s %s\n" % (unit + ".unit" + ext, " ".join(members)))
     ptx_of = ptx_arch(ctx, archs) if nvcc else None
     ptx = "ptx: %s\n" % ptx_of if ptx_of else ""
-    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s%s" % (compiler, " ".join(archs), ptx, "".join(unit_lines)))
+    # llvm_bin: the HIP compiler's tools (clang-offload-bundler, llvm-readobj,
+    # llvm-objdump), which read its code objects.
+    tools = "llvm_bin: %s\n" % LLVM_BIN if not nvcc and LLVM_BIN else ""
+    ctx.actions.write(manifest, "compiler: %s\narchs: %s\n%s%s%s" % (compiler, " ".join(archs), ptx, tools, "".join(unit_lines)))
     return [
         DefaultInfo(files = depset(objects), runfiles = ctx.runfiles(files = objects)),
         OutputGroupInfo(logs = depset(logs + [manifest])),
@@ -190,15 +237,16 @@ gpu_objects = rule(
         # whatever --define=xent_*_archs says.
         "archs": attr.string(default = ""),
         "shim_hdrs": attr.label_list(allow_files = True, default = ["//runtime/hip_on_cuda:hip/hip_runtime.h", "//runtime/hip_on_cuda:hip/hip_runtime_api.h", "//runtime/hip_on_cuda:hip/hip_fp16.h"]),
+        "_hip_device_libs": attr.label(default = Label("//third_party/gpu:hip_device_libs")),
     },
 )
 
 def _gpu_archive_impl(ctx):
     target = ctx.attr.target
-    archs, compile_args = _compile_args(ctx, target, False)
+    archs, compile_args, tool_inputs = _compile_args(ctx, target, False)
     if not compile_args:
         fail("xent: --config=%s needs %s, which this host does not have (CUDA_PATH / ROCM_PATH say where it is)" %
-             ("cuda" if target == "cuda" else "rocm", "nvcc" if target == "cuda" else "hipcc"))
+             ("cuda" if target == "cuda" else "rocm", "nvcc" if target == "cuda" else "a HIP compiler (ROCm's clang, Debian's clang-19 or hipcc)"))
     # .lo: an archive Bazel links whole (the dispatch table beside it names
     # every kernel; nothing else would pull them in first).
     archive = ctx.actions.declare_file("lib%s.lo" % ctx.label.name)
@@ -226,7 +274,7 @@ rm -rf "$objs"
         fail("xent: gpu_archive takes the generator's output directory (one), not %d" % len(trees))
     ctx.actions.run_shell(
         outputs = [archive, log],
-        inputs = ctx.files.srcs,
+        inputs = ctx.files.srcs + tool_inputs,
         command = script,
         arguments = [archive.path, log.path, trees[0].path] + compile_args,
         mnemonic = "Nvcc" if target == "cuda" else "Hipcc",
@@ -249,6 +297,7 @@ gpu_archive = rule(
         "srcs": attr.label_list(allow_files = True),
         "target": attr.string(mandatory = True, values = ["cuda", "hip"]),
         "shim_hdrs": attr.label_list(allow_files = True, default = []),
+        "_hip_device_libs": attr.label(default = Label("//third_party/gpu:hip_device_libs")),
     },
 )
 
@@ -277,3 +326,54 @@ def _cuda_archs_header_impl(ctx):
 # the CUDA kernels are compiled for), for the CUDA backend's check of the
 # device at xent_create.
 cuda_archs_header = rule(implementation = _cuda_archs_header_impl)
+
+def _hip_device_libs_impl(ctx):
+    out = ctx.actions.declare_directory(ctx.label.name)
+    if HIP_ROUTE != "clang-19":
+        # ROCm's own compiler finds its own device libraries (--rocm-path);
+        # hipcc, its ROCm's.
+        ctx.actions.run_shell(outputs = [out], command = 'mkdir -p "$1"', arguments = [out.path])
+        return [DefaultInfo(files = depset([out]))]
+    archs = {}
+    for a in archs_of(ctx, "hip") + archs_of(ctx, "hip", "default"):
+        name = a.split(":")[0]
+        if name[3:] not in HIP_DEVICE_LIB_ISAS and name not in _HIP_ROUTE_LACKS["clang-19"]:
+            archs[name[3:]] = gfx_isa_version(a)
+
+    # Each missing library: the one-line source compiled to LLVM IR for the
+    # GPU, its definition given linkonce_odr linkage (what ROCm's build gives
+    # every device-library definition, its prepare-builtins step, so that it
+    # links as the others do), assembled to bitcode.
+    script = """set -e
+out="$1"; system="$2"; llvm="$3"; src="$4"; shift 4
+mkdir -p "$out"
+cp "$system"/*.bc "$out"/
+for pair in "$@"; do
+  name="${pair%%=*}"; version="${pair#*=}"
+  "$llvm/clang" -cc1 -triple amdgcn-amd-amdhsa -x cl -cl-std=CL2.0 -O3 -fvisibility=protected \\
+    -mcode-object-version=none -DXENT_OCLC_ISA_VERSION="$version" -emit-llvm "$src" -o "$out/isa.ll"
+  sed -i 's/^\\(@__oclc_ISA_version = \\)protected /\\1linkonce_odr protected /' "$out/isa.ll"
+  grep -q "^@__oclc_ISA_version = linkonce_odr protected .* i32 $version," "$out/isa.ll" ||
+    { echo "hip_device_libs: unexpected IR for gfx$name:" >&2; cat "$out/isa.ll" >&2; exit 1; }
+  "$llvm/llvm-as" "$out/isa.ll" -o "$out/oclc_isa_version_$name.bc"
+  rm "$out/isa.ll"
+done
+"""
+    ctx.actions.run_shell(
+        outputs = [out],
+        inputs = [ctx.file.src],
+        command = script,
+        arguments = [out.path, HIP_DEVICE_LIBS, LLVM_BIN, ctx.file.src.path] + ["%s=%d" % (k, v) for k, v in sorted(archs.items())],
+        mnemonic = "HipDeviceLibs",
+        progress_message = "Building the HIP device libraries (ISA versions %s)" % (", ".join(sorted(archs.keys())) or "none missing"),
+    )
+    return [DefaultInfo(files = depset([out]))]
+
+# hip_device_libs: the device libraries the HIP kernels link on configure.bzl's
+# "clang-19" route: Debian's, with the ISA-version library (oclc_isa_version.cl)
+# of every target of --define=xent_hip_archs and the default list that they
+# lack. A directory, given to clang as --rocm-device-lib-path.
+hip_device_libs = rule(
+    implementation = _hip_device_libs_impl,
+    attrs = {"src": attr.label(allow_single_file = True, mandatory = True)},
+)

@@ -2,7 +2,23 @@
 rocm_configure): CUDA from $CUDA_PATH, else /usr/local/cuda; ROCm from
 $ROCM_PATH, else /opt/rocm, else /usr. A toolkit that is absent leaves its
 compiler empty: CPU-only builds still analyse, GPU compile tests say SKIPPED,
-and --config=cuda / --config=rocm fail with a message naming what is missing."""
+and --config=cuda / --config=rocm fail with a message naming what is missing.
+
+The HIP compiler, first found of:
+  1. ROCm's own clang ($ROCM_PATH or /opt/rocm, llvm/bin/clang): its device
+     libraries know every target it compiles (ROCm 6.0 and later: gfx942;
+     6.4 and later: gfx950).
+  2. Debian's clang-19 (/usr/lib/llvm-19/bin/clang) over Debian's ROCm 5.2
+     headers and device libraries: gfx90a, gfx940 and gfx942, not gfx950.
+     The device libraries lack the ISA-version library of targets newer than
+     ROCm 5.2 (gfx942's oclc_isa_version_942.bc): compile.bzl's
+     hip_device_libs builds it from its one-line source
+     (oclc_isa_version.cl).
+  3. hipcc (Debian's is ROCm 5.2's, clang 15: gfx90a and gfx940, not gfx942).
+HIP_DEVICE_LIB_ISAS names the ISA-version libraries the device libraries
+have ("90a", "940", ...), for route 2; LLVM_BIN is the clang's own tool
+directory (clang-offload-bundler, llvm-objdump, llvm-readobj), which the
+compile test and bench/isa_report.py read the code objects with."""
 
 def _first_existing(ctx, candidates, relative):
     for root in candidates:
@@ -10,14 +26,47 @@ def _first_existing(ctx, candidates, relative):
             return root
     return ""
 
+_DEBIAN_CLANG = "/usr/lib/llvm-19/bin"
+_DEBIAN_DEVICE_LIBS = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
+
+def _isas_in(ctx, directory):
+    """The ISA-version libraries in a device-library directory: "90a" for
+    oclc_isa_version_90a.bc."""
+    prefix, suffix = "oclc_isa_version_", ".bc"
+    return sorted([
+        f.basename[len(prefix):-len(suffix)]
+        for f in ctx.path(directory).readdir()
+        if f.basename.startswith(prefix) and f.basename.endswith(suffix)
+    ])
+
+def _hip_compiler(ctx, hipcc_rocm):
+    """The HIP compiler route (the module comment's order): a dict of
+    route ("rocm", "clang-19", "hipcc" or ""), compiler, rocm (its
+    --rocm-path), device_libs and isas (route "clang-19"), llvm_bin."""
+    none = {"route": "", "compiler": "", "rocm": "", "device_libs": "", "isas": [], "llvm_bin": ""}
+    for root in [ctx.os.environ.get("ROCM_PATH", ""), "/opt/rocm"]:
+        if root and ctx.path(root + "/llvm/bin/clang").exists and ctx.path(root + "/include/hip/hip_runtime.h").exists:
+            return dict(none, route = "rocm", compiler = root + "/llvm/bin/clang", rocm = root, llvm_bin = root + "/llvm/bin")
+    if (ctx.path(_DEBIAN_CLANG + "/clang").exists and ctx.path(_DEBIAN_CLANG + "/clang-offload-bundler").exists and
+        ctx.path(_DEBIAN_CLANG + "/llvm-as").exists and ctx.path(_DEBIAN_CLANG + "/ld.lld").exists and
+        ctx.path("/usr/include/hip/hip_runtime.h").exists and ctx.path(_DEBIAN_DEVICE_LIBS + "/ocml.bc").exists):
+        return dict(none, route = "clang-19", compiler = _DEBIAN_CLANG + "/clang", rocm = "/usr",
+                    device_libs = _DEBIAN_DEVICE_LIBS, isas = _isas_in(ctx, _DEBIAN_DEVICE_LIBS), llvm_bin = _DEBIAN_CLANG)
+    if hipcc_rocm:
+        llvm_bin = ""
+        for candidate in [hipcc_rocm + "/llvm/bin", "/usr/lib/llvm-15/bin"]:
+            if ctx.path(candidate + "/clang-offload-bundler").exists:
+                llvm_bin = candidate
+                break
+        return dict(none, route = "hipcc", compiler = hipcc_rocm + "/bin/hipcc", llvm_bin = llvm_bin)
+    return none
+
 def _gpu_configure_impl(ctx):
     cuda = _first_existing(ctx, [ctx.os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"], "bin/nvcc")
     rocm = _first_existing(ctx, [ctx.os.environ.get("ROCM_PATH", ""), "/opt/rocm", "/usr"], "bin/hipcc")
-    bundler = ""
-    for candidate in ["/usr/bin/clang-offload-bundler-15", "/usr/bin/clang-offload-bundler", rocm + "/llvm/bin/clang-offload-bundler"]:
-        if ctx.path(candidate).exists:
-            bundler = candidate
-            break
+    hip = _hip_compiler(ctx, rocm)
+    if hip["rocm"]:
+        rocm = hip["rocm"]
 
     # Headers and libraries are symlinked in so cc_library can name them.
     if cuda:
@@ -39,14 +88,20 @@ def _gpu_configure_impl(ctx):
 CUDA_PATH = "{cuda}"
 NVCC = "{nvcc}"
 ROCM_PATH = "{rocm}"
-HIPCC = "{hipcc}"
-OFFLOAD_BUNDLER = "{bundler}"
+HIP_COMPILER = "{hip_compiler}"
+HIP_ROUTE = "{hip_route}"
+HIP_DEVICE_LIBS = "{device_libs}"
+HIP_DEVICE_LIB_ISAS = {isas}
+LLVM_BIN = "{llvm_bin}"
 """.format(
         cuda = cuda,
         nvcc = cuda + "/bin/nvcc" if cuda else "",
         rocm = rocm,
-        hipcc = rocm + "/bin/hipcc" if rocm else "",
-        bundler = bundler,
+        hip_compiler = hip["compiler"],
+        hip_route = hip["route"],
+        device_libs = hip["device_libs"],
+        isas = repr(hip["isas"]),
+        llvm_bin = hip["llvm_bin"],
     ))
     ctx.file("BUILD", """# Generated by third_party/gpu/configure.bzl.
 package(default_visibility = ["//visibility:public"])
