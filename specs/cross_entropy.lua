@@ -128,6 +128,18 @@ tune "hip" {
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
+-- Soft labels read a second row beside the logits and hold more: their
+-- kernels need over 256 registers (the fused bf16 one spilled 100 bytes per
+-- lane at 512 threads), so they stay at 256-thread blocks, where a wave may
+-- have all 512.
+tune "hip" {
+  when = { label = "prob" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { row_threads = "block", block = 256 },
+}
 tune "hip" {
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },

@@ -53,6 +53,18 @@ tune "cuda" {
   { classes = 65536, row_threads = "block", block = 512 },
   { row_threads = "block", block = 1024 },
 }
+-- AMD: a 1024-thread block leaves a wave 128 registers (cross_entropy.lua
+-- says why); the f64 forward needs a few more (it spilled 16 and 24 bytes
+-- per lane at 1024) and takes blocks of 512, the rest fit and keep 1024.
+tune "hip" {
+  when = { op = "fwd", dtype = "f64" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 512 },
+}
 tune "hip" {
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },

@@ -2,8 +2,7 @@
 nvcc's ptxas report (one line per kernel per SM) for CUDA, and the offload
 bundle inside each HIP object (one code object per gfx target), with no
 local memory: no ptxas spill or stack frame, and no scratch in any AMD code
-object's kernel metadata beyond the kernels issue 34 still has to fix
-(HIP_SCRATCH_KNOWN). Also checks each object defines its variant's
+object's kernel metadata. Also checks each object defines its variant's
 launcher. Prints SKIPPED for a target whose compiler is not installed."""
 
 import glob
@@ -104,25 +103,8 @@ def hip_scratch(llvm_bin, obj, archs):
     return scratch
 
 
-# The HIP kernels that still use scratch (issue 34, item 3: the HIP rendering
-# tuned until its report meets the targets), by kernel name and shape
-# (rows<0>: contiguous classes, rows<1>: strided), the same on gfx90a and
-# gfx942 (clang-19): the contiguous gradient kernels of hard labels (24
-# bytes per lane for f32, 48 for f16 and bf16, with SGPRs spilled: 50 to 190
-# of them), the 16-bit soft-label forward (16), and the bf16 soft-label fused
-# kernel (680, in both shapes). Any other kernel with scratch fails, and so
-# does a listed one that no longer has any: the list only shrinks.
-_REDUCTIONS = ("mean", "none", "sum")
-HIP_SCRATCH_KNOWN = (
-    {f"ce_{op}_{dt}_{lab}_{red}_rows<0>" for op in ("bwd", "fwd_bwd") for dt in ("f32", "f16", "bf16")
-     for lab in ("i32", "i64") for red in _REDUCTIONS}
-    | {f"ce_fwd_{dt}_prob_{red}_rows<0>" for dt in ("f16", "bf16") for red in _REDUCTIONS}
-    | {f"ce_fwd_bwd_bf16_prob_{red}_rows<{shape}>" for red in _REDUCTIONS for shape in (0, 1)}
-)
-
-
 def hip_kernel_key(name):
-    """A mangled HIP kernel name as HIP_SCRATCH_KNOWN names it:
+    """A mangled HIP kernel name as the test's messages name it:
     _ZL34xent_hip_ce_fwd_bf16_i64_mean_rowsILi1EEv12xent_ce_argsi ->
     ce_fwd_bf16_i64_mean_rows<1>."""
     m = re.search(r"xent_hip_(\w+?)(ILi(\d)EE|\d+xent_|$)", name)
@@ -250,19 +232,14 @@ class KernelsCompiled(unittest.TestCase):
         self.check_scratch(llvm_bin, sorted(listed), archs)
 
     def check_scratch(self, llvm_bin, objs, archs):
-        """No kernel of these HIP objects uses scratch on any of archs but
-        those of HIP_SCRATCH_KNOWN, and each of those still does."""
+        """No kernel of these HIP objects uses scratch on any of archs."""
         scratch = {}
         for obj in objs:
             scratch.update(hip_scratch(llvm_bin, obj, archs))
         self.assertTrue(scratch, "no kernel in the HIP code objects' metadata")
-        spilling = {hip_kernel_key(name) for (name, _), size in scratch.items() if size}
-        unexpected = sorted(f"{hip_kernel_key(name)} on {arch}: {size} bytes per lane"
-                            for (name, arch), size in scratch.items() if size and hip_kernel_key(name) not in HIP_SCRATCH_KNOWN)
-        self.assertFalse(unexpected, "HIP kernels with scratch (spilled registers or a stack object)")
-        built = {hip_kernel_key(name) for name, _ in scratch}
-        fixed = sorted(k for k in HIP_SCRATCH_KNOWN & built if k not in spilling)
-        self.assertFalse(fixed, "listed in HIP_SCRATCH_KNOWN but free of scratch now: take them off the list")
+        spilling = sorted(f"{hip_kernel_key(name)} on {arch}: {size} bytes per lane"
+                          for (name, arch), size in scratch.items() if size)
+        self.assertFalse(spilling, "HIP kernels with scratch (spilled registers or a stack object)")
 
     def test_hip_default_architectures(self):
         """The sample of test_cuda_default_architectures in the HIP

@@ -358,6 +358,65 @@ struct alignas(16) xent_vec16 {
   T e[16 / sizeof(T)];
 };
 
+// A lambda the GPU compiler must inline. clang (HIP) kept the fused
+// soft-label kernel's gradient walk, called from two places, as a function
+// of its own: a call per row with a 680-byte stack frame per lane in
+// scratch memory (bench/results/isa_report.md). nvcc inlines it, and g++
+// under the emulator would warn of the attribute.
+#if defined(XENT_EMU) || !defined(__clang__)
+#define XENT_INLINE_LAMBDA
+#else
+#define XENT_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
+// One 16-byte load of the vector at p (16-byte aligned). On AMD as four
+// 32-bit words, with xent_hold16 where it is used: clang splits a plain copy of a struct of
+// 16-bit fields into a load per field (eight global_load_ushort for a bf16
+// or f16 vector, where one global_load_dwordx4 does; no kernel of the HIP
+// rendering had a 16-byte load of 16-bit logits before, bench/results/
+// isa_report.md). nvcc keeps the copy one ld.global.v4 (LDG.E.128).
+// (__AMDGCN__: clang's AMD GPU pass; not its host pass, nor nvcc's compile
+// of the HIP rendering through runtime/hip_on_cuda.)
+#line 637 "templates/xent_device.h.tmpl"
+#if defined(__AMDGCN__) && !defined(XENT_EMU)
+typedef unsigned int xent_u32x4 __attribute__((ext_vector_type(4)));
+#endif
+#line 641 "templates/xent_device.h.tmpl"
+template <typename T>
+XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
+#if defined(XENT_EMU)
+  return XENT_LD(p);
+#line 646 "templates/xent_device.h.tmpl"
+#elif defined(__AMDGCN__)
+  const xent_u32x4 w = *(const xent_u32x4*)p;
+  xent_vec16<T> v;
+  memcpy(&v, &w, 16);
+  return v;
+#line 652 "templates/xent_device.h.tmpl"
+#else
+  return *p;
+#endif
+}
+
+// Where a loaded vector is first used, as a whole: on AMD an empty asm takes
+// and gives back its 16 bytes, so that the load's one user is not the
+// element extracts that the code generator would narrow the load into (a
+// global_load_ushort each, LLVM's DAG combine of an extract of a load); the
+// load stays one global_load_dwordx4, waited for here, where it is used
+// anyway. Nothing on CUDA or under the emulator.
+template <typename T>
+XENT_DEVICE void xent_hold16(xent_vec16<T>& v) {
+#line 666 "templates/xent_device.h.tmpl"
+#if defined(__AMDGCN__) && !defined(XENT_EMU)
+  xent_u32x4 w;
+  memcpy(&w, &v, 16);
+  asm("" : "+v"(w));
+  memcpy(&v, &w, 16);
+#endif
+#line 673 "templates/xent_device.h.tmpl"
+  (void)v;
+}
+
 // One 16-byte store of v at dst (16-byte aligned). Through uint4: nvcc
 // splits a plain copy of a struct of eight 16-bit fields into narrower
 // stores.
@@ -544,7 +603,7 @@ XENT_DEVICE void xent_column_load(const T* x, int64_t first, int64_t j0, int64_t
   XENT_UNROLL
   for (int64_t u = 0; u < kLoads; ++u) {
     const int64_t k = sub + u * kVec;
-    if (k < n) v[u] = XENT_LD((const xent_vec16<T>*)(x + first + (j0 + k) * inner));
+    if (k < n) v[u] = xent_load16((const xent_vec16<T>*)(x + first + (j0 + k) * inner));
   }
 }
 template <int64_t kLoads, typename T, typename Stage>
@@ -728,10 +787,11 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   for (; i + (kInFlight - 1) * group < vecs; i += kInFlight * group) {
     xent_vec16<T> chunk[kInFlight];
     XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = XENT_LD(v + i + u * group);
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + i + u * group);
     XENT_UNROLL
     for (int64_t u = 0; u < kInFlight; ++u) {
       const int64_t k = i + u * group;
+      xent_hold16(chunk[u]);
       out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
     }
   }
@@ -744,10 +804,11 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     const int64_t last = i + (vecs - 1 - i) / group * group;
     xent_vec16<T> chunk[kInFlight];
     XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = XENT_LD(v + xent_min_index(i + u * group, last));
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + xent_min_index(i + u * group, last));
     XENT_UNROLL
     for (int64_t u = 0; u < kInFlight; ++u) {
       const int64_t k = i + u * group;
+      xent_hold16(chunk[u]);
       if (k < vecs) out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
     }
   }
@@ -805,7 +866,9 @@ XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_
   const int64_t vecs = (C - head) / kVec;
   const xent_vec16<T>* vy = (const xent_vec16<T>*)(yr + head);
   const xent_vec16<T>* vd = (const xent_vec16<T>*)(dr + head);
-  const auto use = [&](int64_t i, const xent_vec16<T>& cy, const xent_vec16<T>& cd) {
+  const auto use = [&](int64_t i, xent_vec16<T> cy, xent_vec16<T> cd) {
+    xent_hold16(cy);
+    xent_hold16(cd);
     using A = decltype(f(0, cy.e[0], cd.e[0]));
     A d[kVec];
     for (int64_t k = 0; k < kVec; ++k) d[k] = f(head + i * kVec + k, cy.e[k], cd.e[k]);
@@ -825,13 +888,13 @@ XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_
     xent_vec16<T> cy[kLoads], cd[kLoads];
     XENT_UNROLL
     for (int64_t u = 0; u < kLoads; ++u) {
-      cy[u] = XENT_LD(vy + i + u * group);
-      cd[u] = XENT_LD(vd + i + u * group);
+      cy[u] = xent_load16(vy + i + u * group);
+      cd[u] = xent_load16(vd + i + u * group);
     }
     XENT_UNROLL
     for (int64_t u = 0; u < kLoads; ++u) use(i + u * group, cy[u], cd[u]);
   }
-  for (; i < vecs; i += group) use(i, XENT_LD(vy + i), XENT_LD(vd + i));
+  for (; i < vecs; i += group) use(i, xent_load16(vy + i), xent_load16(vd + i));
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j, base + j);
 }
 
@@ -884,7 +947,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   // As xent_row_walk_io: kInFlight vectors read before any is used, the last
   // batch's too (its indices past the slice clamped to this thread's last).
   const auto get = [&](int64_t at) -> xent_vec16<T> {
-    if (kLoad) return XENT_LD(v + at);
+    if (kLoad) return xent_load16(v + at);
     return stash[at - lo];
   };
   const auto use = [&](int64_t at, const xent_vec16<T>& chunk) {
