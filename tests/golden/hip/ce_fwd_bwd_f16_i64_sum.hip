@@ -383,9 +383,13 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 772 "templates/cross_entropy.tmpl"
-            for (int k = 0; k < kVec; ++k)
-              if ((uint32_t)k == at) d[k] = coef * p[k] - b;
+#line 765 "templates/cross_entropy.tmpl"
+            // A select per element, not a store under a test: clang turns
+            // the stores into one store at d[at], an index known at run
+            // time only, which puts d in scratch memory (48 bytes per lane
+            // on gfx942 in every 16-bit gradient kernel). nvcc keeps the
+            // stores in registers; its code is left as it was measured.
+            for (int k = 0; k < kVec; ++k) d[k] = (uint32_t)k == at ? coef * p[k] - b : d[k];
 #line 775 "templates/cross_entropy.tmpl"
           }
         } else {
