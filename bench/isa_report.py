@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""A static performance report of the generated HIP kernels, read from their
+AMD machine code for CDNA3 (gfx942: MI300X) and CDNA2 (gfx90a: MI250X): the
+CDNA counterpart of bench/sass_report.py, with no GPU needed.
+
+    ./bazelw run //bench:isa_report                       # prints it
+    ./bazelw run //bench:isa_report -- --out bench/results/isa_report.md
+
+For each main kernel and the launch shape its tune table picks for a case:
+VGPRs, AGPRs, SGPRs, scratch and LDS per workgroup (the code object's kernel
+metadata), waves per SIMD and per CU (from those and the workgroup, against
+a CDNA CU's limits), the 16-byte loads (global_load_dwordx4) each lane keeps
+in flight in the main loop and the bytes that makes in flight per CU, and
+the VALU, SALU and LDS instructions the main loop spends per 16-byte vector,
+with the share of the CU's vector issue that asks at the roofline.
+
+How the machine code is read (bench/amdgpu_code.py: the code object for the
+target out of the object's offload bundle, llvm-objdump's disassembly): a
+loop is a backward branch. The main loop of a pass is the innermost loop
+holding 16-byte global loads. Its path is the shortest from the loop head to
+its backward branch, where a conditional branch to inside the loop may be
+taken if it skips no 16-byte access (global, or LDS for the strided shape's
+staging): on AMD a divergent `if` is a branch over its block when no lane
+takes it (s_cbranch_execz), and the run-time options' blocks (soft cap,
+smoothing, weights, the label's element) are skipped that way, so the path
+is a wave's with the options off and no label in its vector. "Loads in
+flight" follows the hardware's own count: each s_waitcnt vmcnt(n) on the
+path leaves at most n memory operations outstanding, so the 16-byte loads
+in flight are the most outstanding at once (the path taken twice, for the
+loads one iteration leaves to the next).
+
+The GPUs' figures (GPUS below, each with where it comes from): CUs, engine
+clock, the bandwidth the kernels are held to (the issue's roofline: 5.3 TB/s
+for MI300X, 3.2 TB/s for MI250X), the memory latency Little's law is taken
+at, and the per-CU limits of CDNA2 and CDNA3 alike (AMD's CDNA3 and CDNA2
+instruction set architecture guides, and LLVM's AMDGPUUsage for the
+compiler's view of them): four SIMDs of 16 lanes, so one wave64 VALU
+instruction takes a SIMD four cycles and a CU issues one VALU instruction
+per clock over its four SIMDs; 512 vector registers per lane per SIMD,
+shared by the VGPRs and AGPRs of the waves it holds (allocated in blocks of
+8), at most 8 waves per SIMD; 800 SGPRs per SIMD (7 waves above 100 per
+wave); 64 KB of LDS per CU. Targets: loads in flight per CU >= 2 x
+bandwidth x latency / CUs; at most 60% of the CU's VALU issue spent at the
+roofline; no scratch."""
+
+import argparse
+import datetime
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import amdgpu_code  # noqa: E402
+
+GPUS = {
+    "gfx942": dict(
+        name="MI300X", cus=304, clock=1.9e9, bandwidth=5.3e12, latency=1.0e-6,
+        source="304 CUs and 5.3 TB/s of HBM3 (AMD Instinct MI300X data sheet; AMD CDNA 3 white paper), the "
+               "kernels held to the full 5.3 TB/s; 1.9 GHz, an assumed engine clock under load below the "
+               "2.1 GHz peak; 1 us of memory latency, an assumption: AMD publishes no HBM latency, and a "
+               "CDNA3 miss crosses its XCD's L2 and the Infinity Fabric to the Infinity Cache before HBM, "
+               "so the report holds it above the ~700 ns an H100 is held to"),
+    "gfx90a": dict(
+        name="MI250X", cus=220, clock=1.6e9, bandwidth=3.2e12, latency=1.0e-6,
+        source="220 CUs (two dies of 110) and 3.2 TB/s of HBM2e (AMD Instinct MI250X data sheet; AMD CDNA 2 "
+               "white paper); 1.6 GHz, an assumed clock under load below the 1.7 GHz peak; 1 us of memory "
+               "latency, assumed as for MI300X"),
+}
+CU = dict(simds=4, valu_cycles=4, regs=512, reg_granule=8, waves_per_simd=8, sgprs_high=100, lds=65536)
+SHAPES = {"ROW": 0, "COLUMN": 1}
+
+# (variant, row-kernel instantiation, what it is, classes C of the case,
+# passes over the row, and the row's bytes moved per byte of logits: 1 for a
+# read, 2 for a read and a write, 3 where the row is read twice and written)
+CASES = [
+    ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16", 131072, 1, 1),
+    ("ce_fwd_f16_i64_mean", "ROW", "forward, f16", 131072, 1, 1),
+    ("ce_fwd_f32_i64_mean", "ROW", "forward, f32", 131072, 1, 1),
+    ("ce_fwd_bf16_i64_mean", "ROW", "forward, bf16", 1000, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "ROW", "fused fwd+bwd, bf16", 8192, 2, 3),
+    ("ce_fwd_bwd_bf16_i64_mean", "ROW", "fused fwd+bwd, bf16", 131072, 2, 3),
+    ("ce_bwd_bf16_i64_none", "ROW", "backward from lse, bf16", 131072, 1, 2),
+    ("ce_bwd_f32_i64_none", "ROW", "backward from lse, f32", 131072, 1, 2),
+    ("sm_fwd_bf16_softmax", "ROW", "softmax, bf16", 8192, 2, 3),
+    ("sm_bwd_bf16_softmax", "ROW", "softmax backward, bf16 (y and dy)", 131072, 1, 3),
+    ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "COLUMN", "fused fwd+bwd, bf16, class axis strided", 21, 2, 3),
+    ("ce_bwd_bf16_i64_none", "COLUMN", "backward from lse, bf16, class axis strided", 21, 1, 2),
+]
+
+INSN = re.compile(r"^\s+([a-z_][a-z0-9_]*)\s*(.*?)\s*//\s*([0-9A-Fa-f]+):")
+TARGET = re.compile(r"<(\w+)\+0x([0-9a-f]+)>")
+TRANSCENDENTAL = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)_")
+
+
+def functions(disassembly):
+    """{symbol: [(address, opcode, operands, branch target or None)]}."""
+    out, current, start = {}, None, 0
+    for line in disassembly.splitlines():
+        m = re.match(r"^([0-9a-f]+) <(\w+)>:", line)
+        if m:
+            current, start = m.group(2), int(m.group(1), 16)
+            out[current] = []
+            continue
+        m = INSN.match(line)
+        if not (m and current):
+            continue
+        op, operands, addr = m.group(1), m.group(2), int(m.group(3), 16)
+        target = None
+        if op.startswith("s_branch") or op.startswith("s_cbranch"):
+            t = TARGET.search(line)
+            if t and t.group(1) == current:
+                target = start + int(t.group(2), 16)
+        out[current].append((addr, op, operands, target))
+    return out
+
+
+def is_load16(op):
+    return op in ("global_load_dwordx4", "buffer_load_dwordx4")
+
+
+def is_store16(op):
+    return op in ("global_store_dwordx4", "buffer_store_dwordx4")
+
+
+def is_vmem(op):
+    return op.startswith(("global_", "buffer_", "flat_", "scratch_"))
+
+
+def is_wide(op):
+    return is_load16(op) or is_store16(op)
+
+
+def is_staged(op):
+    """The strided shape's work: a 16-byte global access or any LDS access."""
+    return is_wide(op) or op.startswith("ds_") and not op.startswith("ds_bpermute") and not op.startswith("ds_swizzle")
+
+
+def blocks(insns):
+    """The function's basic blocks: (list of (first, last) instruction
+    indices, {block: [successor blocks]})."""
+    index = {a: i for i, (a, _, _, _) in enumerate(insns)}
+    leaders = {0}
+    for i, (_, op, _, t) in enumerate(insns):
+        if t is not None and t in index:
+            leaders.add(index[t])
+        if op.startswith(("s_branch", "s_cbranch", "s_endpgm", "s_setpc")) and i + 1 < len(insns):
+            leaders.add(i + 1)
+    starts = sorted(leaders)
+    spans = [(b, (starts[k + 1] if k + 1 < len(starts) else len(insns)) - 1) for k, b in enumerate(starts)]
+    of = {b: k for k, (b, _) in enumerate(spans)}
+    succ = {}
+    for k, (_, last) in enumerate(spans):
+        _, op, _, t = insns[last]
+        out = []
+        if op not in ("s_branch", "s_endpgm", "s_setpc_b64") and k + 1 < len(spans):
+            out.append(k + 1)
+        if t is not None and t in index:
+            out.append(of[index[t]])
+        succ[k] = out
+    return spans, succ
+
+
+def dominators(succ, n):
+    """Immediate dominators from block 0 (Cooper, Harvey and Kennedy)."""
+    order, seen, stack = [], {0}, [(0, iter(succ[0]))]
+    while stack:
+        node, it = stack[-1]
+        nxt = next(it, None)
+        if nxt is None:
+            stack.pop()
+            order.append(node)
+        elif nxt not in seen:
+            seen.add(nxt)
+            stack.append((nxt, iter(succ[nxt])))
+    rpo = order[::-1]
+    number = {b: i for i, b in enumerate(rpo)}
+    preds = {}
+    for b in rpo:
+        for c in succ[b]:
+            preds.setdefault(c, []).append(b)
+    idom = {0: 0}
+
+    def meet(a, b):
+        while a != b:
+            while number[a] > number[b]:
+                a = idom[a]
+            while number[b] > number[a]:
+                b = idom[b]
+        return a
+    changed = True
+    while changed:
+        changed = False
+        for b in rpo[1:]:
+            ps = [p for p in preds.get(b, []) if p in idom]
+            if not ps:
+                continue
+            new = ps[0]
+            for p in ps[1:]:
+                new = meet(p, new)
+            if idom.get(b) != new:
+                idom[b], changed = new, True
+    return idom, preds
+
+
+def dominates(idom, a, b):
+    while b != a and idom.get(b, 0) != b:
+        b = idom[b]
+    return a == b
+
+
+def natural_loops(succ, idom, preds):
+    """{header: body blocks} of every natural loop (back edges n -> h, h
+    dominating n, merged per header)."""
+    loops = {}
+    for n, outs in succ.items():
+        for h in outs:
+            if n in idom and dominates(idom, h, n):
+                body, stack = loops.setdefault(h, {h}), [n]
+                while stack:
+                    b = stack.pop()
+                    if b not in body:
+                        body.add(b)
+                        stack.extend(preds.get(b, []))
+    return loops
+
+
+def iteration(insns, spans, succ, idom, header, body, wide):
+    """One iteration of the loop: from its header to a block that branches
+    back to it, through the body without the back edges of loops inside it,
+    the path with the most `wide` accesses and of those the fewest
+    instructions (the module's docstring). Instructions, in path order."""
+    weight = {b: (sum(1 for i in range(spans[b][0], spans[b][1] + 1) if wide(insns[i][1])),
+                  spans[b][1] - spans[b][0] + 1) for b in body}
+    memo = {}
+
+    def best(b, depth=0):
+        if b in memo:
+            return memo[b]
+        memo[b] = None  # guards against a cycle the back edges missed
+        choices = []
+        for c in succ[b]:
+            if c == header:
+                choices.append(((0, 0), None))
+            elif c in body and not dominates(idom, c, b):
+                r = best(c, depth + 1)
+                if r is not None:
+                    choices.append((r[0], c))
+        if choices:
+            (w, n), c = max(choices, key=lambda x: (x[0][0], -x[0][1]))
+            memo[b] = ((w + weight[b][0], n + weight[b][1]), c)
+        return memo[b]
+    import sys as _sys
+    _sys.setrecursionlimit(max(10000, 4 * len(body) + 100))
+    if best(header) is None:
+        return []
+    path, b = [], header
+    while b is not None:
+        path += insns[spans[b][0]:spans[b][1] + 1]
+        b = memo[b][1]
+    return path
+
+
+def main_passes(insns, passes, wide, writes_result):
+    """The main loop of each pass: the innermost loops that hold 16-byte
+    global loads (natural loops of the control-flow graph: clang lays a
+    loop's blocks out in any order, its entry anywhere), each as one
+    iteration's instructions. The `passes` with the most such loads, the
+    shortest first among equals (a walk compiled twice, with and without the
+    per-token outputs); with writes_result, the last pass is one that
+    stores (sass_report.main_passes's rule)."""
+    spans, succ = blocks(insns)
+    idom, preds = dominators(succ, len(spans))
+    loops = natural_loops(succ, idom, preds)
+    has_load = {b for b, (f, l) in enumerate(spans) if any(is_load16(insns[i][1]) for i in range(f, l + 1))}
+    found = []
+    for h, body in loops.items():
+        # Innermost: no loop inside it holds a 16-byte load of its own.
+        if not body & has_load or any(h2 != h and h2 in body and loops[h2] & has_load for h2 in loops):
+            continue
+        path = iteration(insns, spans, succ, idom, h, body, wide)
+        vec = sum(1 for _, op, _, _ in path if is_load16(op))
+        if not vec:
+            continue
+        stores = any(op.startswith(("global_store", "buffer_store")) for _, op, _, _ in path)
+        found.append((spans[h][0], path, vec, stores))
+    found.sort(key=lambda f: (-f[2], len(f[1])))
+    reading = [f for f in found if not f[3]]
+    writing = [f for f in found if f[3]]
+    chosen = reading[:passes - 1] + writing[:1] if writes_result else reading[:passes]
+    return [f[1] for f in sorted(chosen, key=lambda f: f[0])]
+
+
+def loads_in_flight(path):
+    """The most 16-byte loads outstanding at once on the path, taken twice:
+    each s_waitcnt vmcnt(n) retires the oldest memory operations down to n."""
+    queue, most = [], 0
+    for rep in range(2):
+        for _, op, operands, _ in path:
+            if is_vmem(op):
+                queue.append(is_load16(op))
+            elif op == "s_waitcnt":
+                m = re.search(r"vmcnt\((\d+)\)", operands)
+                if m:
+                    n = int(m.group(1))
+                    del queue[:max(0, len(queue) - n)]
+            if rep == 1:
+                most = max(most, sum(queue))
+    return most
+
+
+def pick_shape(shapes, C):
+    """As xent_pick_launch (contiguous rows): the threads of the block."""
+    for i, (classes, _group, threads, _chip) in enumerate(shapes):
+        if i < len(shapes) - 1 and C > classes:
+            continue
+        return threads
+    return None
+
+
+def residency(meta, threads):
+    """(waves per SIMD, waves per CU, what limits them)."""
+    regs = -(-meta["vgpr_count"] // CU["reg_granule"]) * CU["reg_granule"]
+    by = {"registers": CU["regs"] // regs if regs else CU["waves_per_simd"], "the SIMD": CU["waves_per_simd"]}
+    if meta.get("sgpr_count", 0) > CU["sgprs_high"]:
+        by["SGPRs"] = 7
+    per_simd = min(by.values())
+    waves_per_block = -(-threads // 64)
+    blocks = per_simd // -(-waves_per_block // CU["simds"])
+    lds = meta.get("group_segment_fixed_size", 0)
+    if lds:
+        blocks = min(blocks, CU["lds"] // lds)
+    limit = min(by, key=by.get)
+    return per_simd, blocks * waves_per_block, limit
+
+
+def units(objects):
+    found = {}
+    path = os.path.join(objects, "compiled.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            if line.startswith("unit: "):
+                unit, *members = line.split()[1:]
+                found.update({m: unit for m in members})
+    return found
+
+
+def compiled_info(objects):
+    info = {}
+    for line in open(os.path.join(objects, "compiled.txt")):
+        k, _, v = line.partition(": ")
+        info[k] = v.strip()
+    return info
+
+
+def report(gen, objects, llvm_bin, arch):
+    rows, cache = [], {}
+    unit_of = units(objects)
+    for key, shape, what, C, passes, moved in CASES:
+        src = os.path.join(gen, key + ".hip")
+        unit = unit_of.get(key + ".hip")
+        obj = os.path.join(objects, f"{unit}.pic.o") if unit else ""
+        if not (os.path.exists(src) and os.path.exists(obj)):
+            rows.append((what, C, None, f"{key} was not generated or compiled"))
+            continue
+        if obj not in cache:
+            with tempfile.TemporaryDirectory() as tmp:
+                code = os.path.join(tmp, arch + ".co")
+                amdgpu_code.code_object(llvm_bin, obj, arch, code)
+                cache[obj] = (amdgpu_code.kernels(llvm_bin, code),
+                              functions(amdgpu_code.disassemble(llvm_bin, code, arch)))
+        metas, funcs = cache[obj]
+        family = "softmax_args" if key.startswith("sm_") else "ce_args"
+        function = f"_ZL{len('xent_hip_' + key + '_rows')}xent_hip_{key}_rowsILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
+        if function not in metas or function not in funcs:
+            rows.append((what, C, None, f"{function} not in the {arch} code object"))
+            continue
+        meta, insns = metas[function], funcs[function]
+        text = open(src).read()
+        if shape == "COLUMN":
+            threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
+        else:
+            table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
+            shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
+            threads = pick_shape(shapes, C)
+        wide = is_staged if shape == "COLUMN" else is_wide
+        found = main_passes(insns, passes, wide, writes_result=moved > 1)
+        per_simd, per_cu, limit = residency(meta, threads)
+        loop_info = []
+        for path in found:
+            vecs = sum(1 for _, op, _, _ in path if is_load16(op))
+            valu = [op for _, op, _, _ in path if op.startswith("v_")]
+            loop_info.append(dict(
+                path=len(path), vecs=vecs, flight=loads_in_flight(path),
+                valu=len(valu), trans=sum(1 for op in valu if TRANSCENDENTAL.match(op)),
+                salu=sum(1 for _, op, _, _ in path if op.startswith("s_") and op not in ("s_waitcnt", "s_nop")),
+                lds=sum(1 for _, op, _, _ in path if op.startswith("ds_"))))
+        rows.append((what, C, dict(key=key, shape=shape, meta=meta, threads=threads, per_simd=per_simd,
+                                   per_cu=per_cu, limit=limit, loops=loop_info, moved=moved,
+                                   size=len(insns)), None))
+    return rows
+
+
+def targets(gpu):
+    """(bytes in flight per CU: Little's law, twice over; wave-wide 16-byte
+    vectors (1 KB) moved per CU per clock at the roofline)."""
+    per_cu = gpu["bandwidth"] / gpu["cus"]
+    return 2 * per_cu * gpu["latency"], per_cu / 1024 / gpu["clock"]
+
+
+def caption(arch):
+    gpu = GPUS[arch]
+    flight, _ = targets(gpu)
+    return (f"**{arch}, {gpu['name']} at {gpu['bandwidth'] / 1e12:g} TB/s**: targets >= {flight / 1024:.0f} KB in "
+            f"flight per CU (contiguous shapes), <= 60% of the CU's VALU issue, no scratch")
+
+
+def render_table(arch, rows):
+    gpu = GPUS[arch]
+    flight_target, vec_rate = targets(gpu)
+    bw = f"{gpu['bandwidth'] / 1e12:g} TB/s"
+    out = ["| kernel | C | variant, shape | VGPR / AGPR / SGPR | scratch B | LDS B | block | waves/SIMD (limit) | "
+           "waves/CU | loop: path / vectors (16 B in flight) | 16 B in flight per CU | VALU / SALU / LDS per "
+           f"vector | VALU issue at {bw} | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for what, C, r, err in rows:
+        if r is None:
+            out.append(f"| {what} | {C} | not measured: {err} | | | | | | | | | | | |")
+            continue
+        m = r["meta"]
+        loops_txt = "; ".join(f"{x['path']} / {x['vecs']} ({x['flight']})" for x in r["loops"]) or "no 16-byte loop"
+        flight = r["loops"][0]["flight"] if r["loops"] else 0
+        in_flight = r["per_cu"] * 64 * flight * 16
+        per_vec = {k: sum(x[k] / x["vecs"] for x in r["loops"] if x["vecs"]) for k in ("valu", "trans", "salu", "lds")}
+        # VALU cycles per wave-wide vector: 4 per instruction (a wave64 on a
+        # SIMD16), over the CU's 4 SIMDs, at the vectors the roofline moves.
+        share = vec_rate / r["moved"] * per_vec["valu"] * CU["valu_cycles"] / CU["simds"]
+        missed = []
+        if not r["loops"] or not all(x["vecs"] for x in r["loops"]):
+            missed.append("no 16-byte loop read" if r["loops"] else "no 16-byte loads")
+        if r["shape"] != "COLUMN" and in_flight < flight_target:
+            missed.append("in flight")
+        if share > 0.6:
+            missed.append("issue")
+        if m.get("private_segment_fixed_size"):
+            missed.append("scratch")
+        out.append(
+            f"| {what} | {C} | `{r['key']}`, {r['shape']} | {m.get('vgpr_count')} / {m.get('agpr_count', 0)} / "
+            f"{m.get('sgpr_count')} | {m.get('private_segment_fixed_size', 0)} | {m.get('group_segment_fixed_size', 0)} | "
+            f"{r['threads']} | {r['per_simd']} ({r['limit']}) | {r['per_cu']} | {loops_txt} | {in_flight / 1024:.0f} KB | "
+            f"{per_vec['valu']:.0f} / {per_vec['salu']:.0f} / {per_vec['lds']:.0f} | {share:.0%} | "
+            f"{'missed: ' + ', '.join(missed) if missed else 'met'} |")
+    return out
+
+
+def render(by_arch, stamp, compiler):
+    out = [f"# Static report of the generated HIP kernels' AMD machine code ({stamp})", "",
+           f"Code objects compiled by `{compiler}` (compile.bzl's flags).", "",
+           "Generated by `bench/isa_report.py` (its docstring says how the machine code is read), one table per",
+           "GPU. VGPRs count the AGPRs in (one register file of 512 per lane per SIMD on CDNA2 and CDNA3); a",
+           "16-byte vector costs one move per read or write of it (1 for the forward, 2 for the backward, 3",
+           "where the row is read twice and written). Targets: loads in flight per CU at least what Little's",
+           "law asks at the GPU's bandwidth and memory latency, twice over, on every contiguous shape; at most",
+           "60% of the CU's VALU issue spent at that bandwidth; no scratch. The path counts instructions by",
+           "kind; VALU's include the transcendental ones (v_exp_f32), which issue at a quarter of the rate on",
+           "CDNA, so the share is a floor.", ""]
+    for arch, rows in by_arch.items():
+        gpu = GPUS[arch]
+        flight, vec_rate = targets(gpu)
+        out += [f"## {arch}: {gpu['name']}", "",
+                f"Figures: {gpu['source']}. Per CU at {gpu['bandwidth'] / 1e12:g} TB/s: {vec_rate:.4f} wave-wide "
+                f"16-byte vectors (1 KB) moved per clock; Little's law: {flight / 2 / 1024:.1f} KB in flight, so "
+                f"the target is {flight / 1024:.0f} KB.", ""]
+        out += render_table(arch, rows)
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gen", help="the generated HIP sources (default: the runfiles' gen/hip)")
+    ap.add_argument("--objects", help="the HIP objects and compiled.txt (default: the runfiles' gen/hip_objects)")
+    ap.add_argument("--out", help="write the report here (relative to the workspace under bazel run)")
+    ap.add_argument("--arch", default="gfx942,gfx90a", help="the targets to read (of: %(default)s)")
+    args = ap.parse_args()
+    runfiles = os.environ.get("RUNFILES_DIR")
+    here = os.path.join(runfiles, "xent") if runfiles else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    gen = args.gen or os.path.join(here, "gen", "hip")
+    objects = args.objects or os.path.join(here, "gen", "hip_objects")
+    info = compiled_info(objects)
+    if info.get("compiler") == "absent":
+        sys.exit("isa_report: the HIP kernels were not compiled (no HIP compiler found)")
+    llvm_bin = info.get("llvm_bin", "")
+    archs = args.arch.split(",")
+    unknown = [a for a in archs if a not in GPUS]
+    missing = [a for a in archs if a not in info.get("archs", "").split()]
+    if unknown or missing:
+        sys.exit(f"isa_report: no GPU figures for {unknown} (GPUS has {', '.join(GPUS)})" if unknown else
+                 f"isa_report: the objects were compiled for {info.get('archs')}, not {missing} "
+                 f"(--define=xent_hip_archs=gfx942,gfx90a)")
+    by_arch = {arch: report(gen, objects, llvm_bin, arch) for arch in archs}
+    text = render(by_arch, datetime.date.today().isoformat(), info.get("compiler", "?"))
+    if args.out:
+        root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
+        path = os.path.join(root, args.out)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print(f"wrote {path}")
+        readme = os.path.join(root, "README.md")
+        begin, end = "<!-- isa_report begin -->", "<!-- isa_report end -->"
+        body = open(readme).read() if os.path.exists(readme) else ""
+        if begin in body and end in body:
+            table = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows))
+                                for arch, rows in by_arch.items())
+            head, rest = body.split(begin, 1)
+            with open(readme, "w") as f:
+                f.write(head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+            print(f"updated {readme}")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
