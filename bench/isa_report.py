@@ -52,6 +52,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import amdgpu_code  # noqa: E402
+from sass_report import units, write_report  # noqa: E402
 
 GPUS = {
     "gfx942": dict(
@@ -162,7 +163,7 @@ def blocks(insns):
     return spans, succ
 
 
-def dominators(succ, n):
+def dominators(succ):
     """Immediate dominators from block 0 (Cooper, Harvey and Kennedy)."""
     order, seen, stack = [], {0}, [(0, iter(succ[0]))]
     while stack:
@@ -235,7 +236,7 @@ def iteration(insns, spans, succ, idom, header, body, wide):
                   spans[b][1] - spans[b][0] + 1) for b in body}
     memo = {}
 
-    def best(b, depth=0):
+    def best(b):
         if b in memo:
             return memo[b]
         memo[b] = None  # guards against a cycle the back edges missed
@@ -244,15 +245,14 @@ def iteration(insns, spans, succ, idom, header, body, wide):
             if c == header:
                 choices.append(((0, 0), None))
             elif c in body and not dominates(idom, c, b):
-                r = best(c, depth + 1)
+                r = best(c)
                 if r is not None:
                     choices.append((r[0], c))
         if choices:
             (w, n), c = max(choices, key=lambda x: (x[0][0], -x[0][1]))
             memo[b] = ((w + weight[b][0], n + weight[b][1]), c)
         return memo[b]
-    import sys as _sys
-    _sys.setrecursionlimit(max(10000, 4 * len(body) + 100))
+    sys.setrecursionlimit(max(10000, 4 * len(body) + 100))
     if best(header) is None:
         return []
     path, b = [], header
@@ -271,7 +271,7 @@ def main_passes(insns, passes, wide, writes_result):
     per-token outputs); with writes_result, the last pass is one that
     stores (sass_report.main_passes's rule)."""
     spans, succ = blocks(insns)
-    idom, preds = dominators(succ, len(spans))
+    idom, preds = dominators(succ)
     loops = natural_loops(succ, idom, preds)
     has_load = {b for b, (f, l) in enumerate(spans) if any(is_load16(insns[i][1]) for i in range(f, l + 1))}
     found = []
@@ -333,17 +333,6 @@ def residency(meta, threads):
         blocks = min(blocks, CU["lds"] // lds)
     limit = min(by, key=by.get)
     return per_simd, blocks * waves_per_block, limit
-
-
-def units(objects):
-    found = {}
-    path = os.path.join(objects, "compiled.txt")
-    if os.path.exists(path):
-        for line in open(path):
-            if line.startswith("unit: "):
-                unit, *members = line.split()[1:]
-                found.update({m: unit for m in members})
-    return found
 
 
 def compiled_info(objects):
@@ -501,26 +490,8 @@ def main():
                  f"(--define=xent_hip_archs=gfx942,gfx90a)")
     by_arch = {arch: report(gen, objects, llvm_bin, arch) for arch in archs}
     text = render(by_arch, datetime.date.today().isoformat(), info.get("compiler", "?"))
-    if args.out:
-        root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
-        path = os.path.join(root, args.out)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-        print(f"wrote {path}")
-        readme = os.path.join(root, "README.md")
-        begin, end = "<!-- isa_report begin -->", "<!-- isa_report end -->"
-        body = open(readme).read() if os.path.exists(readme) else ""
-        if begin in body and end in body:
-            table = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows))
-                                for arch, rows in by_arch.items())
-            head, rest = body.split(begin, 1)
-            with open(readme, "w") as f:
-                f.write(head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1])
-            print(f"updated {readme}")
-    else:
-        print(text)
-
+    tables = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows)) for arch, rows in by_arch.items())
+    write_report(args.out, text, "isa_report", tables)
 
 if __name__ == "__main__":
     main()

@@ -314,7 +314,7 @@ def resident_warps(gpu, regs, threads, smem):
 
 
 def units(objects):
-    """Each generated file's unit: the file nvcc compiled it in
+    """Each generated file's unit: the file the GPU compiler compiled it in
     (third_party/gpu/compile.bzl compiles the variants of one op and dtype
     together), from the objects' compiled.txt ("unit: <unit> <file> ...")."""
     found = {}
@@ -462,26 +462,32 @@ def main():
     cuobjdump = find_tool("cuobjdump")
     by_arch = {arch: report(gen, objects, cuobjdump, arch) for arch in args.arch.split(",")}
     text = render(by_arch, datetime.date.today().isoformat())
-    if args.out:
-        root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
-        path = os.path.join(root, args.out)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-        print(f"wrote {path}")
-        # The README's performance section shows the table between markers.
-        readme = os.path.join(root, "README.md")
-        begin, end = "<!-- sass_report begin -->", "<!-- sass_report end -->"
-        body = open(readme).read() if os.path.exists(readme) else ""
-        if begin in body and end in body:
-            table = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows))
-                                for arch, rows in by_arch.items())
-            head, rest = body.split(begin, 1)
-            with open(readme, "w") as f:
-                f.write(head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1])
-            print(f"updated {readme}")
-    else:
+    tables = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows)) for arch, rows in by_arch.items())
+    write_report(args.out, text, "sass_report", tables)
+
+
+def write_report(out, text, marker, tables):
+    """Prints the report, or with out writes it there (relative to the
+    workspace under bazel run) and puts its tables in the README's
+    performance section, between <!-- {marker} begin/end --> (the ISA
+    report's too)."""
+    if not out:
         print(text)
+        return
+    root = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ".")
+    path = os.path.join(root, out)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}")
+    readme = os.path.join(root, "README.md")
+    begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
+    body = open(readme).read() if os.path.exists(readme) else ""
+    if begin in body and end in body:
+        head, rest = body.split(begin, 1)
+        with open(readme, "w") as f:
+            f.write(head + begin + "\n" + tables + "\n" + end + rest.split(end, 1)[1])
+        print(f"updated {readme}")
 
 
 if __name__ == "__main__":
