@@ -28,6 +28,7 @@ const tu_case tu_cases[] = {
     {8, 50, 1, 5},     /* out-of-range labels ignored */
     {6, 300, 1, 6},    /* extra outputs and inputs */
     {6, 300, 1, 7},    /* f32 outputs from f16/bf16 logits */
+    {1, 20000, 1, 6},  /* the extras over several batches of loads a thread (xent_row_walk_io's kCompact) */
     {3 * 37, 21, 37, 0},   /* [3, 21, 37]: class axis 1, segmentation-like */
     {2 * 300, 5, 300, 6},  /* more positions than a block of threads, with the extras */
     {2 * 3, 1003, 3, 4},   /* a long strided row with z-loss and the cap */

@@ -778,10 +778,11 @@ XENT_DEVICE void xent_column_store(T* out, int64_t first, int64_t j0, int64_t n,
 }
 
 // use(k) for k in [0, mine): unrolled when the step is full (mine == kK),
-// so that a full step is straight-line code.
-template <int64_t kK, typename U>
+// so that a full step is straight-line code; always a loop with kCompact
+// (xent_row_walk_io's).
+template <int64_t kK, bool kCompact = false, typename U>
 XENT_DEVICE void xent_column_each(int64_t mine, U use) {
-  if (mine == kK) {
+  if (!kCompact && mine == kK) {
     XENT_UNROLL
     for (int64_t k = 0; k < kK; ++k) use(k);
   } else {
@@ -789,7 +790,7 @@ XENT_DEVICE void xent_column_each(int64_t mine, U use) {
   }
 }
 
-template <typename T, typename Stage, typename Out, typename F>
+template <bool kCompact, typename T, typename Stage, typename Out, typename F>
 XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, const Out& out,
                                   F f) {
   constexpr int64_t kVec = 16 / sizeof(T), kLoads = XENT_COLUMN_LOADS, kK = kLoads * kVec;
@@ -822,11 +823,11 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
         for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
       }
     } else if (vector_out) {
-      xent_column_each<kK>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
+      xent_column_each<kK, kCompact>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
       xent_group_sync<(int)kVec>();
       xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
     } else {
-      xent_column_each<kK>(mine, [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
+      xent_column_each<kK, kCompact>(mine, [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
     }
     xent_group_sync<(int)kVec>();  // the stage is read before the next step writes it
   }
@@ -881,12 +882,21 @@ XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int
 // goes through xent_column_walk and the shared `stage`
 // (XENT_COLUMN_STAGE) where x is 16-byte aligned and inner a multiple of
 // its vector, else as scalars, several classes in flight.
-template <int kInFlight, bool kColumn, typename T, typename Stage, typename Out, typename F>
+// kCompact: one copy of f's code where there would be two, for the walks of
+// calls that are rare (the optional outputs'):
+// every batch of vectors takes the last batch's loop (a clamp per load and a
+// test per vector, the same loads in flight), and the strided path's full
+// steps the loop of its partial ones. The common walks keep a batch without
+// either and a full step unrolled. With the rare walks' code as large as
+// theirs, a 16-bit gradient kernel was 46K instructions on gfx942 and the
+// compilers' time grew faster than its size (clang-19: 16 s for one
+// variant's kernels, 7.9 s with the optional outputs' walk compact).
+template <int kInFlight, bool kColumn, bool kCompact = false, typename T, typename Stage, typename Out, typename F>
 XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                   int64_t group, const Out& out, F f) {
   if constexpr (kColumn) {
     if (((uintptr_t)x & 15) == 0 && inner % (int64_t)(16 / sizeof(T)) == 0) {
-      xent_column_walk(x, base, C, inner, stage, out, f);
+      xent_column_walk<kCompact>(x, base, C, inner, stage, out, f);
       return;
     }
     // Elsewhere a strided row is read one element per load, its classes
@@ -935,15 +945,17 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   // The elements are then taken in the order of one vector at a time, so
   // the results are the same whatever the batch.
   int64_t i = lane;
-  for (; i + (kInFlight - 1) * group < vecs; i += kInFlight * group) {
-    xent_vec16<T> chunk[kInFlight];
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + i + u * group);
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) {
-      const int64_t k = i + u * group;
-      xent_hold16(chunk[u]);
-      out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+  if constexpr (!kCompact) {
+    for (; i + (kInFlight - 1) * group < vecs; i += kInFlight * group) {
+      xent_vec16<T> chunk[kInFlight];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + i + u * group);
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) {
+        const int64_t k = i + u * group;
+        xent_hold16(chunk[u]);
+        out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+      }
     }
   }
   if (i < vecs) {
@@ -951,17 +963,20 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     // loaded, its indices past the row clamped to this thread's last vector
     // (a second load of bytes in the cache, instead of a predicate per load
     // held in registers; its own, so an in-place gradient reads nothing
-    // another thread writes), and only those in the row are used.
+    // another thread writes), and only those in the row are used. With
+    // kCompact every batch is taken so (below).
     const int64_t last = i + (vecs - 1 - i) / group * group;
-    xent_vec16<T> chunk[kInFlight];
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + xent_min_index(i + u * group, last));
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) {
-      const int64_t k = i + u * group;
-      xent_hold16(chunk[u]);
-      if (k < vecs) out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
-    }
+    do {
+      xent_vec16<T> chunk[kInFlight];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + xent_min_index(i + u * group, last));
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) {
+        const int64_t k = i + u * group;
+        xent_hold16(chunk[u]);
+        if (k < vecs) out.vec(f, head + k * kVec, base + head + k * kVec, chunk[u]);
+      }
+    } while (kCompact && (i += kInFlight * group) < vecs);
   }
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
@@ -1067,10 +1082,10 @@ struct xent_vec_sink {
   }
 };
 
-template <int kLoads, bool kColumn, typename T, typename Stage, typename F, typename FV>
+template <int kLoads, bool kColumn, bool kCompact = false, typename T, typename Stage, typename F, typename FV>
 XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                    int64_t group, F f, FV fv) {
-  xent_row_walk_io<kLoads, kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
+  xent_row_walk_io<kLoads, kColumn, kCompact>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
@@ -1642,7 +1657,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1751 "templates/xent_device.h.tmpl"
+#line 1766 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

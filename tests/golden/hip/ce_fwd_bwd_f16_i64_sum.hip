@@ -363,8 +363,11 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
 #line 740 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
+      // The optional outputs' walk is for rare calls: one copy of its code
+      // (xent_row_walk_io's kCompact), the same loads in flight.
+      constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 746 "templates/cross_entropy.tmpl"
+#line 749 "templates/cross_entropy.tmpl"
       // A whole vector of the plain walk at once: widened a word at a time,
       // and the label's class tested once per vector (its offset in the
       // vector, in 32 bits as at_label), where grad_of tests each element.
@@ -383,33 +386,33 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 765 "templates/cross_entropy.tmpl"
+#line 768 "templates/cross_entropy.tmpl"
             // A select per element, not a store under a test: clang turns
             // the stores into one store at d[at], an index known at run
             // time only, which puts d in scratch memory (48 bytes per lane
             // on gfx942 in every 16-bit gradient kernel). nvcc keeps the
             // stores in registers; its code is left as it was measured.
             for (int k = 0; k < kVec; ++k) d[k] = (uint32_t)k == at ? coef * p[k] - b : d[k];
-#line 775 "templates/cross_entropy.tmpl"
+#line 778 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 786 "templates/cross_entropy.tmpl"
-      xent_row_walk_io<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 788 "templates/cross_entropy.tmpl"
+#line 789 "templates/cross_entropy.tmpl"
+      xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
+#line 791 "templates/cross_entropy.tmpl"
     };
-#line 808 "templates/cross_entropy.tmpl"
+#line 811 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 813 "templates/cross_entropy.tmpl"
+#line 816 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 894 "templates/cross_entropy.tmpl"
+#line 897 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -436,13 +439,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 921 "templates/cross_entropy.tmpl"
+#line 924 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 927 "templates/cross_entropy.tmpl"
+#line 930 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 931 "templates/cross_entropy.tmpl"
+#line 934 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0}, {128, 8, 256, 0}, {4096, 64, 256, 0}, {32768, 0, 256, 0}, {-1, 0, 512, 0}};
@@ -450,17 +453,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 956 "templates/cross_entropy.tmpl"
+#line 959 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 960 "templates/cross_entropy.tmpl"
+#line 963 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 975 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
 #line 978 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
+#line 981 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 981 "templates/cross_entropy.tmpl"
+#line 984 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
