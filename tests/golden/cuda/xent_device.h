@@ -1082,10 +1082,10 @@ struct xent_vec_sink {
   }
 };
 
-template <int kLoads, bool kColumn, bool kCompact = false, typename T, typename Stage, typename F, typename FV>
+template <int kLoads, bool kColumn, typename T, typename Stage, typename F, typename FV>
 XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                    int64_t group, F f, FV fv) {
-  xent_row_walk_io<kLoads, kColumn, kCompact>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
+  xent_row_walk_io<kLoads, kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
