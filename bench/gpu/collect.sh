@@ -6,7 +6,10 @@
 # FILES_AT is the folder the device tool's reply names (files_at). The files
 # go to bench/results/<date>-<device>/ (the device as the stage's log names
 # it, e.g. 2026-11-25-NVIDIA-H100-80GB-HBM3), unchanged; a stage run again
-# replaces its own files. Prints each stage's verdict lines.
+# replaces its own files. Where that folder already holds a run of other
+# archives (another commit, the same day and device), they go to
+# <date>-<device>-<commit> instead, so that no run overwrites another's
+# files. Prints each stage's verdict lines.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -16,7 +19,15 @@ log=$(find "$src" -maxdepth 3 -name '*.log' ! -name sanitizer.log | head -1)
 device=$(sed -n 's/^# device: \([^,;]*\).*/\1/p' "$log" | head -1)
 day=$(sed -n 's/^# stage [a-z]*, \([0-9-]*\)T.*/\1/p' "$log" | head -1)
 slug=$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+commit=$(sed -n 's/^# archives built from commit \([0-9a-f]*\).*/\1/p' "$log" | head -1)
 dest=bench/results/${day:-$(date -u +%Y-%m-%d)}-${slug:-unknown-device}
+# The commit of the run already in $dest, if any (its stage logs say it).
+if [ -d "$dest" ] && [ -n "$commit" ]; then
+  theirs=$(sed -n 's/^# archives built from commit \([0-9a-f]*\).*/\1/p' "$dest"/*.log 2> /dev/null | head -1)
+  if [ -z "$theirs" ] || [ "$theirs" != "$commit" ]; then
+    dest=$dest-${commit:0:7}
+  fi
+fi
 mkdir -p "$dest"
 find "$src" -type f -exec cp {} "$dest"/ \;
 chmod u+w "$dest"/*
