@@ -99,6 +99,7 @@ __device__ int __syncthreads_and(int p);
 __device__ int __syncthreads_count(int p);
 __device__ void __syncwarp(unsigned mask = 0xffffffffu);
 __device__ void __threadfence_block(void);
+__device__ size_t __cvta_generic_to_shared(const void* p);
 __device__ int __any_sync(unsigned mask, int p);
 __device__ int __all_sync(unsigned mask, int p);
 __device__ unsigned __ballot_sync(unsigned mask, int p);
