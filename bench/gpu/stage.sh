@@ -17,7 +17,7 @@
 #
 # Each step's limit can be changed with XENT_GPU_LIMIT_<STEP> (seconds, the
 # step's name upper-cased, '-' as '_'), and one step run alone with
-# XENT_GPU_ONLY=<step>; see docs/GPU_RUN.md for rerunning a failed step.
+# XENT_GPU_ONLY=<step>[,<step>...]; see docs/GPU_RUN.md for rerunning a failed step.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/gpu/lib.sh
@@ -61,13 +61,16 @@ limit() {
 }
 
 # run_step NAME DEFAULT_SECONDS [--gpu] COMMAND...: step, unless XENT_GPU_ONLY
-# names another.
+# (one step's name, or several, comma-separated) names others.
 run_step() {
   local name=$1 secs
   secs=$(limit "$1" "$2")
   shift 2
-  if [ -n "${XENT_GPU_ONLY:-}" ] && [ "$XENT_GPU_ONLY" != "$name" ]; then
-    return 0
+  if [ -n "${XENT_GPU_ONLY:-}" ]; then
+    case ",$XENT_GPU_ONLY," in
+      *",$name,"*) ;;
+      *) return 0 ;;
+    esac
   fi
   step "$name" "$secs" "$@"
 }
@@ -117,6 +120,30 @@ stash() {
     n=$((n + 1))
   done
   echo "stashed $n files; $STASH holds: $(ls "$STASH" | tr '\n' ' ')"
+}
+
+# --- The HIP-on-CUDA shim's exchange under racecheck -------------------------
+
+# tests/hip_on_cuda_exchange_test.cu, compiled here by the device's nvcc
+# (seconds): the shim's wavefront exchange at 1, 15 and 16 wavefronts a
+# block must be clean under racecheck, and the same with its first barrier
+# left out must not, or racecheck cannot see the barriers the shim uses and
+# a clean report of the HIP rendering means nothing.
+exchange_racecheck() {
+  local nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc exe=/tmp/xent-gpu/hip_on_cuda_exchange_test out
+  local sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
+  "$nvcc" -O2 -arch=sm_90 -Iruntime/hip_on_cuda tests/hip_on_cuda_exchange_test.cu -o "$exe" || return 1
+  "$exe" || { echo "the exchange returned wrong values"; return 1; }
+  # (Under bash -e: the planted run may also exit 1 for wrong values.)
+  out=$("$sanitizer" --tool racecheck "$exe" 2>&1 || true)
+  echo "$out" | tee -a "$RESULTS/sanitizer.log"
+  grep -q 'RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)' <<< "$out" ||
+    { echo "racecheck reported the shim's exchange"; return 1; }
+  out=$("$sanitizer" --tool racecheck "$exe" --planted 2>&1 || true)
+  tail -3 <<< "$out"
+  grep -q 'RACECHECK SUMMARY: [1-9]' <<< "$out" ||
+    { echo "racecheck did not report the planted race (the exchange without its first barrier)"; return 1; }
+  echo "racecheck: the shim's exchange clean, the planted race found"
 }
 
 # --- The peers: wheels joined, checked and installed ------------------------
@@ -186,7 +213,8 @@ EOF
 
 export LD_LIBRARY_PATH="$BIN:${CUDA_HOME:-/usr/local/cuda}/lib64:$wheel_lib_dirs${LD_LIBRARY_PATH:-}"
 export ARCHIVES BIN STASH PYTHON
-export -f unpack stash install_peers
+export RESULTS
+export -f unpack stash install_peers exchange_racecheck
 run_step stash 10 stash
 if [ "$STAGE" != wheels ]; then
   XENT_GPU_ONLY='' run_step unpack 30 unpack
@@ -225,9 +253,10 @@ case "$STAGE" in
     export XENT_TEST_MAX_ROWS=${XENT_TEST_MAX_ROWS:-1024} XENT_TEST_SKIP_RERUNS=1
     for tool in "$@"; do
       for test in gpu_test gpu_hip_on_cuda_test; do
-        run_step "$tool-$test" 60 --gpu bench/sanitize_gpu.sh --prebuilt "$BIN" --log "$RESULTS/sanitizer.log" \
+        run_step "$tool-$test" 55 --gpu bench/sanitize_gpu.sh --prebuilt "$BIN" --log "$RESULTS/sanitizer.log" \
           --only "$test" "$tool"
       done
+      [ "$tool" != racecheck ] || run_step racecheck-exchange 40 --gpu exchange_racecheck
     done
     ;;
   bench)
