@@ -67,9 +67,9 @@ tune "cuda" {
 -- per block of a cluster of up to 8 blocks on sm_90), so that the gradient
 -- pass reads it from there rather than from memory again: 2 passes over the
 -- logits' bytes (in, out) instead of 3. Blocks of 256 with 64 KiB each:
--- three fit an SM's shared memory and, at the ~80 registers a thread the
--- fused kernel takes, its register file too (512-thread blocks would fit
--- only one). A 128K bf16 row takes a cluster of 4, f32 of 8.
+-- three fit an SM's shared memory; the register file holds two at the 90
+-- to 107 registers ptxas now gives the on-chip kernel (docs/PERFORMANCE.md,
+-- "Rows on chip"). A 128K bf16 row takes a cluster of 4, f32 of 8.
 -- Rows that fit in no cluster (f32 past 128K classes), and devices without
 -- clusters past one block's share, take the last shape.
 tune "cuda" {
