@@ -23,7 +23,12 @@ taken if it skips no 16-byte access (global, or LDS for the strided shape's
 staging): on AMD a divergent `if` is a branch over its block when no lane
 takes it (s_cbranch_execz), and the run-time options' blocks (soft cap,
 smoothing, weights, the label's element) are skipped that way, so the path
-is a wave's with the options off and no label in its vector. "Loads in
+is a wave's with the options off and no label in its vector. Of loops with
+as many loads (a walk compiled several times: plain, with the run-time
+options, with the optional outputs), the shortest path; in the strided
+shape the path with the most staged accesses first, the plain walk's full
+step (the optional outputs' walk takes a step's classes in a loop of its
+own, so its path holds one class's). "Loads in
 flight" follows the hardware's own count: each s_waitcnt vmcnt(n) on the
 path leaves at most n memory operations outstanding, so the 16-byte loads
 in flight are the most outstanding at once (the path taken twice, for the
@@ -262,14 +267,18 @@ def iteration(insns, spans, succ, idom, header, body, wide):
     return path
 
 
-def main_passes(insns, passes, wide, writes_result):
+def main_passes(insns, passes, wide, writes_result, fullest=False):
     """The main loop of each pass: the innermost loops that hold 16-byte
     global loads (natural loops of the control-flow graph: clang lays a
     loop's blocks out in any order, its entry anywhere), each as one
     iteration's instructions. The `passes` with the most such loads, the
     shortest first among equals (a walk compiled twice, with and without the
     per-token outputs); with writes_result, the last pass is one that
-    stores (sass_report.main_passes's rule)."""
+    stores (sass_report.main_passes's rule). fullest (the strided shape):
+    among loops with as many loads, the path with the most staged accesses
+    first: the walk of the optional outputs keeps a step's per-class work in
+    a loop of its own (kCompact), so that its path holds one class's staged
+    accesses where a full step's holds all of them."""
     spans, succ = blocks(insns)
     idom, preds = dominators(succ)
     loops = natural_loops(succ, idom, preds)
@@ -284,8 +293,9 @@ def main_passes(insns, passes, wide, writes_result):
         if not vec:
             continue
         stores = any(op.startswith(("global_store", "buffer_store")) for _, op, _, _ in path)
-        found.append((spans[h][0], path, vec, stores))
-    found.sort(key=lambda f: (-f[2], len(f[1])))
+        staged = sum(1 for _, op, _, _ in path if wide(op)) if fullest else 0
+        found.append((spans[h][0], path, vec, stores, staged))
+    found.sort(key=lambda f: (-f[2], -f[4], len(f[1])))
     reading = [f for f in found if not f[3]]
     writing = [f for f in found if f[3]]
     chosen = reading[:passes - 1] + writing[:1] if writes_result else reading[:passes]
@@ -374,7 +384,7 @@ def report(gen, objects, llvm_bin, arch):
             shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
             threads = pick_shape(shapes, C)
         wide = is_staged if shape == "COLUMN" else is_wide
-        found = main_passes(insns, passes, wide, writes_result=moved > 1)
+        found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN")
         per_simd, per_cu, limit = residency(meta, threads)
         loop_info = []
         for path in found:
