@@ -27,7 +27,15 @@ shared-memory access of any width: its full steps read and write the staged
 elements one by one): in these kernels the instructions off that path are
 the run-time options' (soft cap, smoothing, weights) and slow paths' (a
 division's FCHK fix-up), laid out before or after the common code as ptxas
-chose, so the path is that of a call with the options off. Predicated
+chose, so the path is that of a call with the options off. In the
+strided shape the path is instead the one with the most staged accesses
+(any branch inside the loop may be taken), then the shortest: a step is
+full (its classes unrolled) or partial (the row's last classes, in a loop
+of its own), ptxas may lay the partial one out first, and only the full
+step holds all of a step's staged accesses; of loops with as many loads,
+the one whose path holds the most staged accesses, so that the optional
+outputs' walk, which takes a step's classes in a loop of its own
+(kCompact), is not the one measured. Predicated
 instructions on it count: they issue whatever their predicate. "Loads in flight" counts the
 16-byte loads on the path before the first instruction that reads a
 register one of them writes.
@@ -173,24 +181,39 @@ def is_staged_access(op):
     return is_wide_access(op) or op[:3] in ("LDS", "STS")
 
 
-def walk_path(insns, head, tail, wide=is_wide_access):
+def walk_path(insns, head, tail, wide=is_wide_access, fullest=False):
     """The instructions of one iteration on the shortest path from the loop
     head to its backward branch, where a conditional branch inside the loop
     may be taken only if it skips no `wide` access (see the module's
     docstring). Shortest, not "every branch taken": ptxas lays an option's
     code out either way (sm_90 branches over the soft cap's tanh, sm_100
     branches into it), and the path of a call with the options off is the
-    one without their code."""
+    one without their code. fullest (the strided shape): of the paths, those
+    with the most `wide` accesses first, then the shortest. A strided step
+    is full (its classes unrolled) or partial (the row's last classes, a
+    loop of its own inside the step's), and the shortest path can run
+    through the partial one, which ptxas may lay out first; the full step
+    holds every staged access of the step. An inner loop's body counts
+    once."""
     index = {a: i for i, (a, _, _, _) in enumerate(insns)}
     inf = float("inf")
     # cost[i], nxt[i]: instructions from i to the tail on the shortest path,
     # and the instruction after i on it. Branches inside the loop go
     # forward (the backward one is the tail), so one sweep from the tail.
-    cost, nxt = {tail: 1}, {tail: None}
+    # With fullest, cost is (-wide accesses, instructions), compared in
+    # that order.
+    def one(i):
+        return (-1 if wide(insns[i][2]) else 0, 1) if fullest else 1
+
+    def add(a, b):
+        return (a[0] + b[0], a[1] + b[1]) if fullest else a + b
+
+    worst = (inf, inf) if fullest else inf
+    cost, nxt = {tail: one(tail)}, {tail: None}
     for i in range(tail - 1, head - 1, -1):
         addr, pred, op, operands = insns[i]
         if op in ("EXIT", "RET") and not pred:
-            cost[i], nxt[i] = inf, None
+            cost[i], nxt[i] = worst, None
             continue
         t = branch_target(op, operands)
         ti = index.get(t) if t is not None else None
@@ -198,12 +221,12 @@ def walk_path(insns, head, tail, wide=is_wide_access):
         options = []
         if not (op == "BRA" and not pred):
             options.append(i + 1)  # falls through
-        if inside and (not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:ti])):
+        if inside and (fullest or not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:ti])):
             options.append(ti)
         best = min(options, key=lambda j: cost[j], default=None)
-        cost[i], nxt[i] = (1 + cost[best], best) if best is not None else (inf, None)
+        cost[i], nxt[i] = (add(one(i), cost[best]), best) if best is not None and cost[best] != worst else (worst, None)
     path, i = [], head
-    while i is not None and cost[i] < inf:
+    while i is not None and cost[i] != worst:
         path.append(insns[i])
         i = nxt[i]
     return path
@@ -237,7 +260,7 @@ def loads_in_flight(path, is_load):
     return count
 
 
-def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False):
+def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False, fullest=False):
     """The main loop of each pass: innermost loops with loads (is_load), the
     `passes` with the most, in program order. walk "stats": of loops with as
     many loads, the longest (a kernel's copy of its walk for the per-token
@@ -260,9 +283,18 @@ def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False)
             continue  # an outer loop of one already chosen
         chosen.append((head, tail, vec))
     # The most loads first; among loops with as many (a pass compiled twice,
-    # with and without the optional outputs), the shortest path.
+    # with and without the optional outputs), the shortest path. fullest
+    # (the strided shape): the path with the most staged accesses first,
+    # which is a full step's: the walk of the optional outputs keeps its
+    # step's per-class work in a loop of its own (kCompact), so that its
+    # path holds the staged accesses of one class, not of all.
     sign = -1 if walk == "stats" else 1
-    chosen.sort(key=lambda c: (-c[2], sign * len(walk_path(insns, c[0], c[1], wide))))
+
+    def rank(c):
+        path = walk_path(insns, c[0], c[1], wide, fullest)
+        staged = sum(1 for _, _, op, _ in path if wide(op)) if fullest else 0
+        return (-c[2], -staged, sign * len(path))
+    chosen.sort(key=rank)
     def writes(c):  # global stores of any width (sm_90 stores f32 gradients 8 bytes at a time)
         return any(op.startswith("STG") for _, _, op, _ in insns[c[0]:c[1] + 1])
     reading = [c for c in chosen if not writes(c)]
@@ -364,11 +396,12 @@ def report(gen, objects, cuobjdump, arch):
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
-        found = main_passes(insns, passes, is_load, wide, *walk, writes_result=moved > 1)
+        fullest = shape == "COLUMN"
+        found = main_passes(insns, passes, is_load, wide, *walk, writes_result=moved > 1, fullest=fullest)
         warps = resident_warps(gpu, regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:
-            path = walk_path(insns, head, tail, wide)
+            path = walk_path(insns, head, tail, wide, fullest)
             # Vectors: the path's bytes loaded, in 16-byte units.
             vecs = sum(load_bytes(op) for _, _, op, _ in path if is_load(op)) / 16
             loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
