@@ -1189,16 +1189,23 @@ XENT_DEVICE void xent_widen_f64(const xent_vec16<double>& c, double (&x)[2]) {
 // always a difference taken first (x - m), never folded into one FMA as
 // x*log2(e) - m*log2(e): that would cost the rounding of m*log2(e), |m| ulps,
 // and with it the shift invariance. On CUDA, ex2.approx.ftz: without the
-// fix-up for results below 2^-126 (a probability that small is 0 here).
-XENT_DEVICE float xent_exp(float x) {
+// fix-up for results below 2^-126 (a probability that small is 0 here). On
+// AMD, v_exp_f32 alone (__builtin_amdgcn_exp2f): exp2f adds that fix-up
+// around it, a compare, two selects and a multiply per element, which was
+// 40% of the bf16 forward's VALU instructions on gfx942
+// (bench/results/isa_report.md). xent_exp2 is that instruction.
 #if defined(__CUDA_ARCH__) && !defined(XENT_EMU)
+XENT_DEVICE float xent_exp2(float x) {
   float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-#else
-  return exp2f(x * 1.4426950408889634f);
-#endif
 }
+#elif defined(__AMDGCN__) && !defined(XENT_EMU) && __has_builtin(__builtin_amdgcn_exp2f)
+XENT_DEVICE float xent_exp2(float x) { return __builtin_amdgcn_exp2f(x); }
+#else
+XENT_DEVICE float xent_exp2(float x) { return exp2f(x); }
+#endif
+XENT_DEVICE float xent_exp(float x) { return xent_exp2(x * 1.4426950408889634f); }
 XENT_DEVICE double xent_exp(double x) { return exp(x); }
 // exp(d - lr) for d = x - m (taken first, exact near the max) and a row's
 // lr: d * log2(e) - lr * log2(e) in one FFMA into the ex2, with lr * log2(e)
@@ -1208,15 +1215,7 @@ XENT_DEVICE double xent_exp(double x) { return exp(x); }
 // element than xent_exp((x - m) - lr). f64 keeps exp(d - lr).
 XENT_DEVICE float xent_exp_shift_of(float lr) { return lr * 1.4426950408889634f; }
 XENT_DEVICE double xent_exp_shift_of(double lr) { return lr; }
-XENT_DEVICE float xent_exp_shifted(float d, float lr2) {
-#if defined(__CUDA_ARCH__) && !defined(XENT_EMU)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(d, 1.4426950408889634f, -lr2)));
-  return y;
-#else
-  return exp2f(fmaf(d, 1.4426950408889634f, -lr2));
-#endif
-}
+XENT_DEVICE float xent_exp_shifted(float d, float lr2) { return xent_exp2(fmaf(d, 1.4426950408889634f, -lr2)); }
 XENT_DEVICE double xent_exp_shifted(double d, double lr) { return exp(d - lr); }
 XENT_DEVICE float xent_log(float x) { return logf(x); }
 XENT_DEVICE double xent_log(double x) { return log(x); }
@@ -1657,7 +1656,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1766 "templates/xent_device.h.tmpl"
+#line 1765 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
