@@ -376,7 +376,8 @@ def report(gen, objects, llvm_bin, arch):
             rows.append((what, C, None, f"{function} not in the {arch} code object"))
             continue
         meta, insns = metas[function], funcs[function]
-        text = open(src).read()
+        with open(src) as f:
+            text = f.read()
         if shape == "COLUMN":
             threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
         else:
@@ -415,9 +416,34 @@ def caption(arch):
             f"flight per CU (contiguous shapes), <= 60% of the CU's VALU issue, no scratch")
 
 
-def render_table(arch, rows):
+def judge(arch, r):
+    """A measured row against the targets: (16-byte bytes in flight per CU,
+    VALU/trans/SALU/LDS instructions per vector, the share of the CU's VALU
+    issue at the roofline, the targets missed). isa_targets_test holds the
+    build's kernels to the same judgement."""
     gpu = GPUS[arch]
     flight_target, vec_rate = targets(gpu)
+    m = r["meta"]
+    flight = r["loops"][0]["flight"] if r["loops"] else 0
+    in_flight = r["per_cu"] * 64 * flight * 16
+    per_vec = {k: sum(x[k] / x["vecs"] for x in r["loops"] if x["vecs"]) for k in ("valu", "trans", "salu", "lds")}
+    # VALU cycles per wave-wide vector: 4 per instruction (a wave64 on a
+    # SIMD16), over the CU's 4 SIMDs, at the vectors the roofline moves.
+    share = vec_rate / r["moved"] * per_vec["valu"] * CU["valu_cycles"] / CU["simds"]
+    missed = []
+    if not r["loops"] or not all(x["vecs"] for x in r["loops"]):
+        missed.append("no 16-byte loop read" if r["loops"] else "no 16-byte loads")
+    if r["shape"] != "COLUMN" and in_flight < flight_target:
+        missed.append("in flight")
+    if share > 0.6:
+        missed.append("issue")
+    if m.get("private_segment_fixed_size"):
+        missed.append("scratch")
+    return in_flight, per_vec, share, missed
+
+
+def render_table(arch, rows):
+    gpu = GPUS[arch]
     bw = f"{gpu['bandwidth'] / 1e12:g} TB/s"
     out = ["| kernel | C | variant, shape | VGPR / AGPR / SGPR | scratch B | LDS B | block | waves/SIMD (limit) | "
            "waves/CU | loop: path / vectors (16 B in flight) | 16 B in flight per CU | VALU / SALU / LDS per "
@@ -429,21 +455,7 @@ def render_table(arch, rows):
             continue
         m = r["meta"]
         loops_txt = "; ".join(f"{x['path']} / {x['vecs']} ({x['flight']})" for x in r["loops"]) or "no 16-byte loop"
-        flight = r["loops"][0]["flight"] if r["loops"] else 0
-        in_flight = r["per_cu"] * 64 * flight * 16
-        per_vec = {k: sum(x[k] / x["vecs"] for x in r["loops"] if x["vecs"]) for k in ("valu", "trans", "salu", "lds")}
-        # VALU cycles per wave-wide vector: 4 per instruction (a wave64 on a
-        # SIMD16), over the CU's 4 SIMDs, at the vectors the roofline moves.
-        share = vec_rate / r["moved"] * per_vec["valu"] * CU["valu_cycles"] / CU["simds"]
-        missed = []
-        if not r["loops"] or not all(x["vecs"] for x in r["loops"]):
-            missed.append("no 16-byte loop read" if r["loops"] else "no 16-byte loads")
-        if r["shape"] != "COLUMN" and in_flight < flight_target:
-            missed.append("in flight")
-        if share > 0.6:
-            missed.append("issue")
-        if m.get("private_segment_fixed_size"):
-            missed.append("scratch")
+        in_flight, per_vec, share, missed = judge(arch, r)
         out.append(
             f"| {what} | {C} | `{r['key']}`, {r['shape']} | {m.get('vgpr_count')} / {m.get('agpr_count', 0)} / "
             f"{m.get('sgpr_count')} | {m.get('private_segment_fixed_size', 0)} | {m.get('group_segment_fixed_size', 0)} | "
