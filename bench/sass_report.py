@@ -200,15 +200,12 @@ def walk_path(insns, head, tail, wide=is_wide_access, fullest=False):
     # cost[i], nxt[i]: instructions from i to the tail on the shortest path,
     # and the instruction after i on it. Branches inside the loop go
     # forward (the backward one is the tail), so one sweep from the tail.
-    # With fullest, cost is (-wide accesses, instructions), compared in
-    # that order.
+    # A cost is (-wide accesses, instructions), compared in that order; the
+    # first is 0 unless fullest.
     def one(i):
-        return (-1 if wide(insns[i][2]) else 0, 1) if fullest else 1
+        return (-1 if fullest and wide(insns[i][2]) else 0, 1)
 
-    def add(a, b):
-        return (a[0] + b[0], a[1] + b[1]) if fullest else a + b
-
-    worst = (inf, inf) if fullest else inf
+    worst = (inf, inf)
     cost, nxt = {tail: one(tail)}, {tail: None}
     for i in range(tail - 1, head - 1, -1):
         addr, pred, op, operands = insns[i]
@@ -224,7 +221,10 @@ def walk_path(insns, head, tail, wide=is_wide_access, fullest=False):
         if inside and (fullest or not pred or not any(wide(o) for _, _, o, _ in insns[i + 1:ti])):
             options.append(ti)
         best = min(options, key=lambda j: cost[j], default=None)
-        cost[i], nxt[i] = (add(one(i), cost[best]), best) if best is not None and cost[best] != worst else (worst, None)
+        if best is None or cost[best] == worst:
+            cost[i], nxt[i] = worst, None
+        else:
+            cost[i], nxt[i] = (one(i)[0] + cost[best][0], 1 + cost[best][1]), best
     path, i = [], head
     while i is not None and cost[i] != worst:
         path.append(insns[i])
