@@ -19,11 +19,14 @@ log=$(find "$src" -maxdepth 3 -name '*.log' ! -name sanitizer.log | head -1)
 device=$(sed -n 's/^# device: \([^,;]*\).*/\1/p' "$log" | head -1)
 day=$(sed -n 's/^# stage [a-z]*, \([0-9-]*\)T.*/\1/p' "$log" | head -1)
 slug=$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
-commit=$(sed -n 's/^# archives built from commit \([0-9a-f]*\).*/\1/p' "$log" | head -1)
+# The commit of the archives a stage log (or logs) ran.
+archives_commit() { { sed -n 's/^# archives built from commit \([0-9a-f]*\).*/\1/p' "$@" 2> /dev/null || true; } | head -1; }
+commit=$(archives_commit "$log")
 dest=bench/results/${day:-$(date -u +%Y-%m-%d)}-${slug:-unknown-device}
-# The commit of the run already in $dest, if any (its stage logs say it).
-if [ -d "$dest" ] && [ -n "$commit" ]; then
-  theirs=$(sed -n 's/^# archives built from commit \([0-9a-f]*\).*/\1/p' "$dest"/*.log 2> /dev/null | head -1)
+# The commit of the run already in $dest, if any (its stage logs say it;
+# the first run's logs do not: another run too). An empty folder is free.
+if [ -n "$(ls -A "$dest" 2> /dev/null)" ] && [ -n "$commit" ]; then
+  theirs=$(archives_commit "$dest"/*.log)
   if [ -z "$theirs" ] || [ "$theirs" != "$commit" ]; then
     dest=$dest-${commit:0:7}
   fi
