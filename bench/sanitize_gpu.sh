@@ -72,6 +72,14 @@ for tool in "${tools[@]}"; do
     case "$tool" in
       memcheck) extra=(--leak-check full) ;;
       racecheck) extra=(--racecheck-report analysis) ;;
+      # The HIP-on-CUDA shim's blocks each set up 16 mbarriers (one a
+      # wavefront, runtime/hip_on_cuda). synccheck's automatic count
+      # (--num-cuda-barriers 0) sees none of them: it warned of an overflow
+      # of tracked barriers and every case after failed. On the H200
+      # (bench/results/2026-11-26-NVIDIA-H200-68ed495/synccheck-barriers-*):
+      # 32 overflowed the same way, 100000 ran past the step's limit, 1024
+      # was clean in 10 s.
+      synccheck) extra=(--num-cuda-barriers "${XENT_SANITIZER_BARRIERS:-1024}") ;;
     esac
     "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$prebuilt/$test" "$manifest" || status=1
   done
