@@ -20,7 +20,8 @@
 # (SourceCounters, InstructionStats), and their SASS with each instruction's
 # executed count and stall samples is written to FILE as CSV: where a
 # kernel's instructions go beyond the main loop that bench/sass_report.py
-# reads (the row's prologue, the last partial batch, the block reduction).
+# reads (the row's prologue, the last partial batch, the block reduction);
+# bench/ncu_source.py summarises it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,5 +68,11 @@ report=$(mktemp -d)/rows
   "$ncu" --import "$report.ncu-rep" --page details --print-units base \
     --section InstructionStats --section LaunchStats
   "$ncu" --import "$report.ncu-rep" --page source --print-source sass --csv
-} > "$source_out" 2>&1
-echo "wrote $source_out ($(wc -l < "$source_out") lines)"
+} > "$report.csv" 2>&1
+# 18 MB for the three kernels: over the 16 MiB a file may come back in, so
+# FILE.xz is written compressed (0.4 MB); bench/ncu_source.py reads either.
+case "$source_out" in
+  *.xz) xz -T0 -6 -c "$report.csv" > "$source_out" ;;
+  *) cp "$report.csv" "$source_out" ;;
+esac
+echo "wrote $source_out ($(wc -l < "$report.csv") lines)"

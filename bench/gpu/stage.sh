@@ -266,7 +266,7 @@ case "$STAGE" in
     ;;
   profile)
     XENT_GPU_ONLY='' run_step peers 90 install_peers
-    run_step ncu 120 --gpu bench/ncu_gpu.sh --prebuilt "$BIN" --out "$RESULTS/ncu.txt" --source "$RESULTS/ncu-source.csv"
+    run_step ncu 120 --gpu bench/ncu_gpu.sh --prebuilt "$BIN" --out "$RESULTS/ncu.txt" --source "$RESULTS/ncu-source.csv.xz"
     run_step sweep 140 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/sweep" --groups sweep
     run_step bench_linear 140 --gpu "$PYTHON" bench/bench_linear.py --lib "$BIN/libxent_shared.so" \
