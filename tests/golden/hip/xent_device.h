@@ -1146,6 +1146,32 @@ XENT_DEVICE void xent_lanes_sum2(A& a, A& b, int width) {
   }
 }
 
+// The block's partials, one a warp, are merged by every warp at once: lane
+// l takes warp l % width's (width the smallest power of two holding the
+// block's warps; the identity past the last warp) and the lanes reduce
+// with the butterfly above. The same tree in every warp and every run, so
+// every thread gets the same bits (a lane and its partner compute each
+// merge with the operands swapped, and max, + and * are commutative). It
+// replaces a loop over the warps in every thread: at 16 warps that loop
+// was 15 dependent merges (30 exponentials, 60 shared loads) a warp a row,
+// ~10 instructions per 16-byte vector of the bf16 forward at 131072
+// classes on the H200 (bench/results/2026-11-26-NVIDIA-H200-68ed495/
+// rerun-ncu-source/ncu-source.md); the butterfly is log2(width) merges.
+XENT_DEVICE int xent_warps_width() {
+  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
+  int width = 1;
+  while (width < warps) width *= 2;
+  return width;
+}
+
+// This thread's lane of the merge above: the warp whose partial it takes,
+// or -1 for the identity.
+XENT_DEVICE int xent_partial_of_lane(int width) {
+  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
+  const int w = (int)(threadIdx.x % XENT_WARP) % width;
+  return w < warps ? w : -1;
+}
+
 // Block-wide reduction of (m, s) and two plain sums, in a fixed order (the
 // same tree every run: bitwise reproducible). Every thread of the block must
 // call it; every thread gets the result. `scratch` holds 4 * XENT_MAX_WARPS
@@ -1155,7 +1181,6 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
   xent_lanes_reduce(m, s, a, b, XENT_WARP);
   const int warp = (int)(threadIdx.x / XENT_WARP);
   const int lane = (int)(threadIdx.x % XENT_WARP);
-  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
   if (lane == 0) {
     scratch[warp] = m;
     scratch[XENT_MAX_WARPS + warp] = s;
@@ -1163,15 +1188,12 @@ XENT_DEVICE void xent_block_reduce(A& m, A& s, A& a, A& b, Scratch scratch) {
     scratch[3 * XENT_MAX_WARPS + warp] = b;
   }
   __syncthreads();
-  m = scratch[0];
-  s = scratch[XENT_MAX_WARPS];
-  a = scratch[2 * XENT_MAX_WARPS];
-  b = scratch[3 * XENT_MAX_WARPS];
-  for (int w = 1; w < warps; ++w) {
-    xent_online_merge(m, s, A(scratch[w]), A(scratch[XENT_MAX_WARPS + w]));
-    a += scratch[2 * XENT_MAX_WARPS + w];
-    b += scratch[3 * XENT_MAX_WARPS + w];
-  }
+  const int width = xent_warps_width(), w = xent_partial_of_lane(width);
+  m = w >= 0 ? A(scratch[w]) : xent_lowest(A(0));
+  s = w >= 0 ? A(scratch[XENT_MAX_WARPS + w]) : A(0);
+  a = w >= 0 ? A(scratch[2 * XENT_MAX_WARPS + w]) : A(0);
+  b = w >= 0 ? A(scratch[3 * XENT_MAX_WARPS + w]) : A(0);
+  xent_lanes_reduce(m, s, a, b, width);
   // The scratch may be reused right after this returns.
   __syncthreads();
 }
@@ -1182,18 +1204,15 @@ XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
   xent_lanes_sum2(a, b, XENT_WARP);
   const int warp = (int)(threadIdx.x / XENT_WARP);
   const int lane = (int)(threadIdx.x % XENT_WARP);
-  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
   if (lane == 0) {
     scratch[warp] = a;
     scratch[XENT_MAX_WARPS + warp] = b;
   }
   __syncthreads();
-  a = scratch[0];
-  b = scratch[XENT_MAX_WARPS];
-  for (int w = 1; w < warps; ++w) {
-    a += scratch[w];
-    b += scratch[XENT_MAX_WARPS + w];
-  }
+  const int width = xent_warps_width(), w = xent_partial_of_lane(width);
+  a = w >= 0 ? A(scratch[w]) : A(0);
+  b = w >= 0 ? A(scratch[XENT_MAX_WARPS + w]) : A(0);
+  xent_lanes_sum2(a, b, width);
   __syncthreads();
 }
 
@@ -1476,17 +1495,17 @@ XENT_DEVICE void xent_block_min2(int64_t& a, int64_t& b, Scratch scratch) {
   xent_lanes_min2(a, b, XENT_WARP);
   const int warp = (int)(threadIdx.x / XENT_WARP);
   const int lane = (int)(threadIdx.x % XENT_WARP);
-  const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
   if (lane == 0) {
     scratch[warp] = a;
     scratch[XENT_MAX_WARPS + warp] = b;
   }
   __syncthreads();
-  for (int w = 0; w < warps; ++w) {
-    const int64_t a2 = scratch[w], b2 = scratch[XENT_MAX_WARPS + w];
-    a = a2 < a ? a2 : a;
-    b = b2 < b ? b2 : b;
-  }
+  // As xent_block_reduce: lanes past the last warp take its own values
+  // again (a minimum is unchanged by a repeat).
+  const int width = xent_warps_width(), w = xent_partial_of_lane(width);
+  a = scratch[w >= 0 ? w : warp];
+  b = scratch[XENT_MAX_WARPS + (w >= 0 ? w : warp)];
+  xent_lanes_min2(a, b, width);
   __syncthreads();
 }
 
