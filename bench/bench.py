@@ -63,7 +63,21 @@ def gpu_cases():
     for v in (1024, 4096, 16384, 65536, 131072, 262144):
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=((1 << 30) // v, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
+    cases += tune_cases([(16384, 131072), (8192, 262144), (32768, 32768), (262144, 4096), (1048576, 1024)])
     return cases
+
+
+# The `tune` group: each (bf16) shape and pass timed in every launch shape
+# of TUNE_SHAPES on the same tensors, the tune table's first (None): (threads
+# a row, block), 0 threads a row = a row a block (xent_set_row_shape). What
+# the spec's tune tables are to be chosen from (docs/PERFORMANCE.md, "Launch
+# shapes").
+TUNE_SHAPES = [None, (8, 256), (32, 256), (32, 512), (0, 128), (0, 256), (0, 512)]
+
+
+def tune_cases(shapes):
+    return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False)
+            for s in shapes for op in ("fwd", "fwd_bwd", "bwd")]
 
 
 def dry_cases():
@@ -75,6 +89,7 @@ def dry_cases():
     for v in (10, 100, 1000):
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=(4096 // v + 1, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
+    cases += tune_cases([(7, 3001)])
     return cases
 
 
@@ -133,6 +148,11 @@ class Xent:
         n = ctypes.c_size_t()
         self.check(self.lib.xent_ce_workspace_size(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(n)), "workspace")
         return torch.empty(max(n.value, 16), dtype=torch.uint8, device=device)
+
+    def set_row_shape(self, asked):
+        """(threads a row, block) for every row kernel, or None: the tune tables'."""
+        group, threads = asked if asked else (0, 0)
+        self.check(self.lib.xent_set_row_shape(self.handle, group, threads), "xent_set_row_shape")
 
     def run(self, d, op, t, ws, stream):
         self.check(self.lib.xent_ce_run(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(t), ctypes.c_void_p(ws.data_ptr()),
@@ -244,27 +264,57 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     xr = x.float().movedim(axis, 1).requires_grad_(op != "fwd")
     ref = F.cross_entropy(xr, y)
     ref_loss = ref.item()
-    call()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    result = dict(case, shape=list(shape))
-    errors = {}
-    if op != "bwd":
-        errors["loss"] = abs(loss.float().item() - ref.item()) / max(abs(ref.item()), 1e-6)
+    g_ref = None
     if op != "fwd":
         ref.backward()
         g_ref = xr.grad.movedim(1, axis)
-        errors["grad"] = ((grad.float() - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
-        del g_ref
     del xr, ref
-    result["errors"] = errors
-    result["ok"] = all(e <= TOL[case["dtype"]] for e in errors.values())
 
+    def checked_errors():
+        """One call, and its loss and gradient against PyTorch's."""
+        call()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        errors = {}
+        if op != "bwd":
+            errors["loss"] = abs(loss.float().item() - ref_loss) / max(abs(ref_loss), 1e-6)
+        if op != "fwd":
+            errors["grad"] = ((grad.float() - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
+        return errors
+
+    result = dict(case, shape=list(shape))
     elem = x.element_size()
     nbytes = model_bytes(case, elem)
     result["model_bytes"] = nbytes
-    result["xent_s"] = timer(call)
-    result["xent_tbps"] = nbytes / result["xent_s"] / 1e12
+    if case["group"] == "tune":
+        # Each launch shape on the same tensors, checked before it is timed;
+        # the first (None) is the tune table's.
+        result["shapes"] = []
+        for asked in TUNE_SHAPES:
+            one = dict(row_shape=list(asked) if asked else None)
+            try:
+                xent.set_row_shape(asked)
+                one["errors"] = checked_errors()
+                one["ok"] = all(e <= TOL[case["dtype"]] for e in one["errors"].values())
+                one["xent_s"] = timer(call)
+                one["xent_tbps"] = nbytes / one["xent_s"] / 1e12
+            except RuntimeError as e:  # a shape the kernel refuses: reported, not timed
+                one.update(error=str(e)[:300], ok=False)
+            finally:
+                xent.set_row_shape(None)
+            result["shapes"].append(one)
+        table = result["shapes"][0]
+        errors = table.get("errors", {})
+        # Wrong results fail the run; a refused shape is only reported.
+        result["ok"] = table["ok"] and all(o["ok"] or "error" in o for o in result["shapes"])
+        result["xent_s"], result["xent_tbps"] = table.get("xent_s", float("nan")), table.get("xent_tbps", 0.0)
+    else:
+        errors = checked_errors()
+        result["ok"] = all(e <= TOL[case["dtype"]] for e in errors.values())
+        result["xent_s"] = timer(call)
+        result["xent_tbps"] = nbytes / result["xent_s"] / 1e12
+    result["errors"] = errors
+    del g_ref
     # The roofline on the same buffers: read the logits, or copy them.
     if op == "fwd":
         result["roofline"] = "read"
@@ -444,6 +494,10 @@ def main():
             line += f"; the package takes {r['package_over_xent']:.2f}x the C call"
         for name, peer in r.get("peers", {}).items():
             line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
+        for one in r.get("shapes", [])[1:]:
+            asked = "x".join(map(str, one["row_shape"]))
+            line += f"; {asked}: {one['xent_tbps']:.4g}" if "xent_tbps" in one else f"; {asked}: {one['error'][:60]}"
+            line += "" if one["ok"] else f" WRONG {one.get('errors')}"
         print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)
         # Written after every case: a run stopped by its time limit keeps
         # what it measured ("complete": false).

@@ -58,6 +58,19 @@ class DryRun(unittest.TestCase):
                         self.assertIn("CUDA only" if peer is r["peers"]["liger"] else "sm_90", peer.get("error", ""),
                                       name)
             self.assertTrue(any("fused_over_forward" in r for r in results))
+            # The tune group: every launch shape of the sweep ran on the same
+            # tensors, agreed with PyTorch and was timed, the table's first.
+            tune = [r for r in results if r["group"] == "tune"]
+            self.assertEqual({r["op"] for r in tune}, {"fwd", "bwd", "fwd_bwd"})
+            for r in tune:
+                asked = [o["row_shape"] for o in r["shapes"]]
+                self.assertEqual(len(asked), 7, asked)
+                self.assertIsNone(asked[0])
+                self.assertIn([0, 512], asked)
+                for o in r["shapes"]:
+                    self.assertTrue(o["ok"], f"tune {r['op']} {o}")
+                    self.assertGreater(o["xent_s"], 0)
+                self.assertEqual(r["xent_s"], r["shapes"][0]["xent_s"])
             with open(out + ".png", "rb") as f:
                 png = f.read()
             self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")

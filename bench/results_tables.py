@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a GPU run's measurements, read from the files the run
-wrote (bench.json, sweep.json, linear.json under one bench/results/ folder),
+wrote (bench.json, sweep.json, tune.json, linear.json under one
+bench/results/ folder),
 so that the README and docs/PERFORMANCE.md quote only what a committed file
 holds:
 
@@ -86,17 +87,57 @@ def linear_table(data):
     return lines
 
 
+def tune_table(data):
+    """The `tune` group: each shape and pass in every launch shape it was
+    timed in, TB/s of model bytes, the tune table's first."""
+    env = data["environment"]
+    asked = []
+    for c in data["results"]:
+        for one in c.get("shapes", []):
+            key = tuple(one["row_shape"]) if one["row_shape"] else None
+            if key not in asked:
+                asked.append(key)
+    name = lambda k: "table's" if k is None else (f"{k[0]} a row, {k[1]}" if k[0] else f"a row a block of {k[1]}")  # noqa: E731
+    lines = [
+        f"**Launch shapes** (bf16): {env['device']}, commit {env['commit'][:7]}, {env['date'][:10]}; TB/s of "
+        "model bytes in each launch shape (threads a row, block; `xent_set_row_shape`), the best in bold"
+        + ("" if data.get("complete") else " (the run stopped before its last case)"),
+        "",
+        "| pass | shape | " + " | ".join(name(k) for k in asked) + " |",
+        "|---|---|" + "---|" * len(asked),
+    ]
+    for c in data["results"]:
+        got = {(tuple(o["row_shape"]) if o["row_shape"] else None): o for o in c.get("shapes", [])}
+        best = max((o.get("xent_tbps", 0) for o in got.values() if o.get("ok")), default=None)
+        cells = []
+        for k in asked:
+            o = got.get(k)
+            if not o:
+                cells.append("-")
+            elif "xent_tbps" not in o:
+                cells.append("refused")
+            elif not o["ok"]:
+                cells.append(f"wrong ({o['xent_tbps']:.2f})")
+            else:
+                cells.append(f"**{o['xent_tbps']:.2f}**" if o["xent_tbps"] == best else f"{o['xent_tbps']:.2f}")
+        lines.append(f"| {c['op']} | {shape(c)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def tables(folder):
     out = []
     for name, title in (("bench.json", "Kernels"), ("sweep.json", "V sweep at 2^30 logits")):
         data = load(folder, name)
         if data:
             out += kernel_table(data, title) + [""]
+    data = load(folder, "tune.json")
+    if data:
+        out += tune_table(data) + [""]
     data = load(folder, "linear.json")
     if data:
         out += linear_table(data) + [""]
     if not out:
-        raise SystemExit(f"no bench.json, sweep.json or linear.json in {folder}")
+        raise SystemExit(f"no bench.json, sweep.json, tune.json or linear.json in {folder}")
     out.append(f"(`bench/results_tables.py {os.path.relpath(folder)}`; the files hold every field, the peers' "
                "errors against PyTorch and the reason a peer did not run.)")
     return "\n".join(out)

@@ -3,9 +3,11 @@ between its results markers is what bench/results_tables.py renders from the
 folder the block names, byte for byte (a number edited by hand, or a file
 changed without rerunning the script, fails here)."""
 
+import json
 import os
 import re
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +33,28 @@ class ResultsTables(unittest.TestCase):
         self.assertEqual(block, want + "\n")
         # Every measured case of the files is a row of the block.
         self.assertGreaterEqual(block.count("| large |"), 9)
+
+    def test_tune_table(self):
+        """The `tune` group's table, from a tune.json made here: a column per
+        launch shape in the order first met, the table's first, the best
+        correct shape of a row in bold, a wrong one marked, a refused one
+        named, a shape a row lacks as '-'."""
+        env = dict(device="GPU X", commit="abcdef0123", date="2026-01-02T00:00:00")
+        shapes = lambda *cells: [dict(row_shape=k, ok=ok, **({"xent_tbps": t} if t else {"error": "refused"}))  # noqa: E731
+                                 for k, ok, t in cells]
+        results = [
+            dict(op="fwd", shape=[16, 4096], shapes=shapes((None, True, 1.5), ([32, 256], True, 2.25),
+                                                         ([0, 512], False, 3.0))),
+            dict(op="bwd", shape=[16, 4096], shapes=shapes((None, True, 1.0), ([0, 512], False, None))),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "tune.json"), "w") as f:
+                json.dump(dict(environment=env, complete=True, results=results), f)
+            text = results_tables.tables(d)
+        self.assertIn("**Launch shapes** (bf16): GPU X, commit abcdef0, 2026-01-02", text)
+        self.assertIn("| pass | shape | table's | 32 a row, 256 | a row a block of 512 |", text)
+        self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) |", text)
+        self.assertIn("| bwd | 16x4096 | **1.00** | - | refused |", text)
 
 
 if __name__ == "__main__":

@@ -215,6 +215,24 @@ const char* xent_backend_name(xent_backend_kind kind);
    warps; XENT_BACKEND_HIP runs the HIP rendering with 64-lane wavefronts. */
 xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
 
+/* For tuning (bench/bench.py's `tune` group, docs/PERFORMANCE.md "Launch
+   shapes"): every row kernel this handle launches on contiguous rows (the
+   cross entropy's, the fused linear cross entropy's and the softmax's)
+   runs in blocks of block_threads threads, threads_per_row of them a row (a
+   power of two up to the warp: several rows a block, reduced with
+   shuffles; 0: a row a block), instead of the shape its spec's tune table
+   picks by C; the fused kernels then hold no row on chip. Strided rows
+   keep their shape. 0, 0 restores the tables. block_threads is a power of
+   two from 32 to 1024, threads_per_row 0 or a power of two up to 64 (else
+   XENT_ERROR_INVALID_ARGUMENT). What depends on the kernel is checked at
+   each launch, as a GPU would: a block larger than the kernel's largest
+   tuned block (its launch bounds: 512 for most row kernels, 256 for f64),
+   a block that is not whole warps (32 lanes; 64 on HIP) or more threads a
+   row than a warp make the call fail with XENT_ERROR_DEVICE, naming the
+   kernel. Set it between calls, not while another thread calls on the
+   handle. */
+xent_status xent_set_row_shape(xent_handle* handle, int threads_per_row, int block_threads);
+
 /* The kernels a handle can run: the variant keys of its backend's dispatch
    table (the cpu backend: of the rendering it emulates), sorted, e.g.
    "ce_fwd_bf16_i64_mean". A library built from your own specs (README,

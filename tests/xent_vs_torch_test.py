@@ -134,6 +134,58 @@ class XentVsTorch(unittest.TestCase):
                         self.check(target, dtype, I64 if seed % 2 else I32, reduction, 13, 301, weighted,
                                    ignore_index, smoothing, seed=seed)
 
+    def test_row_shapes_asked_for(self):
+        """xent_set_row_shape: each launch shape a tuning sweep may ask for
+        (several rows a block at 1 to 32 threads a row, a row a block of 64
+        to 512), on rows that end past a batch of loads and with more rows
+        than the emulator's grid holds, against PyTorch in float64; the
+        fused kernels then take no on-chip path. A block past a kernel's
+        launch bounds fails, naming the kernel; bad arguments name theirs."""
+        seed = 900
+        for target in (BACKEND_CUDA, BACKEND_HIP):
+            h = self.handles[target]
+            warp = 64 if target == BACKEND_HIP else 32
+            shapes = [(1, 64), (4, 128), (32, 256), (32, 64), (warp, 128), (0, 64), (0, 512)]
+            for group, threads in shapes:
+                if threads < warp:
+                    continue
+                self.call(LIB.xent_set_row_shape, h, group, threads)
+                try:
+                    for dtype, classes in ((BF16, 3001), (F32, 700)):
+                        seed += 1
+                        self.check(target, dtype, I64, MEAN, 23, classes, True, -100, 0.1, seed=seed)
+                finally:
+                    self.call(LIB.xent_set_row_shape, h, 0, 0)
+            # What the launcher refuses: f64's kernels are tuned (and
+            # bounded) at 256 threads a block; a row of more threads than a
+            # warp; a block that is not whole warps.
+            refused = [(F64, 0, 512)] + ([(BF16, 0, 32)] if warp == 64 else [(BF16, 64, 256)])
+            for dtype, group, threads in refused:
+                self.call(LIB.xent_set_row_shape, h, group, threads)
+                try:
+                    d = make_desc(2, 10, dtype, I64, MEAN, -100, 0.0, 0, 0.0, 0.0, INVALID_LABELS_REPORT)
+                    x = raw(torch.zeros((2, 10), dtype=TORCH[dtype]))
+                    loss, lse = np.zeros(1, x.dtype), np.zeros(2, np.float64 if dtype == F64 else np.float32)
+                    labels = np.zeros(2, np.int64)
+                    ws_bytes = ctypes.c_size_t()
+                    self.call(LIB.xent_ce_workspace_size, h, ctypes.byref(d), 0, ctypes.byref(ws_bytes))
+                    ws = np.zeros(max(ws_bytes.value, 8), np.uint8)
+                    status = LIB.xent_ce_forward(h, ctypes.byref(d), ptr(x), ptr(labels), None, ptr(loss), ptr(lse),
+                                                 ptr(ws), ctypes.c_size_t(ws.size), None)
+                    message = LIB.xent_last_error().decode()
+                    self.assertNotEqual(status, 0, (target, dtype, group, threads))
+                    self.assertIn("ce_fwd_%s_i64_mean" % {F64: "f64", BF16: "bf16"}[dtype], message)
+                    self.assertIn("xent_set_row_shape", message)
+                finally:
+                    self.call(LIB.xent_set_row_shape, h, 0, 0)
+            for group, threads, word in ((3, 256, "threads_per_row"), (128, 256, "threads_per_row"),
+                                         (0, 48, "block_threads"), (0, 2048, "block_threads"),
+                                         (0, 16, "block_threads"), (4, 0, "threads_per_row")):
+                self.assertNotEqual(LIB.xent_set_row_shape(h, group, threads), 0, (group, threads))
+                self.assertIn(word, LIB.xent_last_error().decode())
+        self.assertNotEqual(LIB.xent_set_row_shape(None, 0, 0), 0)
+        self.assertIn("handle", LIB.xent_last_error().decode())
+
     def test_all_ignored(self):
         for target in (BACKEND_CUDA, BACKEND_HIP):
             for zero in (False, True):

@@ -456,6 +456,7 @@ xent_status xent_softmax_forward(xent_handle* h, const xent_softmax_desc* d, con
   xent_clear_error();
   xent_softmax_args args = {.x = x, .out = y, .stream = stream};
   if (d) args.rows = d->rows, args.classes = d->classes, args.inner = d->inner;
+  if (h) args.row_shape.group = h->row_group, args.row_shape.threads = h->row_threads;
   return softmax_run("xent_softmax_forward", h, d, XENT_OP_FORWARD, &args, NULL);
 }
 
@@ -464,5 +465,6 @@ xent_status xent_softmax_backward(xent_handle* h, const xent_softmax_desc* d, co
   xent_clear_error();
   xent_softmax_args args = {.y = y, .dy = dy, .out = dx, .stream = stream};
   if (d) args.rows = d->rows, args.classes = d->classes, args.inner = d->inner;
+  if (h) args.row_shape.group = h->row_group, args.row_shape.threads = h->row_threads;
   return softmax_run("xent_softmax_backward", h, d, XENT_OP_BACKWARD, &args, dy);
 }

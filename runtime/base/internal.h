@@ -18,6 +18,10 @@ struct xent_handle {
   /* The GEMM library's handle (cuBLASLt or hipBLASLt), made by the first
      fused linear cross entropy call; NULL until then. */
   void* gemm;
+  /* xent_set_row_shape: threads a row (0: the block) in blocks of
+     row_threads; row_threads 0: the tune tables' shapes. */
+  int row_group;
+  int row_threads;
 };
 
 #define XENT_NO_BAD_ROW (~0ull)
@@ -30,6 +34,7 @@ typedef struct xent_ce_call {
   size_t workspace_bytes;
   void* stream;
   unsigned long long* bad_label_row;
+  int row_group, row_threads; /* the handle's xent_set_row_shape */
 } xent_ce_call;
 
 /* Records the message for xent_last_error() and returns status. */

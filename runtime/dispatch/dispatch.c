@@ -269,6 +269,7 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .loss_f32 = d->loss_dtype != d->dtype,
       .grad_f32 = d->grad_dtype != d->dtype,
       .bad_label_row = call->bad_label_row,
+      .row_shape = {.group = call->row_group, .threads = call->row_threads},
       .stream = call->stream,
   };
   return args;

@@ -173,6 +173,12 @@ void xent_emu_fail(const char* fmt, ...) {
   abort(); /* called outside a launch: a bug in the caller */
 }
 
+int xent_emu_refuse_launch(const char* kernel, const char* why) {
+  snprintf(message, sizeof message, "xent_emu: kernel %s: launch refused: %s", kernel, why);
+  pending_error = 0; /* the refusal is the launcher's status, not a pending device error */
+  return 1;
+}
+
 int xent_emu_last_error(void) {
   int e = pending_error;
   pending_error = 0;

@@ -113,6 +113,12 @@ void xent_emu_func_reset(void);
    clustered path ran. */
 void xent_emu_cluster_launch_counts(unsigned long long counts[XENT_EMU_MAX_CLUSTER + 1]);
 
+/* A launcher's refusal of a launch it will not make (a launch shape the
+   kernel cannot take, as a GPU would refuse it): the message names the
+   kernel and why; returns the launcher's non-zero status. No launch ran,
+   so no error is left pending. */
+int xent_emu_refuse_launch(const char* kernel, const char* why);
+
 /* Returns the pending error code (0 if none) and clears it. */
 int xent_emu_last_error(void);
 /* The message of the last error ("" if none since the process started). */

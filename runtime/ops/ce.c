@@ -32,6 +32,8 @@ static int ce_uses(const xent_ce_call* c) {
 xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {
   xent_ce_call call = *c;
   if (!call.bad_label_row) call.bad_label_row = h->bad_label_row;
+  call.row_group = h->row_group;
+  call.row_threads = h->row_threads;
   if (d->vocab_shard) {
     xent_vocab_kernels k;
     const xent_status s = xent_vocab_find(h, d, c->op, ce_uses(c), &k);

@@ -161,6 +161,8 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   call.workspace_bytes = r->ws_bytes - r->L->ce;
   call.stream = r->stream;
   call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+  call.row_group = r->h->row_group;
+  call.row_threads = r->h->row_threads;
   if (c->vocab_shard)
     return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD), &r->vocab);
   const xent_ce_args args = xent_ce_args_for(&cd, &call);

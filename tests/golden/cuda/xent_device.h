@@ -19,6 +19,10 @@
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, stream, __VA_ARGS__)
 #define XENT_LAST_ERROR() xent_emu_last_error()
+// A launch shape the launcher refuses (xent_asked_shape): the launcher's
+// status, as a GPU's refusal of a block past the launch bounds would be.
+#define XENT_REFUSED_SHAPE(name) \
+  xent_emu_refuse_launch(name, XENT_REFUSED_SHAPE_WHY)
 // A launch in clusters (none for 1), held to the driver's rules as the
 // emulator models them (emu.h): 48 KiB of shared memory unless the
 // kernel's attribute was raised, clusters only of code built for them.
@@ -65,6 +69,10 @@ static inline xent_emu::shared_array<T> xent_cluster_view(const xent_emu::shared
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   xent_launch_note(xent_launch_ex(kernel, #kernel, (grid), (block), (smem), 1, (stream), __VA_ARGS__))
 #define XENT_LAST_ERROR() xent_launch_take()
+// cudaErrorInvalidConfiguration, what the driver answers a block past the
+// kernel's launch bounds ("invalid configuration argument"), in place of
+// any error the launcher's earlier launches noted.
+#define XENT_REFUSED_SHAPE(name) ((void)(name), (void)xent_launch_take(), 9)
 #define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
 // The launch's dynamic shared memory as an array of T (16-byte aligned).
 #define XENT_DYNAMIC_SHARED(T, name)                         \
@@ -229,7 +237,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 319 "templates/xent_device.h.tmpl"
+#line 332 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -257,9 +265,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 347 "templates/xent_device.h.tmpl"
+#line 360 "templates/xent_device.h.tmpl"
 // (CUDA: defined at the end of this header, per architecture.)
-#line 351 "templates/xent_device.h.tmpl"
+#line 364 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -388,7 +396,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 480 "templates/xent_device.h.tmpl"
+#line 493 "templates/xent_device.h.tmpl"
 // Host: what an on-chip kernel may use on the current device, and the
 // driver readied for it. The driver's rules (which the emulator enforces):
 // - static plus dynamic shared memory above 48 KiB only once the kernel's
@@ -424,7 +432,7 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
 }
-#line 516 "templates/xent_device.h.tmpl"
+#line 529 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -465,14 +473,38 @@ XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
   hi = lo + chunk < n ? lo + chunk : n;
 }
 
+// Host: the caller's launch shape (args.row_shape, xent_set_row_shape)
+// where it asked for one, else the table's. Refused (false): a block
+// larger than the table's largest (the kernel's __launch_bounds__ is that
+// largest block: a GPU would not launch it, and the emulator, which has no
+// launch bounds, must not run what a GPU would not), a block that is not
+// whole warps, or more threads a row than a warp (a row's shuffles stay in
+// its warp).
+#define XENT_REFUSED_SHAPE_WHY                                                                    \
+  "the launch shape asked for (xent_set_row_shape) has a block past the kernel's launch bounds or " \
+  "not whole warps, or more threads a row than a warp"
+template <int N>
+static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group, int threads,
+                                    xent_row_shape* shape) {
+  if (threads <= 0) return true;
+  int largest = 0;
+  for (int i = 0; i < N; ++i) largest = shapes[i].threads > largest ? shapes[i].threads : largest;
+  if (threads > largest || threads % XENT_WARP != 0 || group > XENT_WARP) return false;
+  *shape = {-1, group, threads, 0};
+  return true;
+}
+
 // Launches kernel<XENT_ROW>(args, group) in the shape `shapes` picks for C
-// when the class axis is contiguous, else kernel<XENT_COLUMN>(args, 1) with
-// a thread per row in blocks of column_threads; nothing for no rows. The
-// table's on-chip shapes are skipped.
+// (or the caller's, above) when the class axis is contiguous, else
+// kernel<XENT_COLUMN>(args, 1) with a thread per row in blocks of
+// column_threads; nothing for no rows. The table's on-chip shapes are
+// skipped. A refused shape returns XENT_REFUSED_SHAPE from the launcher.
 #define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                              \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      const xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, 1, 0, 0).shape;                    \
+      xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, 1, 0, 0).shape;                          \
+      if (!xent_asked_shape((shapes), (args).row_shape.group, (args).row_shape.threads, &shape_))                 \
+        return XENT_REFUSED_SHAPE(#kernel);                                                                       \
       const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                 \
       XENT_LAUNCH(kernel<XENT_ROW>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)),                     \
                   dim3(shape_.threads), 0, (stream), (args), shape_.group);                                       \
@@ -484,10 +516,10 @@ XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
 
 // The same for a kernel that also has the on-chip shape (elements of T):
 // kernel<XENT_ON_CHIP>(args, 0) in clusters, a row per cluster, where the
-// table and the device allow.
+// table and the device allow, and the caller chose no shape of its own.
 #define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
   do {                                                                                                            \
-    if ((args).rows > 0 && (args).inner == 1) {                                                                   \
+    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0) {                                 \
       static int64_t known_[XENT_MAX_DEVICES];                                                                    \
       const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
       const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, sizeof(T), lim_.max_cluster,         \
@@ -545,12 +577,12 @@ struct alignas(16) xent_vec16 {
 // isa_report.md). nvcc keeps the copy one ld.global.v4 (LDG.E.128).
 // (__AMDGCN__: clang's AMD GPU pass; not its host pass, nor nvcc's compile
 // of the HIP rendering through runtime/hip_on_cuda.)
-#line 641 "templates/xent_device.h.tmpl"
+#line 678 "templates/xent_device.h.tmpl"
 template <typename T>
 XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 #if defined(XENT_EMU)
   return XENT_LD(p);
-#line 652 "templates/xent_device.h.tmpl"
+#line 689 "templates/xent_device.h.tmpl"
 #else
   return *p;
 #endif
@@ -564,7 +596,7 @@ XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 // anyway. Nothing on CUDA or under the emulator.
 template <typename T>
 XENT_DEVICE void xent_hold16(xent_vec16<T>& v) {
-#line 673 "templates/xent_device.h.tmpl"
+#line 710 "templates/xent_device.h.tmpl"
   (void)v;
 }
 
@@ -1681,7 +1713,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1790 "templates/xent_device.h.tmpl"
+#line 1827 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
