@@ -32,9 +32,6 @@ KNOWN_SHORT_IN_FLIGHT = {
     # VGPRs a 512-thread block leaves (specs/cross_entropy.lua's hip tune).
     ("gfx942", "ce_fwd_bwd_bf16_i64_mean", 8192),
     ("gfx942", "ce_fwd_bwd_bf16_i64_mean", 131072),
-    # Two rows (y and dy) of 4 loads each, of which clang-19 keeps 2 in
-    # flight on gfx942 (4 on gfx90a): 32 KB a CU.
-    ("gfx942", "sm_bwd_bf16_softmax", 131072),
 }
 
 
