@@ -76,6 +76,11 @@ GPUS = {
 CU = dict(simds=4, valu_cycles=4, regs=512, reg_granule=8, waves_per_simd=8, sgprs_high=100, lds=65536)
 SHAPES = {"ROW": 0, "COLUMN": 1}
 
+# The rows of a call, for the tune tables' `rows` floors: the report reads
+# the kernels as a training step runs them, on many rows (the benchmark's
+# 16384).
+ROWS = 16384
+
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
 # read, 2 for a read and a write, 3 where the row is read twice and written)
@@ -320,10 +325,10 @@ def loads_in_flight(path):
     return most
 
 
-def pick_shape(shapes, C):
+def pick_shape(shapes, C, rows=ROWS):
     """As xent_pick_launch (contiguous rows): the threads of the block."""
-    for i, (classes, _group, threads, _chip) in enumerate(shapes):
-        if i < len(shapes) - 1 and C > classes:
+    for i, (classes, _group, threads, _chip, fewest) in enumerate(shapes):
+        if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
             continue
         return threads
     return None

@@ -78,6 +78,11 @@ GPUS = {
 }
 SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2}
 
+# The rows of a call, for the tune tables' `rows` floors: the report reads
+# the kernels as a training step runs them, on many rows (the benchmark's
+# 16384).
+ROWS = 16384
+
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
 # read, 2 for a read and a write, 3 for two reads and a write)
@@ -317,10 +322,10 @@ def ptxas_report(log, function, arch):
     return (int(regs.group(1)), int(spill.group(1))) if regs and spill else None
 
 
-def pick_shape(shapes, C, elem_size, on_chip):
+def pick_shape(shapes, C, elem_size, on_chip, rows=ROWS):
     """As xent_pick_launch: (threads, blocks per cluster, shared bytes)."""
-    for i, (classes, group, threads, chip) in enumerate(shapes):
-        if i < len(shapes) - 1 and C > classes:
+    for i, (classes, group, threads, chip, fewest) in enumerate(shapes):
+        if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
             continue
         if chip == 0:
             return (threads, 0, 0) if not on_chip else None
@@ -390,7 +395,10 @@ def report(gen, objects, cuobjdump, arch):
         else:
             table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
             shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
-            threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP")
+            # The on-chip shape serves the rows too few for a warp each (the
+            # fused tune's `rows` floor): a call of one row.
+            threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP",
+                                                rows=1 if shape == "ON_CHIP" else ROWS)
         sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
                               text=True, check=True).stdout
         insns = parse_sass(sass)

@@ -46,14 +46,24 @@ runtime "token_stats"      -- entropy, label_logprob, argmax outputs; dentropy i
 min_arch { cuda = 70, hip = "gfx90a" }
 
 -- Launch shapes of the row kernels (docs/PERFORMANCE.md, "Launch shapes"),
--- picked at run time by C: the first shape whose `classes` bound is >= C.
--- Small vocabularies put several rows in a block (row_threads threads each,
--- reduced with warp shuffles) so that no lane idles on a short row; large
--- ones give a row a whole block. Strided rows (class axis not last) take one
--- thread each. These are starting points chosen from the bytes per row, not
--- yet measured on a GPU: bench/run_gpu.sh is how to change them.
--- f64 first: its fused gradient with the soft cap's tanh needs more
--- registers than a 512- or 1024-thread block leaves a thread, and spills.
+-- picked at run time: the first shape that serves C (at most its `classes`)
+-- and the row count (at least its `rows`). Small vocabularies put several
+-- rows in a block (row_threads threads each, reduced with warp shuffles) so
+-- that no lane idles on a short row; strided rows (class axis not last) take
+-- one thread each. The CUDA tables of bf16, fp16 and f32 come from the
+-- H200's tune group (bench/results/2026-11-27-NVIDIA-H200/tune.json, bf16
+-- at 1024 to 262144 classes, 8192 to 1M rows): a row's fixed cost (its
+-- set-up, the clamped last batch of loads, the reduction) is paid once per
+-- thread, so a thread wants many vectors of its row. 8 threads a row won at
+-- 1024 and 4096 classes (fwd 2.0x and 4.8x the block-per-row shapes), a warp
+-- a row from 32768 up (fwd 3.6-4.1 TB/s against 1.4-3.2 for a block a row):
+-- no block barrier, and a warp's row never waits on another's. A warp a
+-- row leaves SMs idle on a few long rows (an H200 holds ~2100 warps of
+-- these kernels), so below 2048 rows long rows keep a block each (not yet
+-- measured: the tune group's 2048 and 512 row cases are for that).
+-- f64 first (not measured): its fused gradient with the soft cap's tanh
+-- needs more registers than a 512- or 1024-thread block leaves a thread,
+-- and spills.
 tune "cuda" {
   when = { dtype = "f64" },
   strided = 256,
@@ -63,35 +73,39 @@ tune "cuda" {
   { classes = 2048, row_threads = 32, block = 256 },
   { row_threads = "block", block = 256 },
 }
--- The fused kernels hold a long row on chip (on_chip: KiB of shared memory
--- per block of a cluster of up to 8 blocks on sm_90), so that the gradient
--- pass reads it from there rather than from memory again: 2 passes over the
--- logits' bytes (in, out) instead of 3. Blocks of 256 with 64 KiB each:
--- three fit an SM's shared memory; the register file holds two at the 90
--- to 107 registers ptxas now gives the on-chip kernel (docs/PERFORMANCE.md,
--- "Rows on chip"). A 128K bf16 row takes a cluster of 4, f32 of 8.
--- Rows that fit in no cluster (f32 past 128K classes), and devices without
--- clusters past one block's share, take the last shape.
+-- The fused kernels can hold a long row on chip (on_chip: KiB of shared
+-- memory per block of a cluster of up to 8 blocks on sm_90), so that the
+-- gradient pass reads it from there rather than from memory again: 2
+-- passes over the logits' bytes instead of 3 ("Rows on chip"). Measured,
+-- a warp a row that reads the row twice from memory beat it at 131072 and
+-- 262144 classes (2.48 and 2.58 TB/s of copy against 2.24 and 2.16) and
+-- lost at 32768 (2.46 against 2.61): clusters of 256-thread blocks keep
+-- 16K < C <= 32K and the rows of calls too few for a warp each.
 tune "cuda" {
   when = { op = "fwd_bwd" },
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
-  { classes = 256, row_threads = 8, block = 256 },
-  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 2048, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 32, block = 256 },
   { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 32768, row_threads = "block", block = 256, on_chip = 64 },
+  { row_threads = 32, block = 512, rows = 2048 },
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = "block", block = 512 },
 }
 -- The gradient from the saved lse holds more per thread than the 64
--- registers a 1024-thread block leaves: 512 at most.
+-- registers a 1024-thread block leaves: 512 at most. Measured: 8 threads a
+-- row at 1024 and 4096 classes (3.2 and 3.3 TB/s of copy against 2.5 and
+-- 1.7), a warp a row in blocks of 256 past that (within 2% of the best
+-- shape at 32768, 131072 and 262144; a block of 512 a row 4-24% slower).
 tune "cuda" {
   when = { op = "bwd" },
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
-  { classes = 256, row_threads = 8, block = 256 },
-  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 4096, row_threads = 8, block = 256 },
+  { row_threads = 32, block = 256, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },
 }
@@ -99,14 +113,15 @@ tune "cuda" {
 -- with the run-time options' per-element work needs more than the 64
 -- registers a 1024-thread block leaves: 512 at most, 16 warps x 10 x 16 B =
 -- 80 KB in flight per SM, what a B200 asks (bench/results/sass_report.md;
--- an H100 asks 31 KB), in 127 registers without spills.
+-- an H100 asks 31 KB), in 127 registers without spills. Measured: 8
+-- threads a row up to 4096 classes, a warp a row in blocks of 512 past it.
 tune "cuda" {
   strided = 256,
   loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
-  { classes = 256, row_threads = 8, block = 256 },
-  { classes = 2048, row_threads = 32, block = 256 },
+  { classes = 4096, row_threads = 8, block = 256 },
+  { row_threads = 32, block = 512, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },
 }

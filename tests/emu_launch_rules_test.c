@@ -16,6 +16,9 @@
      launched in clusters; on an A100-like device (no clusters, 163 KiB
      opt-in) neither.
    - Threads launching one kernel with different sizes at once.
+   - A shape chosen by the row count as well as C (a tune shape's `rows`):
+     the spec's CUDA forward gives a warp a row to 2048 rows or more past
+     4096 classes, and a block of 256 a row to fewer.
    Each call is checked against the CPU reference (tests/testutil.c).
    usage: emu_launch_rules_test */
 #define _POSIX_C_SOURCE 200809L
@@ -112,6 +115,36 @@ static void* run_worker(void* arg) {
   return NULL;
 }
 
+/* Threads a block of the last launch of the kernel whose name holds `name`
+   (0 if it never ran). */
+static unsigned last_block_of(const char* name) {
+  xent_emu_func_record recs[512];
+  const int n = xent_emu_func_records(recs, 512);
+  for (int i = 0; i < n && i < 512; ++i)
+    if (recs[i].launches && strstr(recs[i].name, name)) return recs[i].last_block;
+  return 0;
+}
+
+/* The bf16 forward at 4097 classes (past the 8-threads-a-row shape) on
+   2047 and 2048 rows: the spec's `rows = 2048` shape (a warp a row, blocks
+   of 512) serves the second only, a block of 256 a row the first. Both
+   against the reference. */
+static void check_shape_by_rows(xent_handle* h) {
+  static const struct {
+    int64_t rows;
+    unsigned block;
+  } cases[] = {{2047, 256}, {2048, 512}, {1, 256}};
+  for (int i = 0; i < 3; ++i, ++runs) {
+    failures += tu_check_key_at(h, "ce_fwd_bf16_i64_mean", cases[i].rows, 4097, 500u + (unsigned)i, "");
+    const unsigned got = last_block_of("ce_fwd_bf16_i64_mean_rows<XENT_ROW>");
+    if (got != cases[i].block) {
+      printf("FAIL ce_fwd_bf16_i64_mean, %lld rows of 4097: launched blocks of %u threads, the tune table says %u\n",
+             (long long)cases[i].rows, got, cases[i].block);
+      failures++;
+    }
+  }
+}
+
 int main(void) {
   xent_handle* h = emulating_cuda();
   if (!h) return 1;
@@ -164,6 +197,9 @@ int main(void) {
     runs += 2;
   }
   check_attributes(3, H100_OPTIN, "threads");
+
+  /* 5. The launch shape by the number of rows. */
+  check_shape_by_rows(h);
 
   xent_destroy(h);
   printf("%d passed, %d failed\n", runs - failures, failures);

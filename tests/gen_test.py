@@ -117,16 +117,59 @@ class SpecErrors(unittest.TestCase):
     def test_tune_row_threads_wider_than_the_warp(self):
         self.check(HEADER + AXES.replace("row_threads = 4", "row_threads = 64"), TUNE_CUDA, "got 64")
 
-    def test_tune_bounds_must_increase(self):
-        self.check(HEADER + AXES + 'tune "cuda" {\n  when = { dtype = "f32" },\n  strided = 256,\n'
-                   '  { classes = 64, row_threads = 4, block = 256 },\n  { classes = 64, row_threads = 8, block = 256 },\n'
-                   '  { row_threads = "block", block = 256 },\n}\n', NEXT,
-                   "shape 2: classes = 64 is not above the previous shape's 64")
+    def tune_cuda(self, *shapes):
+        return (HEADER + AXES + 'tune "cuda" {\n  when = { dtype = "f32" },\n  strided = 256,\n' +
+                "".join("  %s,\n" % shape for shape in shapes) + '  { row_threads = "block", block = 256 },\n}\n')
+
+    def test_tune_shape_never_taken(self):
+        """A shape that an earlier one serves wholly (a classes bound as large,
+        a rows floor as low) is never taken; an on-chip one may be passed
+        over, so it shadows nothing."""
+        self.check(self.tune_cuda("{ classes = 64, row_threads = 4, block = 256 }",
+                                  "{ classes = 64, row_threads = 8, block = 256 }"), NEXT,
+                   "shape 2 is never taken: shape 1 before it serves every call it does (classes 64, rows >= 0)")
+        self.check(self.tune_cuda("{ classes = 640, row_threads = 4, block = 256 }",
+                                  "{ classes = 64, row_threads = 8, block = 256, rows = 100 }"), NEXT,
+                   "shape 2 is never taken: shape 1 before it serves every call it does (classes 640, rows >= 0)")
+        self.check(self.tune_cuda("{ row_threads = 32, block = 256, rows = 100 }",
+                                  "{ classes = 64, row_threads = 8, block = 256, rows = 200 }"), NEXT,
+                   "shape 2 is never taken: shape 1 before it serves every call it does (classes any, rows >= 100)")
+
+    def test_tune_rows_must_be_positive(self):
+        self.check(self.tune_cuda("{ row_threads = 32, block = 256, rows = 0 }"), NEXT,
+                   "shape 1: rows must be a positive whole number (the fewest rows it serves)")
+        self.check(self.tune_cuda("{ row_threads = 32, block = 256, rows = 1.5 }"), NEXT, "rows must be")
+
+    def test_tune_only_the_last_shape_serves_every_call(self):
+        self.check(self.tune_cuda("{ row_threads = 32, block = 256 }"), NEXT,
+                   "shape 1: only the last shape serves every call")
 
     def test_tune_last_shape_serves_any_classes(self):
         self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
                                          '{ classes = 4096, row_threads = "block", block = 1024 }'),
-                   TUNE_CUDA, "the last shape serves every larger C and takes no classes bound")
+                   TUNE_CUDA, "the last shape serves every call (every larger C, any rows) and takes no classes bound")
+        self.check(HEADER + AXES.replace('{ row_threads = "block", block = 1024 }',
+                                         '{ row_threads = "block", block = 1024, rows = 8 }'),
+                   TUNE_CUDA, "takes no rows bound")
+
+    def test_tune_rows_reach_the_launcher(self):
+        """A shape's rows floor is the fifth field of the launcher's shape
+        table (the emulator's launch rules test runs it); shapes after a
+        floored one may have any classes bound."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ce.lua")
+            with open(spec, "w") as f:
+                f.write(HEADER + AXES.replace(
+                    '{ classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 }',
+                    '{ classes = 4096, row_threads = 8, block = 256 }, { row_threads = 32, block = 512, rows = 2048 }, '
+                    '{ classes = 16384, row_threads = "block", block = 256 }, { row_threads = "block", block = 256 }'))
+            out = os.path.join(tmp, "cuda")
+            r = xentgen("--spec", spec, "--target", "cuda", "--templates", TEMPLATES, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(out, "ce_fwd_f32_i64_mean.cu")) as f:
+                text = f.read()
+            self.assertIn("_shapes[] = {{4096, 8, 256, 0, 0}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, "
+                          "{-1, 0, 256, 0, 0}};", text)
 
     def test_tune_needs_strided(self):
         self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), TUNE_HIP, "missing strided")

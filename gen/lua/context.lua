@@ -35,8 +35,8 @@ local function launch_shapes(text)
   local strided, loads = text:match("^strided=(%d+) loads=(%d+)")
   strided, loads = tonumber(strided), tonumber(loads)
   local shapes, largest, on_chip = {}, 0, false
-  for classes, group, block, bytes in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+)") do
-    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. "}"
+  for classes, group, block, bytes, rows in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+):(%d+)") do
+    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. ", " .. rows .. "}"
     largest = math.max(largest, tonumber(block))
     on_chip = on_chip or tonumber(bytes) > 0
   end

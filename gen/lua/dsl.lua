@@ -341,8 +341,12 @@ local function make_env(path, st, lib)
 
   -- tune "target" { strided = n, { classes = n, row_threads = n, block = n }, ..., when = { axis = value(s) } }
   -- The launch shapes of the family's row kernels on one target (xent_device.h's
-  -- row walk). A contiguous row (inner == 1) takes the first shape whose
-  -- `classes` bound is >= C; the last shape has no bound, so any C has one.
+  -- row walk). A contiguous row (inner == 1) takes the first shape that
+  -- serves it: C at most its `classes` bound (none: any C) and, where the
+  -- shape has `rows = n`, at least n rows (a warp per row leaves SMs idle
+  -- on a few long rows that a block per row would fill). The last shape has
+  -- neither bound, so every call has one; a shape that an earlier one
+  -- serves wholly (a bound as large, a rows floor as low) is an error.
   -- row_threads threads share a row: a power of two up to the warp (several
   -- rows per block, reduced with shuffles), or "block" (the whole block, one
   -- row at a time); block is threads per block. A strided row (inner > 1) is
@@ -410,8 +414,8 @@ local function make_env(path, st, lib)
         local row = what .. ", shape " .. i
         if type(s) ~= "table" then fail_at(here2, row .. " must be { classes = ..., row_threads = ..., block = ... }") end
         for k in pairs(s) do
-          if k ~= "classes" and k ~= "row_threads" and k ~= "block" and k ~= "on_chip" then
-            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, row_threads, block, on_chip)")
+          if k ~= "classes" and k ~= "row_threads" and k ~= "block" and k ~= "on_chip" and k ~= "rows" then
+            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, rows, row_threads, block, on_chip)")
           end
         end
         local block = threads(s.block, "shape " .. i .. " block")
@@ -422,17 +426,30 @@ local function make_env(path, st, lib)
           fail_at(here2, row .. ": row_threads must be a power of two up to the warp (" .. info.warp .. ") or \"block\", got " ..
             tostring(group))
         end
-        local bound = s.classes
+        local bound, floor = s.classes, s.rows
+        if bound ~= nil and (math.type(bound) ~= "integer" or bound < 1) then
+          fail_at(here2, row .. ": classes must be a positive whole number (the largest C it serves)")
+        end
+        if floor ~= nil and (math.type(floor) ~= "integer" or floor < 1) then
+          fail_at(here2, row .. ": rows must be a positive whole number (the fewest rows it serves)")
+        end
         if i < #t then
-          if math.type(bound) ~= "integer" or bound < 1 then
-            fail_at(here2, row .. ": classes must be a positive whole number (the largest C it serves)")
+          if bound == nil and floor == nil then
+            fail_at(here2, row .. ": only the last shape serves every call: give it classes = <the largest C it serves> " ..
+              "or rows = <the fewest rows>")
           end
-          local prev = rule.shapes[i - 1]
-          if prev and bound <= prev.classes then
-            fail_at(here2, row .. ": classes = " .. bound .. " is not above the previous shape's " .. prev.classes)
+        elseif bound ~= nil or floor ~= nil then
+          fail_at(here2, row .. ": the last shape serves every call (every larger C, any rows) and takes no " ..
+            (bound ~= nil and "classes" or "rows") .. " bound")
+        end
+        -- A shape after one that serves every (C, rows) it does is never taken
+        -- (an on-chip shape may be passed over: the device has no room).
+        for j = 1, i - 1 do
+          local p = rule.shapes[j]
+          if p.on_chip == 0 and (p.classes < 0 or (bound ~= nil and p.classes >= bound)) and p.rows <= (floor or 0) then
+            fail_at(here2, row .. " is never taken: shape " .. j .. " before it serves every call it does (classes " ..
+              (p.classes < 0 and "any" or p.classes) .. ", rows >= " .. p.rows .. ")")
           end
-        elseif bound ~= nil then
-          fail_at(here2, row .. ": the last shape serves every larger C and takes no classes bound")
         end
         local on_chip = s.on_chip
         if on_chip ~= nil then
@@ -449,7 +466,8 @@ local function make_env(path, st, lib)
           end
           rule.on_chip = true
         end
-        rule.shapes[i] = { classes = bound or -1, group = group, block = block, on_chip = (on_chip or 0) * 1024 }
+        rule.shapes[i] = { classes = bound or -1, group = group, block = block, on_chip = (on_chip or 0) * 1024,
+                           rows = floor or 0 }
       end
       st.tunes[#st.tunes + 1] = rule
     end
@@ -497,8 +515,9 @@ end
 
 -- A variant's launch shapes on one target, as one line of text the C half
 -- carries to the renderer (context.lua reads it back): "strided=<threads>
--- loads=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>" per shape; classes
--- -1 = any larger C, row_threads 0 = the whole block, on_chip 0 = not. For
+-- loads=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>:<rows>" per shape;
+-- classes -1 = any C, row_threads 0 = the whole block, on_chip 0 = not,
+-- rows 0 = any number of rows. For
 -- a chunk tune (linear_cross_entropy): "chunk=<bytes of logits>".
 local function launch_shapes(st, v, target)
   for _, rule in ipairs(st.tunes) do
@@ -513,7 +532,7 @@ local function launch_shapes(st, v, target)
       end
       local parts = { "strided=" .. rule.strided, "loads=" .. (rule.loads or M.default_loads) }
       for _, s in ipairs(rule.shapes) do
-        parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip
+        parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip .. ":" .. s.rows
       end
       return table.concat(parts, " ")
     end

@@ -1125,6 +1125,7 @@ static int launch(const char* kernel, const void* func, int warp_size, size_t sm
     pthread_mutex_lock(&driver_lock);
     if (state.static_max > rec->static_smem) rec->static_smem = state.static_max;
     rec->launches++;
+    rec->last_block = block.x;
     pthread_mutex_unlock(&driver_lock);
   }
   return rc;

@@ -100,6 +100,7 @@ typedef struct xent_emu_func_record {
   long long max_dynamic;    /* the attribute's value, -1 if never set */
   unsigned long long sets;  /* calls that set it */
   unsigned long long launches; /* launches that passed the configuration checks */
+  unsigned last_block;      /* threads a block (x) of the last of them: which launch shape ran */
   size_t static_smem;       /* the most static shared memory a block used */
 } xent_emu_func_record;
 /* Copies up to cap records, returns how many there are. */

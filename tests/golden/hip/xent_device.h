@@ -214,14 +214,16 @@ XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
 }
 
 // One launch shape of a contiguous row, from the spec's tune statement: for
-// C <= classes (classes < 0: any C), `group` threads per row (0: the whole
-// block) in blocks of `threads`; with on_chip > 0, the row held in shared
-// memory, at most on_chip bytes of it per block of a cluster.
+// C <= classes (classes < 0: any C) and at least `rows` rows, `group`
+// threads per row (0: the whole block) in blocks of `threads`; with
+// on_chip > 0, the row held in shared memory, at most on_chip bytes of it
+// per block of a cluster.
 struct xent_row_shape {
   int64_t classes;
   int group;
   int threads;
   int64_t on_chip;
+  int64_t rows;
 };
 
 // Host: how a row of C elements of elem_size bytes is launched: its shape,
@@ -237,18 +239,19 @@ struct xent_row_launch {
 // free below the device's limit.
 #define XENT_STATIC_SMEM 2048
 
-// Host: the first shape that serves C and that this device can run (the
-// spec ends every table with a plain shape that serves any C; the generator
-// checks it). An on-chip shape takes the fewest blocks, a power of two up
-// to max_cluster (0: on-chip shapes are skipped), whose slices of the row's
-// 16-byte vectors fit its bytes and the kernel's dynamic shared memory
-// (max_dynamic, xent_kernel_prepare); else the next shape.
+// Host: the first shape that serves C classes in `rows` rows and that this
+// device can run (the spec ends every table with a plain shape that serves
+// any call; the generator checks it). An on-chip shape takes the fewest
+// blocks, a power of two up to max_cluster (0: on-chip shapes are
+// skipped), whose slices of the row's 16-byte vectors fit its bytes and the
+// kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare); else
+// the next shape.
 template <int N>
-static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, size_t elem_size,
-                                               unsigned max_cluster, int64_t max_dynamic) {
+static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, int64_t rows,
+                                               size_t elem_size, unsigned max_cluster, int64_t max_dynamic) {
   for (int i = 0; i < N; ++i) {
     const xent_row_shape& s = shapes[i];
-    if (i < N - 1 && C > s.classes) continue;
+    if (i < N - 1 && ((s.classes >= 0 && C > s.classes) || rows < s.rows)) continue;
     if (s.on_chip == 0) return {s, 0, 0};
     // At most C / (16 / elem_size) whole vectors (the scalar head and tail
     // around them stay in memory).
@@ -261,7 +264,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 529 "templates/xent_device.h.tmpl"
+#line 532 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -319,7 +322,7 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
   int largest = 0;
   for (int i = 0; i < N; ++i) largest = shapes[i].threads > largest ? shapes[i].threads : largest;
   if (threads > largest || threads % XENT_WARP != 0 || group > XENT_WARP) return false;
-  *shape = {-1, group, threads, 0};
+  *shape = {-1, group, threads, 0, 0};
   return true;
 }
 
@@ -331,7 +334,7 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
 #define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                              \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1) {                                                                   \
-      xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, 1, 0, 0).shape;                          \
+      xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, (args).rows, 1, 0, 0).shape;             \
       if (!xent_asked_shape((shapes), (args).row_shape.group, (args).row_shape.threads, &shape_))                 \
         return XENT_REFUSED_SHAPE(#kernel);                                                                       \
       const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                 \
@@ -351,8 +354,8 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
     if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0) {                                 \
       static int64_t known_[XENT_MAX_DEVICES];                                                                    \
       const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
-      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, sizeof(T), lim_.max_cluster,         \
-                                                   lim_.max_dynamic);                                             \
+      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, (args).rows, sizeof(T),              \
+                                                   lim_.max_cluster, lim_.max_dynamic);                           \
       if (at_.cluster > 0) {                                                                                      \
         const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
         XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
@@ -406,22 +409,22 @@ struct alignas(16) xent_vec16 {
 // isa_report.md). nvcc keeps the copy one ld.global.v4 (LDG.E.128).
 // (__AMDGCN__: clang's AMD GPU pass; not its host pass, nor nvcc's compile
 // of the HIP rendering through runtime/hip_on_cuda.)
-#line 674 "templates/xent_device.h.tmpl"
+#line 677 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef unsigned int xent_u32x4 __attribute__((ext_vector_type(4)));
 #endif
-#line 678 "templates/xent_device.h.tmpl"
+#line 681 "templates/xent_device.h.tmpl"
 template <typename T>
 XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 #if defined(XENT_EMU)
   return XENT_LD(p);
-#line 683 "templates/xent_device.h.tmpl"
+#line 686 "templates/xent_device.h.tmpl"
 #elif defined(__AMDGCN__)
   const xent_u32x4 w = *(const xent_u32x4*)p;
   xent_vec16<T> v;
   memcpy(&v, &w, 16);
   return v;
-#line 689 "templates/xent_device.h.tmpl"
+#line 692 "templates/xent_device.h.tmpl"
 #else
   return *p;
 #endif
@@ -435,14 +438,14 @@ XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 // anyway. Nothing on CUDA or under the emulator.
 template <typename T>
 XENT_DEVICE void xent_hold16(xent_vec16<T>& v) {
-#line 703 "templates/xent_device.h.tmpl"
+#line 706 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
   xent_u32x4 w;
   memcpy(&w, &v, 16);
   asm("" : "+v"(w));
   memcpy(&v, &w, 16);
 #endif
-#line 710 "templates/xent_device.h.tmpl"
+#line 713 "templates/xent_device.h.tmpl"
   (void)v;
 }
 
