@@ -17,10 +17,11 @@ through shared memory (xent_column_walk, where the logits are 16-byte
 aligned and the inner size a multiple of a vector) and one element per load
 (elsewhere); the report follows the first, the one of its cases.
 
-How the machine code is read (cuobjdump -sass, PyPI's nvidia-cuda-cuobjdump
-or the toolkit's): a loop is a backward branch. The main loop of a pass is
-the innermost loop holding 16-byte loads (global, or shared for the on-chip
-kernels' second pass). Its path is the shortest from the loop head to its
+How the machine code is read (cuobjdump -sass, which runs nvdisasm: the
+toolkit's, or PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm): a
+loop is a backward branch. The main loop of a pass is the innermost loop
+holding 16-byte loads (global, or shared for the on-chip kernels' second
+pass). Its path is the shortest from the loop head to its
 backward branch, where a conditional branch whose target is inside the loop
 may be taken if it skips no 16-byte load or store (in the strided shape, no
 shared-memory access of any width: its full steps read and write the staged
@@ -123,7 +124,7 @@ def find_tool(name):
     except ImportError:
         pass
     sys.exit(f"sass_report: {name} not found (PATH, $XENT_{name.upper()}, $CUDA_PATH/bin, or "
-             f"`pip install nvidia-cuda-cuobjdump`)")
+             f"`pip install nvidia-cuda-{name}`)")
 
 
 def parse_sass(text):
@@ -399,8 +400,11 @@ def report(gen, objects, cuobjdump, arch):
             # fused tune's `rows` floor): a call of one row.
             threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP",
                                                 rows=1 if shape == "ON_CHIP" else ROWS)
-        sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
-                              text=True, check=True).stdout
+        run = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
+                             text=True)
+        if run.returncode != 0:
+            sys.exit(f"sass_report: {' '.join(run.args)} failed:\n{run.stderr}")
+        sass = run.stdout
         insns = parse_sass(sass)
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
@@ -501,6 +505,12 @@ def main():
     if unknown:
         sys.exit(f"sass_report: no GPU figures for {', '.join(unknown)} (GPUS has {', '.join(GPUS)})")
     cuobjdump = find_tool("cuobjdump")
+    # cuobjdump -sass runs nvdisasm, which it looks for on PATH: the one
+    # beside it (the toolkit's bin, or the same PyPI install), else found so.
+    nvdisasm = os.path.join(os.path.dirname(cuobjdump), "nvdisasm")
+    if not os.path.exists(nvdisasm):
+        nvdisasm = find_tool("nvdisasm")
+    os.environ["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + os.environ.get("PATH", "")
     by_arch = {arch: report(gen, objects, cuobjdump, arch) for arch in args.arch.split(",")}
     text = render(by_arch, datetime.date.today().isoformat())
     tables = "\n\n".join(caption(arch) + "\n\n" + "\n".join(render_table(arch, rows)) for arch, rows in by_arch.items())
