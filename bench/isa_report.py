@@ -57,6 +57,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import amdgpu_code  # noqa: E402
+import launch_shapes  # noqa: E402
 from sass_report import units, write_report  # noqa: E402
 
 GPUS = {
@@ -75,11 +76,6 @@ GPUS = {
 }
 CU = dict(simds=4, valu_cycles=4, regs=512, reg_granule=8, waves_per_simd=8, sgprs_high=100, lds=65536)
 SHAPES = {"ROW": 0, "COLUMN": 1}
-
-# The rows of a call, for the tune tables' `rows` floors: the report reads
-# the kernels as a training step runs them, on many rows (the benchmark's
-# 16384).
-ROWS = 16384
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
@@ -325,15 +321,6 @@ def loads_in_flight(path):
     return most
 
 
-def pick_shape(shapes, C, rows=ROWS):
-    """As xent_pick_launch (contiguous rows): the threads of the block."""
-    for i, (classes, _group, threads, _chip, fewest) in enumerate(shapes):
-        if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
-            continue
-        return threads
-    return None
-
-
 def residency(meta, threads):
     """(waves per SIMD, waves per CU, what limits them)."""
     regs = -(-meta["vgpr_count"] // CU["reg_granule"]) * CU["reg_granule"]
@@ -386,9 +373,9 @@ def report(gen, objects, llvm_bin, arch):
         if shape == "COLUMN":
             threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
         else:
-            table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
-            shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
-            threads = pick_shape(shapes, C)
+            # The rows of a training step's call (launch_shapes.ROWS), for the
+            # tune tables' `rows` floors; the HIP tables have no on-chip shapes.
+            threads = launch_shapes.pick(launch_shapes.table(text), C)[0]
         wide = is_staged if shape == "COLUMN" else is_wide
         found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN")
         per_simd, per_cu, limit = residency(meta, threads)

@@ -59,6 +59,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch_shapes  # noqa: E402
+
 # Per architecture, the GPU its rows are for. Per-SM limits: the CUDA C++
 # Programming Guide's table per compute capability (9.0 and 10.0 alike); the
 # Blackwell Tuning Guide (docs.nvidia.com/cuda/blackwell-tuning-guide, 1.4.1.1
@@ -78,11 +81,6 @@ GPUS = {
                "the H100's ~700 ns of latency, which HBM3e does not shorten"),
 }
 SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2}
-
-# The rows of a call, for the tune tables' `rows` floors: the report reads
-# the kernels as a training step runs them, on many rows (the benchmark's
-# 16384).
-ROWS = 16384
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
@@ -323,25 +321,6 @@ def ptxas_report(log, function, arch):
     return (int(regs.group(1)), int(spill.group(1))) if regs and spill else None
 
 
-def pick_shape(shapes, C, elem_size, on_chip, rows=ROWS):
-    """As xent_pick_launch: (threads, blocks per cluster, shared bytes)."""
-    for i, (classes, group, threads, chip, fewest) in enumerate(shapes):
-        if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
-            continue
-        if chip == 0:
-            return (threads, 0, 0) if not on_chip else None
-        if not on_chip:
-            continue  # the plain launch skips on-chip shapes
-        vecs = C // (16 // elem_size)
-        k = 1
-        while k <= 8:
-            nbytes = -(-vecs // k) * 16
-            if nbytes <= chip:
-                return threads, k, nbytes
-            k *= 2
-    return None
-
-
 def resident_warps(gpu, regs, threads, smem):
     warps = -(-threads // 32)
     per_warp = -(-regs * 32 // 256) * 256
@@ -394,12 +373,11 @@ def report(gen, objects, cuobjdump, arch):
             loads = int(re.search(r"#define XENT_COLUMN_LOADS (\d+)", header).group(1))
             cluster, smem = 0, threads * (16 * loads + elem)
         else:
-            table = re.search(r"_shapes\[\] = \{(.*)\};", text).group(1)
-            shapes = [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", table)]
             # The on-chip shape serves the rows too few for a warp each (the
             # fused tune's `rows` floor): a call of one row.
-            threads, cluster, smem = pick_shape(shapes, C, elem, shape == "ON_CHIP",
-                                                rows=1 if shape == "ON_CHIP" else ROWS)
+            threads, cluster, smem = launch_shapes.pick(launch_shapes.table(text), C,
+                                                        rows=1 if shape == "ON_CHIP" else launch_shapes.ROWS,
+                                                        elem_size=elem, on_chip=shape == "ON_CHIP")
         run = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
                              text=True)
         if run.returncode != 0:

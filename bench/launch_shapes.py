@@ -1,0 +1,50 @@
+"""A rendered kernel's launch-shape table read back, and the launcher's rule
+for picking from it: what the machine-code reports (sass_report.py,
+isa_report.py) need to know which block a call of C classes and some rows
+launches, and so how many warps or waves an SM or CU holds.
+
+The generated source carries the spec's tune table as
+`static const xent_row_shape <kernel>_shapes[] = {{classes, threads a row,
+block, on-chip bytes, rows}, ...};` (templates/xent_device.h.tmpl), and
+xent_pick_launch takes the first shape that serves C (at most its classes;
+-1 is any) and the call's rows (at least its rows); the last shape serves
+every call. The on-chip shapes serve only the fused and softmax kernels'
+on-chip launch, with the smallest cluster (1 to 8 blocks) whose blocks each
+hold their slice of the row in the shape's shared memory.
+"""
+
+import re
+
+# The rows of the calls the reports are about (a training step's tokens).
+ROWS = 16384
+
+
+def table(source):
+    """[(classes, row_threads, block, on_chip bytes, rows)] of the first
+    `_shapes[]` table in a generated kernel's source."""
+    found = re.search(r"_shapes\[\] = \{(.*)\};", source)
+    if not found:
+        raise ValueError("no _shapes[] table in the generated source")
+    return [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", found.group(1))]
+
+
+def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False):
+    """As xent_pick_launch: (block threads, blocks per cluster, shared bytes
+    a block) of the shape a call of C classes and `rows` rows launches
+    (cluster and shared bytes 0 off chip); on_chip asks for the on-chip
+    launch, None where the table has no on-chip shape serving the call."""
+    for i, (classes, _group, threads, chip, fewest) in enumerate(shapes):
+        if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
+            continue
+        if chip == 0:
+            return (threads, 0, 0) if not on_chip else None
+        if not on_chip:
+            continue  # the plain launch skips on-chip shapes
+        vecs = C // (16 // elem_size)
+        k = 1
+        while k <= 8:
+            nbytes = -(-vecs // k) * 16
+            if nbytes <= chip:
+                return threads, k, nbytes
+            k *= 2
+    return None
