@@ -43,15 +43,24 @@ tune "cuda" {
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = "block", block = 1024 },
 }
+-- The backward keeps ten 16-byte loads in flight per thread, five of y and
+-- five of dy (xent_row_walk2's batch), 80 KB an SM at 16 warps, over the
+-- 67 KB a B200 asks (31 KB an H100; bench/results/sass_report.md). Two of
+-- each in blocks of 1024 had 64 KB at 32 warps in 64 registers; ten need
+-- 91 to 96, so its longest rows take blocks of 512 (launch bounds of 512:
+-- up to 128 registers). The forward stays at four: at 5 to 10 in blocks of
+-- 512, ptxas issued only five or six of its first pass's loads before the
+-- first vector's use (40 to 48 KB in flight at 16 warps, under the 64 KB
+-- it has now).
 tune "cuda" {
   strided = 256,
+  loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 256, row_threads = 8, block = 256 },
   { classes = 2048, row_threads = 32, block = 256 },
   { classes = 16384, row_threads = "block", block = 256 },
-  { classes = 65536, row_threads = "block", block = 512 },
-  { row_threads = "block", block = 1024 },
+  { row_threads = "block", block = 512 },
 }
 -- AMD: a 1024-thread block leaves a wave 128 registers (cross_entropy.lua
 -- says why); the f64 forward needs a few more (it spilled 16 and 24 bytes

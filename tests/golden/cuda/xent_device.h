@@ -1020,12 +1020,13 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
 // dy): calls f(j, y_j, dy_j) for every class this thread owns and, with
 // kStore, stores its result at out[base + j * inner] (out may be y or dy:
 // each element is read before its owner writes it). A contiguous row is read
-// with 16-byte vectors, two of each row in flight per thread (64 bytes),
-// where y and dy share their alignment (scalars otherwise), and the result
+// with 16-byte vectors, kInFlight in flight per thread, half of each row
+// (the spec's tune `loads`), where y and dy share their alignment (scalars
+// otherwise), and the result
 // is stored 16 bytes at a time where out is aligned too; a strided row
 // goes through xent_column_walk2 where it can, as xent_row_walk_io's.
 // Classes are taken in the same order every run on the same buffers.
-template <bool kColumn, bool kStore, typename T, typename Cvt, typename Stage, typename F>
+template <int kInFlight, bool kColumn, bool kStore, typename T, typename Cvt, typename Stage, typename F>
 XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_t base, int64_t C, int64_t inner,
                                 Stage stage, int64_t lane, int64_t group, F f) {
   const auto one = [&](int64_t j, int64_t e) {
@@ -1083,7 +1084,12 @@ XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_
       for (int64_t k = 0; k < kVec; ++k) XENT_ST(o + k, cvt(d[k]));
     }
   };
-  constexpr int64_t kLoads = 2;
+  // kInFlight / 2 vectors of each row read before any is used, and the last
+  // batch too, its indices past the row clamped to this thread's last
+  // vector (as xent_row_walk_io's): every load of a batch comes before its
+  // stores, and a thread re-reads only its own vectors, so an in-place
+  // gradient reads nothing it or another thread has written.
+  constexpr int64_t kLoads = kInFlight / 2 > 0 ? kInFlight / 2 : 1;
   int64_t i = lane;
   for (; i + (kLoads - 1) * group < vecs; i += kLoads * group) {
     xent_vec16<T> cy[kLoads], cd[kLoads];
@@ -1095,7 +1101,18 @@ XENT_DEVICE void xent_row_walk2(const T* y, const T* dy, T* out, Cvt cvt, int64_
     XENT_UNROLL
     for (int64_t u = 0; u < kLoads; ++u) use(i + u * group, cy[u], cd[u]);
   }
-  for (; i < vecs; i += group) use(i, xent_load16(vy + i), xent_load16(vd + i));
+  if (i < vecs) {
+    const int64_t last = i + (vecs - 1 - i) / group * group;
+    xent_vec16<T> cy[kLoads], cd[kLoads];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u) {
+      cy[u] = xent_load16(vy + xent_min_index(i + u * group, last));
+      cd[u] = xent_load16(vd + xent_min_index(i + u * group, last));
+    }
+    XENT_UNROLL
+    for (int64_t u = 0; u < kLoads; ++u)
+      if (i + u * group < vecs) use(i + u * group, cy[u], cd[u]);
+  }
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j, base + j);
 }
 
@@ -1716,7 +1733,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1830 "templates/xent_device.h.tmpl"
+#line 1847 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
