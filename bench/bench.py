@@ -3,7 +3,10 @@
 roofline, with PyTorch (eager F.cross_entropy and torch.compile of it) and
 with the published kernels Liger-Kernel and Quack on the same tensors, in one
 process. A peer that cannot run (not installed, no GPU, a failed check
-against PyTorch) is named in the result with the reason.
+against PyTorch) is named in the result with the reason. The softmax group
+times the softmax family (softmax and its gradient from y and dy, the ops of
+ONNX Runtime's Softmax and SoftmaxGrad) beside PyTorch eager, checked against
+PyTorch in float64; the tune group times both families in every launch shape.
 
 On a GPU (the default): CUDA events around every call, a 256 MiB write
 between calls so no case runs out of L2, 5 warm-ups and the median of 25
@@ -39,9 +42,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from xent_ctypes import BF16, F16, F32, I64, MEAN, Desc, Tensors  # noqa: E402
 from xent_ctypes import BACKWARD, FORWARD, FORWARD_BACKWARD  # noqa: E402
+from xent_ctypes import SOFTMAX, SoftmaxDesc  # noqa: E402
 
 DTYPES = {"bf16": (BF16, torch.bfloat16), "f16": (F16, torch.float16), "f32": (F32, torch.float32)}
 OPS = {"fwd": FORWARD, "bwd": BACKWARD, "fwd_bwd": FORWARD_BACKWARD}
+# The softmax family (specs/softmax.lua): y = softmax(x) along the class
+# axis, and dx from y and dy (ONNX Runtime's Softmax and SoftmaxGrad).
+SOFTMAX_OPS = ("sm_fwd", "sm_bwd")
 # Loss and gradient agreement with PyTorch (both accumulate in f32; outputs
 # rounded to the dtype).
 TOL = {"bf16": 2e-2, "f16": 2e-3, "f32": 1e-4}
@@ -68,6 +75,12 @@ def gpu_cases():
     # tables' 2048-row floor), and the classes between its points.
     cases += tune_cases([(16384, 131072), (8192, 262144), (32768, 32768), (262144, 4096), (1048576, 1024),
                          (2048, 131072), (512, 131072), (65536, 16384), (524288, 2048)])
+    # The softmax family beside PyTorch eager, and its launch shapes (its
+    # tune tables are starting points, never measured).
+    big_softmax = [(4096, 131072), (16384, 32768), (262144, 4096), (1048576, 1024)]
+    for op in SOFTMAX_OPS:
+        cases += [dict(group="softmax", op=op, dtype="bf16", shape=s, axis=1, torch=True) for s in big_softmax]
+    cases += tune_cases(big_softmax, SOFTMAX_OPS)
     return cases
 
 
@@ -79,9 +92,9 @@ def gpu_cases():
 TUNE_SHAPES = [None, (4, 256), (8, 256), (16, 256), (32, 256), (32, 512), (0, 128), (0, 256), (0, 512)]
 
 
-def tune_cases(shapes):
+def tune_cases(shapes, ops=("fwd", "fwd_bwd", "bwd")):
     return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False)
-            for s in shapes for op in ("fwd", "fwd_bwd", "bwd")]
+            for s in shapes for op in ops]
 
 
 def dry_cases():
@@ -94,6 +107,8 @@ def dry_cases():
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=(4096 // v + 1, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
     cases += tune_cases([(7, 3001)])
+    cases += [dict(group="softmax", op=op, dtype="bf16", shape=(7, 3001), axis=1, torch=True) for op in SOFTMAX_OPS]
+    cases += tune_cases([(7, 3001)], SOFTMAX_OPS)
     return cases
 
 
@@ -157,6 +172,23 @@ class Xent:
         """(threads a row, block) for every row kernel, or None: the tune tables'."""
         group, threads = asked if asked else (0, 0)
         self.check(self.lib.xent_set_row_shape(self.handle, group, threads), "xent_set_row_shape")
+
+    def softmax_desc(self, shape, axis, dtype):
+        d = SoftmaxDesc()
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        self.check(self.lib.xent_softmax_desc_init_nd(ctypes.byref(d), len(shape), dims, axis, DTYPES[dtype][0],
+                                                      SOFTMAX), "xent_softmax_desc_init_nd")
+        return d
+
+    def softmax(self, d, op, inputs, out, stream):
+        """sm_fwd: out = softmax(x), inputs (x,); sm_bwd: out = dx, inputs (y, dy)."""
+        ptrs = [ctypes.c_void_p(t.data_ptr()) for t in inputs + (out,)]
+        if op == "sm_fwd":
+            self.check(self.lib.xent_softmax_forward(self.handle, ctypes.byref(d), *ptrs, ctypes.c_void_p(stream)),
+                       "xent_softmax_forward")
+        else:
+            self.check(self.lib.xent_softmax_backward(self.handle, ctypes.byref(d), *ptrs, ctypes.c_void_p(stream)),
+                       "xent_softmax_backward")
 
     def run(self, d, op, t, ws, stream):
         self.check(self.lib.xent_ce_run(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(t), ctypes.c_void_p(ws.data_ptr()),
@@ -235,7 +267,100 @@ def run_peers(case, x, y, op, nbytes, timer, device, xent_s):
     return out
 
 
+def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
+    """xent's call checked against PyTorch (checked_errors: one call, its
+    errors), then timed, into result; in the tune group, in every launch
+    shape of TUNE_SHAPES on the same tensors. Returns the errors."""
+    if case["group"] == "tune":
+        # Each launch shape on the same tensors, checked before it is timed;
+        # the first (None) is the tune table's.
+        result["shapes"] = []
+        for asked in TUNE_SHAPES:
+            one = dict(row_shape=list(asked) if asked else None)
+            try:
+                xent.set_row_shape(asked)
+                one["errors"] = checked_errors()
+                one["ok"] = all(e <= TOL[case["dtype"]] for e in one["errors"].values())
+                one["xent_s"] = timer(call)
+                one["xent_tbps"] = nbytes / one["xent_s"] / 1e12
+            except RuntimeError as e:  # a shape the kernel refuses: reported, not timed
+                one.update(error=str(e)[:300], ok=False)
+            finally:
+                xent.set_row_shape(None)
+            result["shapes"].append(one)
+        table = result["shapes"][0]
+        errors = table.get("errors", {})
+        # Wrong results fail the run; a refused shape is only reported.
+        result["ok"] = table["ok"] and all(o["ok"] or "error" in o for o in result["shapes"])
+        result["xent_s"], result["xent_tbps"] = table.get("xent_s", float("nan")), table.get("xent_tbps", 0.0)
+    else:
+        errors = checked_errors()
+        result["ok"] = all(e <= TOL[case["dtype"]] for e in errors.values())
+        result["xent_s"] = timer(call)
+        result["xent_tbps"] = nbytes / result["xent_s"] / 1e12
+    result["errors"] = errors
+    return errors
+
+
+def run_softmax_case(case, xent, timer, device, roofline):
+    """A softmax-family case: xent's kernel checked against PyTorch's in
+    float64 on the same tensors, timed, beside its roofline (a copy of the
+    row's bytes: the forward moves x in and y out, the backward y and dy in
+    and dx out, 1.5 copies) and PyTorch eager in the case's dtype."""
+    _, tdtype = DTYPES[case["dtype"]]
+    shape, axis, op = case["shape"], case["axis"], case["op"]
+    gen = torch.Generator(device=device).manual_seed(1234)
+    x = (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * 4).to(tdtype)
+    d = xent.softmax_desc(shape, axis, case["dtype"])
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
+    out = torch.empty_like(x)
+    if op == "sm_fwd":
+        inputs = (x,)
+        ref = torch.softmax(x.double(), dim=axis)
+        eager = lambda: torch.softmax(x, dim=axis)  # noqa: E731
+    else:
+        # y rounded to the dtype as a forward would give it, and an
+        # upstream dy; PyTorch's softmax backward (its SoftmaxGrad) on the
+        # same values in float64 is the reference.
+        y = torch.softmax(x.float(), dim=axis).to(tdtype)
+        dy = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(tdtype)
+        inputs = (y, dy)
+        ref = torch._softmax_backward_data(dy.double(), y.double(), axis, torch.float64)
+        eager = lambda: torch._softmax_backward_data(dy, y, axis, tdtype)  # noqa: E731
+    ref_max = ref.abs().max().clamp_min(1e-30)
+    call = lambda: xent.softmax(d, op, inputs, out, stream)  # noqa: E731
+
+    def checked_errors():
+        out.fill_(float("nan"))
+        call()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return {"out": ((out.double() - ref).abs().max() / ref_max).item()}
+
+    result = dict(case, shape=list(shape))
+    elem = x.element_size()
+    moves = 2 if op == "sm_fwd" else 3
+    nbytes = moves * x.numel() * elem
+    result["model_bytes"] = nbytes
+    time_xent(case, result, call, checked_errors, xent, timer, nbytes)
+    del ref
+    result["roofline"] = "copy"
+    rs = timer(lambda: roofline.copy(x, out))
+    result["roofline_tbps"] = 2 * x.numel() * elem / rs / 1e12
+    result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
+    if case["torch"]:
+        result["torch_eager_s"] = timer(eager)
+        result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
+        result["speedup_vs_eager"] = result["torch_eager_s"] / result["xent_s"]
+    del x, out, inputs
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
 def run_case(case, xent, timer, device, roofline, compiled_cache):
+    if case["op"] in SOFTMAX_OPS:
+        return run_softmax_case(case, xent, timer, device, roofline)
     dtype_id, tdtype = DTYPES[case["dtype"]]
     shape, axis, op = case["shape"], case["axis"], case["op"]
     gen = torch.Generator(device=device).manual_seed(1234)
@@ -290,34 +415,7 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     elem = x.element_size()
     nbytes = model_bytes(case, elem)
     result["model_bytes"] = nbytes
-    if case["group"] == "tune":
-        # Each launch shape on the same tensors, checked before it is timed;
-        # the first (None) is the tune table's.
-        result["shapes"] = []
-        for asked in TUNE_SHAPES:
-            one = dict(row_shape=list(asked) if asked else None)
-            try:
-                xent.set_row_shape(asked)
-                one["errors"] = checked_errors()
-                one["ok"] = all(e <= TOL[case["dtype"]] for e in one["errors"].values())
-                one["xent_s"] = timer(call)
-                one["xent_tbps"] = nbytes / one["xent_s"] / 1e12
-            except RuntimeError as e:  # a shape the kernel refuses: reported, not timed
-                one.update(error=str(e)[:300], ok=False)
-            finally:
-                xent.set_row_shape(None)
-            result["shapes"].append(one)
-        table = result["shapes"][0]
-        errors = table.get("errors", {})
-        # Wrong results fail the run; a refused shape is only reported.
-        result["ok"] = table["ok"] and all(o["ok"] or "error" in o for o in result["shapes"])
-        result["xent_s"], result["xent_tbps"] = table.get("xent_s", float("nan")), table.get("xent_tbps", 0.0)
-    else:
-        errors = checked_errors()
-        result["ok"] = all(e <= TOL[case["dtype"]] for e in errors.values())
-        result["xent_s"] = timer(call)
-        result["xent_tbps"] = nbytes / result["xent_s"] / 1e12
-    result["errors"] = errors
+    errors = time_xent(case, result, call, checked_errors, xent, timer, nbytes)
     del g_ref
     # The roofline on the same buffers: read the logits, or copy them.
     if op == "fwd":

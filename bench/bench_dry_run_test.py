@@ -37,7 +37,7 @@ class DryRun(unittest.TestCase):
             self.assertFalse(os.path.exists(out + ".json.tmp"))
             results = report["results"]
             self.assertGreaterEqual(len(results), 10)
-            self.assertEqual({r["op"] for r in results}, {"fwd", "bwd", "fwd_bwd"})
+            self.assertEqual({r["op"] for r in results}, {"fwd", "bwd", "fwd_bwd", "sm_fwd", "sm_bwd"})
             for r in results:
                 name = f"{r['group']} {r['op']} {r['dtype']} {r['shape']}"
                 self.assertTrue(r["ok"], f"{name}: {r['errors']}")
@@ -45,7 +45,14 @@ class DryRun(unittest.TestCase):
                 for key in ("xent_s", "xent_tbps", "roofline_tbps", "fraction_of_roofline", "model_bytes"):
                     self.assertGreater(r[key], 0, f"{name}: {key}")
                 self.assertEqual(r["roofline"], "read" if r["op"] == "fwd" else "copy")
-                if r["torch"] and r["op"] != "bwd":
+                if r["torch"] and r["op"] in ("sm_fwd", "sm_bwd"):
+                    # The softmax family beside PyTorch eager on the same
+                    # tensors, checked against its float64 result first.
+                    self.assertEqual(r["group"], "softmax", name)
+                    self.assertEqual(set(r["errors"]), {"out"}, name)
+                    self.assertGreater(r["torch_eager_s"], 0, name)
+                    self.assertEqual(r["model_bytes"], (2 if r["op"] == "sm_fwd" else 3) * 7 * 3001 * 2, name)
+                elif r["torch"] and r["op"] != "bwd":
                     self.assertGreater(r["torch_eager_s"], 0, name)
                     # The PyTorch package's timing line, its loss checked.
                     self.assertGreater(r["xent_package_s"], 0, name)
@@ -61,7 +68,7 @@ class DryRun(unittest.TestCase):
             # The tune group: every launch shape of the sweep ran on the same
             # tensors, agreed with PyTorch and was timed, the table's first.
             tune = [r for r in results if r["group"] == "tune"]
-            self.assertEqual({r["op"] for r in tune}, {"fwd", "bwd", "fwd_bwd"})
+            self.assertEqual({r["op"] for r in tune}, {"fwd", "bwd", "fwd_bwd", "sm_fwd", "sm_bwd"})
             for r in tune:
                 asked = [o["row_shape"] for o in r["shapes"]]
                 # bench.py's TUNE_SHAPES: the table's, 4 to 32 threads a

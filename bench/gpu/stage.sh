@@ -262,7 +262,7 @@ case "$STAGE" in
   bench)
     XENT_GPU_ONLY='' run_step peers 90 install_peers
     run_step bench 250 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
-      --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/bench" --groups large,dtypes,small_vocab,nd
+      --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/bench" --groups large,dtypes,small_vocab,nd,softmax
     # Every launch shape of the tune sweep on the same tensors
     # (xent_set_row_shape): what the specs' tune tables are chosen from.
     run_step tune 150 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
