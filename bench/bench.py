@@ -182,13 +182,9 @@ class Xent:
 
     def softmax(self, d, op, inputs, out, stream):
         """sm_fwd: out = softmax(x), inputs (x,); sm_bwd: out = dx, inputs (y, dy)."""
+        name = "xent_softmax_forward" if op == "sm_fwd" else "xent_softmax_backward"
         ptrs = [ctypes.c_void_p(t.data_ptr()) for t in inputs + (out,)]
-        if op == "sm_fwd":
-            self.check(self.lib.xent_softmax_forward(self.handle, ctypes.byref(d), *ptrs, ctypes.c_void_p(stream)),
-                       "xent_softmax_forward")
-        else:
-            self.check(self.lib.xent_softmax_backward(self.handle, ctypes.byref(d), *ptrs, ctypes.c_void_p(stream)),
-                       "xent_softmax_backward")
+        self.check(getattr(self.lib, name)(self.handle, ctypes.byref(d), *ptrs, ctypes.c_void_p(stream)), name)
 
     def run(self, d, op, t, ws, stream):
         self.check(self.lib.xent_ce_run(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(t), ctypes.c_void_p(ws.data_ptr()),
@@ -302,6 +298,21 @@ def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
     return errors
 
 
+def time_roofline(result, timer, roofline, x, out):
+    """The roofline on the case's own buffers, into result: a read of x
+    (out None: a forward that writes no row), else a copy of x into out."""
+    nbytes = x.numel() * x.element_size()
+    if out is None:
+        result["roofline"] = "read"
+        rs = timer(lambda: roofline.read(x))
+        result["roofline_tbps"] = nbytes / rs / 1e12
+    else:
+        result["roofline"] = "copy"
+        rs = timer(lambda: roofline.copy(x, out))
+        result["roofline_tbps"] = 2 * nbytes / rs / 1e12
+    result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
+
+
 def run_softmax_case(case, xent, timer, device, roofline):
     """A softmax-family case: xent's kernel checked against PyTorch's in
     float64 on the same tensors, timed, beside its roofline (a copy of the
@@ -344,10 +355,7 @@ def run_softmax_case(case, xent, timer, device, roofline):
     result["model_bytes"] = nbytes
     time_xent(case, result, call, checked_errors, xent, timer, nbytes)
     del ref
-    result["roofline"] = "copy"
-    rs = timer(lambda: roofline.copy(x, out))
-    result["roofline_tbps"] = 2 * x.numel() * elem / rs / 1e12
-    result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
+    time_roofline(result, timer, roofline, x, out)
     if case["torch"]:
         result["torch_eager_s"] = timer(eager)
         result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
@@ -417,16 +425,7 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     result["model_bytes"] = nbytes
     errors = time_xent(case, result, call, checked_errors, xent, timer, nbytes)
     del g_ref
-    # The roofline on the same buffers: read the logits, or copy them.
-    if op == "fwd":
-        result["roofline"] = "read"
-        rs = timer(lambda: roofline.read(x))
-        result["roofline_tbps"] = x.numel() * elem / rs / 1e12
-    else:
-        result["roofline"] = "copy"
-        rs = timer(lambda: roofline.copy(x, grad))
-        result["roofline_tbps"] = 2 * x.numel() * elem / rs / 1e12
-    result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
+    time_roofline(result, timer, roofline, x, grad)
 
     if case["torch"] and op != "bwd":
         xg = x.detach().movedim(axis, 1).requires_grad_(op == "fwd_bwd")
