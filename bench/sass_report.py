@@ -497,9 +497,11 @@ def main():
 
 def write_report(out, text, marker, tables):
     """Prints the report, or with out writes it there (relative to the
-    workspace under bazel run) and puts its tables in the README's
+    workspace under bazel run); written to its committed place,
+    bench/results/{marker}.md, it also puts its tables in the README's
     performance section, between <!-- {marker} begin/end --> (the ISA
-    report's too)."""
+    report's too), so that the README shows what that file holds and a
+    report written elsewhere (an experiment's) leaves the README alone."""
     if not out:
         print(text)
         return
@@ -509,6 +511,8 @@ def write_report(out, text, marker, tables):
     with open(path, "w") as f:
         f.write(text)
     print(f"wrote {path}")
+    if os.path.relpath(path, root) != os.path.join("bench", "results", f"{marker}.md"):
+        return
     readme = os.path.join(root, "README.md")
     begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
     body = open(readme).read() if os.path.exists(readme) else ""
