@@ -17,13 +17,17 @@ with the share of the CU's vector issue that asks at the roofline.
 How the machine code is read (bench/amdgpu_code.py: the code object for the
 target out of the object's offload bundle, llvm-objdump's disassembly): a
 loop is a backward branch. The main loop of a pass is the innermost loop
-holding 16-byte global loads. Its path is the shortest from the loop head to
-its backward branch, where a conditional branch to inside the loop may be
-taken if it skips no 16-byte access (global, or LDS for the strided shape's
-staging): on AMD a divergent `if` is a branch over its block when no lane
-takes it (s_cbranch_execz), and the run-time options' blocks (soft cap,
-smoothing, weights, the label's element) are skipped that way, so the path
-is a wave's with the options off and no label in its vector. Of loops with
+holding 16-byte global loads. Its path runs from the loop head to its
+backward branch: of the paths, those with the most 16-byte loads; of those,
+the ones with one 16-byte store per vector of the pass's result (a vector
+of each input it reads: y and dy for the softmax backward), where a pass
+writes; then the fewest instructions. On AMD a divergent `if` is a branch
+over its block when no lane takes it (s_cbranch_execz), so the run-time
+options' blocks (soft cap, smoothing, weights, the label's element) are
+skipped, and so are a gradient's f32-output stores (two a vector, an
+option) and the element-wise side of a per-lane alignment test (clang
+merges its stores into one 16-byte store there too): the path is a wave's
+with the options off, aligned rows and no label in its vector. Of loops with
 as many loads (a walk compiled several times: plain, with the run-time
 options, with the optional outputs), the shortest path; in the strided
 shape the path with the most staged accesses first, the plain walk's full
@@ -233,42 +237,62 @@ def natural_loops(succ, idom, preds):
     return loops
 
 
-def iteration(insns, spans, succ, idom, header, body, wide):
+def iteration(insns, spans, succ, idom, header, body, wide, streams=1, fullest=False):
     """One iteration of the loop: from its header to a block that branches
-    back to it, through the body without the back edges of loops inside it,
-    the path with the most `wide` accesses and of those the fewest
-    instructions (the module's docstring). Instructions, in path order."""
-    weight = {b: (sum(1 for i in range(spans[b][0], spans[b][1] + 1) if wide(insns[i][1])),
-                  spans[b][1] - spans[b][0] + 1) for b in body}
+    back to it, through the body without the back edges of loops inside it
+    (the module's docstring), in path order. Of the paths, those with the
+    most 16-byte loads; of those, the ones whose 16-byte stores come nearest
+    one per `streams` loads (a pass's result is one vector per vector of
+    each input it reads: the f32-output option's two stores a vector and the
+    second side of a per-lane alignment test are not the bf16 result's
+    path); then the fewest instructions. fullest (the strided shape): the
+    most `wide` accesses first, then the fewest instructions."""
+    def weight(b):
+        ops = [insns[i][1] for i in range(spans[b][0], spans[b][1] + 1)]
+        if fullest:
+            return (sum(1 for op in ops if wide(op)), 0), len(ops)
+        return (sum(1 for op in ops if is_load16(op)), sum(1 for op in ops if is_store16(op))), len(ops)
+
+    # memo[b]: {(loads, stores) from b to the back edge: (instructions, next
+    # block, its key)}, the fewest instructions for each count.
     memo = {}
 
-    def best(b):
+    def paths(b):
         if b in memo:
             return memo[b]
-        memo[b] = None  # guards against a cycle the back edges missed
-        choices = []
+        memo[b] = {}  # guards against a cycle the back edges missed
+        (l, st), n = weight(b)
+        out = {}
         for c in succ[b]:
             if c == header:
-                choices.append(((0, 0), None))
+                options = {(0, 0): (0, None, None)}
             elif c in body and not dominates(idom, c, b):
-                r = best(c)
-                if r is not None:
-                    choices.append((r[0], c))
-        if choices:
-            (w, n), c = max(choices, key=lambda x: (x[0][0], -x[0][1]))
-            memo[b] = ((w + weight[b][0], n + weight[b][1]), c)
-        return memo[b]
+                options = paths(c)
+            else:
+                continue
+            for (cl, cs), (cn, _, _) in options.items():
+                key, val = (cl + l, cs + st), (cn + n, None if c == header else c, (cl, cs))
+                if key not in out or val[0] < out[key][0]:
+                    out[key] = val
+        memo[b] = out
+        return out
     sys.setrecursionlimit(max(10000, 4 * len(body) + 100))
-    if best(header) is None:
+    found = paths(header)
+    if not found:
         return []
+    loads = max(k[0] for k in found)
+    if fullest:
+        key = min((k for k in found if k[0] == loads), key=lambda k: found[k][0])
+    else:
+        key = min((k for k in found if k[0] == loads), key=lambda k: (abs(k[1] * streams - loads), found[k][0]))
     path, b = [], header
     while b is not None:
         path += insns[spans[b][0]:spans[b][1] + 1]
-        b = memo[b][1]
+        _, b, key = memo[b][key]
     return path
 
 
-def main_passes(insns, passes, wide, writes_result, fullest=False):
+def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
     """The main loop of each pass: the innermost loops that hold 16-byte
     global loads (natural loops of the control-flow graph: clang lays a
     loop's blocks out in any order, its entry anywhere), each as one
@@ -279,7 +303,8 @@ def main_passes(insns, passes, wide, writes_result, fullest=False):
     among loops with as many loads, the path with the most staged accesses
     first: the walk of the optional outputs keeps a step's per-class work in
     a loop of its own (kCompact), so that its path holds one class's staged
-    accesses where a full step's holds all of them."""
+    accesses where a full step's holds all of them. streams: the inputs a
+    pass reads a vector of for each vector of its result (iteration's)."""
     spans, succ = blocks(insns)
     idom, preds = dominators(succ)
     loops = natural_loops(succ, idom, preds)
@@ -289,7 +314,7 @@ def main_passes(insns, passes, wide, writes_result, fullest=False):
         # Innermost: no loop inside it holds a 16-byte load of its own.
         if not body & has_load or any(h2 != h and h2 in body and loops[h2] & has_load for h2 in loops):
             continue
-        path = iteration(insns, spans, succ, idom, h, body, wide)
+        path = iteration(insns, spans, succ, idom, h, body, wide, streams, fullest)
         vec = sum(1 for _, op, _, _ in path if is_load16(op))
         if not vec:
             continue
@@ -377,7 +402,9 @@ def report(gen, objects, llvm_bin, arch):
             # tune tables' `rows` floors; the HIP tables have no on-chip shapes.
             threads = launch_shapes.pick(launch_shapes.table(text), C)[0]
         wide = is_staged if shape == "COLUMN" else is_wide
-        found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN")
+        # The softmax backward reads y and dy for each vector it writes.
+        streams = 2 if key.startswith("sm_bwd") else 1
+        found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN", streams=streams)
         per_simd, per_cu, limit = residency(meta, threads)
         loop_info = []
         for path in found:
