@@ -146,6 +146,24 @@ void tu_free_manifest(char** keys, int count) {
   free(keys);
 }
 
+int tu_test_shard(int* index, int* count) {
+  const char* total = getenv("TEST_TOTAL_SHARDS");
+  const char* at = getenv("TEST_SHARD_INDEX");
+  *count = total ? atoi(total) : 1;
+  *index = at ? atoi(at) : 0;
+  if (*count < 1 || *index < 0 || *index >= *count) {
+    fprintf(stderr, "bad test shard: TEST_SHARD_INDEX=%s of TEST_TOTAL_SHARDS=%s\n", at ? at : "(unset)",
+            total ? total : "(unset)");
+    return -1;
+  }
+  const char* status = getenv("TEST_SHARD_STATUS_FILE");
+  if (status) {
+    FILE* f = fopen(status, "w");
+    if (f) fclose(f);
+  }
+  return 0;
+}
+
 uint64_t tu_next_u64(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -26,6 +26,13 @@ int tu_parse_key(const char* key, xent_op* op, xent_ce_desc* desc);
 int tu_read_manifest(const char* path, char*** keys);
 void tu_free_manifest(char** keys, int count);
 
+/* This process's share of a test sharded by Bazel (a cc_test's
+   shard_count): *index of *count from TEST_SHARD_INDEX and
+   TEST_TOTAL_SHARDS (0 of 1 unsharded), and the status file touched that
+   says the test shards. A shard runs the items i with i % *count == *index.
+   Returns 0, or -1 for a malformed pair (printed). */
+int tu_test_shard(int* index, int* count);
+
 /* Inputs for one call, in host memory, in the descriptor's types and layout. */
 typedef struct tu_inputs {
   void* logits;       /* [N*C] */

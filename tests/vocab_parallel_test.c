@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   static const char* const reductions[] = {"none", "sum", "mean"};
   const int skip_huge = getenv("XENT_EMU_SKIP_HUGE") != NULL;
   const int64_t max_elements = skip_huge ? MAX_ELEMENTS_SKIP_HUGE : MAX_ELEMENTS;
+  /* Bazel's test sharding (tests/BUILD's shard_count): every other variant
+     a shard, so that the tail of a test run keeps both of CI's cores busy. */
+  int shard, shards;
+  if (tu_test_shard(&shard, &shards) != 0) return 2;
   int failures = 0, runs = 0, variant = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
           char key[96];
           snprintf(key, sizeof key, "ce_%s_%s_%s_%s", ops[o], dtypes[dt], labels[l], reductions[r]);
           if (argc > 2 && fnmatch(argv[2], key, 0) != 0) continue;
+          if (variant % shards != shard) continue;
           for (int c = 0; c < tu_ncases; ++c) {
             const tu_case* tc = &tu_cases[c];
             if (tc->rows * tc->classes > max_elements || tc->rows > MAX_ROWS) continue;
@@ -75,7 +80,7 @@ int main(int argc, char** argv) {
           }
         }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  printf("%s rendering: %d vocabulary-parallel calls in %.1f s\n", argv[1], runs,
+  printf("%s rendering, shard %d of %d: %d vocabulary-parallel calls in %.1f s\n", argv[1], shard + 1, shards, runs,
          (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
   printf("%d passed, %d failed\n", runs - failures, failures);
   return failures ? 1 : 0;
