@@ -67,6 +67,10 @@ function M.for_variant(v, target)
     -- xent_widen_<dtype>(vec, out): a 16-byte vector into the accumulation type.
     widen = "xent_widen_" .. v.dtype,
     from_acc = from_acc,
+    -- from_acc as a function object (xent_to_<dtype>: an element, and two
+    -- 16-bit ones into a word), the conversion xent_output and
+    -- xent_row_walk2 take.
+    to_storage = "xent_to_" .. v.dtype,
     -- C for an element of a loss or gradient buffer (and dloss), which is in
     -- the logits dtype or, where the call's `flag` (a C expression) says so,
     -- f32 (mixed only): one uniform branch per access. get(ptr, idx, flag)

@@ -381,7 +381,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
 #line 740 "templates/cross_entropy.tmpl"
-    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, [](const float d) { return xent_store_f16(d); });
+    const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_f16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.

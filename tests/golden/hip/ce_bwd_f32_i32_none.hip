@@ -291,7 +291,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     };
     const bool extras = a.grad_bias;
 #line 740 "templates/cross_entropy.tmpl"
-    const auto grad_out = xent_output<float>(a.grad, false, [](const float d) { return xent_store_f32(d); });
+    const auto grad_out = xent_output<float>(a.grad, false, xent_to_f32());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
