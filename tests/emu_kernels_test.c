@@ -37,10 +37,6 @@ int main(int argc, char** argv) {
      skips it (the plain pass runs it). */
   const int skip_huge = getenv("XENT_EMU_SKIP_HUGE") != NULL;
   if (skip_huge) printf("XENT_EMU_SKIP_HUGE is set: the case with more rows than blocks is not run\n");
-  /* Bazel's test sharding (tests/BUILD's shard_count): shard i of n runs
-     the keys k with k % n == i, so that the shards of both renderings keep
-     both of CI's cores busy to the end (one rendering's test ran alone for
-     two minutes at the end of .ci/run's suite and again of its ASan pass). */
   /* Bazel's test sharding (tests/BUILD's shard_count): every other variant
      a shard, so that the shards of both renderings keep both of CI's cores
      busy to the end (one rendering's test ran alone for two minutes at the
