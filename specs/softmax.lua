@@ -65,8 +65,11 @@ tune "cuda" {
 -- AMD: a 1024-thread block leaves a wave 128 registers (cross_entropy.lua
 -- says why); the f64 forward needs a few more (it spilled 16 and 24 bytes
 -- per lane at 1024) and takes blocks of 512, the rest fit and keep 1024.
+-- The f64 backward takes 512 too: rendered for NVIDIA (runtime/hip_on_cuda),
+-- a block of 1024 leaves a thread 64 registers, and its log-softmax rows
+-- spilled 128 bytes there (bench/gpu/build.sh's check).
 tune "hip" {
-  when = { op = "fwd", dtype = "f64" },
+  when = { dtype = "f64" },
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 128, row_threads = 8, block = 256 },
