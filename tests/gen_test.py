@@ -231,6 +231,36 @@ class SpecErrors(unittest.TestCase):
                 self.assertIn(f"constexpr int kRowLoads = {loads};", text)  # as in cross_entropy.tmpl
                 self.assertIn("xent_row_each_vec<kRowLoads, kColumn>(", text)
 
+    def test_tune_resident_mistakes(self):
+        """resident: threads per SM, CUDA's only, a whole number of the
+        largest block (1024 in AXES's CUDA tune)."""
+        def with_resident(value, target="cuda"):
+            line = 'tune "%s" { strided = 256, ' % target
+            return HEADER + AXES.replace(line, line + f"resident = {value}, ")
+        for bad in ("0", "2049", "1.5", '"full"'):
+            self.check(with_resident(bad), TUNE_CUDA, "resident must be a whole number of threads per SM, 1 to 2048, got")
+        self.check(with_resident(1536), TUNE_CUDA, "resident must be a whole number of the largest block (1024 threads), got 1536")
+        self.check(with_resident(512, "hip"), TUNE_HIP, "resident is CUDA's (ptxas's launch bounds)")
+
+    def test_tune_resident_reaches_the_launch_bounds(self):
+        """A CUDA tune's resident / largest block is the row kernels' minimum
+        blocks per SM in __launch_bounds__ (1 without it, and on HIP)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for resident, blocks in (("", 1), ("resident = 2048, ", 2)):
+                spec = os.path.join(tmp, "ce.lua")
+                with open(spec, "w") as f:
+                    f.write(HEADER + AXES.replace('tune "cuda" { strided = 256, ', 'tune "cuda" { strided = 256, ' + resident))
+                for target, want in (("cuda", blocks), ("hip", 1)):
+                    out = os.path.join(tmp, target + str(blocks))
+                    r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    ext = ".cu" if target == "cuda" else ".hip"
+                    with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
+                        text = f.read()
+                    # as cross_entropy.tmpl writes the rows kernel's bounds
+                    self.assertRegex(text, r"__launch_bounds__\(kShape == XENT_COLUMN \? 256 : %d,\s+kShape == XENT_COLUMN \? "
+                                     r"XENT_COLUMN_MIN_BLOCKS\(256, \d+\) : %d\)" % (1024 if target == "cuda" else 256, want))
+
     def test_tune_when_unknown_value(self):
         self.check(HEADER + AXES + 'tune "cuda" { when = { dtype = "f8" }, strided = 256, { row_threads = 1, block = 32 } }\n',
                    NEXT, "tune \"cuda\" when: unknown dtype 'f8'")

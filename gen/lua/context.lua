@@ -29,19 +29,20 @@ end
 -- The launch shapes dsl.lua chose for the variant on this target (its
 -- launch_shapes() text): the strided block size, the C initializer of the
 -- xent_row_shape table the launcher picks from, the largest block (the
--- kernel's launch bounds), whether a shape holds rows on chip, and the
--- loads in flight per thread.
+-- kernel's launch bounds), whether a shape holds rows on chip, the loads in
+-- flight per thread, and the threads per SM the launch bounds ask room for
+-- (0: not asked).
 local function launch_shapes(text)
-  local strided, loads = text:match("^strided=(%d+) loads=(%d+)")
-  strided, loads = tonumber(strided), tonumber(loads)
+  local strided, loads, resident = text:match("^strided=(%d+) loads=(%d+) resident=(%d+)")
+  strided, loads, resident = tonumber(strided), tonumber(loads), tonumber(resident)
   local shapes, largest, on_chip = {}, 0, false
   for classes, group, block, bytes, rows in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+):(%d+)") do
     shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. ", " .. rows .. "}"
     largest = math.max(largest, tonumber(block))
     on_chip = on_chip or tonumber(bytes) > 0
   end
-  assert(strided and loads and #shapes > 0, "malformed launch shapes: " .. text)
-  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads
+  assert(strided and loads and resident and #shapes > 0, "malformed launch shapes: " .. text)
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads, resident
 end
 
 function M.for_variant(v, target)
@@ -49,8 +50,8 @@ function M.for_variant(v, target)
   local sym = M.symbols(target, v.key)
   local tune = v["tune_" .. target]
   local chunk_bytes = tune:match("^chunk=(%d+)$")
-  local strided, shapes, largest, on_chip, loads
-  if not chunk_bytes then strided, shapes, largest, on_chip, loads = launch_shapes(tune) end
+  local strided, shapes, largest, on_chip, loads, resident
+  if not chunk_bytes then strided, shapes, largest, on_chip, loads, resident = launch_shapes(tune) end
   local mixed = v.dtype == "f16" or v.dtype == "bf16"
   local T, A, to_acc, from_acc = d.storage, d.acc, "xent_load_" .. v.dtype, "xent_store_" .. v.dtype
   return {
@@ -103,6 +104,9 @@ function M.for_variant(v, target)
     -- The 16-byte loads a thread keeps in flight in a contiguous row's walk
     -- (the walks' kInFlight; the spec's tune `loads`).
     row_loads = loads,
+    -- The blocks per SM the row kernels' launch bounds ask room for: the
+    -- spec's tune `resident` over the largest block, 1 where not given.
+    row_min_blocks = resident and resident > 0 and resident // largest or 1,
     -- linear_cross_entropy: the bytes of logits one chunk may hold.
     chunk_bytes = chunk_bytes,
   }

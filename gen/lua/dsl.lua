@@ -90,6 +90,9 @@ M.max_block = 1024
 -- A tune's `loads`: 16-byte loads in flight per thread in a row walk (64
 -- registers' worth at most: beyond that no kernel keeps its other state).
 M.default_loads, M.max_loads = 4, 16
+-- A CUDA tune's `resident`: threads per SM the row kernels' launch bounds
+-- ask room for (an SM holds at most 2048 threads on sm_80 to sm_100).
+M.max_resident = 2048
 
 local function index_of(list, value)
   for i, v in ipairs(list) do
@@ -364,6 +367,11 @@ local function make_env(path, st, lib)
   -- flight per SM are resident threads x n x 16, which Little's law asks of
   -- a memory-bound kernel (bench/sass_report.py reads it back); each load
   -- holds 4 registers (CUDA) or VGPRs (HIP) until used.
+  -- resident = n (CUDA only; threads per SM, a multiple of the largest
+  -- block): the row kernels' launch bounds ask for n / block resident
+  -- blocks, so that ptxas keeps each thread within 65536 / n registers. Without
+  -- it ptxas may use up to 65536 / block, fewer threads stay resident, and
+  -- fewer bytes are in flight (bench/sass_report.py's rows).
   function env.tune(target)
     need_family("tune")
     local here = where()
@@ -393,10 +401,19 @@ local function make_env(path, st, lib)
               ", got " .. tostring(v))
           end
           rule.loads = v
+        elseif k == "resident" then
+          if target ~= "cuda" then
+            fail_at(here2, what .. ": resident is CUDA's (ptxas's launch bounds); a HIP kernel's occupancy follows its block")
+          end
+          if math.type(v) ~= "integer" or v < 1 or v > M.max_resident then
+            fail_at(here2, what .. ": resident must be a whole number of threads per SM, 1 to " .. M.max_resident ..
+              ", got " .. tostring(v))
+          end
+          rule.resident = v
         elseif k == "when" then
           rule.when = parse_rule(v, here2, what .. " when")
         elseif math.type(k) ~= "integer" then
-          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (expected strided, loads, when and a list of shapes)")
+          fail_at(here2, what .. ": unknown field '" .. tostring(k) .. "' (expected strided, loads, resident, when and a list of shapes)")
         end
       end
       if not rule.strided then fail_at(here2, what .. ": missing strided = <threads per block for a strided class axis>") end
@@ -469,6 +486,14 @@ local function make_env(path, st, lib)
         rule.shapes[i] = { classes = bound or -1, group = group, block = block, on_chip = (on_chip or 0) * 1024,
                            rows = floor or 0 }
       end
+      if rule.resident then
+        local widest = 0
+        for _, s in ipairs(rule.shapes) do widest = math.max(widest, s.block) end
+        if rule.resident % widest ~= 0 then
+          fail_at(here2, what .. ": resident must be a whole number of the largest block (" .. widest ..
+            " threads), got " .. rule.resident)
+        end
+      end
       st.tunes[#st.tunes + 1] = rule
     end
   end
@@ -515,9 +540,9 @@ end
 
 -- A variant's launch shapes on one target, as one line of text the C half
 -- carries to the renderer (context.lua reads it back): "strided=<threads>
--- loads=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>:<rows>" per shape;
+-- loads=<n> resident=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>:<rows>" per shape;
 -- classes -1 = any C, row_threads 0 = the whole block, on_chip 0 = not,
--- rows 0 = any number of rows. For
+-- rows 0 = any number of rows, resident 0 = not given. For
 -- a chunk tune (linear_cross_entropy): "chunk=<bytes of logits>".
 local function launch_shapes(st, v, target)
   for _, rule in ipairs(st.tunes) do
@@ -530,7 +555,8 @@ local function launch_shapes(st, v, target)
         fail_at(rule.where, "tune \"" .. target .. "\": on_chip serves op " .. quoted_list(ops) .. " only in family " ..
           st.family .. ", and variant " .. v.key .. " is op " .. v.op .. " (limit this tune with when = { op = " .. want .. " })")
       end
-      local parts = { "strided=" .. rule.strided, "loads=" .. (rule.loads or M.default_loads) }
+      local parts = { "strided=" .. rule.strided, "loads=" .. (rule.loads or M.default_loads),
+                      "resident=" .. (rule.resident or 0) }
       for _, s in ipairs(rule.shapes) do
         parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip .. ":" .. s.rows
       end

@@ -75,9 +75,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
 #line 182 "templates/cross_entropy.tmpl"
-// Launch bounds: the largest block of the spec's shapes, and at least one
-// block per SM, which lets ptxas use the registers the fused paths need
-// without spilling; the strided shape asks for more resident blocks (768
+// Launch bounds: the largest block of the spec's shapes, and one block per
+// SM (or the tune's `resident` threads), which lets ptxas use the registers
+// the fused paths need without spilling; the strided shape asks for more resident blocks (768
 // threads per SM for the forward, 512 where the gradient's or the per-token
 // statistics' state is live, one block for f64's doubled registers and for
 // the soft labels' gradient, which also loads the labels; each measured free
