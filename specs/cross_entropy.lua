@@ -81,9 +81,14 @@ tune "cuda" {
 -- 262144 classes (2.48 and 2.58 TB/s of copy against 2.24 and 2.16) and
 -- lost at 32768 (2.46 against 2.61): clusters of 256-thread blocks keep
 -- 16K < C <= 32K and the rows of calls too few for a warp each.
+-- In flight: nine 16-byte loads a thread, 72 KB an SM at 16 warps for both
+-- passes and both shapes, where four held 32 KB, half what a B200 asks
+-- (bench/results/sass_report.md); 124 to 128 registers. At ten (the
+-- forward's) the f16 on-chip kernel spilled 28 bytes on sm_100.
 tune "cuda" {
   when = { op = "fwd_bwd" },
   strided = 256,
+  loads = 9,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 2048, row_threads = 8, block = 256 },
@@ -95,13 +100,18 @@ tune "cuda" {
   { row_threads = "block", block = 512 },
 }
 -- The gradient from the saved lse holds more per thread than the 64
--- registers a 1024-thread block leaves: 512 at most. Measured: 8 threads a
--- row at 1024 and 4096 classes (3.2 and 3.3 TB/s of copy against 2.5 and
--- 1.7), a warp a row in blocks of 256 past that (within 2% of the best
--- shape at 32768, 131072 and 262144; a block of 512 a row 4-24% slower).
+-- registers a 1024-thread block leaves: 512 at most. Measured (H200, four
+-- loads in flight): 8 threads a row at 1024 and 4096 classes (3.2 and 3.3
+-- TB/s of copy against 2.5 and 1.7), a warp a row in blocks of 256 past
+-- that (within 2% of the best shape at 32768, 131072 and 262144; a block of
+-- 512 a row 4-24% slower).
+-- Ten loads in flight a thread (32 KB an SM at four; a B200 asks 67): 80 KB
+-- at 16 warps in 122 to 128 registers, the f32 one on sm_90 at 16 warps
+-- where four left it 24.
 tune "cuda" {
   when = { op = "bwd" },
   strided = 256,
+  loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 4096, row_threads = 8, block = 256 },

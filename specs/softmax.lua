@@ -32,16 +32,24 @@ tune "cuda" {
 -- memory each), so that its output pass reads the row from there: one read
 -- and one write of the row instead of two reads and a write. A 128K bf16 row
 -- takes a cluster of 4, f32 of 8; longer rows take the last shape.
+-- In flight: six 16-byte loads a thread at 24 warps an SM, 72 KB, over the
+-- 67 KB a B200 asks (bench/results/sass_report.md). 64 KiB of shared memory
+-- a block leaves the on-chip shape 3 blocks an SM anyway; `resident` keeps
+-- ptxas within the 80 registers that 24 warps leave (unbounded, it took 96
+-- to 121 and held 16 warps, 40 to 48 KB), and blocks of 1024 (64
+-- registers) spilled at 5 loads or more.
 tune "cuda" {
   when = { op = "fwd" },
   strided = 256,
+  loads = 6,
+  resident = 768,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 256, row_threads = 8, block = 256 },
   { classes = 2048, row_threads = 32, block = 256 },
   { classes = 16384, row_threads = "block", block = 256 },
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
-  { row_threads = "block", block = 1024 },
+  { row_threads = "block", block = 256 },
 }
 -- The backward keeps ten 16-byte loads in flight per thread, five of y and
 -- five of dy (xent_row_walk2's batch), 80 KB an SM at 16 warps, over the

@@ -89,7 +89,7 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
 xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
-  constexpr int kRowLoads = 4;  // 16-byte loads in flight per thread (the spec's tune)
+  constexpr int kRowLoads = 10;  // 16-byte loads in flight per thread (the spec's tune)
   const float* x = (const float*)a.logits;
 #line 201 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
