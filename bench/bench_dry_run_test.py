@@ -75,7 +75,16 @@ class DryRun(unittest.TestCase):
                 # row, a row a block of 128 to 512.
                 self.assertEqual(asked, [None, [4, 256], [8, 256], [16, 256], [32, 256], [32, 512],
                                          [0, 128], [0, 256], [0, 512]])
+                # A block past the row kernel's launch bounds is refused at
+                # the launch, as on a GPU (xent_set_row_shape), reported and
+                # not timed: the softmax forward's are 256 (specs/softmax.lua:
+                # resident = 768), the others' 512.
+                bound = 256 if r["op"] == "sm_fwd" else 512
                 for o in r["shapes"]:
+                    if o["row_shape"] and o["row_shape"][1] > bound:
+                        self.assertFalse(o["ok"], f"tune {r['op']} {o}")
+                        self.assertIn("past the kernel's launch bounds", o.get("error", ""), f"tune {r['op']} {o}")
+                        continue
                     self.assertTrue(o["ok"], f"tune {r['op']} {o}")
                     self.assertGreater(o["xent_s"], 0)
                 self.assertEqual(r["xent_s"], r["shapes"][0]["xent_s"])

@@ -226,8 +226,8 @@ xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
    two from 32 to 1024, threads_per_row 0 or a power of two up to 64 (else
    XENT_ERROR_INVALID_ARGUMENT). What depends on the kernel is checked at
    each launch, as a GPU would: a block larger than the kernel's largest
-   tuned block (its launch bounds: 512 for most row kernels, 256 for f64),
-   a block that is not whole warps (32 lanes; 64 on HIP) or more threads a
+   tuned block (its launch bounds; on CUDA 512 for most row kernels, 256
+   for f64 and the softmax forward), a block that is not whole warps (32 lanes; 64 on HIP) or more threads a
    row than a warp make the call fail with XENT_ERROR_DEVICE, naming the
    kernel. Set it between calls, not while another thread calls on the
    handle. */
