@@ -101,6 +101,10 @@ class SpecErrors(unittest.TestCase):
 
     def test_bad_min_arch(self):
         self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", NEXT, "min_arch.cuda must be an SM number")
+        # Upper-case hex passed the DSL and failed in the C half with an
+        # internal error naming no spec (the fuzzer's find, stop 52).
+        for bad in ('"gfxB0a"', '"gfx"', '"GFX90A"', "90"):
+            self.check(HEADER + AXES + f"min_arch {{ hip = {bad} }}\n", NEXT, "min_arch.hip must be a gfx name")
 
     def test_tune_unknown_target(self):
         self.check(HEADER + AXES + 'tune "sycl" { strided = 256 }\n', NEXT, 'tune expects a target in quotes (cuda, hip)')

@@ -304,7 +304,9 @@ local function make_env(path, st, lib)
           fail_at(here, "min_arch.cuda must be an SM number such as 70 or 90")
         end
       elseif k == "hip" then
-        if type(v) ~= "string" or not v:match("^gfx%x+$") then
+        -- Lower case, as the C half and the compilers take it (%x would
+        -- let "gfxB0a" through to an internal error there).
+        if type(v) ~= "string" or not v:match("^gfx[0-9a-f]+$") then
           fail_at(here, "min_arch.hip must be a gfx name such as \"gfx90a\"")
         end
       else
