@@ -77,12 +77,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_bwd_
 #line 182 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and one block per
 // SM (or the tune's `resident` threads), which lets ptxas use the registers
-// the fused paths need without spilling; the strided shape asks for more resident blocks (768
-// threads per SM for the forward, 512 where the gradient's or the per-token
-// statistics' state is live, one block for f64's doubled registers and for
-// the soft labels' gradient, which also loads the labels; each measured free
-// of spills with ptxas -v), its loads in flight being per thread: 64 bytes
-// each on its 16-byte path (xent_column_walk), 48 and 32 KB per SM.
+// the fused paths need without spilling; the strided shape asks for more
+// resident blocks (768 threads per SM for the forward, 512 where the
+// gradient's or the per-token statistics' state is live, one block for
+// f64's doubled registers and for the soft labels' gradient, which also
+// loads the labels; each measured free of spills with ptxas -v): its loads
+// in flight are per thread (64 bytes each, xent_column_walk: 48 and 32 KB).
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 512) : 1)
