@@ -51,16 +51,18 @@ min_arch { cuda = 70, hip = "gfx90a" }
 -- rows in a block (row_threads threads each, reduced with warp shuffles) so
 -- that no lane idles on a short row; strided rows (class axis not last) take
 -- one thread each. The CUDA tables of bf16, fp16 and f32 come from the
--- H200's tune group (bench/results/2026-11-27-NVIDIA-H200/tune.json, bf16
--- at 1024 to 262144 classes, 8192 to 1M rows): a row's fixed cost (its
--- set-up, the clamped last batch of loads, the reduction) is paid once per
--- thread, so a thread wants many vectors of its row. 8 threads a row won at
--- 1024 and 4096 classes (fwd 2.0x and 4.8x the block-per-row shapes), a warp
--- a row from 32768 up (fwd 3.6-4.1 TB/s against 1.4-3.2 for a block a row):
--- no block barrier, and a warp's row never waits on another's. A warp a
--- row leaves SMs idle on a few long rows (an H200 holds ~2100 warps of
--- these kernels), so below 2048 rows long rows keep a block each (not yet
--- measured: the tune group's 2048 and 512 row cases are for that).
+-- H200's tune groups (the fourth run's bench/results/2026-11-27-NVIDIA-H200/
+-- tune.json and the fifth's, -3db0cf0/, bf16 at 1024 to 262144 classes, 512
+-- to 1M rows): a row's fixed cost (its set-up, the clamped last batch of
+-- loads, the reduction) is paid once per thread, so a thread wants many
+-- vectors of its row. Few threads a row win on short rows (the fifth run's
+-- forward: 4 a row at 1024 to 16384 classes, 2.50 to 3.17 TB/s against
+-- 2.02 to 3.10 for 8), a warp a row from 32768 up (3.2-3.9 against 2.6-3.7
+-- for the best block a row): no block barrier, and a warp's row never waits
+-- on another's. Few threads a row leave SMs idle on few rows (an H200 holds
+-- ~2100 warps of these kernels): 4 a row need 16384 rows, a warp a row
+-- 2048 (measured at 131072 classes: at 2048 rows a warp a row read 2.43
+-- TB/s against 1.99 for the best block, at 512 rows 0.72 against 1.02).
 -- f64 first (not measured): its fused gradient with the soft cap's tanh
 -- needs more registers than a 512- or 1024-thread block leaves a thread,
 -- and spills.
@@ -76,11 +78,14 @@ tune "cuda" {
 -- The fused kernels can hold a long row on chip (on_chip: KiB of shared
 -- memory per block of a cluster of up to 8 blocks on sm_90), so that the
 -- gradient pass reads it from there rather than from memory again: 2
--- passes over the logits' bytes instead of 3 ("Rows on chip"). Measured,
--- a warp a row that reads the row twice from memory beat it at 131072 and
--- 262144 classes (2.48 and 2.58 TB/s of copy against 2.24 and 2.16) and
--- lost at 32768 (2.46 against 2.61): clusters of 256-thread blocks keep
--- 16K < C <= 32K and the rows of calls too few for a warp each.
+-- passes over the logits' bytes instead of 3 ("Rows on chip"). Measured
+-- (the fifth run, nine loads), a warp a row that reads the row twice from
+-- memory beat it at every row count that fills the GPU: 2.47 TB/s of copy
+-- against 1.99 at 32768 classes (the fourth run, at four loads: 2.42
+-- against 2.61), level at 2048 rows of 131072; and at 512 rows of 131072 a
+-- block of 256 without it beat it (1.10 against 0.96). A cluster splits a
+-- row over up to 8 SMs, which only rows too few for the GPU's SMs need:
+-- it keeps the calls of fewer than 512 rows (not yet measured there).
 -- In flight: nine 16-byte loads a thread, 72 KB an SM at 16 warps for both
 -- passes and both shapes, where four held 32 KB, half what a B200 asks
 -- (bench/results/sass_report.md); 124 to 128 registers. At ten (the
@@ -91,20 +96,21 @@ tune "cuda" {
   loads = 9,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
+  { classes = 1024, row_threads = 4, block = 256, rows = 16384 },
   { classes = 2048, row_threads = 8, block = 256 },
   { classes = 4096, row_threads = 32, block = 256 },
-  { classes = 16384, row_threads = "block", block = 256 },
-  { classes = 32768, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = 32, block = 512, rows = 2048 },
+  { classes = 16384, row_threads = "block", block = 256 },
+  { classes = 262144, row_threads = "block", block = 256, rows = 512 },
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
-  { row_threads = "block", block = 512 },
+  { row_threads = "block", block = 256 },
 }
 -- The gradient from the saved lse holds more per thread than the 64
--- registers a 1024-thread block leaves: 512 at most. Measured (H200, four
--- loads in flight): 8 threads a row at 1024 and 4096 classes (3.2 and 3.3
--- TB/s of copy against 2.5 and 1.7), a warp a row in blocks of 256 past
--- that (within 2% of the best shape at 32768, 131072 and 262144; a block of
--- 512 a row 4-24% slower).
+-- registers a 1024-thread block leaves: 512 at most. Measured (H200, the
+-- fifth run, ten loads): 4 threads a row at 1024 classes (3.81 TB/s of
+-- copy against 3.61 for 8), 8 at 2048 and 4096 (within 3% of the best), a
+-- warp a row in blocks of 256 past that (within 3% of the best shape at
+-- 16384 to 262144).
 -- Ten loads in flight a thread (32 KB an SM at four; a B200 asks 67): 80 KB
 -- at 16 warps in 122 to 128 registers, the f32 one on sm_90 at 16 warps
 -- where four left it 24.
@@ -114,6 +120,7 @@ tune "cuda" {
   loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
+  { classes = 1024, row_threads = 4, block = 256, rows = 16384 },
   { classes = 4096, row_threads = 8, block = 256 },
   { row_threads = 32, block = 256, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
@@ -123,17 +130,22 @@ tune "cuda" {
 -- with the run-time options' per-element work needs more than the 64
 -- registers a 1024-thread block leaves: 512 at most, 16 warps x 10 x 16 B =
 -- 80 KB in flight per SM, what a B200 asks (bench/results/sass_report.md;
--- an H100 asks 31 KB), in 127 registers without spills. Measured: 8
--- threads a row up to 4096 classes, a warp a row in blocks of 512 past it.
+-- an H100 asks 31 KB), in 127 registers without spills. Measured: 4
+-- threads a row up to 16384 classes (1024: 2.50 TB/s against 2.02 for 8;
+-- 2048: 2.86 against 2.49), 8 for fewer rows to 4096, a warp a row in
+-- blocks of 512 past it, and a block of 256 a row for few long rows (0.99
+-- and 1.90 TB/s at 512 and 2048 rows of 131072, against 0.91 and 1.78 for
+-- 512).
 tune "cuda" {
   strided = 256,
   loads = 10,
   { classes = 16, row_threads = 1, block = 256 },
   { classes = 64, row_threads = 4, block = 256 },
+  { classes = 16384, row_threads = 4, block = 256, rows = 16384 },
   { classes = 4096, row_threads = 8, block = 256 },
   { row_threads = 32, block = 512, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
-  { row_threads = "block", block = 512 },
+  { row_threads = "block", block = 256 },
 }
 -- AMD CDNA: 64-lane wavefronts (a wave per row up to 4096 classes, where a
 -- CUDA warp would give up), 64 KB of LDS per workgroup of which the

@@ -355,7 +355,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
 #line 934 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
-static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {2048, 8, 256, 0, 0}, {4096, 32, 256, 0, 0}, {16384, 0, 256, 0, 0}, {32768, 0, 256, 65536, 0}, {-1, 32, 512, 0, 2048}, {262144, 0, 256, 65536, 0}, {-1, 0, 512, 0, 0}};
+static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {1024, 4, 256, 0, 16384}, {2048, 8, 256, 0, 0}, {4096, 32, 256, 0, 0}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, {262144, 0, 256, 0, 512}, {262144, 0, 256, 65536, 0}, {-1, 0, 256, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
