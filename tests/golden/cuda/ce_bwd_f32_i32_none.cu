@@ -308,37 +308,44 @@ xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
         if constexpr (decltype(plain_flag)::value && !decltype(extras_flag)::value) {
           float xv[kVec], p[kVec];
           xent_widen_f32(c, xv);
-          XENT_UNROLL
-          for (int k = 0; k < kVec; ++k) {
-            p[k] = xent_exp_shifted(xv[k] - m, lr2);
-            d[k] = coef * p[k];
+          // The rows on chip keep the exps one at a time (the same values):
+          // at 9 loads in flight their kernels have no register to spare,
+          // and the pairs spilled 8 bytes in the f16 one on sm_100.
+          if constexpr (kShape == XENT_ON_CHIP) {
+            XENT_UNROLL
+            for (int k = 0; k < kVec; ++k) {
+              p[k] = xent_exp_shifted(xv[k] - m, lr2);
+              d[k] = coef * p[k];
+            }
+          } else {
+            xent_scaled_probs_n(xv, m, lr2, coef, p, d);
           }
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 775 "templates/cross_entropy.tmpl"
+#line 782 "templates/cross_entropy.tmpl"
             for (int k = 0; k < kVec; ++k)
               if ((uint32_t)k == at) d[k] = coef * p[k] - b;
-#line 778 "templates/cross_entropy.tmpl"
+#line 785 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 789 "templates/cross_entropy.tmpl"
+#line 796 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 791 "templates/cross_entropy.tmpl"
+#line 798 "templates/cross_entropy.tmpl"
     };
-#line 811 "templates/cross_entropy.tmpl"
+#line 818 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 816 "templates/cross_entropy.tmpl"
+#line 823 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 934 "templates/cross_entropy.tmpl"
+#line 941 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {1024, 4, 256, 0, 16384}, {4096, 8, 256, 0, 0}, {-1, 32, 256, 0, 2048}, {16384, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -346,14 +353,14 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 959 "templates/cross_entropy.tmpl"
+#line 966 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 963 "templates/cross_entropy.tmpl"
+#line 970 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 978 "templates/cross_entropy.tmpl"
+#line 985 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 984 "templates/cross_entropy.tmpl"
+#line 991 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

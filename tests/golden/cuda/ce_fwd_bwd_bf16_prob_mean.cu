@@ -304,20 +304,20 @@ xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
 #line 747 "templates/cross_entropy.tmpl"
       const auto grad = one;
-#line 786 "templates/cross_entropy.tmpl"
+#line 793 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<kRowLoads, false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 791 "templates/cross_entropy.tmpl"
+#line 798 "templates/cross_entropy.tmpl"
     };
-#line 811 "templates/cross_entropy.tmpl"
+#line 818 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 816 "templates/cross_entropy.tmpl"
+#line 823 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 897 "templates/cross_entropy.tmpl"
+#line 904 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -344,15 +344,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 926 "templates/cross_entropy.tmpl"
+#line 933 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 930 "templates/cross_entropy.tmpl"
+#line 937 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 934 "templates/cross_entropy.tmpl"
+#line 941 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {1024, 4, 256, 0, 16384}, {2048, 8, 256, 0, 0}, {4096, 32, 256, 0, 0}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, {262144, 0, 256, 0, 512}, {262144, 0, 256, 65536, 0}, {-1, 0, 256, 0, 0}};
@@ -360,11 +360,11 @@ static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16,
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 976 "templates/cross_entropy.tmpl"
+#line 983 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_mean_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 981 "templates/cross_entropy.tmpl"
+#line 988 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 984 "templates/cross_entropy.tmpl"
+#line 991 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -1354,7 +1354,96 @@ XENT_DEVICE double xent_exp(double x) { return exp(x); }
 XENT_DEVICE float xent_exp_shift_of(float lr) { return lr * 1.4426950408889634f; }
 XENT_DEVICE double xent_exp_shift_of(double lr) { return lr; }
 XENT_DEVICE float xent_exp_shifted(float d, float lr2) { return xent_exp2(fmaf(d, 1.4426950408889634f, -lr2)); }
+
+// Pairs of f32 operations (xent_f2). On sm_100 and later (Blackwell) each is
+// one packed instruction, fma/add/mul.rn.f32x2 (FFMA2, FADD2, FMUL2, a
+// broadcast operand free), which nvcc never forms from scalar code; on
+// older GPUs, AMD and the emulator, two scalar operations. Each half is the
+// same round-to-nearest operation either way. The row walks' per-element
+// math goes through them a pair of elements at a time: on sm_100 the
+// statistics walk spent ~2.3 FFMA, 1.4 FMUL and 1.3 FADD an element, at an
+// issue rate past the roofline's (bench/results/sass_report.md).
+struct xent_f2 {
+  float a, b;
+};
+XENT_DEVICE xent_f2 xent_f2_splat(float v) { return xent_f2{v, v}; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && !defined(XENT_EMU)
+XENT_DEVICE xent_f2 xent_fma2(xent_f2 x, xent_f2 y, xent_f2 z) {
+  xent_f2 r;
+  asm("{.reg .b64 x, y, z, r;\n\tmov.b64 x, {%2, %3};\n\tmov.b64 y, {%4, %5};\n\tmov.b64 z, {%6, %7};\n\t"
+      "fma.rn.f32x2 r, x, y, z;\n\tmov.b64 {%0, %1}, r;}"
+      : "=f"(r.a), "=f"(r.b)
+      : "f"(x.a), "f"(x.b), "f"(y.a), "f"(y.b), "f"(z.a), "f"(z.b));
+  return r;
+}
+XENT_DEVICE xent_f2 xent_add2(xent_f2 x, xent_f2 y) {
+  xent_f2 r;
+  asm("{.reg .b64 x, y, r;\n\tmov.b64 x, {%2, %3};\n\tmov.b64 y, {%4, %5};\n\t"
+      "add.rn.f32x2 r, x, y;\n\tmov.b64 {%0, %1}, r;}"
+      : "=f"(r.a), "=f"(r.b)
+      : "f"(x.a), "f"(x.b), "f"(y.a), "f"(y.b));
+  return r;
+}
+XENT_DEVICE xent_f2 xent_mul2(xent_f2 x, xent_f2 y) {
+  xent_f2 r;
+  asm("{.reg .b64 x, y, r;\n\tmov.b64 x, {%2, %3};\n\tmov.b64 y, {%4, %5};\n\t"
+      "mul.rn.f32x2 r, x, y;\n\tmov.b64 {%0, %1}, r;}"
+      : "=f"(r.a), "=f"(r.b)
+      : "f"(x.a), "f"(x.b), "f"(y.a), "f"(y.b));
+  return r;
+}
+#else
+XENT_DEVICE xent_f2 xent_fma2(xent_f2 x, xent_f2 y, xent_f2 z) {
+  return xent_f2{fmaf(x.a, y.a, z.a), fmaf(x.b, y.b, z.b)};
+}
+XENT_DEVICE xent_f2 xent_add2(xent_f2 x, xent_f2 y) { return xent_f2{x.a + y.a, x.b + y.b}; }
+XENT_DEVICE xent_f2 xent_mul2(xent_f2 x, xent_f2 y) { return xent_f2{x.a * y.a, x.b * y.b}; }
+#endif
+XENT_DEVICE xent_f2 xent_exp2_2(xent_f2 x) { return xent_f2{xent_exp2(x.a), xent_exp2(x.b)}; }
 XENT_DEVICE double xent_exp_shifted(double d, double lr) { return exp(d - lr); }
+
+// In place, a vector's x_j -> exp(x_j - m - lr) (lr2 = xent_exp_shift_of(lr)):
+// the softmax's output and the gradient's probabilities. float in pairs
+// (xent_f2).
+template <typename A, int N>
+XENT_DEVICE void xent_exp_shifted_n(A (&x)[N], A m, A lr2) {
+  XENT_UNROLL
+  for (int k = 0; k < N; ++k) x[k] = xent_exp_shifted(x[k] - m, lr2);
+}
+template <int N>
+XENT_DEVICE void xent_exp_shifted_n(float (&x)[N], float m, float lr2) {
+  static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
+  const xent_f2 neg = xent_f2_splat(-m), log2e = xent_f2_splat(1.4426950408889634f), shift = xent_f2_splat(-lr2);
+  XENT_UNROLL
+  for (int k = 0; k < N; k += 2) {
+    const xent_f2 q = xent_exp2_2(xent_fma2(xent_add2(xent_f2{x[k], x[k + 1]}, neg), log2e, shift));
+    x[k] = q.a;
+    x[k + 1] = q.b;
+  }
+}
+
+// A vector's plain gradient terms: p_j = exp(x_j - m - lr) and d_j = coef *
+// p_j.
+template <typename A, int N>
+XENT_DEVICE void xent_scaled_probs_n(const A (&x)[N], A m, A lr2, A coef, A (&p)[N], A (&d)[N]) {
+  for (int k = 0; k < N; ++k) p[k] = x[k];
+  xent_exp_shifted_n(p, m, lr2);
+  XENT_UNROLL
+  for (int k = 0; k < N; ++k) d[k] = coef * p[k];
+}
+template <int N>
+XENT_DEVICE void xent_scaled_probs_n(const float (&x)[N], float m, float lr2, float coef, float (&p)[N],
+                                     float (&d)[N]) {
+  for (int k = 0; k < N; ++k) p[k] = x[k];
+  xent_exp_shifted_n(p, m, lr2);
+  const xent_f2 c = xent_f2_splat(coef);
+  XENT_UNROLL
+  for (int k = 0; k < N; k += 2) {
+    const xent_f2 g = xent_mul2(c, xent_f2{p[k], p[k + 1]});
+    d[k] = g.a;
+    d[k + 1] = g.b;
+  }
+}
 XENT_DEVICE float xent_log(float x) { return logf(x); }
 XENT_DEVICE double xent_log(double x) { return log(x); }
 XENT_DEVICE float xent_tanh(float x) { return tanhf(x); }
@@ -1397,6 +1486,20 @@ XENT_DEVICE void xent_online_add_n(A& m, A& s, const A (&x)[N]) {
   A t = 0;
   for (int k = 0; k < N; ++k) t += xent_exp(x[k] - mx);
   s = s * xent_exp(m - mx) + t;
+  m = mx;
+}
+
+// float: the exps in pairs, summed as two running sums (even and odd
+// elements) added at the vector's end; the same order for every batch.
+template <int N>
+XENT_DEVICE void xent_online_add_n(float& m, float& s, const float (&x)[N]) {
+  static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
+  float mx = m;
+  for (int k = 0; k < N; ++k) mx = fmaxf(mx, x[k]);
+  const xent_f2 neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  xent_f2 t = xent_f2_splat(0.0f);
+  for (int k = 0; k < N; k += 2) t = xent_add2(t, xent_exp2_2(xent_mul2(xent_add2(xent_f2{x[k], x[k + 1]}, neg), log2e)));
+  s = s * xent_exp(m - mx) + (t.a + t.b);
   m = mx;
 }
 
@@ -1588,6 +1691,28 @@ XENT_DEVICE A xent_online_add_n_t(A& m, A& s, A& t, const A (&x)[N], A scale) {
   // be -inf); f == 0: what was added is nothing beside the new max.
   t = (s == A(0) || f == A(0) ? A(0) : f * (t + d * s)) + tv;
   s = s * f + sv;
+  m = mx;
+  return vx;
+}
+
+// float, in pairs as xent_online_add_n.
+template <int N>
+XENT_DEVICE float xent_online_add_n_t(float& m, float& s, float& t, const float (&x)[N], float scale) {
+  static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
+  float vx = x[0];
+  for (int k = 1; k < N; ++k) vx = fmaxf(vx, x[k]);
+  const float mx = fmaxf(m, vx * scale);
+  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  xent_f2 sv = xent_f2_splat(0.0f), tv = xent_f2_splat(0.0f);
+  for (int k = 0; k < N; k += 2) {
+    const xent_f2 d = xent_fma2(xent_f2{x[k], x[k + 1]}, sc, neg);
+    const xent_f2 e = xent_exp2_2(xent_mul2(d, log2e));
+    sv = xent_add2(sv, e);
+    tv = xent_fma2(e, xent_f2{fmaxf(d.a, -FLT_MAX), fmaxf(d.b, -FLT_MAX)}, tv);
+  }
+  const float d = m - mx, f = xent_exp(d);
+  t = (s == 0.0f || f == 0.0f ? 0.0f : f * (t + d * s)) + (tv.a + tv.b);
+  s = s * f + (sv.a + sv.b);
   m = mx;
   return vx;
 }
@@ -1813,7 +1938,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 1933 "templates/xent_device.h.tmpl"
+#line 2058 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

@@ -324,11 +324,11 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 816 "templates/cross_entropy.tmpl"
+#line 823 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 820 "templates/cross_entropy.tmpl"
+#line 827 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), and
 // with wide records the per-token outputs, stored rank by rank in a.gathered
@@ -337,41 +337,41 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
 // registers f64's per-token outputs need (with the block size alone it held
 // the kernel to 64 and spilled 24 bytes on sm_90).
 static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 829 "templates/cross_entropy.tmpl"
+#line 836 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 831 "templates/cross_entropy.tmpl"
+#line 838 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 835 "templates/cross_entropy.tmpl"
+#line 842 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 837 "templates/cross_entropy.tmpl"
+#line 844 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
     const float lse = g.lse;
-#line 855 "templates/cross_entropy.tmpl"
+#line 862 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 860 "templates/cross_entropy.tmpl"
+#line 867 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 862 "templates/cross_entropy.tmpl"
+#line 869 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 865 "templates/cross_entropy.tmpl"
+#line 872 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 867 "templates/cross_entropy.tmpl"
+#line 874 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 869 "templates/cross_entropy.tmpl"
+#line 876 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 871 "templates/cross_entropy.tmpl"
+#line 878 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 876 "templates/cross_entropy.tmpl"
+#line 883 "templates/cross_entropy.tmpl"
     // Per-token outputs, as one device has them: 0 for an ignored row, NaN
     // for a bad label's; the argmax of every row.
     if (a.shard_token_stats) {
@@ -384,13 +384,13 @@ static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_
       }
       if (a.argmax) a.argmax[row] = xent_gathered_argmax((const float*)a.gathered, rows, a.shards, row);
     }
-#line 890 "templates/cross_entropy.tmpl"
+#line 897 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 897 "templates/cross_entropy.tmpl"
+#line 904 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -417,15 +417,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 926 "templates/cross_entropy.tmpl"
+#line 933 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 930 "templates/cross_entropy.tmpl"
+#line 937 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 934 "templates/cross_entropy.tmpl"
+#line 941 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -433,19 +433,19 @@ static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 942 "templates/cross_entropy.tmpl"
+#line 949 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 959 "templates/cross_entropy.tmpl"
+#line 966 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 963 "templates/cross_entropy.tmpl"
+#line 970 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 968 "templates/cross_entropy.tmpl"
+#line 975 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -453,9 +453,9 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 981 "templates/cross_entropy.tmpl"
+#line 988 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 984 "templates/cross_entropy.tmpl"
+#line 991 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
