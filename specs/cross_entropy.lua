@@ -177,19 +177,12 @@ tune "hip" {
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
--- Loads in flight: 6 per lane for the forward and the backward, 48 KB per CU
--- at their 8 waves (2 a SIMD at 150 to 250 registers), over the 34 KB an
--- MI300X asks (bench/results/isa_report.md); the fused kernels keep 4 (32
--- KB): at 6 they spilled 240 bytes per lane in 256 registers.
-tune "hip" {
-  when = { op = "fwd_bwd" },
-  strided = 256,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 128, row_threads = 8, block = 256 },
-  { classes = 4096, row_threads = 64, block = 256 },
-  { classes = 32768, row_threads = "block", block = 256 },
-  { row_threads = "block", block = 512 },
-}
+-- Loads in flight: 6 per lane, 48 KB per CU at 8 waves (2 a SIMD at 150 to
+-- 250 registers), over the 34 KB an MI300X asks (bench/results/
+-- isa_report.md), for the forward, the backward and the fused kernels alike.
+-- (The fused ones kept 4, 32 KB, while their f32 gradient store held 32
+-- registers across the row loop, xent_store16f: at 6 they spilled 240 bytes
+-- per lane then, and fit 256 registers since.)
 tune "hip" {
   strided = 256,
   loads = 6,

@@ -89,7 +89,7 @@ static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
 xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
-  constexpr int kRowLoads = 4;  // 16-byte loads in flight per thread (the spec's tune)
+  constexpr int kRowLoads = 6;  // 16-byte loads in flight per thread (the spec's tune)
   const uint16_t* x = (const uint16_t*)a.logits;
 #line 201 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
