@@ -1797,6 +1797,66 @@ XENT_DEVICE void xent_argmax_add_n(xent_argmax<A>& r, int64_t j0, const A (&x)[N
   }
 }
 
+// The per-token statistics' update for a 16-byte vector: the online (m, s,
+// t) and the argmax together (xent_online_add_n_t, xent_argmax_add_n).
+// Returns the vector's max of x.
+template <typename A, int N>
+XENT_DEVICE A xent_token_stats_add_n(A& m, A& s, A& t, xent_argmax<A>& r, int64_t j0, const A (&x)[N], A scale) {
+  const A vx = xent_online_add_n_t(m, s, t, x, scale);
+  xent_argmax_add_n(r, j0, x, vx, scale, s);
+  return vx;
+}
+
+// float: a vector's common case, one test and a branch beside the sums, and
+// the rest in one rare branch that does what the generic version does, with
+// the same values (up to the sign of a zero t). The common case is a vector
+// below the thread's max (vm < m: no rescale; and no argmax change, as r.bv
+// is m: both start at the lowest value and take every value's max) whose
+// t's terms, unclamped, are all numbers: a NaN logit, a +inf max (d = inf -
+// inf or -inf) and a masked class (e = 0 times d = -inf) each make one NaN,
+// so such a vector takes the rare branch, where the clamp and the argmax's
+// NaN scan are. (A vector in the common case has no NaN, so a NaN s from an
+// earlier one needs no scan of it.)
+template <int N>
+XENT_DEVICE float xent_token_stats_add_n(float& m, float& s, float& t, xent_argmax<float>& r, int64_t j0,
+                                         const float (&x)[N], float scale) {
+  static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
+  float vx = x[0];
+  for (int k = 1; k < N; ++k) vx = fmaxf(vx, x[k]);
+  const float vm = vx * scale, mx = fmaxf(m, vm);
+  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  xent_f2 sv = xent_f2_splat(0.0f), tv = xent_f2_splat(0.0f);
+  for (int k = 0; k < N; k += 2) {
+    const xent_f2 d = xent_fma2(xent_f2{x[k], x[k + 1]}, sc, neg);
+    const xent_f2 e = xent_exp2_2(xent_mul2(d, log2e));
+    sv = xent_add2(sv, e);
+    tv = xent_fma2(e, d, tv);
+  }
+  const float s_v = sv.a + sv.b;
+  float t_v = tv.a + tv.b;
+  if (vm < m && t_v == t_v) {
+    t += t_v;
+    s += s_v;
+    return vx;
+  }
+  if (t_v != t_v && s_v == s_v) {
+    // A masked class: t's terms again, clamped as xent_online_add_n_t's.
+    tv = xent_f2_splat(0.0f);
+    for (int k = 0; k < N; k += 2) {
+      const xent_f2 d = xent_fma2(xent_f2{x[k], x[k + 1]}, sc, neg);
+      const xent_f2 e = xent_exp2_2(xent_mul2(d, log2e));
+      tv = xent_fma2(e, xent_f2{fmaxf(d.a, -FLT_MAX), fmaxf(d.b, -FLT_MAX)}, tv);
+    }
+    t_v = tv.a + tv.b;
+  }
+  const float d = m - mx, f = xent_exp(d);
+  t = (s == 0.0f || f == 0.0f ? 0.0f : f * (t + d * s)) + t_v;
+  s = s * f + s_v;
+  m = mx;
+  xent_argmax_add_n(r, j0, x, vx, scale, s);
+  return vx;
+}
+
 // Vocabulary-parallel: one row's global statistics from every slice's
 // record, gathered rank by rank as [shards][rows][record]. A record is (ref,
 // s, a, b) in the accumulation type: a slice's ref is its max (0 where it has
@@ -1950,7 +2010,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2070 "templates/xent_device.h.tmpl"
+#line 2130 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

@@ -193,57 +193,56 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
 #line 326 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
-          const float vx = xent_online_add_n_t(m, s, t_own, xv, itau);
-          xent_argmax_add_n(am, j0, xv, vx, itau, s);
-#line 331 "templates/cross_entropy.tmpl"
+          xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
+#line 330 "templates/cross_entropy.tmpl"
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 340 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 349 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 351 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 355 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 357 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 362 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 367 "templates/cross_entropy.tmpl"
+#line 366 "templates/cross_entropy.tmpl"
     // Vocabulary-parallel: this slice's argmax as a global class (none
     // where it has no value above the lowest and no NaN), and whether it is
     // a NaN's.
     int64_t slice_argmax = XENT_NO_INDEX;
     bool slice_nan = false;
-#line 373 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 385 "templates/cross_entropy.tmpl"
+#line 384 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 388 "templates/cross_entropy.tmpl"
+#line 387 "templates/cross_entropy.tmpl"
       slice_nan = nan_at != XENT_NO_INDEX;
       slice_argmax = slice_nan || cand != XENT_NO_INDEX ? off + amax : XENT_NO_INDEX;
-#line 391 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 418 "templates/cross_entropy.tmpl"
+#line 417 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 422 "templates/cross_entropy.tmpl"
+#line 421 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -252,69 +251,69 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + xent_shard_record<float>(a.shard_token_stats) * row;
       st[0] = ref;
       st[1] = s;
-#line 434 "templates/cross_entropy.tmpl"
+#line 433 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 437 "templates/cross_entropy.tmpl"
+#line 436 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 444 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 448 "templates/cross_entropy.tmpl"
+#line 447 "templates/cross_entropy.tmpl"
       if (a.shard_token_stats) {
         // Wide records (xent_device.h's xent_gathered_row): t relative to
         // ref (T is relative to m, and 0 with s), the label's z - ref where
         // this slice holds it, and the slice's argmax as a global class.
         st[4] = T;
-#line 456 "templates/cross_entropy.tmpl"
+#line 455 "templates/cross_entropy.tmpl"
         const bool holds = !ignored && here;
         st[5] = holds ? xy - ref : float(0);
         st[6] = holds ? float(1) : float(0);
-#line 460 "templates/cross_entropy.tmpl"
+#line 459 "templates/cross_entropy.tmpl"
         st[7] = slice_nan ? float(NAN) : m;
         *(int64_t*)(st + 8) = slice_argmax;
       }
-#line 464 "templates/cross_entropy.tmpl"
+#line 463 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 478 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 480 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 483 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 488 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 491 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 494 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 497 "templates/cross_entropy.tmpl"
+#line 496 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 500 "templates/cross_entropy.tmpl"
+#line 499 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 502 "templates/cross_entropy.tmpl"
+#line 501 "templates/cross_entropy.tmpl"
         }
       }
-#line 505 "templates/cross_entropy.tmpl"
+#line 504 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 510 "templates/cross_entropy.tmpl"
+#line 509 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 514 "templates/cross_entropy.tmpl"
+#line 513 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -324,11 +323,11 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 823 "templates/cross_entropy.tmpl"
+#line 822 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 827 "templates/cross_entropy.tmpl"
+#line 826 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), and
 // with wide records the per-token outputs, stored rank by rank in a.gathered
@@ -337,41 +336,41 @@ xent_hip_ce_fwd_bf16_i64_mean_rows(const xent_ce_args a, int row_group) {
 // registers f64's per-token outputs need (with the block size alone it held
 // the kernel to 64 and spilled 24 bytes on sm_90).
 static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 836 "templates/cross_entropy.tmpl"
+#line 835 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 838 "templates/cross_entropy.tmpl"
+#line 837 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 842 "templates/cross_entropy.tmpl"
+#line 841 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 844 "templates/cross_entropy.tmpl"
+#line 843 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
     const float lse = g.lse;
-#line 862 "templates/cross_entropy.tmpl"
+#line 861 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 867 "templates/cross_entropy.tmpl"
+#line 866 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 869 "templates/cross_entropy.tmpl"
+#line 868 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 872 "templates/cross_entropy.tmpl"
+#line 871 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 874 "templates/cross_entropy.tmpl"
+#line 873 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 876 "templates/cross_entropy.tmpl"
+#line 875 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 878 "templates/cross_entropy.tmpl"
+#line 877 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 883 "templates/cross_entropy.tmpl"
+#line 882 "templates/cross_entropy.tmpl"
     // Per-token outputs, as one device has them: 0 for an ignored row, NaN
     // for a bad label's; the argmax of every row.
     if (a.shard_token_stats) {
@@ -384,13 +383,13 @@ static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_
       }
       if (a.argmax) a.argmax[row] = xent_gathered_argmax((const float*)a.gathered, rows, a.shards, row);
     }
-#line 897 "templates/cross_entropy.tmpl"
+#line 896 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 904 "templates/cross_entropy.tmpl"
+#line 903 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -417,15 +416,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 933 "templates/cross_entropy.tmpl"
+#line 932 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 937 "templates/cross_entropy.tmpl"
+#line 936 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 941 "templates/cross_entropy.tmpl"
+#line 940 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -433,19 +432,19 @@ static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 25
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 949 "templates/cross_entropy.tmpl"
+#line 948 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 966 "templates/cross_entropy.tmpl"
+#line 965 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 970 "templates/cross_entropy.tmpl"
+#line 969 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 975 "templates/cross_entropy.tmpl"
+#line 974 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -453,9 +452,9 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_mean_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 988 "templates/cross_entropy.tmpl"
+#line 987 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 991 "templates/cross_entropy.tmpl"
+#line 990 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

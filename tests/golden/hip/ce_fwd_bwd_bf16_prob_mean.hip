@@ -140,81 +140,80 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
 #line 326 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
-          const float vx = xent_online_add_n_t(m, s, t_own, xv, itau);
-          xent_argmax_add_n(am, j0, xv, vx, itau, s);
-#line 331 "templates/cross_entropy.tmpl"
+          xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
+#line 330 "templates/cross_entropy.tmpl"
           for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 340 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 349 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 351 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 355 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 357 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 362 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 373 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 385 "templates/cross_entropy.tmpl"
+#line 384 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 391 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 418 "templates/cross_entropy.tmpl"
+#line 417 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 466 "templates/cross_entropy.tmpl"
+#line 465 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 469 "templates/cross_entropy.tmpl"
+#line 468 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 471 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 473 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 475 "templates/cross_entropy.tmpl"
+#line 474 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = lr - T / s;
-#line 510 "templates/cross_entropy.tmpl"
+#line 509 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 619 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 621 "templates/cross_entropy.tmpl"
+#line 620 "templates/cross_entropy.tmpl"
     scale /= float(rows);
-#line 626 "templates/cross_entropy.tmpl"
+#line 625 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 629 "templates/cross_entropy.tmpl"
+#line 628 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 655 "templates/cross_entropy.tmpl"
+#line 654 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 658 "templates/cross_entropy.tmpl"
+#line 657 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 660 "templates/cross_entropy.tmpl"
+#line 659 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 665 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -235,68 +234,68 @@ xent_hip_ce_fwd_bwd_bf16_prob_mean_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 686 "templates/cross_entropy.tmpl"
+#line 685 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 694 "templates/cross_entropy.tmpl"
+#line 693 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 700 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 702 "templates/cross_entropy.tmpl"
+#line 701 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 706 "templates/cross_entropy.tmpl"
+#line 705 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 710 "templates/cross_entropy.tmpl"
+#line 709 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 724 "templates/cross_entropy.tmpl"
+#line 723 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 726 "templates/cross_entropy.tmpl"
+#line 725 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 729 "templates/cross_entropy.tmpl"
+#line 728 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 733 "templates/cross_entropy.tmpl"
+#line 732 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 740 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_bf16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 747 "templates/cross_entropy.tmpl"
+#line 746 "templates/cross_entropy.tmpl"
       const auto grad = one;
-#line 796 "templates/cross_entropy.tmpl"
+#line 795 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 798 "templates/cross_entropy.tmpl"
+#line 797 "templates/cross_entropy.tmpl"
     };
-#line 818 "templates/cross_entropy.tmpl"
+#line 817 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 823 "templates/cross_entropy.tmpl"
+#line 822 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 904 "templates/cross_entropy.tmpl"
+#line 903 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -323,15 +322,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 933 "templates/cross_entropy.tmpl"
+#line 932 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 937 "templates/cross_entropy.tmpl"
+#line 936 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 941 "templates/cross_entropy.tmpl"
+#line 940 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {-1, 0, 256, 0, 0}};
@@ -339,11 +338,11 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 985 "templates/cross_entropy.tmpl"
+#line 984 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_mean_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 988 "templates/cross_entropy.tmpl"
+#line 987 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 991 "templates/cross_entropy.tmpl"
+#line 990 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

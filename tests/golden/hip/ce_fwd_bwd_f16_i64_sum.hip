@@ -191,85 +191,84 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
 #line 326 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
-          const float vx = xent_online_add_n_t(m, s, t_own, xv, itau);
-          xent_argmax_add_n(am, j0, xv, vx, itau, s);
-#line 331 "templates/cross_entropy.tmpl"
+          xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
+#line 330 "templates/cross_entropy.tmpl"
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 340 "templates/cross_entropy.tmpl"
+#line 339 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 349 "templates/cross_entropy.tmpl"
+#line 348 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 351 "templates/cross_entropy.tmpl"
+#line 350 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 355 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 357 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 362 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 373 "templates/cross_entropy.tmpl"
+#line 372 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 385 "templates/cross_entropy.tmpl"
+#line 384 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 391 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 418 "templates/cross_entropy.tmpl"
+#line 417 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 466 "templates/cross_entropy.tmpl"
+#line 465 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 478 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 480 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 483 "templates/cross_entropy.tmpl"
+#line 482 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 488 "templates/cross_entropy.tmpl"
+#line 487 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 491 "templates/cross_entropy.tmpl"
+#line 490 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 494 "templates/cross_entropy.tmpl"
+#line 493 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 497 "templates/cross_entropy.tmpl"
+#line 496 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 500 "templates/cross_entropy.tmpl"
+#line 499 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 502 "templates/cross_entropy.tmpl"
+#line 501 "templates/cross_entropy.tmpl"
         }
       }
-#line 505 "templates/cross_entropy.tmpl"
+#line 504 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 510 "templates/cross_entropy.tmpl"
+#line 509 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 619 "templates/cross_entropy.tmpl"
+#line 618 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 632 "templates/cross_entropy.tmpl"
+#line 631 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -277,30 +276,30 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 640 "templates/cross_entropy.tmpl"
+#line 639 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 647 "templates/cross_entropy.tmpl"
+#line 646 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 649 "templates/cross_entropy.tmpl"
+#line 648 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 655 "templates/cross_entropy.tmpl"
+#line 654 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 658 "templates/cross_entropy.tmpl"
+#line 657 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 660 "templates/cross_entropy.tmpl"
+#line 659 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 665 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -321,53 +320,53 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 686 "templates/cross_entropy.tmpl"
+#line 685 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 694 "templates/cross_entropy.tmpl"
+#line 693 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 700 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 713 "templates/cross_entropy.tmpl"
+#line 712 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 720 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 724 "templates/cross_entropy.tmpl"
+#line 723 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 726 "templates/cross_entropy.tmpl"
+#line 725 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 729 "templates/cross_entropy.tmpl"
+#line 728 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 733 "templates/cross_entropy.tmpl"
+#line 732 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 740 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_f16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 749 "templates/cross_entropy.tmpl"
+#line 748 "templates/cross_entropy.tmpl"
       // A whole vector of the plain walk at once: widened a word at a time,
       // and the label's class tested once per vector (its offset in the
       // vector, in 32 bits as at_label), where grad_of tests each element.
@@ -393,33 +392,33 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 775 "templates/cross_entropy.tmpl"
+#line 774 "templates/cross_entropy.tmpl"
             // A select per element, not a store under a test: clang turns
             // the stores into one store at d[at], an index known at run
             // time only, which puts d in scratch memory (48 bytes per lane
             // on gfx942 in every 16-bit gradient kernel). nvcc keeps the
             // stores in registers; its code is left as it was measured.
             for (int k = 0; k < kVec; ++k) d[k] = (uint32_t)k == at ? coef * p[k] - b : d[k];
-#line 785 "templates/cross_entropy.tmpl"
+#line 784 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 796 "templates/cross_entropy.tmpl"
+#line 795 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 798 "templates/cross_entropy.tmpl"
+#line 797 "templates/cross_entropy.tmpl"
     };
-#line 818 "templates/cross_entropy.tmpl"
+#line 817 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 823 "templates/cross_entropy.tmpl"
+#line 822 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 904 "templates/cross_entropy.tmpl"
+#line 903 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -446,13 +445,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 931 "templates/cross_entropy.tmpl"
+#line 930 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 937 "templates/cross_entropy.tmpl"
+#line 936 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 941 "templates/cross_entropy.tmpl"
+#line 940 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -460,17 +459,17 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   const xent_ce_args a = *(const xent_ce_args*)args;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 966 "templates/cross_entropy.tmpl"
+#line 965 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 970 "templates/cross_entropy.tmpl"
+#line 969 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 985 "templates/cross_entropy.tmpl"
+#line 984 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 988 "templates/cross_entropy.tmpl"
+#line 987 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 991 "templates/cross_entropy.tmpl"
+#line 990 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
