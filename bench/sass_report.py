@@ -240,13 +240,30 @@ def registers_of(operand_text):
     return [int(r) for r in re.findall(r"\bR(\d+)\b", operand_text)]
 
 
+def pass_bytes(insns, is_load):
+    """The bytes of a pass's loads (is_load) in insns. Where the pass copies
+    from memory straight into shared memory (LDGSTS: cp.async, the on-chip
+    kernels' first walk), those copies alone: its shared-memory loads read
+    the same bytes back."""
+    ops = [op for _, _, op, _ in insns]
+    if any(op.startswith("LDGSTS") for op in ops):
+        return sum(load_bytes(op) for op in ops if op.startswith("LDGSTS"))
+    return sum(load_bytes(op) for op in ops if is_load(op))
+
+
 def loads_in_flight(path, is_load):
     """The bytes of the loads (is_load) issued before any of their registers
-    is read, per thread."""
+    is read, per thread. A copy to shared memory (LDGSTS) holds no register:
+    it is in flight until a DEPBAR waits for the copies."""
     pending = set()
     count = 0
     for _, _, op, operands in path:
         regs = registers_of(operands)
+        if op.startswith("LDGSTS"):
+            count += load_bytes(op)
+            continue
+        if op.startswith("DEPBAR"):
+            break
         if is_load(op) and op.startswith("LDG"):
             dest = regs[0] if regs else None
             srcs = regs[1:]
@@ -277,7 +294,7 @@ def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False,
     chosen = []
     for head, tail in loops(insns):
         body = insns[head:tail + 1]
-        vec = sum(load_bytes(op) for _, _, op, _ in body if is_load(op))
+        vec = pass_bytes(body, is_load)
         # A pass reads the row from memory or writes its result there: a
         # loop of shared-memory loads alone is a reduction's (the argmax's
         # int64 candidates, read 16 bytes at a time), not a pass.
@@ -393,7 +410,7 @@ def report(gen, objects, cuobjdump, arch):
         for head, tail, _ in found:
             path = walk_path(insns, head, tail, wide, fullest)
             # Vectors: the path's bytes loaded, in 16-byte units.
-            vecs = sum(load_bytes(op) for _, _, op, _ in path if is_load(op)) / 16
+            vecs = pass_bytes(path, is_load) / 16
             loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
                               sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
         rows.append((what, C, dict(key=key, shape=shape, regs=regs, spill=spill, threads=threads, cluster=cluster,

@@ -1014,6 +1014,27 @@ XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t 
   xent_row_walk_io<kLoads, kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
+// One 16-byte vector from global memory into the on-chip shape's stash at
+// element `at` (16-byte aligned both), and the wait for the calling thread's
+// copies, after which it may read them. On sm_80 and later cp.async (L2
+// only: the row is read once from memory), whose bytes are in no register
+// while in flight; elsewhere (and under the emulator, which checks the
+// stash's accesses) a load and a store, done when they return.
+template <typename Stash, typename T>
+XENT_DEVICE void xent_stash_copy16(Stash stash, int64_t at, const xent_vec16<T>* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
+  const unsigned dst = (unsigned)__cvta_generic_to_shared(stash + at);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(dst), "l"(src) : "memory");
+#else
+  stash[at] = xent_load16(src);
+#endif
+}
+XENT_DEVICE void xent_stash_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
+  asm volatile("cp.async.wait_all;" : : : "memory");
+#endif
+}
+
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
 // owns in its block's slice of the row, and does with its result what
 // `out` says, as xent_row_walk_io does for a whole row. The row's 16-byte
@@ -1036,32 +1057,57 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   if (rank == 0)
     for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
-  // As xent_row_walk_io: kInFlight vectors read before any is used, the last
-  // batch's too (its indices past the slice clamped to this thread's last).
-  const auto get = [&](int64_t at) -> xent_vec16<T> {
-    if (kLoad) return xent_load16(v + at);
-    return stash[at - lo];
-  };
-  const auto use = [&](int64_t at, const xent_vec16<T>& chunk) {
-    if (kLoad) stash[at - lo] = chunk;
-    out.vec(f, head + at * kVec, base + head + at * kVec, chunk);
-  };
   int64_t i = lo + lane;
-  for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
-    xent_vec16<T> chunk[kInFlight];
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = get(i + u * group);
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) use(i + u * group, chunk[u]);
-  }
-  if (i < hi) {
-    const int64_t last = i + (hi - 1 - i) / group * group;
-    xent_vec16<T> chunk[kInFlight];
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = get(xent_min_index(i + u * group, last));
-    XENT_UNROLL
-    for (int64_t u = 0; u < kInFlight; ++u)
-      if (i + u * group < hi) use(i + u * group, chunk[u]);
+  if constexpr (kLoad) {
+    // The first walk copies each batch of kInFlight vectors into the stash
+    // (xent_stash_copy16: on sm_80 and later cp.async, whose bytes wait in
+    // no register), waits for this thread's copies and then uses them from
+    // there, in the order of one vector at a time. With the vectors in
+    // registers instead, ptxas issued 4 of the softmax forward's 6 loads
+    // before its first store to the stash (48 KB in flight per SM where a
+    // B200 asks 67): the kernel's 80 registers hold no more.
+    const auto use = [&](int64_t at) { out.vec(f, head + at * kVec, base + head + at * kVec, stash[at - lo]); };
+    for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
+      xent_stash_copy_wait();
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) use(i + u * group);
+    }
+    if (i < hi) {
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u)
+        if (i + u * group < hi) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
+      xent_stash_copy_wait();
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u)
+        if (i + u * group < hi) use(i + u * group);
+    }
+  } else {
+    // The second walk reads the stash back: kInFlight vectors read before
+    // any is used, the last batch's too (its indices past the slice clamped
+    // to this thread's last), as xent_row_walk_io's.
+    for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
+      xent_vec16<T> chunk[kInFlight];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[i + u * group - lo];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) {
+        const int64_t at = i + u * group;
+        out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
+      }
+    }
+    if (i < hi) {
+      const int64_t last = i + (hi - 1 - i) / group * group;
+      xent_vec16<T> chunk[kInFlight];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[xent_min_index(i + u * group, last) - lo];
+      XENT_UNROLL
+      for (int64_t u = 0; u < kInFlight; ++u) {
+        const int64_t at = i + u * group;
+        if (at < hi) out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
+      }
+    }
   }
   if (rank == k - 1)
     for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
@@ -1148,13 +1194,13 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1416 "templates/xent_device.h.tmpl"
+#line 1462 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef xent_u32x4 xent_words16;
 #else
 typedef uint32_t xent_words16[4];
 #endif
-#line 1424 "templates/xent_device.h.tmpl"
+#line 1470 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
