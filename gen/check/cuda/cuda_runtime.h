@@ -27,6 +27,7 @@ struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
 struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
 struct __attribute__((aligned(8))) float2 { float x, y; };
+__host__ __device__ float4 make_float4(float x, float y, float z, float w);
 
 typedef struct CUstream_st* cudaStream_t;
 enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
