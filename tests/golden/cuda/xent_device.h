@@ -1220,7 +1220,10 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     // registers instead, ptxas issued 4 of the softmax forward's 6 loads
     // before its first store to the stash (48 KB in flight per SM where a
     // B200 asks 67): the kernel's 80 registers hold no more.
-    const auto use = [&](int64_t at) { out.vec(f, head + at * kVec, base + head + at * kVec, stash[at - lo]); };
+    const auto use = [&](int64_t at) {
+      const xent_vec16<T> chunk = stash[at - lo];
+      out.vec(f, head + at * kVec, base + head + at * kVec, chunk);
+    };
     for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
       XENT_UNROLL
       for (int64_t u = 0; u < kInFlight; ++u) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
@@ -1348,9 +1351,9 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1468 "templates/xent_device.h.tmpl"
+#line 1471 "templates/xent_device.h.tmpl"
 typedef uint32_t xent_words16[4];
-#line 1470 "templates/xent_device.h.tmpl"
+#line 1473 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
@@ -2056,7 +2059,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2176 "templates/xent_device.h.tmpl"
+#line 2179 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

@@ -1066,7 +1066,10 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     // registers instead, ptxas issued 4 of the softmax forward's 6 loads
     // before its first store to the stash (48 KB in flight per SM where a
     // B200 asks 67): the kernel's 80 registers hold no more.
-    const auto use = [&](int64_t at) { out.vec(f, head + at * kVec, base + head + at * kVec, stash[at - lo]); };
+    const auto use = [&](int64_t at) {
+      const xent_vec16<T> chunk = stash[at - lo];
+      out.vec(f, head + at * kVec, base + head + at * kVec, chunk);
+    };
     for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
       XENT_UNROLL
       for (int64_t u = 0; u < kInFlight; ++u) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
@@ -1194,13 +1197,13 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1462 "templates/xent_device.h.tmpl"
+#line 1465 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef xent_u32x4 xent_words16;
 #else
 typedef uint32_t xent_words16[4];
 #endif
-#line 1470 "templates/xent_device.h.tmpl"
+#line 1473 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
