@@ -1387,6 +1387,10 @@ XENT_DEVICE void xent_widen_f64(const xent_vec16<double>& c, double (&x)[2]) {
 // around it, a compare, two selects and a multiply per element, which was
 // 40% of the bf16 forward's VALU instructions on gfx942
 // (bench/results/isa_report.md). xent_exp2 is that instruction.
+// log2(e) in float, the one constant every float exp here multiplies by
+// (a macro, not a constexpr variable: a device function may not take the
+// address of a host variable, which a reference parameter would).
+#define XENT_LOG2E 1.4426950408889634f
 #if defined(__CUDA_ARCH__) && !defined(XENT_EMU)
 XENT_DEVICE float xent_exp2(float x) {
   float y;
@@ -1404,7 +1408,7 @@ XENT_DEVICE float xent_exp2(float x) { return exp2f(x); }
 #else
 XENT_DEVICE float xent_exp2(float x) { return exp2f(x); }
 #endif
-XENT_DEVICE float xent_exp(float x) { return xent_exp2(x * 1.4426950408889634f); }
+XENT_DEVICE float xent_exp(float x) { return xent_exp2(x * XENT_LOG2E); }
 XENT_DEVICE double xent_exp(double x) { return exp(x); }
 // exp(d - lr) for d = x - m (taken first, exact near the max) and a row's
 // lr: d * log2(e) - lr * log2(e) in one FFMA into the ex2, with lr * log2(e)
@@ -1412,9 +1416,9 @@ XENT_DEVICE double xent_exp(double x) { return exp(x); }
 // 2^-24 (lr is at most log C, under 50), under the rounding of d - lr it
 // replaces, and the same for every element of the row: an FADD less per
 // element than xent_exp((x - m) - lr). f64 keeps exp(d - lr).
-XENT_DEVICE float xent_exp_shift_of(float lr) { return lr * 1.4426950408889634f; }
+XENT_DEVICE float xent_exp_shift_of(float lr) { return lr * XENT_LOG2E; }
 XENT_DEVICE double xent_exp_shift_of(double lr) { return lr; }
-XENT_DEVICE float xent_exp_shifted(float d, float lr2) { return xent_exp2(fmaf(d, 1.4426950408889634f, -lr2)); }
+XENT_DEVICE float xent_exp_shifted(float d, float lr2) { return xent_exp2(fmaf(d, XENT_LOG2E, -lr2)); }
 
 // Pairs of f32 operations (xent_f2). On sm_100 and later (Blackwell) each is
 // one packed instruction, fma/add/mul.rn.f32x2 (FFMA2, FADD2, FMUL2, a
@@ -1474,7 +1478,7 @@ XENT_DEVICE void xent_exp_shifted_n(A (&x)[N], A m, A lr2) {
 template <int N>
 XENT_DEVICE void xent_exp_shifted_n(float (&x)[N], float m, float lr2) {
   static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
-  const xent_f2 neg = xent_f2_splat(-m), log2e = xent_f2_splat(1.4426950408889634f), shift = xent_f2_splat(-lr2);
+  const xent_f2 neg = xent_f2_splat(-m), log2e = xent_f2_splat(XENT_LOG2E), shift = xent_f2_splat(-lr2);
   XENT_UNROLL
   for (int k = 0; k < N; k += 2) {
     const xent_f2 q = xent_exp2_2(xent_fma2(xent_add2(xent_f2{x[k], x[k + 1]}, neg), log2e, shift));
@@ -1557,7 +1561,7 @@ XENT_DEVICE void xent_online_add_n(float& m, float& s, const float (&x)[N]) {
   static_assert(N % 2 == 0, "16-byte vectors hold an even number of floats");
   float mx = m;
   for (int k = 0; k < N; ++k) mx = fmaxf(mx, x[k]);
-  const xent_f2 neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  const xent_f2 neg = xent_f2_splat(-mx), log2e = xent_f2_splat(XENT_LOG2E);
   xent_f2 t = xent_f2_splat(0.0f);
   for (int k = 0; k < N; k += 2) t = xent_add2(t, xent_exp2_2(xent_mul2(xent_add2(xent_f2{x[k], x[k + 1]}, neg), log2e)));
   s = s * xent_exp(m - mx) + (t.a + t.b);
@@ -1763,7 +1767,7 @@ XENT_DEVICE float xent_online_add_n_t(float& m, float& s, float& t, const float 
   float vx = x[0];
   for (int k = 1; k < N; ++k) vx = fmaxf(vx, x[k]);
   const float mx = fmaxf(m, vx * scale);
-  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(XENT_LOG2E);
   xent_f2 sv = xent_f2_splat(0.0f), tv = xent_f2_splat(0.0f);
   for (int k = 0; k < N; k += 2) {
     const xent_f2 d = xent_fma2(xent_f2{x[k], x[k + 1]}, sc, neg);
@@ -1873,7 +1877,7 @@ XENT_DEVICE float xent_token_stats_add_n(float& m, float& s, float& t, xent_argm
   float vx = x[0];
   for (int k = 1; k < N; ++k) vx = fmaxf(vx, x[k]);
   const float vm = vx * scale, mx = fmaxf(m, vm);
-  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(1.4426950408889634f);
+  const xent_f2 sc = xent_f2_splat(scale), neg = xent_f2_splat(-mx), log2e = xent_f2_splat(XENT_LOG2E);
   xent_f2 sv = xent_f2_splat(0.0f), tv = xent_f2_splat(0.0f);
   for (int k = 0; k < N; k += 2) {
     const xent_f2 d = xent_fma2(xent_f2{x[k], x[k + 1]}, sc, neg);
@@ -2059,7 +2063,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2179 "templates/xent_device.h.tmpl"
+#line 2183 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
