@@ -5,9 +5,9 @@ over, and no kernel uses scratch (tests/kernels_compiled_test.py checks
 every kernel's scratch; this one every case's loads in flight).
 
 The rows that miss the loads-in-flight target are listed below with why
-(none today); the test fails when another row misses it (a change that lost loads in
-flight) and when a listed row meets it (the list must then shrink, so it
-stays true). The issue-rate target is the report's to show, not this test's
+(none today); the test fails when another row misses it (a change that
+lost loads in flight) and when a listed row meets it (the list must then
+shrink, so it stays true). The issue-rate target is the report's to show, not this test's
 to enforce: most rows miss it (docs/PERFORMANCE.md says by how much).
 
 It reads the code objects of //gen:hip_objects for each target the build
@@ -30,6 +30,7 @@ OBJECTS = os.path.join(RUNFILES, "gen", "hip_objects")
 # KB a CU) once their f32 gradient store gave back the 32 VGPRs it held
 # (templates/xent_device.h.tmpl, xent_store16f).
 KNOWN_SHORT_IN_FLIGHT = set()
+
 
 class IsaTargets(unittest.TestCase):
     def test_loads_in_flight(self):
