@@ -388,13 +388,14 @@ def report(gen, objects, llvm_bin, arch):
                               functions(amdgpu_code.disassemble(llvm_bin, code, arch)))
         metas, funcs = cache[obj]
         family = "softmax_args" if key.startswith("sm_") else "ce_args"
-        function = f"_ZL{len('xent_hip_' + key + '_rows')}xent_hip_{key}_rowsILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
+        with open(src) as f:
+            text = f.read()
+        rows_name = launch_shapes.rows_kernel(text, "hip", key)
+        function = f"_ZL{len(rows_name)}{rows_name}ILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
         if function not in metas or function not in funcs:
             rows.append((what, C, None, f"{function} not in the {arch} code object"))
             continue
         meta, insns = metas[function], funcs[function]
-        with open(src) as f:
-            text = f.read()
         if shape == "COLUMN":
             threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
         else:

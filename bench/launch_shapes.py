@@ -19,6 +19,15 @@ import re
 ROWS = 16384
 
 
+def rows_kernel(source, target, key):
+    """The name of the rows kernel a generated kernel's source launches: a
+    cross-entropy mean and sum variant share one (templates/
+    cross_entropy.tmpl, defined under an XENT_DEFINED_<name> guard); every
+    other variant's is xent_<target>_<key>_rows."""
+    found = re.search(r"^#ifndef XENT_DEFINED_(\w+)$", source, re.M)
+    return found.group(1) if found else f"xent_{target}_{key}_rows"
+
+
 def table(source):
     """[(classes, row_threads, block, on_chip bytes, rows)] of the first
     `_shapes[]` table in a generated kernel's source."""

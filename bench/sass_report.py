@@ -375,7 +375,8 @@ def report(gen, objects, cuobjdump, arch):
             continue
         text = open(src).read()
         family = "softmax_args" if key.startswith("sm_") else "ce_args"
-        function = f"_Z{len('xent_cuda_' + key + '_rows')}xent_cuda_{key}_rowsILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
+        rows_name = launch_shapes.rows_kernel(text, "cuda", key)
+        function = f"_Z{len(rows_name)}{rows_name}ILi{SHAPES[shape]}EEv{len('xent_' + family)}xent_{family}i"
         reg_spill = ptxas_report(open(log_path).read(), function, arch)
         if not reg_spill:
             rows.append((what, C, None, f"{function} not in ptxas's report for {arch} (not built for it?)"))

@@ -48,6 +48,8 @@ static void push_variant(lua_State* L, const gen_variant* v) {
   SET("min_arch_hip", min_arch_hip);
   SET("tune_cuda", tune_cuda);
   SET("tune_hip", tune_hip);
+  SET("rows_key_cuda", rows_key_cuda);
+  SET("rows_key_hip", rows_key_hip);
 #undef SET
   for (int i = 0; i < v->axis_count; ++i) {
     lua_pushstring(L, v->axes[i].value);

@@ -56,6 +56,8 @@ static int copy_variant(lua_State* L, gen_variant* v, gen_error* err) {
   FIELD("min_arch_hip", min_arch_hip, NAME_CHARS);
   FIELD("tune_cuda", tune_cuda, TUNE_CHARS);
   FIELD("tune_hip", tune_hip, TUNE_CHARS);
+  FIELD("rows_key_cuda", rows_key_cuda, NAME_CHARS);
+  FIELD("rows_key_hip", rows_key_hip, NAME_CHARS);
 #undef FIELD
   /* The family's axes, named by the DSL in schema order. */
   lua_getfield(L, -1, "axis_names");

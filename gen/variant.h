@@ -30,6 +30,8 @@ typedef struct gen_variant {
   char min_arch_hip[16];       /* gfx name, e.g. "gfx90a" */
   char tune_cuda[GEN_PATH_MAX]; /* launch shapes per target, as dsl.lua's launch_shapes() writes them */
   char tune_hip[GEN_PATH_MAX];
+  char rows_key_cuda[GEN_NAME_MAX]; /* the key naming the rows kernel per target: key, or the */
+  char rows_key_hip[GEN_NAME_MAX];  /* mean's and sum's shared one (gen/lua/dsl.lua) */
 } gen_variant;
 
 typedef struct gen_variant_list {

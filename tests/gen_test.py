@@ -7,6 +7,7 @@ Regenerate the golden files after an intended template change with
 and review the diff like any other code change."""
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -451,6 +452,65 @@ class Output(unittest.TestCase):
                         checked += 1
                     current += 1
             self.assertGreater(checked, 50)
+
+    @staticmethod
+    def guarded_rows_kernels(out):
+        """{guard: {file: the text it guards}}: each rows kernel as every file
+        that holds it defines it (cross_entropy.tmpl's XENT_DEFINED_ guard)."""
+        defs = {}
+        for name in sorted(os.listdir(out)):
+            if name.endswith((".cu", ".hip")):
+                with open(os.path.join(out, name)) as f:
+                    text = f.read()
+                for m in re.finditer(r"^#ifndef (XENT_DEFINED_(\w+))\n#define \1\n(.*?)^#endif\n", text, re.S | re.M):
+                    defs.setdefault(m.group(2), {})[name] = m.group(3)
+        return defs
+
+    def test_mean_and_sum_share_one_rows_kernel(self):
+        """A mean and a sum variant of the same other axes share one rows
+        kernel, byte for byte the same in both files (a unit compiles it
+        once, whichever comes first); every other variant has its own."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for target, ext in (("cuda", ".cu"), ("hip", ".hip")):
+                out = os.path.join(tmp, target)
+                self.generate(out, target)
+                keys = [k for k in xentgen("--spec", SPEC, "--list").stdout.split() if k.startswith("ce_")]
+                defs = self.guarded_rows_kernels(out)
+                self.assertEqual(sorted(f for files in defs.values() for f in files), sorted(k + ext for k in keys))
+                for kernel, files in defs.items():
+                    key = kernel[len(f"xent_{target}_"):-len("_rows")]
+                    if "_reduced" in key:
+                        want = [key.replace("_reduced", "_mean") + ext, key.replace("_reduced", "_sum") + ext]
+                    else:
+                        want = [key + ext]
+                    self.assertEqual(sorted(files), sorted(want), kernel)
+                    self.assertEqual(len(set(files.values())), 1, f"{kernel} differs between {sorted(files)}")
+                    self.assertIn(f"{kernel}(const xent_ce_args a, int row_group)", next(iter(files.values())))
+                self.assertEqual(sum("_reduced" in k for k in defs), 12 * 3, "every dtype, op and label type")
+
+    def test_mean_and_sum_tuned_apart_keep_their_own_rows_kernels(self):
+        """Where the spec tunes a mean and a sum variant differently for a
+        target, each keeps its own rows kernel there; the other target still
+        shares one."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ce.lua")
+            with open(spec, "w") as f:
+                f.write(HEADER + AXES.replace('{ "mean" }', '{ "sum", "mean" }').replace(
+                    'tune "cuda" { strided = 256,',
+                    'tune "cuda" { when = { reduction = "sum" }, strided = 128, { row_threads = "block", block = 256 } }\n'
+                    'tune "cuda" { strided = 256,'))
+            for target, ext, shared in (("cuda", ".cu", False), ("hip", ".hip", True)):
+                out = os.path.join(tmp, target)
+                r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                defs = self.guarded_rows_kernels(out)
+                if shared:
+                    want = {f"xent_{target}_ce_{op}_f32_i64_reduced_rows": [f"ce_{op}_f32_i64_mean{ext}", f"ce_{op}_f32_i64_sum{ext}"]
+                            for op in ("fwd", "bwd")}
+                else:
+                    want = {f"xent_{target}_ce_{op}_f32_i64_{red}_rows": [f"ce_{op}_f32_i64_{red}{ext}"]
+                            for op in ("fwd", "bwd") for red in ("mean", "sum")}
+                self.assertEqual({k: sorted(v) for k, v in defs.items()}, want)
 
     def test_golden(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -142,8 +142,13 @@ class KernelsCompiled(unittest.TestCase):
             # Instantiations of the row kernel: contiguous (XENT_ROW) and
             # strided class axis (XENT_COLUMN), and XENT_ON_CHIP where the
             # spec's tune table has an on_chip shape for the variant.
+            # The rows kernel is the variant's own or, for a mean and a sum
+            # variant, one they share (cross_entropy.tmpl's guard names it).
             with open(os.path.join(GEN, "cuda", file)) as f:
-                shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in f.read() else 2
+                text = f.read()
+            shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in text else 2
+            guard = re.search(r"^#ifndef XENT_DEFINED_(\w+)$", text, re.M)
+            rows_name = guard.group(1) if guard else f"xent_cuda_{key}_rows"
             if key.startswith("lce_"):
                 # The linear cross entropy's steps (linear_cross_entropy.tmpl);
                 # a mean over hard labels sums its divisor in a kernel first.
@@ -157,10 +162,10 @@ class KernelsCompiled(unittest.TestCase):
                         self.assertEqual(len(found), 1, f"{file}: step {step} for sm_{arch}: {entries}")
             for arch in archs if not key.startswith("lce_") else []:
                 entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
-                rows_kernel = [e for e in entries if f"xent_cuda_{key}_rows" in e]
+                rows_kernel = [e for e in entries if rows_name in e]
                 self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for sm_{arch}: {rows_kernel}")
             self.assertIn(symbol, symbols, f"{file}'s unit does not define {symbol}")
-            mine = {k: v for k, v in spills.items() if f"xent_cuda_{key}_" in k[0]}
+            mine = {k: v for k, v in spills.items() if f"xent_cuda_{key}_" in k[0] or rows_name in k[0]}
             self.assertEqual({arch for _, arch in mine}, {f"sm_{a}" for a in archs}, f"{file}: ptxas's report")
             self.assertFalse({k: v for k, v in mine.items() if v}, f"{file}: local memory (a stack frame or register spills)")
 

@@ -89,6 +89,10 @@ function M.for_variant(v, target)
     end,
     kernel = sym.kernel,
     launcher = sym.launcher,
+    -- The rows kernel's name: its own, or the one a mean and a sum variant
+    -- share (dsl.lua's share_rows_kernels), which every file that holds it
+    -- defines under a guard of that name, so that a unit compiles it once.
+    rows_kernel = M.symbols(target, v["rows_key_" .. target]).kernel .. "_rows",
     has_fwd = v.op == "fwd" or v.op == "fwd_bwd",
     has_bwd = v.op == "bwd" or v.op == "fwd_bwd",
     reduced = v.reduction ~= "none",

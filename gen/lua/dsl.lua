@@ -523,6 +523,33 @@ local function key_of(schema, v)
   return table.concat(parts, "_")
 end
 
+-- The key a variant's rows kernel is named by on each target (rows_key_cuda,
+-- rows_key_hip). A mean and a sum variant of the same other axes compute the
+-- same rows, but for the mean's division of the gradient's scale (by the sum
+-- of row weights, or the row count for soft labels), which their launchers
+-- pass as a run-time flag (xent_ce_args.divide_by_total): where both are in
+-- the spec with the same launch shapes for a target, they share one rows
+-- kernel there, named by the key with "reduced" for the reduction, which the
+-- compiler then builds once per unit (third_party/gpu/compile.bzl), not
+-- twice. Every other variant's rows kernel is named by its own key.
+local function share_rows_kernels(schema, variants)
+  local by_key = {}
+  for _, v in ipairs(variants) do by_key[v.key] = v end
+  local function key_with(v, reduction)
+    local w = setmetatable({ reduction = reduction }, { __index = v })
+    return key_of(schema, w)
+  end
+  for _, v in ipairs(variants) do
+    local partner = nil
+    if v.reduction == "mean" then partner = by_key[key_with(v, "sum")]
+    elseif v.reduction == "sum" then partner = by_key[key_with(v, "mean")] end
+    for _, target in ipairs(M.target_names) do
+      local shared = partner and partner["tune_" .. target] == v["tune_" .. target]
+      v["rows_key_" .. target] = shared and key_with(v, "reduced") or v.key
+    end
+  end
+end
+
 local function matches(rule, v)
   for k, vs in pairs(rule) do
     if not index_of(vs, v[k]) then return false end
@@ -627,6 +654,7 @@ local function expand(path, st)
     end
   end
   table.sort(variants, function(a, b) return a.key < b.key end)
+  share_rows_kernels(schema, variants)
   return variants
 end
 

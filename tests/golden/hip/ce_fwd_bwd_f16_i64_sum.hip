@@ -83,17 +83,23 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
 // f64's doubled registers and for the soft labels' gradient, which also
 // loads the labels; each measured free of spills with ptxas -v): its loads
 // in flight are per thread (64 bytes each, xent_column_walk: 48 and 32 KB).
+//
+// A mean and a sum variant share one rows kernel where the spec lets them
+// (rows_kernel, gen/lua/dsl.lua's share_rows_kernels): both files define it
+// under the guard below, so a unit that includes both compiles it once.
+#ifndef XENT_DEFINED_xent_hip_ce_fwd_bwd_f16_i64_reduced_rows
+#define XENT_DEFINED_xent_hip_ce_fwd_bwd_f16_i64_reduced_rows
 template <int kShape>
 static XENT_GLOBAL void __launch_bounds__(kShape == XENT_COLUMN ? 256 : 512,
                                            kShape == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(256, 512) : 1)
-xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
+xent_hip_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
   XENT_BLOCK_BEGIN();
   constexpr bool kColumn = kShape == XENT_COLUMN;
   constexpr int kRowLoads = 6;  // 16-byte loads in flight per thread (the spec's tune)
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 201 "templates/cross_entropy.tmpl"
+#line 207 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 203 "templates/cross_entropy.tmpl"
+#line 209 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -103,15 +109,15 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 213 "templates/cross_entropy.tmpl"
+#line 219 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 216 "templates/cross_entropy.tmpl"
+#line 222 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 228 "templates/cross_entropy.tmpl"
+#line 234 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 230 "templates/cross_entropy.tmpl"
+#line 236 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -122,7 +128,7 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 241 "templates/cross_entropy.tmpl"
+#line 247 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -134,49 +140,49 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 255 "templates/cross_entropy.tmpl"
+#line 261 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? ((capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_f16(XENT_LD(x + (base + yl * inner)))) * itau) : float(0);
-#line 260 "templates/cross_entropy.tmpl"
+#line 266 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base))), cap) : xent_load_f16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 266 "templates/cross_entropy.tmpl"
+#line 272 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 276 "templates/cross_entropy.tmpl"
+#line 282 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 282 "templates/cross_entropy.tmpl"
+#line 288 "templates/cross_entropy.tmpl"
       }
-#line 284 "templates/cross_entropy.tmpl"
+#line 290 "templates/cross_entropy.tmpl"
     };
-#line 293 "templates/cross_entropy.tmpl"
+#line 299 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.dentropy;
-#line 297 "templates/cross_entropy.tmpl"
+#line 303 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 300 "templates/cross_entropy.tmpl"
+#line 306 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
         if (kX) {
-#line 306 "templates/cross_entropy.tmpl"
+#line 312 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 309 "templates/cross_entropy.tmpl"
+#line 315 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 314 "templates/cross_entropy.tmpl"
+#line 320 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -188,87 +194,91 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         xent_widen_f16(c, xv); if (capped) for (int k = 0; k < (int)(16 / sizeof(uint16_t)); ++k) xv[k] = xent_softcap(xv[k], cap);
         if (kX) {
-#line 326 "templates/cross_entropy.tmpl"
+#line 332 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
           xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
-#line 330 "templates/cross_entropy.tmpl"
+#line 336 "templates/cross_entropy.tmpl"
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 339 "templates/cross_entropy.tmpl"
+#line 345 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 348 "templates/cross_entropy.tmpl"
+#line 354 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 350 "templates/cross_entropy.tmpl"
+#line 356 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 354 "templates/cross_entropy.tmpl"
+#line 360 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 356 "templates/cross_entropy.tmpl"
+#line 362 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 361 "templates/cross_entropy.tmpl"
+#line 367 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 372 "templates/cross_entropy.tmpl"
+#line 378 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 384 "templates/cross_entropy.tmpl"
+#line 390 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 390 "templates/cross_entropy.tmpl"
+#line 396 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 417 "templates/cross_entropy.tmpl"
+#line 423 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 465 "templates/cross_entropy.tmpl"
+#line 471 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 477 "templates/cross_entropy.tmpl"
+#line 483 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 479 "templates/cross_entropy.tmpl"
+#line 485 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 482 "templates/cross_entropy.tmpl"
+#line 488 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 487 "templates/cross_entropy.tmpl"
-          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 490 "templates/cross_entropy.tmpl"
-          if (z != 0) l += z * lse * lse;
 #line 493 "templates/cross_entropy.tmpl"
+          if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
+#line 496 "templates/cross_entropy.tmpl"
+          if (z != 0) l += z * lse * lse;
+#line 499 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 496 "templates/cross_entropy.tmpl"
+#line 502 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 499 "templates/cross_entropy.tmpl"
+#line 505 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 501 "templates/cross_entropy.tmpl"
+#line 507 "templates/cross_entropy.tmpl"
         }
       }
-#line 504 "templates/cross_entropy.tmpl"
+#line 510 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 509 "templates/cross_entropy.tmpl"
+#line 515 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 618 "templates/cross_entropy.tmpl"
+#line 624 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 631 "templates/cross_entropy.tmpl"
+#line 626 "templates/cross_entropy.tmpl"
+    // The mean's divisor (the launcher's flag: this kernel may serve the sum
+    // too).
+    if (a.divide_by_total) scale /= ws[0];
+#line 637 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -276,30 +286,30 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 639 "templates/cross_entropy.tmpl"
+#line 645 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 646 "templates/cross_entropy.tmpl"
+#line 652 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 648 "templates/cross_entropy.tmpl"
+#line 654 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 654 "templates/cross_entropy.tmpl"
+#line 660 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 657 "templates/cross_entropy.tmpl"
+#line 663 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 659 "templates/cross_entropy.tmpl"
+#line 665 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 664 "templates/cross_entropy.tmpl"
+#line 670 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -320,53 +330,53 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 685 "templates/cross_entropy.tmpl"
+#line 691 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 693 "templates/cross_entropy.tmpl"
+#line 699 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 699 "templates/cross_entropy.tmpl"
+#line 705 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 712 "templates/cross_entropy.tmpl"
+#line 718 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 719 "templates/cross_entropy.tmpl"
-      float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 723 "templates/cross_entropy.tmpl"
-      if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
 #line 725 "templates/cross_entropy.tmpl"
+      float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
+#line 729 "templates/cross_entropy.tmpl"
+      if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
+#line 731 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 728 "templates/cross_entropy.tmpl"
+#line 734 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 732 "templates/cross_entropy.tmpl"
+#line 738 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 739 "templates/cross_entropy.tmpl"
+#line 745 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_f16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 748 "templates/cross_entropy.tmpl"
+#line 754 "templates/cross_entropy.tmpl"
       // A whole vector of the plain walk at once: widened a word at a time,
       // and the label's class tested once per vector (its offset in the
       // vector, in 32 bits as at_label), where grad_of tests each element.
@@ -392,33 +402,34 @@ xent_hip_ce_fwd_bwd_f16_i64_sum_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 774 "templates/cross_entropy.tmpl"
+#line 780 "templates/cross_entropy.tmpl"
             // A select per element, not a store under a test: clang turns
             // the stores into one store at d[at], an index known at run
             // time only, which puts d in scratch memory (48 bytes per lane
             // on gfx942 in every 16-bit gradient kernel). nvcc keeps the
             // stores in registers; its code is left as it was measured.
             for (int k = 0; k < kVec; ++k) d[k] = (uint32_t)k == at ? coef * p[k] - b : d[k];
-#line 784 "templates/cross_entropy.tmpl"
+#line 790 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 795 "templates/cross_entropy.tmpl"
+#line 801 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 797 "templates/cross_entropy.tmpl"
+#line 803 "templates/cross_entropy.tmpl"
     };
-#line 817 "templates/cross_entropy.tmpl"
+#line 823 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 822 "templates/cross_entropy.tmpl"
+#line 828 "templates/cross_entropy.tmpl"
   }
 }
+#endif
 
-#line 903 "templates/cross_entropy.tmpl"
+#line 910 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -445,31 +456,32 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 930 "templates/cross_entropy.tmpl"
+#line 937 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 936 "templates/cross_entropy.tmpl"
+#line 943 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 940 "templates/cross_entropy.tmpl"
+#line 947 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
-  const xent_ce_args a = *(const xent_ce_args*)args;
+  xent_ce_args a = *(const xent_ce_args*)args;
+  a.divide_by_total = 0;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 965 "templates/cross_entropy.tmpl"
+#line 973 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 969 "templates/cross_entropy.tmpl"
+#line 977 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 984 "templates/cross_entropy.tmpl"
-  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_sum_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 987 "templates/cross_entropy.tmpl"
+#line 992 "templates/cross_entropy.tmpl"
+  XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_i64_reduced_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
+#line 995 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 990 "templates/cross_entropy.tmpl"
+#line 998 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }
