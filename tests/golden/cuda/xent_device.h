@@ -812,24 +812,29 @@ XENT_DEVICE int64_t xent_group_max(int64_t n) {
 // sub, sub + kVec, ...), their copy into the group's slice of the stage at
 // `at` (class k at at + k * kVec), and the store of the vectors back from
 // there to `out`.
+// Every load is issued and every vector staged, also past the step's n
+// classes: such a load reads the step's last class again (from cache) into a
+// slot no thread reads. Loads under `k < n` left each vector undefined on one
+// path, which clang (gfx942) carried through the step as 16 separate bytes,
+// split and rejoined around the stage's stores, and it waited on each load
+// in its branch: one in flight.
 template <int64_t kLoads, typename T>
 XENT_DEVICE void xent_column_load(const T* x, int64_t first, int64_t j0, int64_t n, int64_t inner, int64_t sub,
                                   xent_vec16<T> (&v)[kLoads]) {
   constexpr int64_t kVec = 16 / sizeof(T);
+  // Element offsets stepped by adds (class k + kVec is kVec * inner further
+  // on), not multiplied out for each load.
+  const int64_t last = first + (j0 + n - 1) * inner, stride = kVec * inner;
+  int64_t at = first + (j0 + sub) * inner;
   XENT_UNROLL
-  for (int64_t u = 0; u < kLoads; ++u) {
-    const int64_t k = sub + u * kVec;
-    if (k < n) v[u] = xent_load16((const xent_vec16<T>*)(x + first + (j0 + k) * inner));
-  }
+  for (int64_t u = 0; u < kLoads; ++u, at += stride)
+    v[u] = xent_load16((const xent_vec16<T>*)(x + (sub + u * kVec < n ? at : last)));
 }
 template <int64_t kLoads, typename T, typename Stage>
-XENT_DEVICE void xent_column_put(Stage stage, int64_t at, int64_t n, int64_t sub, const xent_vec16<T> (&v)[kLoads]) {
+XENT_DEVICE void xent_column_put(Stage stage, int64_t at, int64_t sub, const xent_vec16<T> (&v)[kLoads]) {
   constexpr int64_t kVec = 16 / sizeof(T);
   XENT_UNROLL
-  for (int64_t u = 0; u < kLoads; ++u) {
-    const int64_t k = sub + u * kVec;
-    if (k < n) xent_stage_put16<T>(stage, at + k * kVec, v[u]);
-  }
+  for (int64_t u = 0; u < kLoads; ++u) xent_stage_put16<T>(stage, at + (sub + u * kVec) * kVec, v[u]);
 }
 template <int64_t kLoads, typename T, typename Stage>
 XENT_DEVICE void xent_column_store(T* out, int64_t first, int64_t j0, int64_t n, int64_t inner, int64_t sub,
@@ -869,24 +874,27 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
     const int64_t n = walked - j0 < kK ? walked - j0 : kK;  // classes in this step
     xent_vec16<T> v[kLoads];
     xent_column_load<kLoads>(x, first, j0, n, inner, sub, v);
-    xent_column_put<kLoads>(stage, at, n, sub, v);
+    xent_column_put<kLoads>(stage, at, sub, v);
     xent_group_sync<(int)kVec>();
     const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;  // this thread's classes in the step
     const auto mine_at = [&](int64_t k) -> T { return stage[at + k * kVec + sub]; };
     if constexpr (Out::kReadOnly) {
-      if (mine == kK) {
-        // Whole vectors of consecutive classes (the vector path's branch-free
-        // max and sum); their element offsets are not contiguous, which a
-        // read-only `out` never uses.
-        XENT_UNROLL
-        for (int64_t c = 0; c < kLoads; ++c) {
+      // Whole vectors of consecutive classes (the vector path's branch-free
+      // max and sum: one rescale a vector, where an element alone pays its
+      // own); their element offsets are not contiguous, which a read-only
+      // `out` never uses. A step short of kK classes (the last, and the only
+      // one of a row of fewer, C = 21 say) takes as many as it holds and
+      // the rest one by one.
+      const int64_t whole = mine / kVec;
+      XENT_UNROLL
+      for (int64_t c = 0; c < kLoads; ++c) {
+        if (c < whole) {
           xent_vec16<T> chunk;
           for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(c * kVec + i);
           out.vec(f, j0 + c * kVec, base + (j0 + c * kVec) * inner, chunk);
         }
-      } else {
-        for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
       }
+      for (int64_t k = whole * kVec; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
     } else if (vector_out) {
       xent_column_each<kK, kCompact>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
       xent_group_sync<(int)kVec>();
@@ -917,8 +925,8 @@ XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int
     xent_vec16<T> vy[kLoads], vd[kLoads];
     xent_column_load<kLoads>(y, first, j0, n, inner, sub, vy);
     xent_column_load<kLoads>(dy, first, j0, n, inner, sub, vd);
-    xent_column_put<kLoads>(stage, at, n, sub, vy);
-    xent_column_put<kLoads>(stage, at_dy, n, sub, vd);
+    xent_column_put<kLoads>(stage, at, sub, vy);
+    xent_column_put<kLoads>(stage, at_dy, sub, vd);
     xent_group_sync<(int)kVec>();
     const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;
     xent_column_each<kK>(mine, [&](int64_t k) {
@@ -1351,9 +1359,9 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1471 "templates/xent_device.h.tmpl"
+#line 1479 "templates/xent_device.h.tmpl"
 typedef uint32_t xent_words16[4];
-#line 1473 "templates/xent_device.h.tmpl"
+#line 1481 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
@@ -2063,7 +2071,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2183 "templates/xent_device.h.tmpl"
+#line 2191 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
