@@ -879,22 +879,21 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
     const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;  // this thread's classes in the step
     const auto mine_at = [&](int64_t k) -> T { return stage[at + k * kVec + sub]; };
     if constexpr (Out::kReadOnly) {
-      // Whole vectors of consecutive classes (the vector path's branch-free
-      // max and sum: one rescale a vector, where an element alone pays its
-      // own); their element offsets are not contiguous, which a read-only
-      // `out` never uses. A step short of kK classes (the last, and the only
-      // one of a row of fewer, C = 21 say) takes as many as it holds and
-      // the rest one by one.
-      const int64_t whole = mine / kVec;
-      XENT_UNROLL
-      for (int64_t c = 0; c < kLoads; ++c) {
-        if (c < whole) {
+      if (mine == kK) {
+        // Whole vectors of consecutive classes (the vector path's branch-free
+        // max and sum); their element offsets are not contiguous, which a
+        // read-only `out` never uses. (A short step's whole vectors through
+        // this path too, in a loop or each under a test, cost sm_90 and
+        // sm_100 24 to 35 instructions a vector on the full step: stop 55.)
+        XENT_UNROLL
+        for (int64_t c = 0; c < kLoads; ++c) {
           xent_vec16<T> chunk;
           for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(c * kVec + i);
           out.vec(f, j0 + c * kVec, base + (j0 + c * kVec) * inner, chunk);
         }
+      } else {
+        for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
       }
-      for (int64_t k = whole * kVec; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
     } else if (vector_out) {
       xent_column_each<kK, kCompact>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
       xent_group_sync<(int)kVec>();
@@ -1228,9 +1227,12 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     // registers instead, ptxas issued 4 of the softmax forward's 6 loads
     // before its first store to the stash (48 KB in flight per SM where a
     // B200 asks 67): the kernel's 80 registers hold no more.
+    // The stashed vector goes to out.vec by reference (the cast: under the
+    // emulator the stash hands back a shared_ref, out.vec's template deduces
+    // from neither): a copy into a local first cost the sm_100 fused kernel's
+    // on-chip walk 43 instructions for its 9 vectors (stop 55).
     const auto use = [&](int64_t at) {
-      const xent_vec16<T> chunk = stash[at - lo];
-      out.vec(f, head + at * kVec, base + head + at * kVec, chunk);
+      out.vec(f, head + at * kVec, base + head + at * kVec, static_cast<const xent_vec16<T>&>(stash[at - lo]));
     };
     for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
       XENT_UNROLL
@@ -1359,9 +1361,9 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1479 "templates/xent_device.h.tmpl"
-typedef uint32_t xent_words16[4];
 #line 1481 "templates/xent_device.h.tmpl"
+typedef uint32_t xent_words16[4];
+#line 1483 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
@@ -2071,7 +2073,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2191 "templates/xent_device.h.tmpl"
+#line 2193 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.
