@@ -105,8 +105,8 @@ def hip_scratch(llvm_bin, obj, archs):
 
 def hip_kernel_key(name):
     """A mangled HIP kernel name as the test's messages name it:
-    _ZL34xent_hip_ce_fwd_bf16_i64_mean_rowsILi1EEv12xent_ce_argsi ->
-    ce_fwd_bf16_i64_mean_rows<1>."""
+    _ZL37xent_hip_ce_fwd_bf16_i64_reduced_rowsILi1EEv12xent_ce_argsi ->
+    ce_fwd_bf16_i64_reduced_rows<1>."""
     m = re.search(r"xent_hip_(\w+?)(ILi(\d)EE|\d+xent_|$)", name)
     if not m:
         return name
