@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <float.h>
 #include <string.h>
-#line 238 "templates/xent_device.h.tmpl"
+#line 242 "templates/xent_device.h.tmpl"
 // CDNA wavefronts are 64 lanes wide.
 #if defined(XENT_EMU)
 #include "xent_emu.h"
@@ -70,6 +70,16 @@ XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_x
 XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_xor(v, lane_mask, XENT_WARP); }
 #endif
 XENT_DEVICE bool xent_warp_any(bool p) { return __any(p) != 0; }
+// p, which the caller knows is the same in every active lane, read from the
+// first one into a scalar register: clang cannot prove such a value
+// uniform, and a branch on a value it cannot lays both sides out one after
+// the other under exec masks (each skipped at run time where no lane takes
+// it, but on every path through the code that the ISA report reads).
+#if defined(__AMDGCN__) && !defined(XENT_EMU)
+XENT_DEVICE bool xent_same_in_wave(bool p) { return __builtin_amdgcn_readfirstlane((int)p) != 0; }
+#else
+XENT_DEVICE bool xent_same_in_wave(bool p) { return p; }
+#endif
 // xent_warp_sync() orders the memory accesses of the wavefront's lanes,
 // xent_group_sync<kLanes>() those of the kLanes lanes (a power of two up to
 // 8) of this thread's aligned group. A wavefront runs in lockstep and issues
@@ -102,7 +112,7 @@ XENT_DEVICE void xent_group_sync() {
 
 XENT_DEVICE float xent_load_f16(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
-#line 332 "templates/xent_device.h.tmpl"
+#line 346 "templates/xent_device.h.tmpl"
 
 // A load from and a store to global memory where buffers may alias (the
 // logits and a gradient written over them, a softmax over its input): the
@@ -130,9 +140,9 @@ XENT_DEVICE bool xent_block_any(bool p) { return __syncthreads_or(p) != 0; }
 // registers ptxas may use (65536 / resident each) so that many fit; HIP reads
 // the second argument differently (waves per execution unit), so it asks
 // nothing there.
-#line 362 "templates/xent_device.h.tmpl"
+#line 376 "templates/xent_device.h.tmpl"
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) 1
-#line 364 "templates/xent_device.h.tmpl"
+#line 378 "templates/xent_device.h.tmpl"
 #define XENT_MAX_WARPS (XENT_MAX_THREADS / XENT_WARP)
 
 // The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
@@ -264,7 +274,7 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
   return {shapes[N - 1], 0, 0};
 }
 
-#line 532 "templates/xent_device.h.tmpl"
+#line 546 "templates/xent_device.h.tmpl"
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -409,22 +419,22 @@ struct alignas(16) xent_vec16 {
 // isa_report.md). nvcc keeps the copy one ld.global.v4 (LDG.E.128).
 // (__AMDGCN__: clang's AMD GPU pass; not its host pass, nor nvcc's compile
 // of the HIP rendering through runtime/hip_on_cuda.)
-#line 677 "templates/xent_device.h.tmpl"
+#line 691 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef unsigned int xent_u32x4 __attribute__((ext_vector_type(4)));
 #endif
-#line 681 "templates/xent_device.h.tmpl"
+#line 695 "templates/xent_device.h.tmpl"
 template <typename T>
 XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 #if defined(XENT_EMU)
   return XENT_LD(p);
-#line 686 "templates/xent_device.h.tmpl"
+#line 700 "templates/xent_device.h.tmpl"
 #elif defined(__AMDGCN__)
   const xent_u32x4 w = *(const xent_u32x4*)p;
   xent_vec16<T> v;
   memcpy(&v, &w, 16);
   return v;
-#line 692 "templates/xent_device.h.tmpl"
+#line 706 "templates/xent_device.h.tmpl"
 #else
   return *p;
 #endif
@@ -438,14 +448,14 @@ XENT_DEVICE xent_vec16<T> xent_load16(const xent_vec16<T>* p) {
 // anyway. Nothing on CUDA or under the emulator.
 template <typename T>
 XENT_DEVICE void xent_hold16(xent_vec16<T>& v) {
-#line 706 "templates/xent_device.h.tmpl"
+#line 720 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
   xent_u32x4 w;
   memcpy(&w, &v, 16);
   asm("" : "+v"(w));
   memcpy(&v, &w, 16);
 #endif
-#line 713 "templates/xent_device.h.tmpl"
+#line 727 "templates/xent_device.h.tmpl"
   (void)v;
 }
 
@@ -581,6 +591,15 @@ struct xent_out {
   __device__ __forceinline__ T value(F& f, int64_t j, T raw) const {
     return cvt(xent_call_one(f, j, raw));
   }
+  // The same for kVec consecutive classes j0 .. j0 + kVec - 1 at once: f's
+  // vector form (the label test once) and the pairwise narrow.
+  template <typename F>
+  __device__ __forceinline__ xent_vec16<T> values(F& f, int64_t j0, const xent_vec16<T>& chunk) const {
+    using A = decltype(xent_call_one(f, j0, chunk.e[0]));
+    A d[16 / sizeof(T)];
+    xent_call_vec(f, j0, chunk, d);
+    return xent_narrow16<T>(d, cvt);
+  }
   template <typename F>
   __device__ __forceinline__ void vec(F& f, int64_t j0, int64_t e0, const xent_vec16<T>& chunk) const {
     constexpr int64_t kVec = 16 / sizeof(T);
@@ -693,12 +712,12 @@ XENT_DEVICE void xent_column_store(T* out, int64_t first, int64_t j0, int64_t n,
   }
 }
 
-// use(k) for k in [0, mine): unrolled when the step is full (mine == kK),
-// so that a full step is straight-line code; always a loop with kCompact
-// (xent_row_walk_io's).
+// use(k) for k in [0, mine): unrolled when the step is full (`full`: mine
+// == kK), so that a full step is straight-line code; always a loop with
+// kCompact (xent_row_walk_io's).
 template <int64_t kK, bool kCompact = false, typename U>
-XENT_DEVICE void xent_column_each(int64_t mine, U use) {
-  if (!kCompact && mine == kK) {
+XENT_DEVICE void xent_column_each(int64_t mine, bool full, U use) {
+  if (!kCompact && full) {
     XENT_UNROLL
     for (int64_t k = 0; k < kK; ++k) use(k);
   } else {
@@ -740,12 +759,42 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
       } else {
         for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
       }
-    } else if (vector_out) {
-      xent_column_each<kK, kCompact>(mine, [&](int64_t k) { stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k)); });
-      xent_group_sync<(int)kVec>();
-      xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
     } else {
-      xent_column_each<kK, kCompact>(mine, [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
+      // A walk that stores has mine == n in every thread of the loop (its rows
+      // are live, all of the same C), so whether its step is full is the same
+      // in the whole wave.
+      const bool full = xent_same_in_wave(mine == kK);
+      if (vector_out) {
+        if (!kCompact && full) {
+          // A full step kVec consecutive classes at a time, as the contiguous
+          // path's vectors (f's vector form, the pairwise narrow), each result
+          // back over its element of the stage.
+          XENT_UNROLL
+          for (int64_t c = 0; c < kLoads; ++c) {
+            xent_vec16<T> chunk;
+            for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(c * kVec + i);
+            const xent_vec16<T> r = out.values(f, j0 + c * kVec, chunk);
+            for (int64_t i = 0; i < kVec; ++i) stage[at + (c * kVec + i) * kVec + sub] = r.e[i];
+          }
+        } else {
+          // A short step: its whole vectors so too, in a loop (one more copy
+          // of f's vector code, not kLoads), then its last classes one by one.
+          int64_t k = 0;
+          if constexpr (!kCompact) {
+            for (; k + kVec <= mine; k += kVec) {
+              xent_vec16<T> chunk;
+              for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(k + i);
+              const xent_vec16<T> r = out.values(f, j0 + k, chunk);
+              for (int64_t i = 0; i < kVec; ++i) stage[at + (k + i) * kVec + sub] = r.e[i];
+            }
+          }
+          for (; k < mine; ++k) stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k));
+        }
+        xent_group_sync<(int)kVec>();
+        xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
+      } else {
+        xent_column_each<kK, kCompact>(mine, full, [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
+      }
     }
     xent_group_sync<(int)kVec>();  // the stage is read before the next step writes it
   }
@@ -774,7 +823,7 @@ XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int
     xent_column_put<kLoads>(stage, at_dy, sub, vd);
     xent_group_sync<(int)kVec>();
     const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;
-    xent_column_each<kK>(mine, [&](int64_t k) {
+    xent_column_each<kK>(mine, mine == kK, [&](int64_t k) {
       const int64_t i = at + k * kVec + sub;
       const auto d = f(j0 + k, (T)stage[i], (T)stage[at_dy + k * kVec + sub]);
       if (!kStore) return;
@@ -1207,13 +1256,13 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1475 "templates/xent_device.h.tmpl"
+#line 1528 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef xent_u32x4 xent_words16;
 #else
 typedef uint32_t xent_words16[4];
 #endif
-#line 1483 "templates/xent_device.h.tmpl"
+#line 1536 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
