@@ -32,7 +32,11 @@ as many loads (a walk compiled several times: plain, with the run-time
 options, with the optional outputs), the shortest path; in the strided
 shape the path with the most staged accesses first, the plain walk's full
 step (the optional outputs' walk takes a step's classes in a loop of its
-own, so its path holds one class's). "Loads in
+own, so its path holds one class's); in a strided pass that stores, the
+most 16-byte accesses and stage writes (a result per class), for the
+structurized control flow joins the 16-byte output's side and the
+element-wise output's (which reads the stage again) on one path on paper,
+where a wave runs one of them. "Loads in
 flight" follows the hardware's own count: each s_waitcnt vmcnt(n) on the
 path leaves at most n memory operations outstanding, so the 16-byte loads
 in flight are the most outstanding at once (the path taken twice, for the
@@ -146,6 +150,12 @@ def is_wide(op):
 def is_staged(op):
     """The strided shape's work: a 16-byte global access or any LDS access."""
     return is_wide(op) or op.startswith("ds_") and not op.startswith("ds_bpermute") and not op.startswith("ds_swizzle")
+
+
+def is_staged_write(op):
+    """A storing strided pass's work: a 16-byte global access or an LDS
+    write (each class's result goes over its element of the stage once)."""
+    return is_wide(op) or op.startswith("ds_write")
 
 
 def blocks(insns):
@@ -319,7 +329,17 @@ def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
         if not vec:
             continue
         stores = any(op.startswith(("global_store", "buffer_store")) for _, op, _, _ in path)
-        staged = sum(1 for _, op, _, _ in path if wide(op)) if fullest else 0
+        counted = wide
+        if fullest and stores:
+            # A storing strided pass: the path with the most stage writes.
+            # The most staged accesses of any kind joined its 16-byte output
+            # to the other output side's (element by element to global
+            # memory, reading the stage again), which clang's structurized
+            # control flow puts on one path on paper, though a wave (whose
+            # rows all take the same side) runs one of them.
+            path = iteration(insns, spans, succ, idom, h, body, is_staged_write, streams, fullest)
+            counted = is_staged_write
+        staged = sum(1 for _, op, _, _ in path if counted(op)) if fullest else 0
         found.append((spans[h][0], path, vec, stores, staged))
     found.sort(key=lambda f: (-f[2], -f[4], len(f[1])))
     reading = [f for f in found if not f[3]]
