@@ -1018,9 +1018,15 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     // `inner` elements apart (the warp's neighbouring rows make each load
     // coalesced, 64 bytes a warp for bf16). One load at a time would keep 2
     // or 4 bytes per thread in flight; kLoads classes are read before any is
-    // used, 32 bytes per thread (half the 16-byte path's), and are then
-    // taken in class order, so the results are those of one at a time.
-    constexpr int64_t kLoads = 32 / sizeof(T);
+    // used, 32 bytes per thread (half the 16-byte path's) in a walk that
+    // only reads, and are then taken in class order, so the results are
+    // those of one at a time. A walk that stores takes 16 bytes: its 16
+    // elements of 2 bytes, each with its own address, store and (with the
+    // run-time options) division, set the register count of every strided
+    // gradient kernel on gfx942 (the fused bf16 one: 271 VGPRs and 15 AGPRs,
+    // one wave a SIMD, and its 16-byte gradient pass waiting on each load;
+    // with 8: 171 VGPRs, two waves, four loads in flight).
+    constexpr int64_t kLoads = (Out::kReadOnly ? 32 : 16) / sizeof(T);
     int64_t j = lane;
     if constexpr (Out::kReadOnly) {
       // A walk that only reads (the forward's statistics) takes the loads
@@ -1404,9 +1410,9 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1534 "templates/xent_device.h.tmpl"
+#line 1540 "templates/xent_device.h.tmpl"
 typedef uint32_t xent_words16[4];
-#line 1536 "templates/xent_device.h.tmpl"
+#line 1542 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
@@ -2116,7 +2122,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2246 "templates/xent_device.h.tmpl"
+#line 2252 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

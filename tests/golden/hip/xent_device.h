@@ -870,9 +870,15 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     // `inner` elements apart (the warp's neighbouring rows make each load
     // coalesced, 64 bytes a warp for bf16). One load at a time would keep 2
     // or 4 bytes per thread in flight; kLoads classes are read before any is
-    // used, 32 bytes per thread (half the 16-byte path's), and are then
-    // taken in class order, so the results are those of one at a time.
-    constexpr int64_t kLoads = 32 / sizeof(T);
+    // used, 32 bytes per thread (half the 16-byte path's) in a walk that
+    // only reads, and are then taken in class order, so the results are
+    // those of one at a time. A walk that stores takes 16 bytes: its 16
+    // elements of 2 bytes, each with its own address, store and (with the
+    // run-time options) division, set the register count of every strided
+    // gradient kernel on gfx942 (the fused bf16 one: 271 VGPRs and 15 AGPRs,
+    // one wave a SIMD, and its 16-byte gradient pass waiting on each load;
+    // with 8: 171 VGPRs, two waves, four loads in flight).
+    constexpr int64_t kLoads = (Out::kReadOnly ? 32 : 16) / sizeof(T);
     int64_t j = lane;
     if constexpr (Out::kReadOnly) {
       // A walk that only reads (the forward's statistics) takes the loads
@@ -1256,13 +1262,13 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1528 "templates/xent_device.h.tmpl"
+#line 1534 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef xent_u32x4 xent_words16;
 #else
 typedef uint32_t xent_words16[4];
 #endif
-#line 1536 "templates/xent_device.h.tmpl"
+#line 1542 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
