@@ -472,7 +472,10 @@ def render(by_arch, stamp):
            "for the backward and the on-chip fused kernel, 3 where the row is read twice). Targets: loads in",
            "flight per SM at least what Little's law asks at the GPU's bandwidth and memory latency, twice over,",
            "on every contiguous shape; at most 3 of the 4 warp instructions an SM issues per clock spent at that",
-           "bandwidth; no spills.", ""]
+           "bandwidth; no spills. A strided row's path is a full step of its walk (32 classes of bf16, 4 vectors",
+           "a thread), which a row of 32 classes or more runs; at C = 21 every step is a short one, not measured",
+           "here: a gradient's takes two vectors through the same vector code and five classes one by one, the",
+           "forward's 21 classes one by one.", ""]
     for arch, rows in by_arch.items():
         gpu = GPUS[arch]
         flight, vec_rate = targets(gpu)
