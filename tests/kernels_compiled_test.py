@@ -18,6 +18,7 @@ RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
 GEN = os.path.join(RUNFILES, "gen")
 sys.path.insert(0, os.path.join(RUNFILES, "bench"))
 import amdgpu_code  # noqa: E402
+import launch_shapes  # noqa: E402
 
 
 def manifest(target):
@@ -147,8 +148,7 @@ class KernelsCompiled(unittest.TestCase):
             with open(os.path.join(GEN, "cuda", file)) as f:
                 text = f.read()
             shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in text else 2
-            guard = re.search(r"^#ifndef XENT_DEFINED_(\w+)$", text, re.M)
-            rows_name = guard.group(1) if guard else f"xent_cuda_{key}_rows"
+            rows_name = launch_shapes.rows_kernel(text, "cuda", key)
             if key.startswith("lce_"):
                 # The linear cross entropy's steps (linear_cross_entropy.tmpl);
                 # a mean over hard labels sums its divisor in a kernel first.
