@@ -927,6 +927,8 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
         } else {
           // A short step: its whole vectors so too, in a loop (one more copy
           // of f's vector code, not kLoads), then its last classes one by one.
+          // (Its vector written as the full step's, not a lambda both share:
+          // the lambda cost gfx942's strided backward 2 VALU a vector.)
           int64_t k = 0;
           if constexpr (!kCompact) {
             for (; k + kVec <= mine; k += kVec) {
@@ -1410,9 +1412,9 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1540 "templates/xent_device.h.tmpl"
-typedef uint32_t xent_words16[4];
 #line 1542 "templates/xent_device.h.tmpl"
+typedef uint32_t xent_words16[4];
+#line 1544 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
@@ -2122,7 +2124,7 @@ XENT_DEVICE void xent_cluster_min2(int64_t& a, int64_t& b, Part part) {
   xent_lanes_min2(a, b, (int)k);
   XENT_CLUSTER_SYNC();
 }
-#line 2252 "templates/xent_device.h.tmpl"
+#line 2254 "templates/xent_device.h.tmpl"
 
 // XENT_COLUMN_MIN_BLOCKS on CUDA (see above), here at the end so that the
 // HIP rendering, which this block leaves out, keeps its lines.

@@ -72,9 +72,9 @@ XENT_DEVICE double xent_shfl_xor_near(double v, int lane_mask) { return __shfl_x
 XENT_DEVICE bool xent_warp_any(bool p) { return __any(p) != 0; }
 // p, which the caller knows is the same in every active lane, read from the
 // first one into a scalar register: clang cannot prove such a value
-// uniform, and a branch on a value it cannot lays both sides out one after
+// uniform, and where it cannot, it lays a branch's two sides out one after
 // the other under exec masks (each skipped at run time where no lane takes
-// it, but on every path through the code that the ISA report reads).
+// it, but both on the paths through the code that the ISA report reads).
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 XENT_DEVICE bool xent_same_in_wave(bool p) { return __builtin_amdgcn_readfirstlane((int)p) != 0; }
 #else
@@ -779,6 +779,8 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
         } else {
           // A short step: its whole vectors so too, in a loop (one more copy
           // of f's vector code, not kLoads), then its last classes one by one.
+          // (Its vector written as the full step's, not a lambda both share:
+          // the lambda cost gfx942's strided backward 2 VALU a vector.)
           int64_t k = 0;
           if constexpr (!kCompact) {
             for (; k + kVec <= mine; k += kVec) {
@@ -1262,13 +1264,13 @@ struct xent_to_f64 {
 // element, clang took the vector apart into bytes and put each element back
 // together (about 20 instructions a vector on gfx942, bf16 and f16 alike,
 // where bf16's widening is 8).
-#line 1534 "templates/xent_device.h.tmpl"
+#line 1536 "templates/xent_device.h.tmpl"
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
 typedef xent_u32x4 xent_words16;
 #else
 typedef uint32_t xent_words16[4];
 #endif
-#line 1542 "templates/xent_device.h.tmpl"
+#line 1544 "templates/xent_device.h.tmpl"
 XENT_DEVICE void xent_widen_bf16(const xent_vec16<uint16_t>& c, float (&x)[8]) {
   xent_words16 w;
   memcpy(&w, &c, 16);
