@@ -66,7 +66,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import amdgpu_code  # noqa: E402
 import launch_shapes  # noqa: E402
-from sass_report import units, write_report  # noqa: E402
+from sass_report import STRIDED_PATH, units, write_report  # noqa: E402
 
 GPUS = {
     "gfx942": dict(
@@ -515,10 +515,7 @@ def render(by_arch, stamp, compiler):
            "law asks at the GPU's bandwidth and memory latency, twice over, on every contiguous shape; at most",
            "60% of the CU's VALU issue spent at that bandwidth; no scratch. The path counts instructions by",
            "kind; VALU's include the transcendental ones (v_exp_f32), which issue at a quarter of the rate on",
-           "CDNA, so the share is a floor. A strided row's path is a full step of its walk (32 classes of bf16,",
-           "4 vectors a thread), which a row of 32 classes or more runs; at C = 21 every step is a short one,",
-           "not measured here: a gradient's takes two vectors through the same vector code and five classes",
-           "one by one, the forward's 21 classes one by one.", ""]
+           "CDNA, so the share is a floor.", *STRIDED_PATH, ""]
     for arch, rows in by_arch.items():
         gpu = GPUS[arch]
         flight, vec_rate = targets(gpu)
