@@ -7,8 +7,9 @@ xent in your project"):
 
 It declares the repositories xent's own BUILD files name: Lua 5.4 and
 libclang 19 from the host (the generator embeds them), the CUDA toolkit and
-ROCm wherever the host has them (third_party/gpu/configure.bzl), and
-xent's own spec list. With stand_ins = True (the default) it also points
+ROCm wherever the host has them (third_party/gpu/configure.bzl), PyTorch's
+C++ headers for the package's extension (third_party/torch/configure.bzl,
+read only by //python), and xent's own spec list. With stand_ins = True (the default) it also points
 rules_cc, rules_java and remote_coverage_tools at xent's offline stand-ins,
 which Debian's Bazel 4.2.3 needs without a network; a workspace that fetches
 or declares them itself keeps its own (a repository declared before this
@@ -16,6 +17,7 @@ call is left alone)."""
 
 load("//gen:variants.bzl", "xent_variants")
 load("//third_party/gpu:configure.bzl", "gpu_configure")
+load("//third_party/torch:configure.bzl", "torch_configure")
 
 def _stand_in_impl(ctx):
     # third_party/<dir> holds a WORKSPACE of its own, so it is no package of
@@ -52,6 +54,8 @@ def xent_dependencies(stand_ins = True):
         )
     if "local_gpu" not in existing:
         gpu_configure(name = "local_gpu")
+    if "local_torch" not in existing:
+        torch_configure(name = "local_torch")
     if "xent_variants" not in existing:
         xent_variants(
             name = "xent_variants",

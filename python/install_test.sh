@@ -25,6 +25,9 @@ lib="$work/lib/libxent_shared.so"
 mkdir "$work/python"
 cp -L "$runfiles/python/pyproject.toml" "$runfiles/python/setup.py" "$work/python/"
 cp -rL "$runfiles/python/xent" "$work/python/xent"
+rm -f "$work/python/xent/_C.so"  # the build's; pip compiles its own
+mkdir "$work/runtime"
+cp -L "$runfiles/runtime/xent.h" "$work/runtime/"
 
 "$python" -m venv --system-site-packages "$work/venv"
 before="$("$work/venv/bin/python" -c 'import torch; print(torch.__version__, torch.__file__)')"
@@ -44,13 +47,19 @@ import torch.nn.functional as F
 import xent
 
 assert xent.__file__.startswith(__import__("sys").prefix), xent.__file__
+# The C++ path, compiled by pip against this torch.
+assert xent._native.module is not None, xent._native.why
+assert xent._native.module.__file__.startswith(__import__("sys").prefix), xent._native.module.__file__
 torch.manual_seed(0)
 x = torch.randn(7, 33, dtype=torch.float64, requires_grad=True)
 y = torch.randint(0, 33, (7,))
 got = xent.cross_entropy(x, y)
 want = F.cross_entropy(x, y)
 assert abs(got.item() - want.item()) <= 1e-12 * abs(want.item()), (got.item(), want.item())
-print("installed package: cross_entropy matches F.cross_entropy in float64")
+(g,) = torch.autograd.grad(got, x)
+(w,) = torch.autograd.grad(want, x)
+assert (g - w).abs().max().item() <= 1e-12, (g - w).abs().max().item()
+print("installed package: cross_entropy and its gradient match F.cross_entropy in float64 (through xent._C)")
 
 import ctypes, os
 from xent import _capi

@@ -3,7 +3,9 @@ plugins (libxent_cuda.so, libxent_hip.so) it loads where their device is:
 the library given by $XENT_LIBRARY with the plugins found beside it, or all
 built here with the checkout's ./bazelw (flags from $XENT_BAZEL_FLAGS:
 --config=cuda adds the CUDA plugin, --config=rocm the HIP one). The same
-wheel serves a CPU-only machine (the cpu backend) and a GPU one."""
+wheel serves a CPU-only machine (the cpu backend) and a GPU one. Beside
+them, the extension xent._C (extension() below) for the PyTorch it is
+built against."""
 
 import os
 import shutil
@@ -55,4 +57,32 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildWithLibrary}, distclass=BinaryDistribution)
+def extension():
+    """The package's calls in C++ (xent/_C.cpp), compiled against the PyTorch
+    this install sees (pip install --no-build-isolation keeps yours), with
+    xent.h from the checkout ($XENT_INCLUDE: its directory, elsewhere).
+    Without PyTorch's C++ headers or a compiler the package installs without
+    it and runs every call through its Python path, which costs more per
+    call (docs/PERFORMANCE.md, "Host overhead"); XENT_NO_EXTENSION=1 skips
+    it."""
+    if os.environ.get("XENT_NO_EXTENSION") == "1":
+        return {}
+    include = os.environ.get("XENT_INCLUDE", os.path.join(ROOT, "runtime"))
+    try:
+        from torch.utils import cpp_extension
+    except ImportError:
+        print("xent: no PyTorch at build time (pip's build isolation?): the package installs without xent._C; "
+              "pip install --no-build-isolation builds it against your PyTorch")
+        return {}
+    if not os.path.exists(os.path.join(include, "xent.h")):
+        print(f"xent: no xent.h in {include}: the package installs without xent._C (set XENT_INCLUDE)")
+        return {}
+    ext = cpp_extension.CppExtension("xent._C", ["xent/_C.cpp"], include_dirs=[include],
+                                     extra_compile_args=["-std=c++17", "-O2"], optional=True)
+    return {"ext_modules": [ext], "cmdclass": {"build_ext": cpp_extension.BuildExtension.with_options(
+        use_ninja=False)}}
+
+
+native = extension()
+setup(cmdclass={"build_py": BuildWithLibrary, **native.get("cmdclass", {})},
+      ext_modules=native.get("ext_modules", []), distclass=BinaryDistribution)

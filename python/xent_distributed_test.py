@@ -21,6 +21,8 @@ import torch.nn.functional as F
 
 if "XENT_LIBRARY" not in os.environ and "TEST_SRCDIR" in os.environ:
     os.environ["XENT_LIBRARY"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so")
+if "XENT_EXTENSION" not in os.environ and "TEST_SRCDIR" in os.environ:
+    os.environ["XENT_EXTENSION"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "python", "xent", "_C.so")
 
 import xent.distributed  # noqa: E402
 

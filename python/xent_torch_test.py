@@ -19,6 +19,8 @@ import torch.nn.functional as F
 
 if "XENT_LIBRARY" not in os.environ and "TEST_SRCDIR" in os.environ:
     os.environ["XENT_LIBRARY"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "runtime", "libxent_shared.so")
+if "XENT_EXTENSION" not in os.environ and "TEST_SRCDIR" in os.environ:
+    os.environ["XENT_EXTENSION"] = os.path.join(os.environ["TEST_SRCDIR"], "xent", "python", "xent", "_C.so")
 
 import xent  # noqa: E402
 
@@ -571,6 +573,38 @@ class LinearCrossEntropy(unittest.TestCase):
             xent.linear_cross_entropy(h, w, torch.softmax(torch.randn(3, 6), 1), return_logprob=True)
         with self.assertRaisesRegex(ValueError, "temperature is -0.5"):
             xent.linear_cross_entropy(h, w, y, temperature=-0.5)
+
+
+class Paths(unittest.TestCase):
+    """Which path ran: with XENT_NATIVE=1 the C++ one (xent/_C.cpp) takes the
+    calls it covers, and declines those it leaves to Python; with
+    XENT_NATIVE=0 it is not loaded."""
+
+    def library_calls(self, call):
+        """Nanoseconds the C++ path spent in libxent during call()."""
+        native = xent._native.module
+        native.set_timing(True)
+        try:
+            call()
+            return native.library_ns()
+        finally:
+            native.set_timing(False)
+
+    def test_path(self):
+        if os.environ.get("XENT_NATIVE") == "0":
+            self.assertIsNone(xent._native.module)
+            return
+        self.assertIsNotNone(xent._native.module, xent._native.why)
+        x = torch.randn(5, 9, requires_grad=True)
+        y = torch.randint(0, 9, (5,))
+        self.assertGreater(self.library_calls(lambda: xent.cross_entropy(x, y).backward()), 0)
+        self.assertGreater(self.library_calls(lambda: xent.log_softmax(x, 0).sum().backward()), 0)
+        # Per-token outputs and an unbatched input take the Python path.
+        self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x, y, return_entropy=True)), 0)
+        self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x[0], y[0])), 0)
+        # An argument of another type is declined, and Python names it.
+        with self.assertRaisesRegex(ValueError, "reduction is 3"):
+            xent.cross_entropy(x, y, reduction=3)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,15 @@ import torch
 from . import _autograd as A
 from . import _linear as L
 from . import _capi
+from . import _native
 from . import _ops
 from . import _run as R
 from ._capi import InvalidLabelError, XentError
+
+# The C++ path (xent/_C.cpp), or None: the calls it declines, and all calls
+# without it, take the Python path below.
+_fast = _native.module
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
 __all__ = ["cross_entropy", "linear_cross_entropy", "CrossEntropyLoss", "softmax", "log_softmax", "check", "XentError", "InvalidLabelError"]
 
@@ -65,6 +71,15 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logprob, argmax, each only if asked, in that order; each per-row tensor
     shaped like the rows (float32; float64 for float64 input).
     """
+    if _fast is not None and not (return_entropy or return_logprob or return_argmax) and not _compiling():
+        try:
+            out = _fast.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                                      all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse,
+                                      temperature)
+        except TypeError:  # an argument of another type: the Python path says what is wrong
+            out = None
+        if out is not None:
+            return out
     return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
                           all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, None,
                           temperature, A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)))
@@ -241,6 +256,10 @@ class CrossEntropyLoss(torch.nn.Module):
 
 
 def _softmax(input, dim, kind):
+    if _fast is not None and type(dim) is int and not _compiling():
+        out = _fast.softmax(input, dim, kind)
+        if out is not None:
+            return out
     if not isinstance(input, torch.Tensor):
         raise TypeError("xent: input must be a tensor")
     R.xent_dtype(input, "input")

@@ -1,0 +1,470 @@
+// The package's calls in C++: xent.cross_entropy, softmax and log_softmax as
+// autograd functions that check the arguments, build the descriptor,
+// allocate the outputs and call libxent with no Python in between, so that
+// a call costs what its library call does plus a few microseconds (issue 59).
+//
+// A call this path does not take returns None, and the Python path
+// (_autograd.py) runs it instead: options it leaves to Python (per-token
+// outputs, gradients for soft labels, the vocabulary-parallel loss), GPU
+// tensors under a PyTorch too old to name its stream, and every argument
+// that is wrong, whose error Python raises. Both paths make the same libxent
+// calls, on the same handles.
+//
+// libxent itself is not linked: init() takes its functions' addresses from
+// the copy the package loaded through ctypes, so one library serves both.
+
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/extension.h>
+#include <torch/version.h>
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "xent.h"
+
+namespace py = pybind11;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// c10::Stream::native_handle() (PyTorch 2.2): the cudaStream_t / hipStream_t
+// of PyTorch's current stream without CUDA's or HIP's headers.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+#define XENT_NATIVE_STREAMS 1
+#else
+#define XENT_NATIVE_STREAMS 0
+#endif
+
+namespace {
+
+// libxent's functions, from the library the package loaded.
+struct Library {
+  decltype(&xent_create_on_device) create_on_device = nullptr;
+  decltype(&xent_ce_desc_init_nd) ce_desc_init_nd = nullptr;
+  decltype(&xent_ce_workspace_size) ce_workspace_size = nullptr;
+  decltype(&xent_ce_run) ce_run = nullptr;
+  decltype(&xent_softmax_desc_init_nd) softmax_desc_init_nd = nullptr;
+  decltype(&xent_softmax_forward) softmax_forward = nullptr;
+  decltype(&xent_softmax_backward) softmax_backward = nullptr;
+  decltype(&xent_check) check = nullptr;
+  decltype(&xent_last_error) last_error = nullptr;
+  decltype(&xent_status_string) status_string = nullptr;
+};
+Library lib;
+xent_backend_kind gpu_backend = XENT_BACKEND_CUDA;  // HIP on ROCm builds of PyTorch
+PyObject* xent_error = nullptr;  // the package's exception classes (kept for the process's life)
+PyObject* invalid_label_error = nullptr;
+
+// Time spent inside libxent and inside the backward passes, summed while
+// timing is on: the benchmark's measure of the package's own host cost
+// (bench/host_overhead.py).
+std::atomic<bool> timing{false};
+std::atomic<int64_t> library_ns{0}, backward_ns{0};
+
+int64_t since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Adds a backward pass's time to backward_ns while timing is on.
+struct BackwardTimer {
+  bool on = timing.load(std::memory_order_relaxed);
+  std::chrono::steady_clock::time_point start = on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  ~BackwardTimer() {
+    if (on) backward_ns += since(start);
+  }
+};
+
+template <class Call>
+xent_status timed(Call&& call) {
+  if (!timing.load(std::memory_order_relaxed)) return call();
+  auto start = std::chrono::steady_clock::now();
+  xent_status status = call();
+  library_ns += since(start);
+  return status;
+}
+
+// A failed status as the package's exception, with xent's message. Without
+// the GIL (a backward pass on autograd's thread) as a C++ exception, which
+// PyTorch raises as RuntimeError (XentError is one).
+void check(xent_status status) {
+  if (status == XENT_OK) return;
+  const char* message = lib.last_error();
+  std::string text = std::string("xent: ") + (message && *message ? message : lib.status_string(status));
+  if (PyGILState_Check()) {
+    py::handle cls = status == XENT_ERROR_INVALID_LABEL ? invalid_label_error : xent_error;
+    py::object error = cls(static_cast<int>(status), text);
+    PyErr_SetObject(cls.ptr(), error.ptr());
+    throw py::error_already_set();
+  }
+  throw std::runtime_error(text);
+}
+
+// One handle per backend and device, made on first use and kept (the Python
+// path asks for the same ones through handle()).
+xent_handle* handle_for(xent_backend_kind backend, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, xent_handle*> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  xent_handle*& h = handles[{static_cast<int>(backend), device}];
+  if (h == nullptr) {
+    xent_handle* made = nullptr;
+    check(lib.create_on_device(&made, backend, device));
+    h = made;
+  }
+  return h;
+}
+
+xent_handle* handle_for(const c10::Device& device) {
+  return device.is_cpu() ? handle_for(XENT_BACKEND_CPU, -1) : handle_for(gpu_backend, device.index());
+}
+
+// Whether this path can run on the device: the CPU, or a GPU whose current
+// stream it can name.
+bool supported(const c10::Device& device) {
+  return device.is_cpu() || (XENT_NATIVE_STREAMS && device.is_cuda() && device.has_index());
+}
+
+// PyTorch's current stream on the device (NULL on the CPU).
+void* stream_of([[maybe_unused]] const c10::Device& device) {
+#if XENT_NATIVE_STREAMS
+  if (device.is_cuda()) {
+    c10::impl::VirtualGuardImpl guard(device.type());
+    return guard.getStream(device).native_handle();
+  }
+#endif
+  return nullptr;
+}
+
+bool to_xent(at::ScalarType type, xent_dtype* out) {
+  switch (type) {
+    case at::kFloat: *out = XENT_F32; return true;
+    case at::kHalf: *out = XENT_F16; return true;
+    case at::kBFloat16: *out = XENT_BF16; return true;
+    case at::kDouble: *out = XENT_F64; return true;
+    default: return false;
+  }
+}
+
+at::ScalarType from_xent(xent_dtype type) {
+  switch (type) {
+    case XENT_F16: return at::kHalf;
+    case XENT_BF16: return at::kBFloat16;
+    case XENT_F64: return at::kDouble;
+    default: return at::kFloat;
+  }
+}
+
+// Weights and lse: float64 for float64 logits, float32 otherwise.
+at::ScalarType accumulation(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
+
+// The shape of per-row values: the logits' without the class axis (1).
+c10::SmallVector<int64_t, 8> row_shape(const at::Tensor& x) {
+  c10::SmallVector<int64_t, 8> rows;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != 1) rows.push_back(x.size(i));
+  return rows;
+}
+
+// A descriptor kept in an autograd context as its bytes (it holds no pointer
+// on this path: vocab_shard is NULL).
+template <class Desc>
+std::string as_bytes(const Desc& desc) {
+  return std::string(reinterpret_cast<const char*>(&desc), sizeof desc);
+}
+
+template <class Desc>
+Desc from_bytes(const c10::IValue& bytes) {
+  Desc desc;
+  std::memcpy(&desc, bytes.toStringRef().data(), sizeof desc);
+  return desc;
+}
+
+at::Tensor empty(c10::IntArrayRef shape, const at::Tensor& like, at::ScalarType type) {
+  return at::empty(shape, like.options().dtype(type), at::MemoryFormat::Contiguous);
+}
+
+void* data(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+void ce_run(const xent_ce_desc& desc, xent_op op, const xent_ce_tensors& tensors, const c10::Device& device) {
+  xent_handle* h = handle_for(device);
+  size_t bytes = 0;
+  check(timed([&] { return lib.ce_workspace_size(h, &desc, op, &bytes); }));
+  at::Tensor workspace;
+  if (bytes > 0)
+    workspace = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(device));
+  void* stream = stream_of(device);
+  check(timed([&] { return lib.ce_run(h, &desc, op, &tensors, data(workspace), bytes, stream); }));
+  // On the CPU a bad label raises now, as in PyTorch; on a GPU, xent.check().
+  if (device.is_cpu() && desc.invalid_labels == XENT_INVALID_LABELS_REPORT && desc.label_type != XENT_PROB)
+    check(timed([&] { return lib.check(h); }));
+}
+
+// A backward xent computes once: when a graph of the gradient is asked for
+// (create_graph=True), its results come back through a node that raises if
+// they are differentiated again, as torch's once_differentiable does.
+variable_list once_differentiable(variable_list grads, const char* what) {
+  if (!at::GradMode::is_enabled()) return grads;
+  variable_list defined;
+  for (const auto& g : grads)
+    if (g.defined()) {
+      at::Tensor alias = g.detach();
+      alias.set_requires_grad(true);
+      defined.push_back(alias);
+    }
+  if (defined.empty()) return grads;
+  auto error = std::make_shared<torch::autograd::DelayedError>(
+      std::string("xent: ") + what + " is differentiable once: its gradient has no gradient (double backward)",
+      static_cast<int>(defined.size()));
+  variable_list marked = (*error)(std::move(defined));
+  size_t next = 0;
+  for (auto& g : grads)
+    if (g.defined()) g = marked[next++];
+  return grads;
+}
+
+// Cross entropy: (x, target, weight) -> (loss, lse); lse is not
+// differentiable. With in_place, the forward writes the gradient of a loss
+// of 1 over x, and the backward only scales it.
+struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
+  // weight comes as a non-variable argument (it has no gradient here, and
+  // autograd takes no undefined tensor as an input).
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& target,
+                               const c10::optional<at::Tensor>& weights, const xent_ce_desc& desc, bool in_place) {
+    const at::Tensor& weight = weights ? *weights : at::Tensor();
+    auto rows = row_shape(x);
+    at::Tensor loss = desc.reduction == XENT_REDUCTION_NONE ? empty(rows, x, from_xent(desc.loss_dtype))
+                                                            : empty({}, x, from_xent(desc.loss_dtype));
+    at::Tensor lse = empty(rows, x, accumulation(x.scalar_type()));
+    xent_ce_tensors t{};
+    t.logits = x.data_ptr();
+    t.labels = target.data_ptr();
+    t.weights = data(weight);
+    t.loss = loss.data_ptr();
+    t.lse = lse.data_ptr();
+    if (in_place) t.grad = x.data_ptr();
+    ce_run(desc, in_place ? XENT_OP_FORWARD_BACKWARD : XENT_OP_FORWARD, t, x.device());
+    if (in_place)
+      ctx->save_for_backward({x});
+    else
+      ctx->save_for_backward({x, target, weight, lse});
+    ctx->saved_data["desc"] = as_bytes(desc);
+    ctx->saved_data["in_place"] = in_place;
+    ctx->mark_non_differentiable({lse});
+    ctx->set_materialize_grads(false);
+    return {loss, lse};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardTimer timer;
+    const at::Tensor& dloss = grads[0];
+    auto desc = from_bytes<xent_ce_desc>(ctx->saved_data["desc"]);
+    auto saved = ctx->get_saved_variables();
+    variable_list out(5);
+    if (ctx->saved_data["in_place"].toBool()) {
+      const at::Tensor& g = saved[0];
+      if (!dloss.defined()) {
+        out[0] = at::zeros_like(g);
+      } else {
+        at::Tensor scale = dloss.to(g.scalar_type());
+        out[0] = g * (desc.reduction == XENT_REDUCTION_NONE ? scale.unsqueeze(1) : scale);
+      }
+      return once_differentiable(std::move(out), "xent.cross_entropy");
+    }
+    if (!ctx->needs_input_grad(0)) return out;
+    const at::Tensor &x = saved[0], &target = saved[1], &weight = saved[2], &lse = saved[3];
+    at::ScalarType loss_type = from_xent(desc.loss_dtype);
+    at::Tensor d = dloss.defined()
+                       ? dloss.to(loss_type).contiguous()
+                       : (desc.reduction == XENT_REDUCTION_NONE ? at::zeros(row_shape(x), x.options().dtype(loss_type))
+                                                                : at::zeros({}, x.options().dtype(loss_type)));
+    at::Tensor grad = empty(x.sizes(), x, x.scalar_type());
+    xent_ce_tensors t{};
+    t.logits = x.data_ptr();
+    t.labels = target.data_ptr();
+    t.weights = data(weight);
+    t.lse_in = lse.data_ptr();
+    t.dloss = d.data_ptr();
+    t.grad = grad.data_ptr();
+    ce_run(desc, XENT_OP_BACKWARD, t, x.device());
+    out[0] = grad;
+    return once_differentiable(std::move(out), "xent.cross_entropy");
+  }
+};
+
+// softmax / log_softmax: x -> y; the forward saves y.
+struct Softmax : torch::autograd::Function<Softmax> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const xent_softmax_desc& desc) {
+    at::Tensor y = empty(x.sizes(), x, x.scalar_type());
+    xent_handle* h = handle_for(x.device());
+    void* stream = stream_of(x.device());
+    check(timed([&] { return lib.softmax_forward(h, &desc, x.data_ptr(), y.data_ptr(), stream); }));
+    ctx->save_for_backward({y});
+    ctx->saved_data["desc"] = as_bytes(desc);
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardTimer timer;
+    at::Tensor y = ctx->get_saved_variables()[0];
+    auto desc = from_bytes<xent_softmax_desc>(ctx->saved_data["desc"]);
+    variable_list out(2);
+    if (!grads[0].defined() || !ctx->needs_input_grad(0)) return out;
+    at::Tensor dy = grads[0].to(y.scalar_type()).contiguous();
+    at::Tensor dx = empty(y.sizes(), y, y.scalar_type());
+    xent_handle* h = handle_for(y.device());
+    void* stream = stream_of(y.device());
+    check(timed([&] { return lib.softmax_backward(h, &desc, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), stream); }));
+    out[0] = dx;
+    return once_differentiable(std::move(out), "xent.softmax / xent.log_softmax");
+  }
+};
+
+// Whether obj is the str text.
+bool is(py::handle obj, const char* text) {
+  return PyUnicode_Check(obj.ptr()) && PyUnicode_CompareWithASCIIString(obj.ptr(), text) == 0;
+}
+
+bool tensor(py::handle obj, at::Tensor* out) {
+  if (!THPVariable_Check(obj.ptr())) return false;
+  *out = THPVariable_Unpack(obj.ptr());
+  return out->layout() == at::kStrided;
+}
+
+// xent.cross_entropy's arguments (the Python signature's, less the
+// per-token outputs) -> loss, or (loss, lse) with return_lse; None where
+// the Python path is to run the call.
+py::object cross_entropy(py::handle input, py::handle target_obj, py::handle weight_obj, py::handle ignore_index,
+                         py::handle reduction, double label_smoothing, double z_loss, double softcap,
+                         bool all_ignored_zero, py::handle invalid_labels, py::handle loss_dtype,
+                         bool inplace_backward, bool return_lse, double temperature) {
+  at::Tensor x, target, weight;
+  xent_dtype dtype;
+  if (!tensor(input, &x) || !tensor(target_obj, &target) || x.dim() < 2 || !to_xent(x.scalar_type(), &dtype) ||
+      !supported(x.device()) || target.device() != x.device())
+    return py::none();
+  xent_label_type label;
+  if (target.is_floating_point()) {
+    if (target.sizes() != x.sizes() || target.requires_grad()) return py::none();
+    label = XENT_PROB;
+    target = target.to(x.scalar_type()).contiguous();
+  } else {
+    if (target.scalar_type() != at::kLong && target.scalar_type() != at::kInt) return py::none();
+    if (target.sizes() != c10::IntArrayRef(row_shape(x))) return py::none();
+    label = target.scalar_type() == at::kLong ? XENT_I64 : XENT_I32;
+    target = target.contiguous();
+  }
+  if (!weight_obj.is_none()) {
+    if (!tensor(weight_obj, &weight) || weight.dim() != 1 || weight.size(0) != x.size(1)) return py::none();
+    weight = weight.to(x.device(), accumulation(x.scalar_type())).contiguous();
+  }
+  int64_t ignore = XENT_NO_IGNORE_INDEX;
+  if (!ignore_index.is_none()) {
+    if (!PyLong_Check(ignore_index.ptr())) return py::none();
+    int overflow = 0;
+    ignore = PyLong_AsLongLongAndOverflow(ignore_index.ptr(), &overflow);
+    if (overflow) return py::none();
+  }
+  xent_reduction red;
+  if (is(reduction, "mean")) red = XENT_REDUCTION_MEAN;
+  else if (is(reduction, "sum")) red = XENT_REDUCTION_SUM;
+  else if (is(reduction, "none")) red = XENT_REDUCTION_NONE;
+  else return py::none();
+  bool ignore_invalid = is(invalid_labels, "ignore");
+  if (!ignore_invalid && !is(invalid_labels, "raise")) return py::none();
+  if (!(temperature > 0 && std::isfinite(temperature))) return py::none();
+  xent_dtype loss_type = dtype;
+  if (!loss_dtype.is_none() &&
+      (!THPDtype_Check(loss_dtype.ptr()) || !to_xent(reinterpret_cast<THPDtype*>(loss_dtype.ptr())->scalar_type,
+                                                     &loss_type)))
+    return py::none();
+  if (inplace_backward && !x.is_contiguous()) return py::none();
+  if (!inplace_backward) x = x.contiguous();
+
+  xent_ce_desc desc;
+  check(lib.ce_desc_init_nd(&desc, static_cast<int>(x.dim()), x.sizes().data(), 1, dtype, label, red));
+  desc.loss_dtype = loss_type;
+  desc.ignore_index = ignore;
+  desc.label_smoothing = label_smoothing;
+  desc.z_loss = z_loss;
+  desc.softcap = softcap;
+  desc.all_ignored_zero = all_ignored_zero;
+  desc.invalid_labels = ignore_invalid ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
+  desc.temperature = temperature;
+  bool in_place = inplace_backward && at::GradMode::is_enabled() && x.requires_grad();
+  c10::optional<at::Tensor> weights;
+  if (weight.defined()) weights = weight;
+  variable_list outs = CrossEntropy::apply(x, target, weights, desc, in_place);
+  if (return_lse) return py::make_tuple(outs[0], outs[1]);
+  return py::cast(outs[0]);
+}
+
+// xent.softmax / xent.log_softmax (kind) along dim; None where the Python
+// path is to run the call.
+py::object softmax(py::handle input, int64_t dim, int kind) {
+  at::Tensor x;
+  xent_dtype dtype;
+  if (!tensor(input, &x) || x.dim() == 0 || !to_xent(x.scalar_type(), &dtype) || !supported(x.device()) ||
+      dim < -x.dim() || dim >= x.dim() || (kind != XENT_SOFTMAX && kind != XENT_LOG_SOFTMAX))
+    return py::none();
+  x = x.contiguous();
+  xent_softmax_desc desc;
+  check(lib.softmax_desc_init_nd(&desc, static_cast<int>(x.dim()), x.sizes().data(),
+                                 static_cast<int>(dim < 0 ? dim + x.dim() : dim), dtype,
+                                 static_cast<xent_softmax_kind>(kind)));
+  return py::cast(Softmax::apply(x, desc));
+}
+
+template <class Fn>
+void take(const py::dict& functions, const char* name, Fn* slot) {
+  *slot = reinterpret_cast<Fn>(functions[name].cast<uintptr_t>());
+}
+
+// libxent's function addresses by name, the package's exception classes,
+// and the backend that serves PyTorch's "cuda" device.
+void init(const py::dict& functions, py::handle error, py::handle invalid_label, int backend) {
+  take(functions, "xent_create_on_device", &lib.create_on_device);
+  take(functions, "xent_ce_desc_init_nd", &lib.ce_desc_init_nd);
+  take(functions, "xent_ce_workspace_size", &lib.ce_workspace_size);
+  take(functions, "xent_ce_run", &lib.ce_run);
+  take(functions, "xent_softmax_desc_init_nd", &lib.softmax_desc_init_nd);
+  take(functions, "xent_softmax_forward", &lib.softmax_forward);
+  take(functions, "xent_softmax_backward", &lib.softmax_backward);
+  take(functions, "xent_check", &lib.check);
+  take(functions, "xent_last_error", &lib.last_error);
+  take(functions, "xent_status_string", &lib.status_string);
+  xent_error = error.inc_ref().ptr();
+  invalid_label_error = invalid_label.inc_ref().ptr();
+  gpu_backend = static_cast<xent_backend_kind>(backend);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "xent's calls from PyTorch in C++ (see xent/_native.py)";
+  m.attr("FUNCTIONS") = py::make_tuple("xent_create_on_device", "xent_ce_desc_init_nd", "xent_ce_workspace_size",
+                                       "xent_ce_run", "xent_softmax_desc_init_nd", "xent_softmax_forward",
+                                       "xent_softmax_backward", "xent_check", "xent_last_error",
+                                       "xent_status_string");
+  m.attr("GPU_STREAMS") = py::bool_(XENT_NATIVE_STREAMS);
+  m.def("init", &init);
+  m.def("cross_entropy", &cross_entropy);
+  m.def("softmax", &softmax);
+  m.def("handle", [](int backend, int device) {
+    return reinterpret_cast<uintptr_t>(handle_for(static_cast<xent_backend_kind>(backend), device));
+  });
+  m.def("set_timing", [](bool on) {
+    timing = on;
+    library_ns = 0;
+    backward_ns = 0;
+  });
+  m.def("library_ns", [] { return library_ns.load(); });
+  m.def("backward_ns", [] { return backward_ns.load(); });
+}
