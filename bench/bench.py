@@ -117,43 +117,105 @@ def dry_cases():
     return cases
 
 
+def spread(times):
+    """min, p10, median, p90 and max of a list of seconds."""
+    t = sorted(times)
+    at = lambda q: t[min(len(t) - 1, int(q * len(t)))]  # noqa: E731
+    return dict(min=t[0], p10=at(0.1), median=statistics.median(t), p90=at(0.9), max=t[-1], n=len(t))
+
+
+def level(a, b):
+    """Whether two spreads are level: their p10-p90 ranges overlap."""
+    return a["p10"] <= b["p90"] and b["p10"] <= a["p90"]
+
+
 class Timer:
-    """Median time of a call, in seconds: CUDA events on a GPU, the wall
-    clock on the CPU."""
+    """Times calls: CUDA events on a GPU, the wall clock on the CPU.
+
+    many() times several implementations of one case on the same tensors,
+    interleaved: each repetition calls every one once, in an order rotated
+    by one from the last, so that none always runs first or after the same
+    neighbour. On a GPU, before each timed call the L2 is flushed (a 256 MiB
+    write) and the GPU is given a lead (torch.cuda._sleep) while the host
+    enqueues the call, so that the events bracket the kernels and not the
+    host's work; nothing waits for the device until every repetition is
+    enqueued. The host's time to enqueue each call is kept beside it."""
+
+    LEAD_S = 300e-6  # the GPU's lead over the host before each timed call
 
     def __init__(self, device, warmup, reps, warmup_s=0.0):
         self.device, self.warmup, self.reps, self.warmup_s = device, warmup, reps, warmup_s
         if device == "cuda":
             self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+            self.lead_cycles = int(self.LEAD_S * 2e9)  # at most 2 GHz: a lead of at least LEAD_S
 
-    def __call__(self, fn):
+    def warm(self, fn):
         # At least `warmup` calls and warmup_s seconds of them: in the fifth
         # GPU run (bench/results/2026-11-27-NVIDIA-H200-3db0cf0/tune.json)
         # the tune group's first shape of a forward case, 5 calls of ~1 ms
         # after PyTorch's reference, read up to 16% slower than the same
-        # launch shape timed later on the same tensors, and than the
-        # `large` group's time of it.
+        # launch shape timed later on the same tensors.
         start, calls = time.perf_counter(), 0
         while calls < self.warmup or time.perf_counter() - start < self.warmup_s:
             fn()
             if self.device == "cuda":
                 torch.cuda.synchronize()
             calls += 1
-        times = []
-        for _ in range(self.reps):
-            if self.device == "cuda":
-                self.flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e-3)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+
+    def many(self, fns):
+        """{name: fn} -> {name: (spread of the call's seconds, spread of the
+        host's seconds to enqueue it)}."""
+        names = list(fns)
+        for name in names:
+            self.warm(fns[name])
+        times = {n: [] for n in names}
+        host = {n: [] for n in names}
+        pending = []
+        for rep in range(self.reps):
+            k = rep % len(names)
+            for name in names[k:] + names[:k]:
+                if self.device == "cuda":
+                    self.flush.zero_()
+                    torch.cuda._sleep(self.lead_cycles)
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    t0 = time.perf_counter()
+                    fns[name]()
+                    host[name].append(time.perf_counter() - t0)
+                    end.record()
+                    pending.append((name, start, end))
+                else:
+                    t0 = time.perf_counter()
+                    fns[name]()
+                    host[name].append(time.perf_counter() - t0)
+                    times[name].append(host[name][-1])
+            if len(pending) > 64:  # bounded: the flushes of a long run would queue up
+                self._collect(pending, times)
+        self._collect(pending, times)
+        return {n: (spread(times[n]), spread(host[n])) for n in names}
+
+    @staticmethod
+    def _collect(pending, times):
+        if pending:
+            torch.cuda.synchronize()
+            for name, start, end in pending:
+                times[name].append(start.elapsed_time(end) * 1e-3)
+            pending.clear()
+
+    def __call__(self, fn):
+        """The median seconds of fn alone."""
+        return self.many({"fn": fn})["fn"][0]["median"]
+
+
+def clocks():
+    """The GPU's clocks, temperature and power now (nvidia-smi), or why not."""
+    query = "clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        return dict(zip(query.split(","), [v.strip() for v in out.split(",")]))
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": str(e)}
 
 
 class Xent:
@@ -216,18 +278,21 @@ def model_bytes(case, elem):
     return passes * nv * elem + n * 8 + n * 4
 
 
-# The published kernels xent must beat, beside PyTorch: each gives a loss
-# function of ([N, V] logits, labels) with PyTorch's mean, or raises with the
-# reason it cannot run here (recorded in the result, never dropped). They
-# travel to the GPU machine as wheels (docs/PERFORMANCE.md).
-def peer_liger(device):
+# The published kernels xent must beat, beside PyTorch. Each maker gives a
+# loss function of ([N, V] logits, labels) with PyTorch's mean (or, for the
+# softmax family, of x), or raises with the reason it cannot run here: the
+# reason is recorded in the result, never dropped. They travel to the GPU
+# machine as wheels (docs/GPU_RUN.md).
+def peer_liger(device, op):
     if device != "cuda":
         raise RuntimeError("Liger-Kernel is Triton: CUDA only")
+    if op == "bwd":
+        raise RuntimeError("Liger-Kernel computes the gradient in its forward: it has no backward from the lse")
     from liger_kernel.transformers import LigerCrossEntropyLoss
     return LigerCrossEntropyLoss(reduction="mean")
 
 
-def peer_quack(device):
+def peer_quack(device, op):
     if device != "cuda":
         raise RuntimeError("Quack is CuTe DSL: sm_90 / sm_100 only")
     from quack.cross_entropy import cross_entropy
@@ -239,43 +304,112 @@ def peer_quack(device):
     return loss
 
 
+def peer_liger_softmax(device, op):
+    if device != "cuda":
+        raise RuntimeError("Liger-Kernel is Triton: CUDA only")
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    return LigerSoftmaxFunction.apply
+
+
+def peer_quack_softmax(device, op):
+    if device != "cuda":
+        raise RuntimeError("Quack is CuTe DSL: sm_90 / sm_100 only")
+    from quack.softmax import softmax
+    return softmax
+
+
 PEERS = {"liger": peer_liger, "quack": peer_quack}
+SOFTMAX_PEERS = {"liger": peer_liger_softmax, "quack": peer_quack_softmax}
 
 
-def run_peers(case, x, y, op, nbytes, timer, device, xent_s):
-    """Each peer on its own copy of the logits (Liger writes the gradient
-    over its input in the forward), checked against PyTorch before it is
-    timed; its time, or why there is none."""
-    out = {}
-    for name, make in PEERS.items():
+def relative(got, want):
+    return ((got.double() - want.double()).abs().max() / want.double().abs().max().clamp_min(1e-30)).item()
+
+
+def loss_calls(loss_fn, x, y, op, axis):
+    """A loss function's call on the case's tensors as the pass `op` times
+    it: (a fresh call's (loss, gradient) for the check, the timed call).
+    fwd: the loss without a gradient; fwd_bwd: the loss and its backward;
+    bwd: the backward alone, from a forward made once (the graph kept)."""
+    xg = x.detach().movedim(axis, 1).requires_grad_(op != "fwd")
+
+    def checked():
+        xg.grad = None
+        loss = loss_fn(xg, y)
+        if op == "fwd":
+            return loss.detach(), None
+        loss.backward()
+        return loss.detach(), xg.grad.movedim(1, axis)
+
+    if op == "fwd":
+        def timed():
+            with torch.no_grad():
+                loss_fn(xg, y)
+    elif op == "fwd_bwd":
+        def timed():
+            xg.grad = None
+            loss_fn(xg, y).backward()
+    else:
+        saved = loss_fn(xg, y)
+
+        def timed():
+            xg.grad = None
+            saved.backward(retain_graph=True)
+    return checked, timed
+
+
+def compiled(fn):
+    """torch.compile of fn for this case's shape alone (dynamic=False); its
+    compile happens in the warm-up, outside the timed calls."""
+    if not hasattr(torch, "compile"):
+        raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
+    return torch.compile(fn, dynamic=False)
+
+
+def time_implementations(case, result, impls, timer, nbytes, tol):
+    """impls: {name: (checked, timed) or an exception}: each checked
+    (checked() -> {error name: relative error}) and the ones that agree
+    timed together, interleaved. Into result["impls"]: per name its spread,
+    host time, TB/s and errors, or the reason it has none."""
+    out, timed = {}, {}
+    for name, impl in impls.items():
         try:
-            if x.dim() != 2:
-                raise RuntimeError("takes [N, V] logits only")
-            fn = make(device)
-            xp = x.detach().clone().requires_grad_(op == "fwd_bwd")
-            xr = x.detach().float().requires_grad_(op == "fwd_bwd")
-            ref = F.cross_entropy(xr, y)
-            got = fn(xp, y)
-            err = {"loss": abs(got.float().item() - ref.item()) / max(abs(ref.item()), 1e-6)}
-            if op == "fwd_bwd":
-                got.backward()
-                ref.backward()
-                err["grad"] = ((xp.grad.float() - xr.grad).abs().max() / xr.grad.abs().max().clamp_min(1e-30)).item()
-            if any(e > TOL[case["dtype"]] for e in err.values()):
-                raise RuntimeError(f"disagrees with PyTorch: {err}")
-
-            def call():
-                xp.grad = None
-                loss = fn(xp, y)
-                if op == "fwd_bwd":
-                    loss.backward()
-
-            secs = timer(call)
-            out[name] = dict(s=secs, tbps=nbytes / secs / 1e12, speedup=secs / xent_s, errors=err)
-            del xp, xr
-        except Exception as e:  # noqa: BLE001 -- any failure is the peer's, reported with its reason
+            if isinstance(impl, Exception):
+                raise impl
+            checked, call = impl
+            errors = checked()
+            if any(e > tol for e in errors.values()):
+                raise RuntimeError(f"disagrees with PyTorch in float64: {errors}")
+            out[name] = dict(errors=errors)
+            timed[name] = call
+        except Exception as e:  # noqa: BLE001 -- any failure is the implementation's, reported with its reason
             out[name] = dict(error=f"{type(e).__name__}: {e}"[:500])
+    if timed:
+        for name, (calls, host) in timer.many(timed).items():
+            out[name].update(s=calls["median"], spread=calls, host_s=host["median"], tbps=nbytes / calls["median"] / 1e12)
+    result["impls"] = out
     return out
+
+
+def summarize(result, impls, roofline_tbps, peak_tbps):
+    """The comparison of a case: xent's package (the headline) and its C
+    call, each as TB/s, fraction of the roofline and of the device's peak,
+    against the best peer that ran (ratio > 1: xent is faster; level when
+    their p10-p90 ranges overlap)."""
+    peers = {n: r for n, r in impls.items() if not n.startswith("xent") and "s" in r}
+    best = min(peers, key=lambda n: peers[n]["s"]) if peers else None
+    result["best_peer"] = best
+    for key, name in (("package", "xent"), ("c_call", "xent_c")):
+        r = impls.get(name, {})
+        if "s" not in r:
+            continue
+        line = dict(tbps=r["tbps"], fraction_of_roofline=r["tbps"] / roofline_tbps)
+        if peak_tbps:
+            line["fraction_of_peak"] = r["tbps"] / peak_tbps
+        if best:
+            line.update(vs_best_peer=peers[best]["s"] / r["s"], level_with_best_peer=level(r["spread"],
+                                                                                          peers[best]["spread"]))
+        result[key] = line
 
 
 def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
@@ -328,11 +462,94 @@ def time_roofline(result, timer, roofline, x, out):
     result["fraction_of_roofline"] = result["xent_tbps"] / result["roofline_tbps"]
 
 
-def run_softmax_case(case, xent, timer, device, roofline):
-    """A softmax-family case: xent's kernel checked against PyTorch's in
-    float64 on the same tensors, timed, beside its roofline (a copy of the
-    row's bytes: the forward moves x in and y out, the backward y and dy in
-    and dx out, 1.5 copies) and PyTorch eager in the case's dtype."""
+def output_calls(fn, x, dy, op):
+    """A softmax-family function's call on x as the pass `op` times it:
+    (a fresh call's (y, dx) for the check, the timed call). sm_fwd: y
+    without a gradient; sm_bwd: dx from y and dy alone, from a forward made
+    once (the graph kept)."""
+    xg = x.detach().requires_grad_(op == "sm_bwd")
+
+    def checked():
+        xg.grad = None
+        y = fn(xg)
+        if op == "sm_fwd":
+            return y.detach(), None
+        y.backward(dy)
+        return y.detach(), xg.grad
+
+    if op == "sm_fwd":
+        def timed():
+            with torch.no_grad():
+                fn(xg)
+    else:
+        saved = fn(xg)
+
+        def timed():
+            xg.grad = None
+            saved.backward(dy, retain_graph=True)
+    return checked, timed
+
+
+def errors_of(calls, ref_out, ref_grad, what):
+    """(checked, timed) -> (a check returning {name: relative error}, timed):
+    what the check compares, the output, the gradient or both."""
+    checked, timed = calls
+
+    def check():
+        out, grad = checked()
+        errors = {}
+        if "out" in what:
+            errors["loss" if ref_out.dim() == 0 else "out"] = relative(out, ref_out)
+        if "grad" in what:
+            errors["grad"] = relative(grad, ref_grad)
+        return errors
+    return check, timed
+
+
+def peer_impls(makers, device, op, x, make_calls):
+    """Each peer's (check, timed), or the reason it cannot run here."""
+    impls = {}
+    for name, make in makers.items():
+        try:
+            if x.dim() != 2:
+                raise RuntimeError("takes [N, V] logits only")
+            impls[name] = make_calls(make(device, op))
+        except Exception as e:  # noqa: BLE001 -- reported with its reason
+            impls[name] = e
+    return impls
+
+
+def legacy_keys(result, impls, nbytes):
+    """The keys every earlier run's files have, from the package's time:
+    xent_s and xent_tbps (the package), xent_c_s (the C call),
+    package_over_xent, speedup_vs_eager and _vs_compile, peers."""
+    package, c_call = impls.get("xent", {}), impls.get("xent_c", {})
+    result["ok"] = "s" in package and "s" in c_call
+    result["errors"] = dict(package.get("errors", {"package": package.get("error")}),
+                            **{"c_" + k: v for k, v in c_call.get("errors", {"call": c_call.get("error")}).items()})
+    result["xent_s"] = package.get("s", float("nan"))
+    result["xent_tbps"] = nbytes / result["xent_s"] / 1e12 if "s" in package else 0.0
+    if "s" in c_call:
+        result["xent_c_s"] = c_call["s"]
+        result["package_over_xent"] = result["xent_s"] / c_call["s"]
+    for name, key in (("torch_eager", "eager"), ("torch_compile", "compile")):
+        r = impls.get(name, {})
+        if "s" in r:
+            result[f"{name}_s"], result[f"{name}_tbps"] = r["s"], r["tbps"]
+            result[f"speedup_vs_{key}"] = r["s"] / result["xent_s"]
+        else:
+            result[f"{name}_error"] = r.get("error", "not run")
+    result["peers"] = {n: dict(r, speedup=r["s"] / result["xent_s"]) if "s" in r else r
+                       for n, r in impls.items() if n in ("liger", "quack")}
+
+
+def run_softmax_case(case, xent, timer, device, roofline, peak_tbps):
+    """A softmax-family case: xent's package call and its C call, PyTorch
+    eager and compiled, Liger-Kernel and Quack, each checked against PyTorch
+    in float64 on the same tensors, then timed together, beside the
+    roofline (a copy of the row's bytes: the forward moves x in and y out,
+    the backward y and dy in and dx out, 1.5 copies). The tune group times
+    the C call alone in every launch shape."""
     _, tdtype = DTYPES[case["dtype"]]
     shape, axis, op = case["shape"], case["axis"], case["op"]
     gen = torch.Generator(device=device).manual_seed(1234)
@@ -340,20 +557,21 @@ def run_softmax_case(case, xent, timer, device, roofline):
     d = xent.softmax_desc(shape, axis, case["dtype"])
     stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
     out = torch.empty_like(x)
+    dy = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(tdtype)
+    x64 = x.double().requires_grad_()
+    ref_y = torch.softmax(x64, dim=axis)
+    ref_dx = torch.autograd.grad(ref_y, x64, dy.double())[0] if op == "sm_bwd" else None
+    ref_y = ref_y.detach()
     if op == "sm_fwd":
         inputs = (x,)
-        ref = torch.softmax(x.double(), dim=axis)
-        eager = lambda: torch.softmax(x, dim=axis)  # noqa: E731
+        ref = ref_y
     else:
-        # y rounded to the dtype as a forward would give it, and an
-        # upstream dy; PyTorch's softmax backward (its SoftmaxGrad) on the
-        # same values in float64 is the reference.
+        # The C call's y rounded to the dtype as a forward would give it;
+        # PyTorch's softmax backward (its SoftmaxGrad) on the same values in
+        # float64 is its reference.
         y = torch.softmax(x.float(), dim=axis).to(tdtype)
-        dy = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(tdtype)
         inputs = (y, dy)
         ref = torch._softmax_backward_data(dy.double(), y.double(), axis, torch.float64)
-        eager = lambda: torch._softmax_backward_data(dy, y, axis, tdtype)  # noqa: E731
-    ref_max = ref.abs().max().clamp_min(1e-30)
     call = lambda: xent.softmax(d, op, inputs, out, stream)  # noqa: E731
 
     def checked_errors():
@@ -361,29 +579,49 @@ def run_softmax_case(case, xent, timer, device, roofline):
         call()
         if device == "cuda":
             torch.cuda.synchronize()
-        return {"out": ((out.double() - ref).abs().max() / ref_max).item()}
+        return {"out": relative(out, ref)}
 
     result = dict(case, shape=list(shape))
     elem = x.element_size()
     moves = 2 if op == "sm_fwd" else 3
     nbytes = moves * x.numel() * elem
     result["model_bytes"] = nbytes
-    time_xent(case, result, call, checked_errors, xent, timer, nbytes)
-    del ref
-    time_roofline(result, timer, roofline, x, out)
-    if case["torch"]:
-        result["torch_eager_s"] = timer(eager)
-        result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
-        result["speedup_vs_eager"] = result["torch_eager_s"] / result["xent_s"]
-    del x, out, inputs
+    if case["group"] == "tune":
+        time_xent(case, result, call, checked_errors, xent, timer, nbytes)
+        time_roofline(result, timer, roofline, x, out)
+    else:
+        import xent as package
+
+        what = ("out",) if op == "sm_fwd" else ("grad",)
+
+        def calls(fn):
+            return errors_of(output_calls(fn, x, dy, op), ref_y, ref_dx, what)
+
+        def softmax_along(fn):
+            return lambda t: fn(t, axis)
+
+        impls = {"xent": calls(softmax_along(package.softmax)), "xent_c": (checked_errors, call),
+                 "torch_eager": calls(softmax_along(torch.softmax))}
+        try:
+            impls["torch_compile"] = calls(compiled(softmax_along(torch.softmax)))
+        except RuntimeError as e:
+            impls["torch_compile"] = e
+        impls.update(peer_impls(SOFTMAX_PEERS, device, op, x, calls))
+        time_implementations(case, result, impls, timer, nbytes, TOL[case["dtype"]])
+        legacy_keys(result, result["impls"], nbytes)
+        time_roofline(result, timer, roofline, x, out)
+        summarize(result, result["impls"], result["roofline_tbps"], peak_tbps)
+    if device == "cuda":
+        result["clocks"] = clocks()
+    del x, out, inputs, ref
     if device == "cuda":
         torch.cuda.empty_cache()
     return result
 
 
-def run_case(case, xent, timer, device, roofline, compiled_cache):
+def run_case(case, xent, timer, device, roofline, peak_tbps):
     if case["op"] in SOFTMAX_OPS:
-        return run_softmax_case(case, xent, timer, device, roofline)
+        return run_softmax_case(case, xent, timer, device, roofline, peak_tbps)
     dtype_id, tdtype = DTYPES[case["dtype"]]
     shape, axis, op = case["shape"], case["axis"], case["op"]
     gen = torch.Generator(device=device).manual_seed(1234)
@@ -411,11 +649,11 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
         t.grad = grad.data_ptr()
     call = lambda: xent.run(d, op, t, ws, stream)  # noqa: E731
 
-    # Correctness first: the same tensors through PyTorch (in f32 for the
-    # reference; the mean over rows, class axis `axis`).
-    xr = x.float().movedim(axis, 1).requires_grad_(op != "fwd")
+    # Correctness first: the same (rounded) tensors through PyTorch in
+    # float64 (the mean over rows, class axis `axis`).
+    xr = x.double().movedim(axis, 1).requires_grad_(op != "fwd")
     ref = F.cross_entropy(xr, y)
-    ref_loss = ref.item()
+    ref_loss = ref.detach()
     g_ref = None
     if op != "fwd":
         ref.backward()
@@ -423,65 +661,49 @@ def run_case(case, xent, timer, device, roofline, compiled_cache):
     del xr, ref
 
     def checked_errors():
-        """One call, and its loss and gradient against PyTorch's."""
+        """One C call, and its loss and gradient against PyTorch's."""
         call()
         if device == "cuda":
             torch.cuda.synchronize()
         errors = {}
         if op != "bwd":
-            errors["loss"] = abs(loss.float().item() - ref_loss) / max(abs(ref_loss), 1e-6)
+            errors["loss"] = relative(loss, ref_loss)
         if op != "fwd":
-            errors["grad"] = ((grad.float() - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
+            errors["grad"] = relative(grad, g_ref)
         return errors
 
     result = dict(case, shape=list(shape))
     elem = x.element_size()
     nbytes = model_bytes(case, elem)
     result["model_bytes"] = nbytes
-    errors = time_xent(case, result, call, checked_errors, xent, timer, nbytes)
-    del g_ref
-    time_roofline(result, timer, roofline, x, grad)
-
-    if case["torch"] and op != "bwd":
-        xg = x.detach().movedim(axis, 1).requires_grad_(op == "fwd_bwd")
-
-        def step(loss_fn):
-            """One call of loss_fn on the same tensors, and its backward for
-            fwd_bwd: what each line beside xent's is timed on."""
-            def call():
-                out = loss_fn(xg, y)
-                if op == "fwd_bwd":
-                    xg.grad = None
-                    out.backward()
-            return call
-
-        # The PyTorch package on the same tensors: xent.cross_entropy through
-        # autograd (issue 16's timing line), its loss checked first.
+    if case["group"] == "tune":
+        time_xent(case, result, call, checked_errors, xent, timer, nbytes)
+        time_roofline(result, timer, roofline, x, grad)
+    else:
+        # Every implementation on the same tensors: the package (what a user
+        # calls: the headline), its C call, PyTorch eager and compiled for
+        # this shape, Liger-Kernel and Quack where they take the case.
         import xent as package
 
-        got = package.cross_entropy(xg, y)
-        errors["package_loss"] = abs(got.float().item() - ref_loss) / max(abs(ref_loss), 1e-6)
-        result["ok"] = result["ok"] and errors["package_loss"] <= TOL[case["dtype"]]
+        what = {"fwd": ("out",), "fwd_bwd": ("out", "grad"), "bwd": ("grad",)}[op]
 
-        result["xent_package_s"] = timer(step(package.cross_entropy))
-        result["package_over_xent"] = result["xent_package_s"] / result["xent_s"]
+        def calls(fn):
+            return errors_of(loss_calls(fn, x, y, op, axis), ref_loss, g_ref, what)
 
-        result["torch_eager_s"] = timer(step(F.cross_entropy))
-        result["torch_eager_tbps"] = nbytes / result["torch_eager_s"] / 1e12
-        result["speedup_vs_eager"] = result["torch_eager_s"] / result["xent_s"]
-        if hasattr(torch, "compile"):
-            fn = compiled_cache.setdefault("ce", torch.compile(F.cross_entropy))
-            try:
-                result["torch_compile_s"] = timer(step(fn))
-                result["torch_compile_tbps"] = nbytes / result["torch_compile_s"] / 1e12
-                result["speedup_vs_compile"] = result["torch_compile_s"] / result["xent_s"]
-            except Exception as e:  # a failed compile is reported, not fatal
-                result["torch_compile_error"] = repr(e)[:500]
-        else:
-            result["torch_compile_error"] = f"torch {torch.__version__} has no torch.compile"
-        del xg
-        result["peers"] = run_peers(case, x, y, op, nbytes, timer, device, result["xent_s"])
-    del x, y, grad, ws, lse, loss
+        impls = {"xent": calls(package.cross_entropy), "xent_c": (checked_errors, call),
+                 "torch_eager": calls(F.cross_entropy)}
+        try:
+            impls["torch_compile"] = calls(compiled(F.cross_entropy))
+        except RuntimeError as e:
+            impls["torch_compile"] = e
+        impls.update(peer_impls(PEERS, device, op, x, calls))
+        time_implementations(case, result, impls, timer, nbytes, TOL[case["dtype"]])
+        legacy_keys(result, result["impls"], nbytes)
+        time_roofline(result, timer, roofline, x, grad)
+        summarize(result, result["impls"], result["roofline_tbps"], peak_tbps)
+    if device == "cuda":
+        result["clocks"] = clocks()
+    del x, y, grad, ws, lse, loss, g_ref
     if device == "cuda":
         torch.cuda.empty_cache()
     return result
@@ -513,6 +735,15 @@ class CpuRoofline:
 
     def copy(self, x, y):
         y.copy_(x)
+
+
+# The device's peak DRAM bandwidth (TB/s) by its name, from NVIDIA's data
+# sheets: the denominator of "fraction of peak".
+PEAK_TBPS = {"H200": 4.8, "H100 80GB HBM3": 3.35, "H100 PCIe": 2.0, "B200": 8.0}
+
+
+def peak_tbps(name):
+    return next((v for k, v in PEAK_TBPS.items() if k in name), None)
 
 
 def environment(device, commit):
@@ -595,11 +826,21 @@ def main():
     timer = Timer(device, warmup=2 if args.dry_run else 5, reps=3 if args.dry_run else args.reps,
                   warmup_s=0.0 if args.dry_run else 0.05)
     env = environment(device, args.commit)
-    env["timing"] = dict(warmup=timer.warmup, warmup_s=timer.warmup_s, reps=timer.reps, statistic="median",
-                         clock="CUDA events" if device == "cuda" else "wall clock")
-    results, compiled = [], {}
+    env["timing"] = dict(warmup=timer.warmup, warmup_s=timer.warmup_s, reps=timer.reps,
+                         statistics="min, p10, median, p90, max; ratios of medians, level where p10-p90 overlap",
+                         order="implementations interleaved per case, the order rotated each repetition",
+                         clock="CUDA events, L2 flushed and a 300 us GPU lead before each call"
+                         if device == "cuda" else "wall clock")
+    import xent as package
+    env["package_path"] = "C++ (xent._C)" if package._native.module is not None else \
+        f"Python ({package._native.why})"
+    peak = peak_tbps(env.get("device", ""))
+    env["peak_tbps"] = peak
+    if device == "cuda":
+        env["clocks_start"] = clocks()
+    results = []
     for case in cases:
-        r = run_case(case, xent, timer, device, roofline, compiled)
+        r = run_case(case, xent, timer, device, roofline, peak)
         results.append(r)
         line = (f"{r['group']:12s} {r['op']:8s} {r['dtype']:5s} {'x'.join(map(str, r['shape'])):18s} "
                 f"xent {r['xent_tbps']:.4g} TB/s = {100 * r['fraction_of_roofline']:.3g}% of {r['roofline']}")
@@ -608,7 +849,10 @@ def main():
         if "speedup_vs_compile" in r:
             line += f", {r['speedup_vs_compile']:.2f}x compile"
         if "package_over_xent" in r:
-            line += f"; the package takes {r['package_over_xent']:.2f}x the C call"
+            line += f"; the package takes {r['package_over_xent']:.2f}x the C call's time"
+        if r.get("best_peer") and "vs_best_peer" in r.get("package", {}):
+            line += (f"; {r['package']['vs_best_peer']:.2f}x best peer ({r['best_peer']}"
+                     f"{', level' if r['package']['level_with_best_peer'] else ''})")
         for name, peer in r.get("peers", {}).items():
             line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
         for one in r.get("shapes", [])[1:]:
@@ -624,6 +868,8 @@ def main():
     for r in results:
         if r["op"] == "fwd_bwd" and (r["dtype"], tuple(r["shape"])) in fwd:
             r["fused_over_forward"] = r["xent_s"] / fwd[(r["dtype"], tuple(r["shape"]))]
+    if device == "cuda":
+        env["clocks_end"] = clocks()
     write_json(args.out + ".json", env, results, complete=True)
     plot(results, env, args.out + ".png")
     print(f"wrote {args.out}.json and {args.out}.png")

@@ -17,9 +17,10 @@ ROOT = os.path.join(os.environ["TEST_SRCDIR"], "xent")
 class DryRun(unittest.TestCase):
     def dry_run(self, script, out, timeout):
         """bench/<script> --dry-run writing OUT.*; its JSON report."""
+        env = dict(os.environ, XENT_EXTENSION=os.path.join(ROOT, "python", "xent", "_C.so"))
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--dry-run",
                                "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
-                               "--commit", "test"], capture_output=True, text=True, timeout=timeout)
+                               "--commit", "test"], capture_output=True, text=True, timeout=timeout, env=env)
         print(proc.stdout, proc.stderr)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with open(out + ".json") as f:
@@ -45,25 +46,46 @@ class DryRun(unittest.TestCase):
                 for key in ("xent_s", "xent_tbps", "roofline_tbps", "fraction_of_roofline", "model_bytes"):
                     self.assertGreater(r[key], 0, f"{name}: {key}")
                 self.assertEqual(r["roofline"], "read" if r["op"] == "fwd" else "copy")
-                if r["torch"] and r["op"] in ("sm_fwd", "sm_bwd"):
-                    # The softmax family beside PyTorch eager on the same
-                    # tensors, checked against its float64 result first.
+                if r["group"] == "tune":
+                    continue
+                # Every other case: the package (the headline) and its C
+                # call, PyTorch eager and compiled, Liger-Kernel and Quack,
+                # each checked against PyTorch in float64 and timed
+                # together, or named with the reason it did not run.
+                impls = r["impls"]
+                self.assertEqual(set(impls), {"xent", "xent_c", "torch_eager", "torch_compile", "liger", "quack"},
+                                 name)
+                for impl in ("xent", "xent_c", "torch_eager"):
+                    one = impls[impl]
+                    self.assertGreater(one["s"], 0, f"{name} {impl}")
+                    self.assertTrue(one["errors"], f"{name} {impl}")
+                    spread = one["spread"]
+                    self.assertEqual(spread["n"], 3, name)
+                    self.assertTrue(spread["min"] <= spread["p10"] <= spread["median"] <= spread["p90"]
+                                    <= spread["max"], f"{name} {impl} {spread}")
+                    self.assertGreater(one["host_s"], 0, f"{name} {impl}")
+                self.assertEqual(r["xent_s"], impls["xent"]["s"], name)
+                self.assertEqual(r["xent_c_s"], impls["xent_c"]["s"], name)
+                self.assertTrue("s" in impls["torch_compile"] or "no torch.compile" in impls["torch_compile"].get(
+                    "error", ""), name)
+                # Liger-Kernel and Quack need a GPU and take [N, V] only:
+                # named with the reason.
+                if len(r["shape"]) > 2:
+                    self.assertIn("takes [N, V] logits only", impls["liger"]["error"] + impls["quack"]["error"])
+                else:
+                    self.assertIn("CUDA only", impls["liger"]["error"], name)
+                    self.assertIn("sm_90", impls["quack"]["error"], name)
+                # The comparison: the package's and the C call's fractions of
+                # the roofline, against the best peer that ran (here eager).
+                self.assertEqual(r["best_peer"], "torch_eager", name)
+                for key in ("package", "c_call"):
+                    self.assertGreater(r[key]["fraction_of_roofline"], 0, name)
+                    self.assertGreater(r[key]["vs_best_peer"], 0, name)
+                    self.assertIn(r[key]["level_with_best_peer"], (True, False), name)
+                if r["op"] in ("sm_fwd", "sm_bwd"):
                     self.assertEqual(r["group"], "softmax", name)
-                    self.assertEqual(set(r["errors"]), {"out"}, name)
-                    self.assertGreater(r["torch_eager_s"], 0, name)
                     self.assertEqual(r["model_bytes"], (2 if r["op"] == "sm_fwd" else 3) * 7 * 3001 * 2, name)
-                elif r["torch"] and r["op"] != "bwd":
-                    self.assertGreater(r["torch_eager_s"], 0, name)
-                    # The PyTorch package's timing line, its loss checked.
-                    self.assertGreater(r["xent_package_s"], 0, name)
-                    self.assertIn("package_loss", r["errors"], name)
-                    self.assertTrue("torch_compile_s" in r or "torch_compile_error" in r, name)
-                    # Liger-Kernel and Quack need a GPU: each is named with
-                    # the reason it did not run, never dropped.
-                    self.assertEqual(set(r["peers"]), {"liger", "quack"}, name)
-                    for peer in r["peers"].values():
-                        self.assertIn("CUDA only" if peer is r["peers"]["liger"] else "sm_90", peer.get("error", ""),
-                                      name)
+            self.assertEqual(report["environment"]["package_path"], "C++ (xent._C)")
             self.assertTrue(any("fused_over_forward" in r for r in results))
             # The tune group: every launch shape of the sweep ran on the same
             # tensors, agreed with PyTorch and was timed, the table's first.

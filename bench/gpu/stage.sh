@@ -227,6 +227,20 @@ XENT_COMMIT=$(cat "$BIN/commit" 2>/dev/null || echo unknown)
 export XENT_COMMIT
 echo "# archives built from commit $XENT_COMMIT" | tee -a "$LOG"
 
+# The package's C++ path, compiled against this machine's PyTorch
+# (bench/gpu/build_extension.py) by the correctness stage and kept while the
+# machine stays warm: the package's steps run through it where it is.
+EXTENSION=/tmp/xent-gpu-ext/_C.so
+if [ "$STAGE" = correctness ]; then
+  mkdir -p "$(dirname "$EXTENSION")"
+  XENT_GPU_ONLY='' run_step extension 40 "$PYTHON" bench/gpu/build_extension.py "$EXTENSION"
+fi
+if [ -f "$EXTENSION" ]; then
+  export XENT_EXTENSION="$EXTENSION"
+else
+  echo "# no $EXTENSION (a cold machine?): the package runs its Python path" | tee -a "$LOG"
+fi
+
 case "$STAGE" in
   correctness)
     # Every variant, then the shapes past 2^31, the linear CE on both
@@ -238,7 +252,7 @@ case "$STAGE" in
       "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step linear_ce_hip 30 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step package_cuda 55 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
+    run_step package_cuda 55 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
       "$PYTHON" python/xent_torch_test.py
     run_step package_graphs 30 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" "$PYTHON" python/xent_cuda_test.py
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
@@ -260,13 +274,17 @@ case "$STAGE" in
     done
     ;;
   bench)
-    XENT_GPU_ONLY='' run_step peers 90 install_peers
+    # (80 s: the fifth run's install took 29.)
+    XENT_GPU_ONLY='' run_step peers 80 install_peers
     run_step bench 250 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/bench" --groups large,dtypes,small_vocab,nd,softmax
     # Every launch shape of the tune sweep on the same tensors
     # (xent_set_row_shape): what the specs' tune tables are chosen from.
     run_step tune 150 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/tune" --groups tune
+    # The package's host time per call over its library calls, on CUDA tensors.
+    run_step host_overhead 20 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" PYTHONPATH=python \
+      "$PYTHON" bench/host_overhead.py --device cuda --rounds 1 --reps 100 --out "$RESULTS/host-overhead"
     ;;
   profile)
     XENT_GPU_ONLY='' run_step peers 90 install_peers
