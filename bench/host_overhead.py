@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The package's host time per call over the library calls it makes (issue
-59): for each call a user makes (cross_entropy's forward and backward,
-softmax's), on a tiny case, the time of the call minus the time spent inside
+59): for each call a user makes (cross_entropy's, softmax's and
+linear_cross_entropy's forward and backward), on a tiny case, the time of the call minus the time spent inside
 libxent during it, as the C++ path (xent/_C.cpp) counts it with its timers.
 The forward's is the call's wall time; the backward's is the time inside
 xent's backward node (autograd's engine, which every op's backward pays, is
@@ -35,6 +35,7 @@ CASES = [
     ("cross_entropy none", (0, 8), "ce_none"),
     ("softmax", (4, 8), "softmax"),
     ("softmax", (0, 8), "softmax"),
+    ("linear_cross_entropy mean", (4, 8), "linear"),  # hidden [4, 8], weight [16, 8]
 ]
 
 
@@ -65,6 +66,15 @@ def measure(kind, shape, reps, warmup, device):
 
         def peer():
             return torch.nn.functional.cross_entropy(x, t)
+    elif kind == "linear":
+        w = torch.randn(16, shape[1], device=device, requires_grad=True)
+        t = torch.randint(0, 16, shape[:1], device=device)
+
+        def forward():
+            return xent.linear_cross_entropy(x, w, t)
+
+        def peer():
+            return torch.nn.functional.cross_entropy(torch.nn.functional.linear(x, w), t)
     else:
         def forward():
             return xent.softmax(x, 1)
@@ -104,6 +114,8 @@ def measure(kind, shape, reps, warmup, device):
                 del grad
             del y
             x.grad = None
+            if kind == "linear":
+                w.grad = None
             if i >= warmup:
                 for key, value in values.items():
                     if key in rows and (not key.startswith(("forward_l", "backward_")) or not loop.startswith("torch")):

@@ -26,7 +26,7 @@ class HostOverhead(unittest.TestCase):
                 result = json.load(f)
         self.assertTrue(result["paths"][0].startswith("C++"), result["paths"])
         self.assertTrue(result["paths"][1].startswith("Python"), result["paths"])
-        self.assertEqual(len(result["cases"]), 5)
+        self.assertEqual(len(result["cases"]), 6)
         for name, case in result["cases"].items():
             self.assertGreater(case["forward_library_us"]["min"], 0, name)
             for key, s in case.items():

@@ -599,6 +599,10 @@ class Paths(unittest.TestCase):
         y = torch.randint(0, 9, (5,))
         self.assertGreater(self.library_calls(lambda: xent.cross_entropy(x, y).backward()), 0)
         self.assertGreater(self.library_calls(lambda: xent.log_softmax(x, 0).sum().backward()), 0)
+        h = torch.randn(5, 4, requires_grad=True)
+        w = torch.randn(9, 4, requires_grad=True)
+        self.assertGreater(self.library_calls(
+            lambda: xent.linear_cross_entropy(h, w, y, reduction="none").sum().backward()), 0)
         # Per-token outputs and an unbatched input take the Python path.
         self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x, y, return_entropy=True)), 0)
         self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x[0], y[0])), 0)

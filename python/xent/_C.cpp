@@ -54,6 +54,9 @@ struct Library {
   decltype(&xent_softmax_desc_init_nd) softmax_desc_init_nd = nullptr;
   decltype(&xent_softmax_forward) softmax_forward = nullptr;
   decltype(&xent_softmax_backward) softmax_backward = nullptr;
+  decltype(&xent_linear_ce_desc_init) linear_ce_desc_init = nullptr;
+  decltype(&xent_linear_ce_workspace_size) linear_ce_workspace_size = nullptr;
+  decltype(&xent_linear_ce_run) linear_ce_run = nullptr;
   decltype(&xent_check) check = nullptr;
   decltype(&xent_last_error) last_error = nullptr;
   decltype(&xent_status_string) status_string = nullptr;
@@ -338,6 +341,44 @@ bool tensor(py::handle obj, at::Tensor* out) {
   return out->layout() == at::kStrided;
 }
 
+// The descriptor of a cross entropy over logits of `shape` (class axis 1)
+// with the options of xent.cross_entropy, or false where the Python path is
+// to take the call (an option of another type or value, which it names).
+bool ce_options(xent_ce_desc* desc, c10::IntArrayRef shape, xent_dtype dtype, xent_label_type label,
+                py::handle ignore_index, py::handle reduction, double label_smoothing, double z_loss, double softcap,
+                bool all_ignored_zero, py::handle invalid_labels, py::handle loss_dtype, double temperature) {
+  int64_t ignore = XENT_NO_IGNORE_INDEX;
+  if (!ignore_index.is_none()) {
+    if (!PyLong_Check(ignore_index.ptr())) return false;
+    int overflow = 0;
+    ignore = PyLong_AsLongLongAndOverflow(ignore_index.ptr(), &overflow);
+    if (overflow) return false;
+  }
+  xent_reduction red;
+  if (is(reduction, "mean")) red = XENT_REDUCTION_MEAN;
+  else if (is(reduction, "sum")) red = XENT_REDUCTION_SUM;
+  else if (is(reduction, "none")) red = XENT_REDUCTION_NONE;
+  else return false;
+  bool ignore_invalid = is(invalid_labels, "ignore");
+  if (!ignore_invalid && !is(invalid_labels, "raise")) return false;
+  if (!(temperature > 0 && std::isfinite(temperature))) return false;
+  xent_dtype loss_type = dtype;
+  if (!loss_dtype.is_none() &&
+      (!THPDtype_Check(loss_dtype.ptr()) || !to_xent(reinterpret_cast<THPDtype*>(loss_dtype.ptr())->scalar_type,
+                                                     &loss_type)))
+    return false;
+  check(lib.ce_desc_init_nd(desc, static_cast<int>(shape.size()), shape.data(), 1, dtype, label, red));
+  desc->loss_dtype = loss_type;
+  desc->ignore_index = ignore;
+  desc->label_smoothing = label_smoothing;
+  desc->z_loss = z_loss;
+  desc->softcap = softcap;
+  desc->all_ignored_zero = all_ignored_zero;
+  desc->invalid_labels = ignore_invalid ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
+  desc->temperature = temperature;
+  return true;
+}
+
 // xent.cross_entropy's arguments (the Python signature's, less the
 // per-token outputs) -> loss, or (loss, lse) with return_lse; None where
 // the Python path is to run the call.
@@ -365,39 +406,12 @@ py::object cross_entropy(py::handle input, py::handle target_obj, py::handle wei
     if (!tensor(weight_obj, &weight) || weight.dim() != 1 || weight.size(0) != x.size(1)) return py::none();
     weight = weight.to(x.device(), accumulation(x.scalar_type())).contiguous();
   }
-  int64_t ignore = XENT_NO_IGNORE_INDEX;
-  if (!ignore_index.is_none()) {
-    if (!PyLong_Check(ignore_index.ptr())) return py::none();
-    int overflow = 0;
-    ignore = PyLong_AsLongLongAndOverflow(ignore_index.ptr(), &overflow);
-    if (overflow) return py::none();
-  }
-  xent_reduction red;
-  if (is(reduction, "mean")) red = XENT_REDUCTION_MEAN;
-  else if (is(reduction, "sum")) red = XENT_REDUCTION_SUM;
-  else if (is(reduction, "none")) red = XENT_REDUCTION_NONE;
-  else return py::none();
-  bool ignore_invalid = is(invalid_labels, "ignore");
-  if (!ignore_invalid && !is(invalid_labels, "raise")) return py::none();
-  if (!(temperature > 0 && std::isfinite(temperature))) return py::none();
-  xent_dtype loss_type = dtype;
-  if (!loss_dtype.is_none() &&
-      (!THPDtype_Check(loss_dtype.ptr()) || !to_xent(reinterpret_cast<THPDtype*>(loss_dtype.ptr())->scalar_type,
-                                                     &loss_type)))
-    return py::none();
   if (inplace_backward && !x.is_contiguous()) return py::none();
   if (!inplace_backward) x = x.contiguous();
-
   xent_ce_desc desc;
-  check(lib.ce_desc_init_nd(&desc, static_cast<int>(x.dim()), x.sizes().data(), 1, dtype, label, red));
-  desc.loss_dtype = loss_type;
-  desc.ignore_index = ignore;
-  desc.label_smoothing = label_smoothing;
-  desc.z_loss = z_loss;
-  desc.softcap = softcap;
-  desc.all_ignored_zero = all_ignored_zero;
-  desc.invalid_labels = ignore_invalid ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
-  desc.temperature = temperature;
+  if (!ce_options(&desc, x.sizes(), dtype, label, ignore_index, reduction, label_smoothing, z_loss, softcap,
+                  all_ignored_zero, invalid_labels, loss_dtype, temperature))
+    return py::none();
   bool in_place = inplace_backward && at::GradMode::is_enabled() && x.requires_grad();
   c10::optional<at::Tensor> weights;
   if (weight.defined()) weights = weight;
@@ -422,6 +436,161 @@ py::object softmax(py::handle input, int64_t dim, int kind) {
   return py::cast(Softmax::apply(x, desc));
 }
 
+// The fused linear cross entropy's gradients that a call is to write.
+struct Wanted {
+  bool hidden, weight, bias;
+};
+
+// One xent_linear_ce_run: loss and the gradients in `want` (undefined
+// otherwise), with dloss (undefined: a loss of 1).
+variable_list linear_run(const xent_linear_ce_desc& desc, const at::Tensor& hidden, const at::Tensor& weight,
+                         const at::Tensor& bias, const at::Tensor& target, const at::Tensor& ce_weight,
+                         const at::Tensor& dloss, Wanted want) {
+  int64_t n = hidden.size(0);
+  at::ScalarType loss_type = from_xent(desc.ce.loss_dtype);
+  at::Tensor loss = desc.ce.reduction == XENT_REDUCTION_NONE ? empty({n}, hidden, loss_type)
+                                                             : empty({}, hidden, loss_type);
+  at::Tensor gh = want.hidden ? empty(hidden.sizes(), hidden, hidden.scalar_type()) : at::Tensor();
+  at::Tensor gw = want.weight ? empty(weight.sizes(), weight, weight.scalar_type()) : at::Tensor();
+  at::Tensor gb = want.bias && bias.defined() ? empty(bias.sizes(), bias, bias.scalar_type()) : at::Tensor();
+  xent_linear_ce_tensors t{};
+  t.hidden = hidden.data_ptr();
+  t.weight = weight.data_ptr();
+  t.bias = data(bias);
+  t.labels = target.data_ptr();
+  t.weights = data(ce_weight);
+  t.dloss = data(dloss);
+  t.loss = loss.data_ptr();
+  t.grad_hidden = data(gh);
+  t.grad_weight = data(gw);
+  t.grad_bias = data(gb);
+  xent_handle* h = handle_for(hidden.device());
+  size_t bytes = 0;
+  check(timed([&] { return lib.linear_ce_workspace_size(h, &desc, &bytes); }));
+  // 64-byte aligned, as the GEMM libraries want their workspace.
+  at::Tensor workspace = at::empty({static_cast<int64_t>(bytes + 64)},
+                                   at::TensorOptions().dtype(at::kByte).device(hidden.device()));
+  auto base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(workspace.data_ptr()) + 63) / 64 * 64);
+  void* stream = stream_of(hidden.device());
+  check(timed([&] { return lib.linear_ce_run(h, &desc, &t, base, bytes, stream); }));
+  if (hidden.device().is_cpu() && desc.ce.invalid_labels == XENT_INVALID_LABELS_REPORT &&
+      desc.ce.label_type != XENT_PROB)
+    check(timed([&] { return lib.check(h); }));
+  return {loss, gh, gw, gb};
+}
+
+// The fused linear cross entropy: (hidden, weight, bias) -> loss. For a
+// 'sum' or 'mean' the forward computes every gradient with the loss (of a
+// loss of 1) and the backward scales them; for 'none' each row's incoming
+// gradient weighs grad_weight differently, so the backward calls again
+// with it.
+struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                            const c10::optional<at::Tensor>& bias_arg, const at::Tensor& target,
+                            const c10::optional<at::Tensor>& ce_weight_arg, const xent_linear_ce_desc& desc,
+                            Wanted want) {
+    const at::Tensor& bias = bias_arg ? *bias_arg : at::Tensor();
+    const at::Tensor& ce_weight = ce_weight_arg ? *ce_weight_arg : at::Tensor();
+    bool again = desc.ce.reduction == XENT_REDUCTION_NONE;
+    variable_list outs =
+        linear_run(desc, hidden, weight, bias, target, ce_weight, at::Tensor(), again ? Wanted{} : want);
+    if (again)
+      ctx->save_for_backward({hidden, weight, bias, target, ce_weight});
+    else
+      ctx->save_for_backward({outs[1], outs[2], outs[3]});
+    ctx->saved_data["desc"] = as_bytes(desc);
+    ctx->saved_data["want"] = c10::List<bool>({want.hidden, want.weight, want.bias});
+    ctx->set_materialize_grads(false);
+    return outs[0];
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardTimer timer;
+    const at::Tensor& dloss = grads[0];
+    auto desc = from_bytes<xent_linear_ce_desc>(ctx->saved_data["desc"]);
+    auto saved = ctx->get_saved_variables();
+    variable_list out(7);
+    if (desc.ce.reduction != XENT_REDUCTION_NONE) {
+      for (int i = 0; i < 3; ++i)
+        if (saved[i].defined()) out[i] = dloss.defined() ? saved[i] * dloss : at::zeros_like(saved[i]);
+      return once_differentiable(std::move(out), "xent.linear_cross_entropy");
+    }
+    auto want = ctx->saved_data["want"].toBoolList();
+    const at::Tensor &hidden = saved[0], &weight = saved[1], &bias = saved[2], &target = saved[3],
+                     &ce_weight = saved[4];
+    int64_t n = hidden.size(0);
+    at::ScalarType loss_type = from_xent(desc.ce.loss_dtype);
+    at::Tensor d = dloss.defined() ? dloss.to(loss_type).reshape({n}).contiguous()
+                                   : at::zeros({n}, hidden.options().dtype(loss_type));
+    variable_list g = linear_run(desc, hidden, weight, bias, target, ce_weight, d,
+                                 Wanted{want.get(0), want.get(1), want.get(2)});
+    out[0] = g[1];
+    out[1] = g[2];
+    out[2] = g[3];
+    return once_differentiable(std::move(out), "xent.linear_cross_entropy");
+  }
+};
+
+// xent.linear_cross_entropy's arguments (less the per-token outputs) ->
+// loss, shaped like hidden without H for 'none'; None where the Python path
+// is to run the call.
+py::object linear_cross_entropy(py::handle hidden_obj, py::handle weight_obj, py::handle target_obj,
+                                py::handle bias_obj, py::handle ce_weight_obj, py::handle ignore_index,
+                                py::handle reduction, double label_smoothing, double z_loss, double softcap,
+                                bool all_ignored_zero, py::handle invalid_labels, py::handle loss_dtype,
+                                int64_t chunk_rows, double temperature) {
+  at::Tensor hidden, weight, target, bias, ce_weight;
+  xent_dtype dtype;
+  if (!tensor(hidden_obj, &hidden) || !tensor(weight_obj, &weight) || !tensor(target_obj, &target) ||
+      hidden.dim() < 1 || weight.dim() != 2 || !to_xent(hidden.scalar_type(), &dtype) ||
+      weight.scalar_type() != hidden.scalar_type() || weight.size(1) != hidden.size(-1) ||
+      !supported(hidden.device()) || weight.device() != hidden.device() || target.device() != hidden.device())
+    return py::none();
+  int64_t classes = weight.size(0), width = weight.size(1);
+  if (width == 0) return py::none();
+  if (!bias_obj.is_none() && (!tensor(bias_obj, &bias) || bias.scalar_type() != hidden.scalar_type() ||
+                              bias.dim() != 1 || bias.size(0) != classes || bias.device() != hidden.device()))
+    return py::none();
+  c10::SmallVector<int64_t, 8> lead(hidden.sizes().begin(), hidden.sizes().end() - 1);
+  xent_label_type label;
+  if (target.is_floating_point()) {
+    c10::SmallVector<int64_t, 8> want(lead);
+    want.push_back(classes);
+    if (target.sizes() != c10::IntArrayRef(want)) return py::none();
+    label = XENT_PROB;
+    target = target.reshape({-1, classes}).to(hidden.scalar_type()).contiguous();
+  } else {
+    if ((target.scalar_type() != at::kLong && target.scalar_type() != at::kInt) ||
+        target.sizes() != c10::IntArrayRef(lead))
+      return py::none();
+    label = target.scalar_type() == at::kLong ? XENT_I64 : XENT_I32;
+    target = target.reshape({-1}).contiguous();
+  }
+  if (!ce_weight_obj.is_none()) {
+    if (!tensor(ce_weight_obj, &ce_weight) || ce_weight.dim() != 1 || ce_weight.size(0) != classes ||
+        ce_weight.device() != hidden.device())
+      return py::none();
+    ce_weight = ce_weight.to(accumulation(hidden.scalar_type())).contiguous();
+  }
+  xent_ce_desc ce;
+  if (!ce_options(&ce, {hidden.numel() / width, classes}, dtype, label, ignore_index, reduction, label_smoothing,
+                  z_loss, softcap, all_ignored_zero, invalid_labels, loss_dtype, temperature))
+    return py::none();
+  at::Tensor h2 = hidden.reshape({-1, width}).contiguous();
+  xent_linear_ce_desc desc;
+  lib.linear_ce_desc_init(&desc, h2.size(0), width, classes, dtype, label, ce.reduction);
+  desc.ce = ce;
+  desc.chunk_rows = chunk_rows;
+  bool grad = at::GradMode::is_enabled();
+  Wanted want{grad && hidden.requires_grad(), grad && weight.requires_grad(),
+              grad && bias.defined() && bias.requires_grad()};
+  c10::optional<at::Tensor> bias_arg, ce_weight_arg;
+  if (bias.defined()) bias_arg = bias.contiguous();
+  if (ce_weight.defined()) ce_weight_arg = ce_weight;
+  at::Tensor loss = LinearCrossEntropy::apply(h2, weight.contiguous(), bias_arg, target, ce_weight_arg, desc, want);
+  return py::cast(ce.reduction == XENT_REDUCTION_NONE ? loss.reshape(lead) : loss);
+}
+
 template <class Fn>
 void take(const py::dict& functions, const char* name, Fn* slot) {
   *slot = reinterpret_cast<Fn>(functions[name].cast<uintptr_t>());
@@ -437,6 +606,9 @@ void init(const py::dict& functions, py::handle error, py::handle invalid_label,
   take(functions, "xent_softmax_desc_init_nd", &lib.softmax_desc_init_nd);
   take(functions, "xent_softmax_forward", &lib.softmax_forward);
   take(functions, "xent_softmax_backward", &lib.softmax_backward);
+  take(functions, "xent_linear_ce_desc_init", &lib.linear_ce_desc_init);
+  take(functions, "xent_linear_ce_workspace_size", &lib.linear_ce_workspace_size);
+  take(functions, "xent_linear_ce_run", &lib.linear_ce_run);
   take(functions, "xent_check", &lib.check);
   take(functions, "xent_last_error", &lib.last_error);
   take(functions, "xent_status_string", &lib.status_string);
@@ -451,12 +623,14 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "xent's calls from PyTorch in C++ (see xent/_native.py)";
   m.attr("FUNCTIONS") = py::make_tuple("xent_create_on_device", "xent_ce_desc_init_nd", "xent_ce_workspace_size",
                                        "xent_ce_run", "xent_softmax_desc_init_nd", "xent_softmax_forward",
-                                       "xent_softmax_backward", "xent_check", "xent_last_error",
-                                       "xent_status_string");
+                                       "xent_softmax_backward", "xent_linear_ce_desc_init",
+                                       "xent_linear_ce_workspace_size", "xent_linear_ce_run", "xent_check",
+                                       "xent_last_error", "xent_status_string");
   m.attr("GPU_STREAMS") = py::bool_(XENT_NATIVE_STREAMS);
   m.def("init", &init);
   m.def("cross_entropy", &cross_entropy);
   m.def("softmax", &softmax);
+  m.def("linear_cross_entropy", &linear_cross_entropy);
   m.def("handle", [](int backend, int device) {
     return reinterpret_cast<uintptr_t>(handle_for(static_cast<xent_backend_kind>(backend), device));
   });

@@ -192,6 +192,15 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     result is loss, or a tuple of loss and what was asked, in that order,
     each shaped like hidden without H); the entropy's and log-prob's
     gradients flow to hidden, weight and bias."""
+    if _fast is not None and not (return_entropy or return_logprob or return_argmax) and not _compiling():
+        try:
+            out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
+                                             label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
+                                             loss_dtype, chunk_rows, temperature)
+        except TypeError:  # an argument of another type: the Python path says what is wrong
+            out = None
+        if out is not None:
+            return out
     for name, t in (("hidden", hidden), ("weight", weight), ("target", target)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"xent: {name} must be a tensor")
