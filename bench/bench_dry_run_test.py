@@ -86,6 +86,14 @@ class DryRun(unittest.TestCase):
                     self.assertEqual(r["group"], "softmax", name)
                     self.assertEqual(r["model_bytes"], (2 if r["op"] == "sm_fwd" else 3) * 7 * 3001 * 2, name)
             self.assertEqual(report["environment"]["package_path"], "C++ (xent._C)")
+            # The comparison table renders from the run's file, a row a case.
+            sys.path.insert(0, os.path.join(ROOT, "bench"))
+            import results_tables
+            os.rename(out + ".json", os.path.join(tmp, "bench.json"))
+            table = results_tables.tables(tmp)
+            rows = [r for r in results if r["group"] != "tune"]
+            self.assertEqual(table.count("(torch_eager) |"), len(rows), table)
+            os.rename(os.path.join(tmp, "bench.json"), out + ".json")
             self.assertTrue(any("fused_over_forward" in r for r in results))
             # The tune group: every launch shape of the sweep ran on the same
             # tensors, agreed with PyTorch and was timed, the table's first.

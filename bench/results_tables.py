@@ -65,6 +65,52 @@ def kernel_table(data, title):
     return lines
 
 
+def versus(r, best):
+    """A ratio of medians with its range from the p10-p90 spreads (above 1:
+    r is faster), 'level' where the spreads overlap."""
+    a, b = r["spread"], best["spread"]
+    text = f"{b['median'] / a['median']:.2f}x ({b['p10'] / a['p90']:.2f}-{b['p90'] / a['p10']:.2f})"
+    return text + (", level" if a["p10"] <= b["p90"] and b["p10"] <= a["p90"] else "")
+
+
+def comparison_table(data, title):
+    """A run measured as users call it (bench.py's impls): per case xent's
+    package (the headline) and its C call, each as TB/s, fraction of the
+    roofline and of the device's peak, against the best peer that ran."""
+    env = data["environment"]
+    peak = env.get("peak_tbps")
+    lines = [
+        f"**{title}**: {env['device']}, driver {env.get('driver')}, CUDA {env.get('cuda')}, PyTorch {env['torch']}, "
+        f"commit {env['commit'][:7]}, {env['date'][:10]}; the package through {env.get('package_path', '?')}; "
+        f"{env['timing']['reps']} calls of each implementation interleaved ({env['timing']['clock']}); TB/s of "
+        "model bytes (median); ratios of medians with their p10-p90 range, above 1 where xent is faster"
+        + (f"; peak {peak} TB/s" if peak else "")
+        + ("" if data.get("complete") else " (the run stopped before its last case)"),
+        "",
+        "| group | pass | dtype | shape | xent (package) TB/s | of roofline | of peak | best peer TB/s "
+        "| package vs best peer | C call TB/s | C call vs best peer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in data["results"]:
+        impls = c.get("impls")
+        if impls is None:
+            continue
+        pkg, ccall = impls.get("xent", {}), impls.get("xent_c", {})
+        best = impls.get(c.get("best_peer") or "", {})
+        head = f"| {c['group']} | {c['op']} | {c['dtype']} | {shape(c)} | "
+        if "s" not in pkg:
+            lines.append(head + f"not measured: {pkg.get('error', 'no package call')} | | | | | | |")
+            continue
+        frac_peak = f"{100 * pkg['tbps'] / peak:.0f}%" if peak else "-"
+        cells = [f"{pkg['tbps']:.2f}", f"{100 * c['fraction_of_roofline']:.0f}%", frac_peak,
+                 f"{best['tbps']:.2f} ({c['best_peer']})" if "s" in best else "none ran",
+                 versus(pkg, best) if "s" in best else "-",
+                 f"{ccall['tbps']:.2f}" if "s" in ccall else "-",
+                 versus(ccall, best) if "s" in best and "s" in ccall else "-"]
+        lines.append(head + " | ".join(cells) + " |")
+    return lines
+
+
 def linear_table(data):
     env = data["environment"]
     lines = [
@@ -128,7 +174,9 @@ def tables(folder):
     out = []
     for name, title in (("bench.json", "Kernels"), ("sweep.json", "V sweep at 2^30 logits")):
         data = load(folder, name)
-        if data:
+        if data and any("impls" in c for c in data["results"]):
+            out += comparison_table(data, title) + [""]
+        elif data:
             out += kernel_table(data, title) + [""]
     data = load(folder, "tune.json")
     if data:

@@ -56,6 +56,39 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) |", text)
         self.assertIn("| bwd | 16x4096 | **1.00** | - | refused |", text)
 
+    def test_comparison_table(self):
+        """A run measured as users call it: the package's TB/s and fractions,
+        the best peer, each ratio with its p10-p90 range and 'level' where the
+        spreads overlap, the C call beside; an implementation that did not run
+        is not a ratio."""
+        env = dict(device="GPU X", driver="1", cuda="13", torch="2.11", commit="abcdef0123",
+                   date="2026-01-02T00:00:00", package_path="C++ (xent._C)", peak_tbps=4.0,
+                   timing=dict(reps=25, clock="CUDA events"))
+
+        def impl(median, p10, p90, tbps):
+            return dict(s=median, tbps=tbps, spread=dict(median=median, p10=p10, p90=p90))
+
+        results = [
+            dict(group="large", op="fwd", dtype="bf16", shape=[16, 4096], fraction_of_roofline=0.9, best_peer="quack",
+                 impls=dict(xent=impl(1.0, 0.99, 1.01, 3.0), xent_c=impl(0.98, 0.97, 0.99, 3.06),
+                            quack=impl(1.1, 1.09, 1.11, 2.73), liger=dict(error="no GPU"))),
+            dict(group="large", op="bwd", dtype="bf16", shape=[16, 4096], fraction_of_roofline=0.5, best_peer="quack",
+                 impls=dict(xent=impl(1.0, 0.9, 1.1, 2.0), xent_c=impl(1.0, 0.9, 1.1, 2.0),
+                            quack=impl(0.95, 0.9, 1.0, 2.1))),
+            dict(group="nd", op="fwd", dtype="bf16", shape=[2, 3, 4], fraction_of_roofline=0.5, best_peer=None,
+                 impls=dict(xent=dict(error="disagrees"), xent_c=impl(1.0, 1.0, 1.0, 1.0))),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "bench.json"), "w") as f:
+                json.dump(dict(environment=env, complete=True, results=results), f)
+            text = results_tables.tables(d)
+        self.assertIn("the package through C++ (xent._C); 25 calls of each implementation interleaved", text)
+        self.assertIn("| large | fwd | bf16 | 16x4096 | 3.00 | 90% | 75% | 2.73 (quack) | 1.10x (1.08-1.12) | 3.06 "
+                      "| 1.12x (1.10-1.14) |", text)
+        self.assertIn("| large | bwd | bf16 | 16x4096 | 2.00 | 50% | 50% | 2.10 (quack) | 0.95x (0.82-1.11), level |",
+                      text)
+        self.assertIn("| nd | fwd | bf16 | 2x3x4 | not measured: disagrees |", text)
+
 
 if __name__ == "__main__":
     unittest.main()
