@@ -386,7 +386,8 @@ def time_implementations(case, result, impls, timer, nbytes, tol):
             out[name] = dict(error=f"{type(e).__name__}: {e}"[:500])
     if timed:
         for name, (calls, host) in timer.many(timed).items():
-            out[name].update(s=calls["median"], spread=calls, host_s=host["median"], tbps=nbytes / calls["median"] / 1e12)
+            out[name].update(s=calls["median"], spread=calls, host_s=host["median"],
+                             tbps=nbytes / calls["median"] / 1e12)
     result["impls"] = out
     return out
 
@@ -543,6 +544,24 @@ def legacy_keys(result, impls, nbytes):
                        for n, r in impls.items() if n in ("liger", "quack")}
 
 
+def compare(case, result, impls, calls, eager, makers, x, out, timer, roofline, nbytes, peak_tbps):
+    """A case's comparison, into result: xent's implementations (impls)
+    beside PyTorch eager (eager, made a timed call by calls()), eager
+    compiled for this shape, and the peers (makers) where they take the
+    case; each checked, then all timed together; the roofline on x (and
+    out); the best peer and the ratios to it."""
+    impls["torch_eager"] = calls(eager)
+    try:
+        impls["torch_compile"] = calls(compiled(eager))
+    except RuntimeError as e:
+        impls["torch_compile"] = e
+    impls.update(peer_impls(makers, x.device.type, case["op"], x, calls))
+    time_implementations(case, result, impls, timer, nbytes, TOL[case["dtype"]])
+    legacy_keys(result, result["impls"], nbytes)
+    time_roofline(result, timer, roofline, x, out)
+    summarize(result, result["impls"], result["roofline_tbps"], peak_tbps)
+
+
 def run_softmax_case(case, xent, timer, device, roofline, peak_tbps):
     """A softmax-family case: xent's package call and its C call, PyTorch
     eager and compiled, Liger-Kernel and Quack, each checked against PyTorch
@@ -600,17 +619,9 @@ def run_softmax_case(case, xent, timer, device, roofline, peak_tbps):
         def softmax_along(fn):
             return lambda t: fn(t, axis)
 
-        impls = {"xent": calls(softmax_along(package.softmax)), "xent_c": (checked_errors, call),
-                 "torch_eager": calls(softmax_along(torch.softmax))}
-        try:
-            impls["torch_compile"] = calls(compiled(softmax_along(torch.softmax)))
-        except RuntimeError as e:
-            impls["torch_compile"] = e
-        impls.update(peer_impls(SOFTMAX_PEERS, device, op, x, calls))
-        time_implementations(case, result, impls, timer, nbytes, TOL[case["dtype"]])
-        legacy_keys(result, result["impls"], nbytes)
-        time_roofline(result, timer, roofline, x, out)
-        summarize(result, result["impls"], result["roofline_tbps"], peak_tbps)
+        impls = {"xent": calls(softmax_along(package.softmax)), "xent_c": (checked_errors, call)}
+        compare(case, result, impls, calls, softmax_along(torch.softmax), SOFTMAX_PEERS, x, out, timer, roofline,
+                nbytes, peak_tbps)
     if device == "cuda":
         result["clocks"] = clocks()
     del x, out, inputs, ref
@@ -690,17 +701,8 @@ def run_case(case, xent, timer, device, roofline, peak_tbps):
         def calls(fn):
             return errors_of(loss_calls(fn, x, y, op, axis), ref_loss, g_ref, what)
 
-        impls = {"xent": calls(package.cross_entropy), "xent_c": (checked_errors, call),
-                 "torch_eager": calls(F.cross_entropy)}
-        try:
-            impls["torch_compile"] = calls(compiled(F.cross_entropy))
-        except RuntimeError as e:
-            impls["torch_compile"] = e
-        impls.update(peer_impls(PEERS, device, op, x, calls))
-        time_implementations(case, result, impls, timer, nbytes, TOL[case["dtype"]])
-        legacy_keys(result, result["impls"], nbytes)
-        time_roofline(result, timer, roofline, x, grad)
-        summarize(result, result["impls"], result["roofline_tbps"], peak_tbps)
+        impls = {"xent": calls(package.cross_entropy), "xent_c": (checked_errors, call)}
+        compare(case, result, impls, calls, F.cross_entropy, PEERS, x, grad, timer, roofline, nbytes, peak_tbps)
     if device == "cuda":
         result["clocks"] = clocks()
     del x, y, grad, ws, lse, loss, g_ref

@@ -163,9 +163,31 @@ def summarize(cpp, python):
     return cases
 
 
+def table(paths):
+    """docs/PERFORMANCE.md's table from result files: a column pair per file."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    head = "| call | " + " | ".join(f"PyTorch {r['torch']}: forward, backward node (min) | whole forward, C++ vs "
+                                     "Python path" for r in runs) + " |"
+    lines = [head, "|---|" + "---|---|" * len(runs)]
+    for key in runs[0]["cases"]:
+        cells = []
+        for r in runs:
+            c = r["cases"][key]
+            f, b = c["forward_overhead_us"], c["backward_overhead_us"]
+            wall, py = c["forward_wall_us"]["median"], c["python_path_forward_wall_us"]["median"]
+            cells.append(f"{f['median']:.1f} ({f['min']:.1f}), {b['median']:.1f} ({b['min']:.1f}) us")
+            cells.append(f"{wall:.1f} vs {py:.1f} us" if wall < 1000 else f"{wall / 1e3:.1f} vs {py / 1e3:.1f} ms")
+        lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="writes OUT.json")
+    p.add_argument("--table", nargs="+", help="prints docs/PERFORMANCE.md's table from these result files")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--rounds", type=int, default=3, help="alternations of the two paths' processes")
@@ -174,6 +196,9 @@ def main():
     args = p.parse_args()
     if args.child:
         child(args)
+        return
+    if args.table:
+        print(table(args.table))
         return
     import torch
 

@@ -79,7 +79,8 @@ int64_t since(std::chrono::steady_clock::time_point start) {
 // Adds a backward pass's time to backward_ns while timing is on.
 struct BackwardTimer {
   bool on = timing.load(std::memory_order_relaxed);
-  std::chrono::steady_clock::time_point start = on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  std::chrono::steady_clock::time_point start = on ? std::chrono::steady_clock::now()
+                                                  : std::chrono::steady_clock::time_point();
   ~BackwardTimer() {
     if (on) backward_ns += since(start);
   }
@@ -91,6 +92,18 @@ xent_status timed(Call&& call) {
   auto start = std::chrono::steady_clock::now();
   xent_status status = call();
   library_ns += since(start);
+  return status;
+}
+
+// A library call that runs kernels (the emulator's, on the CPU, for long)
+// without the GIL where this thread holds it, as ctypes calls run: other
+// Python threads go on meanwhile.
+template <class Call>
+xent_status unlocked(Call&& call) {
+  if (!PyGILState_Check()) return timed(call);
+  PyThreadState* state = PyEval_SaveThread();
+  xent_status status = timed(call);
+  PyEval_RestoreThread(state);
   return status;
 }
 
@@ -204,10 +217,10 @@ void ce_run(const xent_ce_desc& desc, xent_op op, const xent_ce_tensors& tensors
   if (bytes > 0)
     workspace = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(device));
   void* stream = stream_of(device);
-  check(timed([&] { return lib.ce_run(h, &desc, op, &tensors, data(workspace), bytes, stream); }));
+  check(unlocked([&] { return lib.ce_run(h, &desc, op, &tensors, data(workspace), bytes, stream); }));
   // On the CPU a bad label raises now, as in PyTorch; on a GPU, xent.check().
   if (device.is_cpu() && desc.invalid_labels == XENT_INVALID_LABELS_REPORT && desc.label_type != XENT_PROB)
-    check(timed([&] { return lib.check(h); }));
+    check(unlocked([&] { return lib.check(h); }));
 }
 
 // A backward xent computes once: when a graph of the gradient is asked for
@@ -237,8 +250,8 @@ variable_list once_differentiable(variable_list grads, const char* what) {
 // differentiable. With in_place, the forward writes the gradient of a loss
 // of 1 over x, and the backward only scales it.
 struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
-  // weight comes as a non-variable argument (it has no gradient here, and
-  // autograd takes no undefined tensor as an input).
+  // weight comes as an optional: autograd takes an absent one as no input,
+  // where an undefined tensor it cannot.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& target,
                                const c10::optional<at::Tensor>& weights, const xent_ce_desc& desc, bool in_place) {
     const at::Tensor& weight = weights ? *weights : at::Tensor();
@@ -308,7 +321,7 @@ struct Softmax : torch::autograd::Function<Softmax> {
     at::Tensor y = empty(x.sizes(), x, x.scalar_type());
     xent_handle* h = handle_for(x.device());
     void* stream = stream_of(x.device());
-    check(timed([&] { return lib.softmax_forward(h, &desc, x.data_ptr(), y.data_ptr(), stream); }));
+    check(unlocked([&] { return lib.softmax_forward(h, &desc, x.data_ptr(), y.data_ptr(), stream); }));
     ctx->save_for_backward({y});
     ctx->saved_data["desc"] = as_bytes(desc);
     return y;
@@ -324,7 +337,7 @@ struct Softmax : torch::autograd::Function<Softmax> {
     at::Tensor dx = empty(y.sizes(), y, y.scalar_type());
     xent_handle* h = handle_for(y.device());
     void* stream = stream_of(y.device());
-    check(timed([&] { return lib.softmax_backward(h, &desc, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), stream); }));
+    check(unlocked([&] { return lib.softmax_backward(h, &desc, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), stream); }));
     out[0] = dx;
     return once_differentiable(std::move(out), "xent.softmax / xent.log_softmax");
   }
@@ -472,10 +485,10 @@ variable_list linear_run(const xent_linear_ce_desc& desc, const at::Tensor& hidd
                                    at::TensorOptions().dtype(at::kByte).device(hidden.device()));
   auto base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(workspace.data_ptr()) + 63) / 64 * 64);
   void* stream = stream_of(hidden.device());
-  check(timed([&] { return lib.linear_ce_run(h, &desc, &t, base, bytes, stream); }));
+  check(unlocked([&] { return lib.linear_ce_run(h, &desc, &t, base, bytes, stream); }));
   if (hidden.device().is_cpu() && desc.ce.invalid_labels == XENT_INVALID_LABELS_REPORT &&
       desc.ce.label_type != XENT_PROB)
-    check(timed([&] { return lib.check(h); }));
+    check(unlocked([&] { return lib.check(h); }));
   return {loss, gh, gw, gb};
 }
 
