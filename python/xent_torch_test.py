@@ -575,6 +575,10 @@ class LinearCrossEntropy(unittest.TestCase):
             xent.linear_cross_entropy(h, w, y, temperature=-0.5)
 
 
+class Subclass(torch.Tensor):
+    """A tensor subclass, as libraries make them."""
+
+
 class Paths(unittest.TestCase):
     """Which path ran: with XENT_NATIVE=1 the C++ one (xent/_C.cpp) takes the
     calls it covers, and declines those it leaves to Python; with
@@ -606,6 +610,11 @@ class Paths(unittest.TestCase):
         # Per-token outputs and an unbatched input take the Python path.
         self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x, y, return_entropy=True)), 0)
         self.assertEqual(self.library_calls(lambda: xent.cross_entropy(x[0], y[0])), 0)
+        # A tensor subclass takes the Python path, whose torch calls it may
+        # override, and gets the same loss.
+        sub = x.detach().as_subclass(Subclass)
+        self.assertEqual(self.library_calls(lambda: xent.cross_entropy(sub, y)), 0)
+        self.assertEqual(xent.cross_entropy(sub, y).item(), xent.cross_entropy(x.detach(), y).item())
         # An argument of another type is declined, and Python names it.
         with self.assertRaisesRegex(ValueError, "reduction is 3"):
             xent.cross_entropy(x, y, reduction=3)

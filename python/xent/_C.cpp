@@ -348,8 +348,14 @@ bool is(py::handle obj, const char* text) {
   return PyUnicode_Check(obj.ptr()) && PyUnicode_CompareWithASCIIString(obj.ptr(), text) == 0;
 }
 
+// torch.Tensor and torch.nn.Parameter: a subclass of its own
+// (__torch_function__) or anything else takes the Python path, whose torch
+// calls it overrides.
+PyTypeObject* tensor_types[2] = {nullptr, nullptr};
+
 bool tensor(py::handle obj, at::Tensor* out) {
-  if (!THPVariable_Check(obj.ptr())) return false;
+  PyTypeObject* type = Py_TYPE(obj.ptr());
+  if (type != tensor_types[0] && type != tensor_types[1]) return false;
   *out = THPVariable_Unpack(obj.ptr());
   return out->layout() == at::kStrided;
 }
@@ -610,8 +616,12 @@ void take(const py::dict& functions, const char* name, Fn* slot) {
 }
 
 // libxent's function addresses by name, the package's exception classes,
-// and the backend that serves PyTorch's "cuda" device.
-void init(const py::dict& functions, py::handle error, py::handle invalid_label, int backend) {
+// the backend that serves PyTorch's "cuda" device, and the tensor types this
+// path takes.
+void init(const py::dict& functions, py::handle error, py::handle invalid_label, int backend, py::handle tensor_type,
+          py::handle parameter_type) {
+  tensor_types[0] = reinterpret_cast<PyTypeObject*>(tensor_type.inc_ref().ptr());
+  tensor_types[1] = reinterpret_cast<PyTypeObject*>(parameter_type.inc_ref().ptr());
   take(functions, "xent_create_on_device", &lib.create_on_device);
   take(functions, "xent_ce_desc_init_nd", &lib.ce_desc_init_nd);
   take(functions, "xent_ce_workspace_size", &lib.ce_workspace_size);

@@ -50,7 +50,7 @@ def _load():
         why = f"libxent is not loaded: {e}"
         return
     gpu = C.BACKEND_HIP if getattr(torch.version, "hip", None) else C.BACKEND_CUDA
-    _C.init(functions, C.XentError, C.InvalidLabelError, gpu)
+    _C.init(functions, C.XentError, C.InvalidLabelError, gpu, torch.Tensor, torch.nn.Parameter)
     module = _C
 
 
