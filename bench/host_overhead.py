@@ -220,6 +220,7 @@ def main():
         merged.append(m)
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": os.environ.get("XENT_COMMIT") or _commit(),
         "machine": platform.processor() or platform.machine(),
         "cpu": _cpu_name(),
         "torch": torch.__version__,
@@ -238,6 +239,19 @@ def main():
         with open(args.out + ".json", "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)
             f.write("\n")
+
+
+def _commit():
+    """The checkout's commit, with "+changes" where the tree differs from it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def _cpu_name():
