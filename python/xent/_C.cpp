@@ -414,23 +414,23 @@ py::object cross_entropy(py::handle input, py::handle target_obj, py::handle wei
   if (target.is_floating_point()) {
     if (target.sizes() != x.sizes() || target.requires_grad()) return py::none();
     label = XENT_PROB;
-    target = target.to(x.scalar_type()).contiguous();
   } else {
     if (target.scalar_type() != at::kLong && target.scalar_type() != at::kInt) return py::none();
     if (target.sizes() != c10::IntArrayRef(row_shape(x))) return py::none();
     label = target.scalar_type() == at::kLong ? XENT_I64 : XENT_I32;
-    target = target.contiguous();
   }
-  if (!weight_obj.is_none()) {
-    if (!tensor(weight_obj, &weight) || weight.dim() != 1 || weight.size(0) != x.size(1)) return py::none();
-    weight = weight.to(x.device(), accumulation(x.scalar_type())).contiguous();
-  }
+  if (!weight_obj.is_none() &&
+      (!tensor(weight_obj, &weight) || weight.dim() != 1 || weight.size(0) != x.size(1)))
+    return py::none();
   if (inplace_backward && !x.is_contiguous()) return py::none();
-  if (!inplace_backward) x = x.contiguous();
   xent_ce_desc desc;
   if (!ce_options(&desc, x.sizes(), dtype, label, ignore_index, reduction, label_smoothing, z_loss, softcap,
                   all_ignored_zero, invalid_labels, loss_dtype, temperature))
     return py::none();
+  // Taken: the inputs as the kernels read them (no copy where they already are).
+  target = label == XENT_PROB ? target.to(x.scalar_type()).contiguous() : target.contiguous();
+  if (weight.defined()) weight = weight.to(x.device(), accumulation(x.scalar_type())).contiguous();
+  if (!inplace_backward) x = x.contiguous();
   bool in_place = inplace_backward && at::GradMode::is_enabled() && x.requires_grad();
   c10::optional<at::Tensor> weights;
   if (weight.defined()) weights = weight;
