@@ -28,7 +28,7 @@ OBJECTS = os.path.join(RUNFILES, "gen", "hip_objects")
 # (target, variant, C): the contiguous rows under the loads-in-flight target.
 # None today: the fused kernels, the last listed, reached 6 loads a lane (48
 # KB a CU) once their f32 gradient store gave back the 32 VGPRs it held
-# (templates/xent_device.h.tmpl, xent_store16f).
+# (kernels/device/vectors.h, xent_store16f).
 KNOWN_SHORT_IN_FLIGHT = set()
 
 

@@ -5,7 +5,7 @@ launches, and so how many warps or waves an SM or CU holds.
 
 The generated source carries the spec's tune table as
 `static const xent_row_shape <kernel>_shapes[] = {{classes, threads a row,
-block, on-chip bytes, rows}, ...};` (templates/xent_device.h.tmpl), and
+block, on-chip bytes, rows}, ...};` (kernels/device/launch.h), and
 xent_pick_launch takes the first shape that serves C (at most its classes;
 -1 is any) and the call's rows (at least its rows); the last shape serves
 every call. The on-chip shapes serve only the fused and softmax kernels'

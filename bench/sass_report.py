@@ -60,6 +60,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The device library (kernels/), from the runfiles under bazel run or the
+# checkout.
+LIBRARY = os.path.join(os.path.join(os.environ["RUNFILES_DIR"], "xent") if os.environ.get("RUNFILES_DIR")
+                       else os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
 import launch_shapes  # noqa: E402
 
 # Per architecture, the GPU its rows are for. Per-SM limits: the CUDA C++
@@ -361,7 +365,7 @@ def units(objects):
     return found
 
 
-def report(gen, objects, cuobjdump, arch):
+def report(gen, objects, cuobjdump, arch, library=None):
     gpu = GPUS[arch]
     rows = []
     unit_of = units(objects)
@@ -387,7 +391,7 @@ def report(gen, objects, cuobjdump, arch):
             threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
             # The shared memory the 16-byte loads are staged in
             # (XENT_COLUMN_STAGE): per thread, its loads and one element.
-            header = open(os.path.join(gen, "xent_device.h")).read()
+            header = open(os.path.join(library or LIBRARY, "device", "rows.h")).read()
             loads = int(re.search(r"#define XENT_COLUMN_LOADS (\d+)", header).group(1))
             cluster, smem = 0, threads * (16 * loads + elem)
         else:

@@ -66,6 +66,12 @@ for target in cuda hip; do
     "${extra[@]}" "${specs[@]}" ${filters[@]+"${filters[@]}"})
 done
 
+# The device library the kernels include, beside them (kernels/xent_device.h).
+(cd "$root/kernels" && find . -name '*.h') | while read -r f; do
+  mkdir -p "$tmp/kernels/$(dirname "$f")"
+  cp "$root/kernels/$f" "$tmp/kernels/$f"
+done
+
 # The runtime, the emulator and the public header.
 mkdir -p "$tmp/runtime/emu" "$tmp/include" "$tmp/emu/cuda" "$tmp/emu/hip" "$tmp/cmake"
 # The runtime's folders as they are (runtime/BUILD's :sources).

@@ -30,6 +30,7 @@ def _xent_render_impl(ctx):
 
     args = ["--check", "--target", target, "--out", src.path]
     args += ["--templates", ctx.files._templates[0].dirname]
+    args += ["--headers", ctx.file._device_header.dirname]
     args += ["--check-cuda-headers", ctx.files._check_cuda_headers[0].dirname]
     if target == "hip":
         # Also as built for NVIDIA GPUs, over the HIP-on-CUDA headers (their
@@ -62,7 +63,8 @@ fi
 """.format(ext = ext, target = target)
     ctx.actions.run_shell(
         outputs = [src, emu],
-        inputs = ctx.files.specs + ctx.files._templates + ctx.files._check_cuda_headers + ctx.files._hip_on_cuda_headers,
+        inputs = ctx.files.specs + ctx.files._templates + ctx.files._device_headers + ctx.files._check_cuda_headers +
+                 ctx.files._hip_on_cuda_headers,
         tools = [ctx.executable._xentgen],
         command = script,
         arguments = [ctx.executable._xentgen.path, src.path, emu.path] + args,
@@ -90,6 +92,8 @@ _xent_render = rule(
         "exclude": attr.string_list(),
         "_xentgen": attr.label(default = Label("//gen:xentgen"), executable = True, cfg = "exec"),
         "_templates": attr.label(default = Label("//templates")),
+        "_device_headers": attr.label(default = Label("//kernels:headers")),
+        "_device_header": attr.label(default = Label("//kernels:xent_device.h"), allow_single_file = True),
         "_check_cuda_headers": attr.label(default = Label("//gen:check_cuda_headers")),
         "_hip_on_cuda_headers": attr.label(default = Label("//runtime/hip_on_cuda:headers")),
     },
@@ -171,7 +175,7 @@ def xent_library(name, specs, targets = ["cuda", "hip"], kernels = None, exclude
             alwayslink = 1,
             linkstatic = 1,
             copts = _EMU_COPTS,
-            deps = [Label("//runtime/emu")],
+            deps = [Label("//kernels:device"), Label("//runtime/emu")],
         )
         native.cc_library(
             name = prefix + "_emu_table",

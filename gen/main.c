@@ -23,7 +23,7 @@
 
 static const char usage[] =
     "usage: xentgen --spec FILE [--spec FILE ...] (--list | --target cuda|hip --out DIR)\n"
-    "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR]\n"
+    "               [--kernels PATTERNS] [--exclude PATTERNS] [--templates DIR] [--headers DIR]\n"
     "               [--no-line-directives] [--spec-time-limit SECONDS]\n"
     "               [--check [--check-cuda-headers DIR] [--check-hip-on-cuda DIR]]\n"
     "\n"
@@ -35,6 +35,8 @@ static const char usage[] =
     "                         patterns, e.g. 'ce_fwd_*,ce_bwd_bf16_*'\n"
     "  --exclude PATTERNS     drop keys matching any of these patterns\n"
     "  --templates DIR        template directory (default: templates)\n"
+    "  --headers DIR          the device library the kernels include, for --check\n"
+    "                         (default: kernels beside the template directory)\n"
     "  --no-line-directives   omit #line directives that map code to template lines\n"
     "  --spec-time-limit S    CPU seconds a spec may run (default 20); specs also\n"
     "                         have an instruction and a memory limit (README)\n"
@@ -60,6 +62,8 @@ typedef struct options {
   const char* kernels;
   const char* exclude;
   const char* templates;
+  const char* headers;
+  char headers_default[4096];
   int line_directives;
   int spec_seconds;
   int check;
@@ -106,6 +110,8 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
       value = &o->check_hip_on_cuda;
     } else if (strcmp(a, "--templates") == 0) {
       value = &o->templates;
+    } else if (strcmp(a, "--headers") == 0) {
+      value = &o->headers;
     } else if (strcmp(a, "--spec-time-limit") == 0) {
       value = &seconds;
     } else {
@@ -115,6 +121,14 @@ static int parse_args(int argc, char** argv, options* o, gen_error* err) {
     *value = argv[++i];
   }
   if (o->spec_count == 0) return gen_fail(err, "no --spec given (see --help)");
+  if (!o->headers) {
+    /* templates/ and kernels/ sit side by side in the source tree. */
+    size_t n = strlen(o->templates);
+    while (n > 1 && o->templates[n - 1] == '/') n--;
+    while (n > 0 && o->templates[n - 1] != '/') n--;
+    snprintf(o->headers_default, sizeof o->headers_default, "%.*skernels", (int)(n < 4000 ? n : 4000), o->templates);
+    o->headers = o->headers_default;
+  }
   if (seconds) {
     char* end = NULL;
     const long n = strtol(seconds, &end, 10);
@@ -158,7 +172,10 @@ static int run(const options* o, gen_error* err) {
     rc = gen_render_all(L, &variants, &ropt, &outputs, err);
     if (rc == 0) rc = gen_emit_dispatch(L, &variants, o->target, &outputs, err);
     if (rc == 0 && o->check) {
-      gen_check_options copt = {o->target, o->check_cuda_headers, NULL, 1};
+      gen_check_options copt = {.target = o->target,
+                                .cuda_headers = o->check_cuda_headers,
+                                .device_headers = o->headers,
+                                .verbose = 1};
       rc = gen_check_outputs(&outputs, &copt, err);
       if (rc == 0 && o->check_hip_on_cuda && strcmp(o->target, "hip") == 0) {
         copt.hip_on_cuda_headers = o->check_hip_on_cuda;

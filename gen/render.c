@@ -132,8 +132,7 @@ int gen_render_all(lua_State* L, const gen_variant_list* variants, const gen_ren
   if (!ext) return gen_fail(err, "unknown target '%s' (expected cuda or hip)", opt->target);
   template_cache cache[MAX_TEMPLATES];
   memset(cache, 0, sizeof cache);
-  int rc = render_shared(L, variants, opt, cache, "xent_device.h.tmpl", "xent_device.h", out, err);
-  if (rc == 0) rc = render_shared(L, variants, opt, cache, "xent_launch.h.tmpl", "xent_launch.h", out, err);
+  int rc = render_shared(L, variants, opt, cache, "xent_launch.h.tmpl", "xent_launch.h", out, err);
   for (size_t i = 0; i < variants->count && rc == 0; ++i) {
     const gen_variant* v = &variants->items[i];
     const char* text = template_text(cache, opt->templates_dir, v->tmpl, err);

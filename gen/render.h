@@ -1,5 +1,6 @@
 /* Renders templates for a target: one kernel file per variant, plus the
-   device-portability header and the launch header shared by all of them. */
+   launch header shared by all of them. (They include the device library,
+   kernels/xent_device.h, which is not rendered.) */
 #ifndef XENT_GEN_RENDER_H
 #define XENT_GEN_RENDER_H
 

@@ -5,7 +5,9 @@ specs and templates pass in both renderings.
 A bug is planted by copying templates/ and inserting one line of C++ after a
 known line of cross_entropy.tmpl (inside the row kernel, or at the top of
 the launcher); the report must name templates/cross_entropy.tmpl and the
-inserted line, through the rendered file's #line directives."""
+inserted line, through the rendered file's #line directives. A bug planted
+in the device library (kernels/, plain headers) is reported at its header's
+line, once."""
 
 import os
 import re
@@ -18,6 +20,7 @@ RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "xent")
 XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
 SPECS = [os.path.join(RUNFILES, "specs", name) for name in ("cross_entropy.lua", "linear_cross_entropy.lua", "softmax.lua")]
 TEMPLATES = os.path.join(RUNFILES, "templates")
+KERNELS = os.path.join(RUNFILES, "kernels")
 CUDA_HEADERS = os.path.join(RUNFILES, "gen", "check", "cuda")
 HIP_ON_CUDA = os.path.join(RUNFILES, "runtime", "hip_on_cuda")
 
@@ -36,14 +39,34 @@ def xentgen_check(target, templates, out, kernels=KERNEL):
 
 
 class Rules(unittest.TestCase):
+    def copies(self):
+        """Copies of templates/ and kernels/ side by side (xentgen finds the
+        device library beside the templates); returns the templates'."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        shutil.copytree(KERNELS, os.path.join(tmp, "kernels"))
+        copy = os.path.join(tmp, "templates")
+        shutil.copytree(TEMPLATES, copy)
+        return copy
+
+    def planted_header(self, header, anchor, fragment):
+        """Copies (above) with `fragment` on the line before `anchor` in the
+        device library's `header`; returns (templates, the fragment's line)."""
+        copy = self.copies()
+        path = os.path.join(os.path.dirname(copy), "kernels", header)
+        with open(path) as f:
+            lines = f.readlines()
+        at = lines.index(anchor)
+        lines.insert(at, fragment + "\n")
+        with open(path, "w") as f:
+            f.writelines(lines)
+        return copy, at + 1
+
     def planted(self, anchor, fragment, replace=False):
         """A copy of templates/ with `fragment` on the line after `anchor` in
         cross_entropy.tmpl (or in its place); returns (directory, the
         fragment's line)."""
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp)
-        copy = os.path.join(tmp, "templates")
-        shutil.copytree(TEMPLATES, copy)
+        copy = self.copies()
         path = os.path.join(copy, "cross_entropy.tmpl")
         with open(path) as f:
             lines = f.readlines()
@@ -108,23 +131,15 @@ class Rules(unittest.TestCase):
                             "graph-safe", f"{api}DeviceSynchronize synchronises or allocates")
 
     def test_graph_safe_cuda_cluster_launch(self):
-        # The CUDA launch path of xent_device.h (cudaLaunchKernelEx with a
-        # cluster dimension), which only the CUDA rendering has.
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp)
-        copy = os.path.join(tmp, "templates")
-        shutil.copytree(TEMPLATES, copy)
-        path = os.path.join(copy, "xent_device.h.tmpl")
-        with open(path) as f:
-            lines = f.readlines()
-        at = lines.index("  cudaLaunchConfig_t config = {};\n")
-        lines.insert(at, "  (void)cudaStreamSynchronize(stream);\n")
-        with open(path, "w") as f:
-            f.writelines(lines)
-        r = xentgen_check("cuda", copy, os.path.join(tmp, "out"), "ce_fwd_bwd_f32_i64_none,ce_bwd_f32_i64_none")
+        # The CUDA launch path of the device library (cudaLaunchKernelEx with
+        # a cluster dimension), which only the CUDA target has.
+        copy, line = self.planted_header("device/target_cuda.h", "  cudaLaunchConfig_t config = {};\n",
+                                         "  (void)cudaStreamSynchronize(stream);")
+        r = xentgen_check("cuda", copy, os.path.join(os.path.dirname(copy), "out"),
+                          "ce_fwd_bwd_f32_i64_none,ce_bwd_f32_i64_none")
         self.assertEqual(r.returncode, 1, r.stderr)
-        want = f"templates/xent_device.h.tmpl:{at + 1}: graph-safe: cudaStreamSynchronize synchronises or allocates"
-        self.assertEqual(len(re.findall("^" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
+        want = f"kernels/device/target_cuda.h:{line}: graph-safe: cudaStreamSynchronize synchronises or allocates"
+        self.assertEqual(len(re.findall("^\\S*" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
 
     def test_warp_sync_maskless_shuffle(self):
         self.expect("cuda", IN_KERNEL, "{ float v = 1.0f; v += __shfl_xor(v, 1, 32); (void)v; }",
@@ -204,23 +219,15 @@ class Rules(unittest.TestCase):
                       "defines", r.stderr)
 
     def test_shared_header_checked_once(self):
-        # A bug in xent_device.h (in the precompiled header every file
-        # shares) is reported once, at its template line.
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp)
-        copy = os.path.join(tmp, "templates")
-        shutil.copytree(TEMPLATES, copy)
-        path = os.path.join(copy, "xent_device.h.tmpl")
-        with open(path) as f:
-            lines = f.readlines()
-        at = lines.index("// The largest block any launcher uses; sizes the cross-warp scratch arrays.\n")
-        lines.insert(at, "XENT_DEVICE float xent_bad_at(const float* p, int r, int c) { return p[(int64_t)(r * c)]; }\n")
-        with open(path, "w") as f:
-            f.writelines(lines)
-        r = xentgen_check("hip", copy, os.path.join(tmp, "out"), "ce_fwd_f32_i64_none,ce_bwd_f32_i64_none")
+        # A bug in the device library (in the precompiled header every file
+        # shares) is reported once, at its header's line.
+        copy, line = self.planted_header(
+            "device/target.h", "// The largest block any launcher uses; sizes the cross-warp scratch arrays.\n",
+            "XENT_DEVICE float xent_bad_at(const float* p, int r, int c) { return p[(int64_t)(r * c)]; }")
+        r = xentgen_check("hip", copy, os.path.join(os.path.dirname(copy), "out"), "ce_fwd_f32_i64_none,ce_bwd_f32_i64_none")
         self.assertEqual(r.returncode, 1, r.stderr)
-        want = f"templates/xent_device.h.tmpl:{at + 1}: index-width: 'r * c' is computed in 32 bits"
-        self.assertEqual(len(re.findall("^" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
+        want = f"kernels/device/target.h:{line}: index-width: 'r * c' is computed in 32 bits"
+        self.assertEqual(len(re.findall("^\\S*" + re.escape(want), r.stderr, re.M)), 1, r.stderr)
 
     def test_hip_on_cuda_wavefront_shuffle_behind_a_block_barrier(self):
         # The HIP rendering as built for NVIDIA (runtime/hip_on_cuda): a

@@ -1,5 +1,5 @@
 /* The kernels' own conversions between float and the 16-bit types (the
-   generated xent_device.h as the emulator compiles it: the code the HIP
+   device library, kernels/device/convert.h, as the emulator compiles it: the code the HIP
    rendering runs on an AMD GPU, and the CUDA rendering's below sm_80 or
    under the emulator) against the CPU reference's (runtime/numeric.c, which
    reference_vs_torch_test holds bit for bit to PyTorch's and NumPy's):
@@ -13,13 +13,13 @@
    with their sign): a NaN whose payload is only in the low half rounds to
    infinity, and one with every payload bit set carries into the sign bit,
    if the NaN case is left out.
-   Built once per rendering (tests/BUILD: XENT_DEVICE_HEADER). */
+   Built once per target (tests/BUILD: XENT_TARGET_CUDA, XENT_TARGET_HIP). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include XENT_DEVICE_HEADER
+#include "xent_device.h"
 #include "runtime/numeric.h"
 
 static int failures = 0;

@@ -7,8 +7,22 @@
 
 #include "gen/check/rules.h"
 
-/* The template file and line of a cursor, through #line. */
-static void where(CXCursor c, const char* fallback, char* buf, size_t cap) {
+int check_in_headers(const check_ctx* ctx, const char* path, const char** rest) {
+  const char* const dirs[] = {ctx->headers, ctx->headers_real};
+  for (int i = 0; i < 2 && path; ++i) {
+    if (!dirs[i]) continue;
+    const size_t n = strlen(dirs[i]);
+    if (strncmp(path, dirs[i], n) == 0 && path[n] == '/') {
+      if (rest) *rest = path + n + 1;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The template file and line of a cursor (through #line), or the device
+   header's, under the library's directory as given. */
+static void where(const check_ctx* ctx, CXCursor c, const char* fallback, char* buf, size_t cap) {
   CXString file;
   unsigned line = 0, column = 0;
   clang_getPresumedLocation(clang_getCursorLocation(c), &file, &line, &column);
@@ -16,8 +30,10 @@ static void where(CXCursor c, const char* fallback, char* buf, size_t cap) {
   /* The renderer's #line names are "templates/<file>"; a precompiled
      header stores them made absolute, so cut them back. */
   const char* t = name ? strstr(name, "/templates/") : NULL;
+  const char* rest = NULL;
   if (t) name = t + 1;
-  if (name && *name) snprintf(buf, cap, "%s:%u", name, line);
+  if (name && check_in_headers(ctx, name, &rest)) snprintf(buf, cap, "%s/%s:%u", ctx->headers_given, rest, line);
+  else if (name && *name) snprintf(buf, cap, "%s:%u", name, line);
   else snprintf(buf, cap, "%s", fallback);
   clang_disposeString(file);
 }
@@ -25,7 +41,7 @@ static void where(CXCursor c, const char* fallback, char* buf, size_t cap) {
 void check_report(check_ctx* ctx, CXCursor at, const char* rule, const char* fmt, ...) {
   char place[1024], what[1024];
   const char* base = strrchr(ctx->file, '/');
-  where(at, base ? base + 1 : ctx->file, place, sizeof place);
+  where(ctx, at, base ? base + 1 : ctx->file, place, sizeof place);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
@@ -41,11 +57,7 @@ int check_in_scope(const check_ctx* ctx, CXCursor c) {
   CXString name = clang_getFileName(file);
   const char* n = clang_getCString(name);
   int in = 0;
-  if (n) {
-    const char* base = strrchr(n, '/');
-    base = base ? base + 1 : n;
-    in = strcmp(n, ctx->file) == 0 || (ctx->shared_headers && strcmp(base, "xent_device.h") == 0);
-  }
+  if (n) in = strcmp(n, ctx->file) == 0 || (ctx->shared_headers && check_in_headers(ctx, n, NULL));
   clang_disposeString(name);
   return in;
 }

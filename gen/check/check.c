@@ -1,5 +1,5 @@
 /* xentgen --check's driver (check.h): a scratch directory with the rendered
-   shared headers and their precompiled header, then every rendered kernel
+   launch header and the shared headers' precompiled header, then every rendered kernel
    file parsed from memory on two threads, each translation unit handed to
    every rule (rules.h). */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -29,7 +29,7 @@ typedef struct check_run {
   char dir[DIR_CAP];  /* scratch: headers, prelude, PCH */
   char pch[PATH_CAP];
   const char* args[MAX_ARGS];
-  char arg_text[4][PATH_CAP]; /* the arguments args points into */
+  char arg_text[5][PATH_CAP]; /* the arguments args points into */
   int nargs;
   size_t* kernels; /* indices into outputs of the kernel files */
   size_t nkernels;
@@ -43,6 +43,8 @@ typedef struct check_run {
      files it reads there: joined to the working directory, and with its
      links resolved (a sandbox's inputs are links); "" if none. */
   char shim[PATH_MAX], shim_real[PATH_MAX];
+  /* The same for the device library's directory (never "": required). */
+  char headers[PATH_MAX], headers_real[PATH_MAX];
 } check_run;
 
 static int is_kernel(const char* name) {
@@ -65,9 +67,13 @@ static int write_file(const char* dir, const char* name, const char* text, gen_e
 /* The compiler arguments for the target (check.h says why these modes). */
 static int set_args(check_run* r, gen_error* err) {
   char *include_dir = r->arg_text[0], *stubs = r->arg_text[1], *rocm = r->arg_text[2], *shim = r->arg_text[3];
+  char* library = r->arg_text[4];
   snprintf(include_dir, PATH_CAP, "-I%s", r->dir);
+  snprintf(library, PATH_CAP, "-I%.1400s", r->opt->device_headers);
   const char** a = r->args;
   int n = 0;
+  /* The library's target, as each rendered unit defines it. */
+  a[n++] = strcmp(r->opt->target, "hip") == 0 ? "-DXENT_TARGET_HIP" : "-DXENT_TARGET_CUDA";
   const char* stub_dir = r->opt->cuda_headers ? r->opt->cuda_headers : "gen/check/cuda";
   const int hip = strcmp(r->opt->target, "hip") == 0, hip_on_cuda = hip && r->opt->hip_on_cuda_headers;
   if (hip && !hip_on_cuda) {
@@ -103,6 +109,7 @@ static int set_args(check_run* r, gen_error* err) {
     return gen_fail(err, "--check: no parse mode for target '%s'", r->opt->target);
   }
   a[n++] = include_dir;
+  a[n++] = library;
   r->nargs = n;
   return 0;
 }
@@ -185,8 +192,9 @@ static void check_one(check_run* r, CXIndex index, size_t k, int shared_headers)
   args[n++] = r->pch;
   CXTranslationUnit tu = parse_output(r, index, out, path, args, n);
   if (!tu) return;
-  check_ctx ctx = {tu, r->opt->target, path, shared_headers, 0, r->shim[0] ? r->shim : NULL,
-                   r->shim_real[0] ? r->shim_real : NULL};
+  check_ctx ctx = {.tu = tu, .target = r->opt->target, .file = path, .shared_headers = shared_headers,
+                   .headers_given = r->opt->device_headers, .headers = r->headers, .headers_real = r->headers_real,
+                   .hip_on_cuda = r->shim[0] ? r->shim : NULL, .hip_on_cuda_real = r->shim_real[0] ? r->shim_real : NULL};
   const CXCursor root = clang_getTranslationUnitCursor(tu);
   rule_index_width(&ctx, root);
   rule_deterministic(&ctx, root);
@@ -218,7 +226,7 @@ static void check_dispatch(check_run* r) {
     size_t n = 0;
     for (size_t k = 0; defined && k < r->nkernels; ++k)
       if (r->launchers[k][0]) defined[n++] = r->launchers[k];
-    check_ctx ctx = {tu, r->opt->target, path, 0, 0, NULL, NULL};
+    check_ctx ctx = {.tu = tu, .target = r->opt->target, .file = path};
     rule_abi_dispatch(&ctx, clang_getTranslationUnitCursor(tu), defined, n);
     r->findings += ctx.findings;
     free(defined);
@@ -243,13 +251,27 @@ static void* worker(void* arg) {
 }
 
 static void remove_scratch(const check_run* r) {
-  static const char* const names[] = {"xent_device.h", "xent_launch.h", "xent_check_prelude.h", "xent_check_prelude.pch"};
+  static const char* const names[] = {"xent_launch.h", "xent_check_prelude.h", "xent_check_prelude.pch"};
   char path[PATH_CAP];
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
     snprintf(path, sizeof path, "%s/%s", r->dir, names[i]);
     unlink(path);
   }
   rmdir(r->dir);
+}
+
+/* dir joined to the working directory (as libclang names the files it reads
+   there) and with its links resolved (a sandbox's inputs are links), each
+   without a trailing slash: a file is in the directory when its path goes
+   on with one. */
+static int absolute_dir(const char* dir, const char* what, char* joined, char* real, gen_error* err) {
+  char cwd[PATH_MAX / 2];
+  if (!dir || !realpath(dir, real)) return gen_fail(err, "--check: %s %s: %s", what, dir ? dir : "(none)", strerror(errno));
+  if (dir[0] == '/') snprintf(joined, PATH_MAX, "%s", dir);
+  else if (getcwd(cwd, sizeof cwd)) snprintf(joined, PATH_MAX, "%s/%s", cwd, strncmp(dir, "./", 2) == 0 ? dir + 2 : dir);
+  else snprintf(joined, PATH_MAX, "%s", real);
+  for (char* d = joined; *d && d[strlen(d) - 1] == '/';) d[strlen(d) - 1] = 0;
+  return 0;
 }
 
 int gen_check_outputs(const gen_output_set* outputs, const gen_check_options* opt, gen_error* err) {
@@ -270,25 +292,22 @@ int gen_check_outputs(const gen_output_set* outputs, const gen_check_options* op
     const char* name = outputs->items[i].name;
     if (is_kernel(name)) r.kernels[r.nkernels++] = i;
     else if (strncmp(name, "xent_dispatch_", 14) == 0) r.dispatch = &outputs->items[i];
-    else if (strcmp(name, "xent_device.h") == 0 || strcmp(name, "xent_launch.h") == 0)
+    else if (strcmp(name, "xent_launch.h") == 0)
       rc = write_file(r.dir, name, outputs->items[i].text, err);
   }
   r.launchers = calloc(outputs->count ? outputs->count : 1, sizeof *r.launchers);
   if (rc == 0 && !r.launchers) rc = gen_fail(err, "out of memory");
-  if (rc == 0) rc = set_args(&r, err);
-  if (rc == 0 && opt->hip_on_cuda_headers) {
-    const char* dir = opt->hip_on_cuda_headers;
-    char cwd[PATH_MAX / 2];
-    if (!realpath(dir, r.shim_real))
-      rc = gen_fail(err, "--check: the HIP-on-CUDA headers' directory %s: %s", dir, strerror(errno));
-    else if (dir[0] == '/')
-      snprintf(r.shim, sizeof r.shim, "%s", dir);
-    else if (getcwd(cwd, sizeof cwd))
-      snprintf(r.shim, sizeof r.shim, "%s/%s", cwd, strncmp(dir, "./", 2) == 0 ? dir + 2 : dir);
-    /* No trailing slash: a file is in the directory when its path goes on
-       with one. */
-    for (char* d = r.shim; *d && d[strlen(d) - 1] == '/';) d[strlen(d) - 1] = 0;
+  if (rc == 0) rc = absolute_dir(opt->device_headers, "the device library's directory", r.headers, r.headers_real, err);
+  if (rc == 0) {
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%.4000s/xent_device.h", r.headers_real);
+    if (stat(path, &st) != 0)
+      rc = gen_fail(err, "--check: no xent_device.h in the device library's directory %s (--headers)", opt->device_headers);
   }
+  if (rc == 0) rc = set_args(&r, err);
+  if (rc == 0 && opt->hip_on_cuda_headers)
+    rc = absolute_dir(opt->hip_on_cuda_headers, "the HIP-on-CUDA headers' directory", r.shim, r.shim_real, err);
   if (rc == 0) {
     CXIndex index = clang_createIndex(0, 0);
     rc = make_pch(&r, index, err);

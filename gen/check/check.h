@@ -12,8 +12,9 @@
    stand-in CUDA headers (-x cuda --cuda-device-only -nocudainc, with
    gen/check/cuda: CUDA 13's own headers are beyond clang 19; the stand-ins
    declare the runtime API, intrinsics and types the rendering uses). The
-   shared headers (xent_device.h, xent_launch.h) go into one precompiled
-   header per run. The HIP rendering is also parsed as the HIP-on-CUDA
+   shared headers (the device library kernels/xent_device.h, and the rendered
+   xent_launch.h) go into one precompiled header per run; a finding in the
+   library prints kernels/<header>:<line>. The HIP rendering is also parsed as the HIP-on-CUDA
    build compiles it (hip_on_cuda_headers below). */
 #ifndef XENT_GEN_CHECK_H
 #define XENT_GEN_CHECK_H
@@ -24,6 +25,7 @@
 typedef struct gen_check_options {
   const char* target;    /* "cuda" or "hip" */
   const char* cuda_headers; /* for cuda: the stand-in CUDA headers (default gen/check/cuda) */
+  const char* device_headers; /* the device library (kernels/, holding xent_device.h) */
   /* For hip: when set, the HIP rendering as nvcc compiles it for NVIDIA
      GPUs instead (runtime/hip_on_cuda, this directory): CUDA device code
      against the stand-in CUDA headers and the HIP-on-CUDA headers, where a

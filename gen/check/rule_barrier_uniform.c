@@ -803,9 +803,7 @@ static int readable(const check_ctx* ctx, CXCursor c) {
   if (!file) return 0;
   CXString name = clang_getFileName(file);
   const char* s = clang_getCString(name);
-  const char* base = s ? strrchr(s, '/') : NULL;
-  base = base ? base + 1 : s;
-  int ok = s && (strcmp(s, ctx->file) == 0 || strcmp(base, "xent_device.h") == 0);
+  int ok = s && (strcmp(s, ctx->file) == 0 || check_in_headers(ctx, s, NULL));
   /* The HIP-on-CUDA headers' shuffles and votes, where they hold barriers. */
   const char* const shim_dirs[] = {ctx->hip_on_cuda, ctx->hip_on_cuda_real};
   for (int i = 0; i < 2 && s && !ok; ++i) {

@@ -14,8 +14,14 @@ typedef struct check_ctx {
   CXTranslationUnit tu;
   const char* target;  /* "cuda" or "hip" */
   const char* file;    /* the rendered file being checked */
-  int shared_headers;  /* also check code from xent_device.h (once per run) */
+  int shared_headers;  /* also check code from the device library (once per run) */
   int findings;
+  /* The device library's directory (kernels/) as given, absolute, and with
+     its links resolved: its headers are the shared code, and a finding there
+     is reported under the name given. */
+  const char* headers_given;
+  const char* headers;
+  const char* headers_real;
   /* The HIP-on-CUDA headers' directory when the HIP rendering is parsed as
      built for NVIDIA (NULL otherwise): the barrier analysis reads their
      functions too, since the wavefront's shuffles synchronise there. */
@@ -32,8 +38,12 @@ void check_report(check_ctx* ctx, CXCursor at, const char* rule, const char* fmt
     ;
 
 /* Whether a cursor's code is the rule's business: from the rendered file,
-   or (ctx->shared_headers) from the rendered xent_device.h. */
+   or (ctx->shared_headers) from the device library. */
 int check_in_scope(const check_ctx* ctx, CXCursor c);
+
+/* Whether the file at path is one of the device library's headers; *rest
+   (if asked) is its path below the library's directory. */
+int check_in_headers(const check_ctx* ctx, const char* path, const char** rest);
 
 /* Whether a rule's walk should not enter c: a declaration out of scope
    (the system headers' and, after the first file, the shared headers'). */

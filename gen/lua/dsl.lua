@@ -79,13 +79,13 @@ M.schemas = {
 M.max_chunk_mib = 65536
 
 -- The targets a spec tunes for, and their warp width (lanes that shuffle
--- together; xent_device.h's XENT_WARP). on_chip: the most shared memory a
+-- together; kernels/device/target_*.h's XENT_WARP). on_chip: the most shared memory a
 -- block may hold a row slice in (KiB; sm_90's opt-in limit), or nil where
 -- the kernels cannot hold rows on chip yet (HIP: no clusters; a row in one
 -- workgroup's 64 KiB of LDS is future work).
 M.targets = { cuda = { warp = 32, on_chip = 227 }, hip = { warp = 64 } }
 M.target_names = { "cuda", "hip" }
--- The largest thread block either vendor launches (xent_device.h's XENT_MAX_THREADS).
+-- The largest thread block either vendor launches (kernels/device/target.h's XENT_MAX_THREADS).
 M.max_block = 1024
 -- A tune's `loads`: 16-byte loads in flight per thread in a row walk (64
 -- registers' worth at most: beyond that no kernel keeps its other state).
@@ -345,7 +345,7 @@ local function make_env(path, st, lib)
   end
 
   -- tune "target" { strided = n, { classes = n, row_threads = n, block = n }, ..., when = { axis = value(s) } }
-  -- The launch shapes of the family's row kernels on one target (xent_device.h's
+  -- The launch shapes of the family's row kernels on one target (kernels/device/launch.h's
   -- row walk). A contiguous row (inner == 1) takes the first shape that
   -- serves it: C at most its `classes` bound (none: any C) and, where the
   -- shape has `rows = n`, at least n rows (a warp per row leaves SMs idle

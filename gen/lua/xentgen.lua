@@ -44,7 +44,7 @@ function M.render_variant(v, target, tmpl_text, line_directives)
   return template.render(v.template, tmpl_text, ctx, line_directives)
 end
 
--- Files rendered once per target (device header, launch header).
+-- Files rendered once per target (the launch header).
 function M.render_shared(name, target, tmpl_text, line_directives, variants)
   local ctx = { target = target, variants = variants, symbols = context.symbols }
   ctx.banner = banner("Shared by every " .. target .. " variant.", "templates/" .. name)

@@ -107,8 +107,12 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
         return None, [], []
     arch_kind = "hip_on_cuda" if hip_on_cuda else target
     archs = archs_of(ctx, arch_kind, fixed_archs)
+
+    # The device library (kernels/) every generated file includes.
+    library = [f for f in ctx.files._device_headers if f.basename == "xent_device.h"][0].dirname
+    library_args = ["-I", library]
     if nvcc:
-        args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"]
+        args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"] + library_args
         newest = ptx_arch(ctx, archs)
         args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs if a != newest]
         if newest:
@@ -118,12 +122,12 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
         if target == "hip":
             # A .hip file is CUDA C++ to nvcc; <hip/...> resolves to the shim.
             args += ["-x", "cu", "-I", ctx.files.shim_hdrs[0].dirname.rsplit("/", 1)[0]]
-        return archs, args, []
+        return archs, args, ctx.files._device_headers
     for a in archs:
         lacks = _HIP_ROUTE_LACKS.get(HIP_ROUTE, {}).get(a.split(":")[0])
         if lacks:
             fail("xent: --define=xent_hip_archs=%s: %s" % (",".join(archs), lacks))
-    inputs = []
+    inputs = list(ctx.files._device_headers)
     if HIP_ROUTE == "hipcc":
         args = [compiler, "-O3", "-std=c++17", "-fPIC", "-Werror", "-Wno-unused-command-line-argument"]
     else:
@@ -137,7 +141,7 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
         libs = ctx.files._hip_device_libs[0]
         args += ["--rocm-device-lib-path=" + libs.path, "-mcode-object-version=4"]
         inputs.append(libs)
-    args += ["--offload-arch=" + a for a in archs]
+    args += ["--offload-arch=" + a for a in archs] + library_args
     return archs, args, inputs
 
 _DTYPES = ["bf16", "f16", "f32", "f64"]
@@ -238,6 +242,7 @@ gpu_objects = rule(
         "archs": attr.string(default = ""),
         "shim_hdrs": attr.label_list(allow_files = True, default = ["//runtime/hip_on_cuda:hip/hip_runtime.h", "//runtime/hip_on_cuda:hip/hip_runtime_api.h", "//runtime/hip_on_cuda:hip/hip_fp16.h"]),
         "_hip_device_libs": attr.label(default = Label("//third_party/gpu:hip_device_libs")),
+        "_device_headers": attr.label(default = Label("//kernels:headers")),
     },
 )
 
@@ -298,6 +303,7 @@ gpu_archive = rule(
         "target": attr.string(mandatory = True, values = ["cuda", "hip"]),
         "shim_hdrs": attr.label_list(allow_files = True, default = []),
         "_hip_device_libs": attr.label(default = Label("//third_party/gpu:hip_device_libs")),
+        "_device_headers": attr.label(default = Label("//kernels:headers")),
     },
 )
 

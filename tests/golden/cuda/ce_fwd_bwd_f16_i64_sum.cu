@@ -29,6 +29,7 @@
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
 #line 108 "templates/cross_entropy.tmpl"
+#define XENT_TARGET_CUDA 1  // the device library's target (kernels/xent_device.h)
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -36,22 +37,22 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 128 "templates/cross_entropy.tmpl"
+#line 129 "templates/cross_entropy.tmpl"
 // Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
 // ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
 // of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 134 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 136 "templates/cross_entropy.tmpl"
+#line 137 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
   int64_t lo, hi;
-#line 152 "templates/cross_entropy.tmpl"
+#line 153 "templates/cross_entropy.tmpl"
   xent_partial_range(C, lo, hi);
   for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 155 "templates/cross_entropy.tmpl"
+#line 156 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = row_weight;
@@ -70,15 +71,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   }
 }
 
-#line 174 "templates/cross_entropy.tmpl"
+#line 175 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 178 "templates/cross_entropy.tmpl"
+#line 179 "templates/cross_entropy.tmpl"
 // XENT_ON_CHIP: a cluster of blocks per row, each keeping its slice of the
 // row in shared memory for the gradient pass, which then reads no logits
 // from memory: the fused pass moves the logits' bytes once in, once out.
-#line 182 "templates/cross_entropy.tmpl"
+#line 183 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and one block per
 // SM (or the tune's `resident` threads), which lets ptxas use the registers
 // the fused paths need without spilling; the strided shape asks for more
@@ -101,9 +102,9 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   constexpr int kRowLoads = 9;  // 16-byte loads in flight per thread (the spec's tune)
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 207 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 209 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -113,22 +114,22 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 219 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 222 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 225 "templates/cross_entropy.tmpl"
+#line 226 "templates/cross_entropy.tmpl"
   // XENT_ON_CHIP: this block's slice of the row (16-byte vectors), and its
   // partial statistics for the other blocks of the cluster.
   XENT_DYNAMIC_SHARED(xent_vec16<uint16_t>, stash);
   XENT_SHARED_ARRAY(float, part, 4);
-#line 230 "templates/cross_entropy.tmpl"
+#line 231 "templates/cross_entropy.tmpl"
   XENT_SHARED_ARRAY(int64_t, ipart, 2);
-#line 232 "templates/cross_entropy.tmpl"
+#line 233 "templates/cross_entropy.tmpl"
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
-#line 236 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -139,7 +140,7 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 247 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -151,49 +152,49 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 261 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? ((capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_f16(XENT_LD(x + (base + yl * inner)))) * itau) : float(0);
-#line 266 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_f16(XENT_LD(x + (base))), cap) : xent_load_f16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 272 "templates/cross_entropy.tmpl"
+#line 273 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 282 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 288 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
       }
-#line 290 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
     };
-#line 299 "templates/cross_entropy.tmpl"
+#line 300 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.dentropy;
-#line 303 "templates/cross_entropy.tmpl"
+#line 304 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 306 "templates/cross_entropy.tmpl"
+#line 307 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_f16(raw), cap) : xent_load_f16(raw));
         if (kX) {
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 315 "templates/cross_entropy.tmpl"
+#line 316 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 320 "templates/cross_entropy.tmpl"
+#line 321 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -205,100 +206,100 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         xent_widen_f16(c, xv); if (capped) for (int k = 0; k < (int)(16 / sizeof(uint16_t)); ++k) xv[k] = xent_softcap(xv[k], cap);
         if (kX) {
-#line 332 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
           xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
-#line 336 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 345 "templates/cross_entropy.tmpl"
+#line 346 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 351 "templates/cross_entropy.tmpl"
+#line 352 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec}, add);
       else xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 356 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 360 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 362 "templates/cross_entropy.tmpl"
+#line 363 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 364 "templates/cross_entropy.tmpl"
+#line 365 "templates/cross_entropy.tmpl"
     if (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
-#line 367 "templates/cross_entropy.tmpl"
+#line 368 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 378 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 384 "templates/cross_entropy.tmpl"
+#line 385 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) {
         float no_m = xent_lowest(float(0)), no_s = 0;
         xent_cluster_reduce(no_m, no_s, u, unused, part);
         xent_cluster_min2(cand, nan_at, ipart);
       }
-#line 390 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 396 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 423 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 471 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 483 "templates/cross_entropy.tmpl"
+#line 484 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 485 "templates/cross_entropy.tmpl"
+#line 486 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 488 "templates/cross_entropy.tmpl"
+#line 489 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 493 "templates/cross_entropy.tmpl"
+#line 494 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 496 "templates/cross_entropy.tmpl"
+#line 497 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 499 "templates/cross_entropy.tmpl"
+#line 500 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 502 "templates/cross_entropy.tmpl"
+#line 503 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 505 "templates/cross_entropy.tmpl"
+#line 506 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 507 "templates/cross_entropy.tmpl"
+#line 508 "templates/cross_entropy.tmpl"
         }
       }
-#line 510 "templates/cross_entropy.tmpl"
+#line 511 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 515 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 624 "templates/cross_entropy.tmpl"
+#line 625 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_f16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 626 "templates/cross_entropy.tmpl"
+#line 627 "templates/cross_entropy.tmpl"
     // The mean's divisor (the launcher's flag: this kernel may serve the sum
     // too).
     if (a.divide_by_total) scale /= ws[0];
-#line 637 "templates/cross_entropy.tmpl"
+#line 638 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -306,30 +307,30 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 645 "templates/cross_entropy.tmpl"
+#line 646 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 652 "templates/cross_entropy.tmpl"
+#line 653 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 654 "templates/cross_entropy.tmpl"
+#line 655 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 660 "templates/cross_entropy.tmpl"
+#line 661 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 663 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 665 "templates/cross_entropy.tmpl"
+#line 666 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 670 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -350,53 +351,53 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f16(raw), dcap = 1;
-#line 691 "templates/cross_entropy.tmpl"
+#line 692 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 699 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 705 "templates/cross_entropy.tmpl"
+#line 706 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 718 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 725 "templates/cross_entropy.tmpl"
+#line 726 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 729 "templates/cross_entropy.tmpl"
+#line 730 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_f16(((const uint16_t*)a.grad_bias)[e]));
-#line 731 "templates/cross_entropy.tmpl"
+#line 732 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_f16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_f16(p);
-#line 734 "templates/cross_entropy.tmpl"
+#line 735 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.log_prob || a.softmax;
-#line 738 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 745 "templates/cross_entropy.tmpl"
+#line 746 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_f16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 754 "templates/cross_entropy.tmpl"
+#line 755 "templates/cross_entropy.tmpl"
       // A whole vector of the plain walk at once: widened a word at a time,
       // and the label's class tested once per vector (its offset in the
       // vector, in 32 bits as at_label), where grad_of tests each element.
@@ -422,31 +423,31 @@ xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 787 "templates/cross_entropy.tmpl"
+#line 788 "templates/cross_entropy.tmpl"
             for (int k = 0; k < kVec; ++k)
               if ((uint32_t)k == at) d[k] = coef * p[k] - b;
-#line 790 "templates/cross_entropy.tmpl"
+#line 791 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 798 "templates/cross_entropy.tmpl"
+#line 799 "templates/cross_entropy.tmpl"
       if (kShape == XENT_ON_CHIP) xent_slice_walk<kRowLoads, false>(x, base, width, lane, group, stash, grad_out, grad);
       else xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 803 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
     };
-#line 823 "templates/cross_entropy.tmpl"
+#line 824 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 828 "templates/cross_entropy.tmpl"
+#line 829 "templates/cross_entropy.tmpl"
   }
 }
 #endif
 
-#line 910 "templates/cross_entropy.tmpl"
+#line 911 "templates/cross_entropy.tmpl"
 // Stage 1 of the sum of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials(const xent_ce_args a) {
@@ -473,13 +474,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_cuda_ce_fwd
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 937 "templates/cross_entropy.tmpl"
+#line 938 "templates/cross_entropy.tmpl"
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(total); else ((uint16_t*)a.loss)[0] = xent_store_f16(total);
-#line 943 "templates/cross_entropy.tmpl"
+#line 944 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 947 "templates/cross_entropy.tmpl"
+#line 948 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {1024, 4, 256, 0, 16384}, {2048, 8, 256, 0, 0}, {4096, 32, 256, 0, 0}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, {262144, 0, 256, 0, 512}, {262144, 0, 256, 65536, 0}, {-1, 0, 256, 0, 0}};
@@ -488,17 +489,17 @@ extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_f16_i64_sum)(const void
   xent_ce_args a = *(const xent_ce_args*)args;
   a.divide_by_total = 0;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 973 "templates/cross_entropy.tmpl"
+#line 974 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 977 "templates/cross_entropy.tmpl"
+#line 978 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 990 "templates/cross_entropy.tmpl"
+#line 991 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_f16_i64_reduced_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 995 "templates/cross_entropy.tmpl"
+#line 996 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_cuda_ce_fwd_bwd_f16_i64_sum_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 998 "templates/cross_entropy.tmpl"
+#line 999 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -29,6 +29,7 @@
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
 #line 108 "templates/cross_entropy.tmpl"
+#define XENT_TARGET_HIP 1  // the device library's target (kernels/xent_device.h)
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -36,22 +37,22 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 128 "templates/cross_entropy.tmpl"
+#line 129 "templates/cross_entropy.tmpl"
 // Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
 // ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
 // of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_bwd_f32_i32_none_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 134 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 136 "templates/cross_entropy.tmpl"
+#line 137 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
   int64_t lo, hi;
-#line 152 "templates/cross_entropy.tmpl"
+#line 153 "templates/cross_entropy.tmpl"
   xent_partial_range(C, lo, hi);
   for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 155 "templates/cross_entropy.tmpl"
+#line 156 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace + 2)[2 * (int64_t)blockIdx.x] = row_weight;
@@ -70,11 +71,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_bwd_
   }
 }
 
-#line 174 "templates/cross_entropy.tmpl"
+#line 175 "templates/cross_entropy.tmpl"
 // The gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 182 "templates/cross_entropy.tmpl"
+#line 183 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and one block per
 // SM (or the tune's `resident` threads), which lets ptxas use the registers
 // the fused paths need without spilling; the strided shape asks for more
@@ -97,9 +98,9 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   constexpr int kRowLoads = 6;  // 16-byte loads in flight per thread (the spec's tune)
   const float* x = (const float*)a.logits;
-#line 207 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
   const int32_t* __restrict__ labels = (const int32_t*)a.labels;
-#line 209 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -109,12 +110,12 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 222 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(float, stage, kColumn ? XENT_COLUMN_STAGE(256, float) : 1);
-#line 234 "templates/cross_entropy.tmpl"
+#line 235 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 236 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -125,7 +126,7 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 247 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -137,20 +138,20 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 530 "templates/cross_entropy.tmpl"
+#line 531 "templates/cross_entropy.tmpl"
     // p_j = exp((x_j - m) - lr). For a vocabulary-parallel call, the global
     // m and lr combined from every slice's statistics (a.gathered); else the
     // lse saved by the forward pass, m = lse and lr = 0.
     float lse, m, lr = 0, sum_a = 0, sum_b = 0;
-#line 535 "templates/cross_entropy.tmpl"
+#line 536 "templates/cross_entropy.tmpl"
     float gathered_Em = 0;  // E_p[z] - m from wide records (dentropy)
-#line 537 "templates/cross_entropy.tmpl"
+#line 538 "templates/cross_entropy.tmpl"
     if (a.gathered) {
       const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
       lse = g.lse, m = g.m, lr = g.lr, sum_a = g.sum_a;
-#line 541 "templates/cross_entropy.tmpl"
+#line 542 "templates/cross_entropy.tmpl"
       gathered_Em = g.Em;
-#line 543 "templates/cross_entropy.tmpl"
+#line 544 "templates/cross_entropy.tmpl"
     } else {
       lse = m = ((const float*)a.lse_in)[row];
     }
@@ -160,15 +161,15 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     // row's statistics are taken again from its logits, in one more pass over
     // that row only. A vocabulary slice cannot (its logits are not the
     // row's): there the saved lse is used as it is (xent.h).
-#line 553 "templates/cross_entropy.tmpl"
+#line 554 "templates/cross_entropy.tmpl"
     // The entropy's gradient needs E_p[z] - m = T/S (Em), which the saved lse
     // does not give: with dentropy, every row takes its statistics again.
     const bool again = !a.shards && at.live && (lse > float(64) || lse < float(-64) || a.dentropy);
     float Em = gathered_Em;
-#line 560 "templates/cross_entropy.tmpl"
+#line 561 "templates/cross_entropy.tmpl"
     float m2 = xent_lowest(float(0)), s2 = 0, t2 = 0, unused_a = 0, unused_b = 0;
     (void)t2;
-#line 567 "templates/cross_entropy.tmpl"
+#line 568 "templates/cross_entropy.tmpl"
     const auto second_pass = [&] {
       xent_row_each_vec<kRowLoads, kColumn>(x, base, again ? width : 0, inner, stage, lane, group,
                                  [&](int64_t, float raw) { xent_online_add_t(m2, s2, t2, (capped ? xent_softcap(xent_load_f32(raw), cap) : xent_load_f32(raw)) * itau); },
@@ -184,40 +185,40 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
     if (group > XENT_WARP) {
       if (xent_block_any(again)) {
         second_pass();
-#line 583 "templates/cross_entropy.tmpl"
+#line 584 "templates/cross_entropy.tmpl"
         const float m_own = m2, s_own = s2;
-#line 585 "templates/cross_entropy.tmpl"
+#line 586 "templates/cross_entropy.tmpl"
         xent_block_reduce(m2, s2, unused_a, unused_b, scratch);
-#line 587 "templates/cross_entropy.tmpl"
+#line 588 "templates/cross_entropy.tmpl"
         float unused = 0;
         t2 = xent_entropy_share(m_own, s_own, t2, m2);
         xent_block_sum2(t2, unused, scratch);
-#line 591 "templates/cross_entropy.tmpl"
+#line 592 "templates/cross_entropy.tmpl"
       }
     } else if (xent_warp_any(again)) {
       second_pass();
-#line 595 "templates/cross_entropy.tmpl"
+#line 596 "templates/cross_entropy.tmpl"
       const float m_own = m2, s_own = s2;
-#line 597 "templates/cross_entropy.tmpl"
+#line 598 "templates/cross_entropy.tmpl"
       xent_lanes_reduce(m2, s2, unused_a, unused_b, (int)group);
-#line 599 "templates/cross_entropy.tmpl"
+#line 600 "templates/cross_entropy.tmpl"
       float unused = 0;
       t2 = xent_entropy_share(m_own, s_own, t2, m2);
       xent_lanes_sum2(t2, unused, (int)group);
-#line 603 "templates/cross_entropy.tmpl"
+#line 604 "templates/cross_entropy.tmpl"
     }
     if (again) {
       m = m2;
       const float log_s = xent_log(s2);
       lr = log_s + (m2 - m2);
       lse = xent_lse(m, log_s);
-#line 610 "templates/cross_entropy.tmpl"
+#line 611 "templates/cross_entropy.tmpl"
       Em = t2 / s2;
-#line 612 "templates/cross_entropy.tmpl"
+#line 613 "templates/cross_entropy.tmpl"
     }
-#line 624 "templates/cross_entropy.tmpl"
+#line 625 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? xent_load_f32(((const float*)a.dloss)[row]) : float(1);
-#line 637 "templates/cross_entropy.tmpl"
+#line 638 "templates/cross_entropy.tmpl"
     // dx_j = coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded
     // in before rounding to the gradient dtype.
     float coef = 0, b = 0, c = 0;
@@ -225,28 +226,28 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       if (in_range) {
         b = scale * (weights ? weights[y] : float(1));
         coef = b;
-#line 645 "templates/cross_entropy.tmpl"
+#line 646 "templates/cross_entropy.tmpl"
         if (smoothing) {
           b = (1 - eps) * b;
           c = scale * eps / float(CT);
           coef = b + c * (weights ? ws[1] : float(CT));
         }
-#line 652 "templates/cross_entropy.tmpl"
+#line 653 "templates/cross_entropy.tmpl"
         if (z != 0) coef += scale * 2 * z * lse;
-#line 654 "templates/cross_entropy.tmpl"
+#line 655 "templates/cross_entropy.tmpl"
       } else {
         coef = float(NAN);
       }
     }
-#line 660 "templates/cross_entropy.tmpl"
+#line 661 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 665 "templates/cross_entropy.tmpl"
+#line 666 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy && !ignored ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 670 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -267,43 +268,43 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_f32(raw), dcap = 1;
-#line 691 "templates/cross_entropy.tmpl"
+#line 692 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 699 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 705 "templates/cross_entropy.tmpl"
+#line 706 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 718 "templates/cross_entropy.tmpl"
+#line 719 "templates/cross_entropy.tmpl"
       // Whether j is the label's class: in the plain walk on the low 32 bits
       // (exact there: it runs only with CT < 2^32, so j and every yl with
       // b != 0 differ in the low 32 bits unless equal), a third of the
       // instructions of a 64-bit compare per element.
       const bool at_label = kPlain ? (uint32_t)j == (uint32_t)yl : j == yl;
-#line 725 "templates/cross_entropy.tmpl"
+#line 726 "templates/cross_entropy.tmpl"
       float dx = (coef * p - (at_label ? b : float(0)) - (kPlain ? float(0) : c * (weights ? weights[off + j] : float(1))) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
-#line 729 "templates/cross_entropy.tmpl"
+#line 730 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += xent_load_f32(((const float*)a.grad_bias)[e]);
-#line 734 "templates/cross_entropy.tmpl"
+#line 735 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias;
-#line 745 "templates/cross_entropy.tmpl"
+#line 746 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<float>(a.grad, false, xent_to_f32());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, float raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 754 "templates/cross_entropy.tmpl"
+#line 755 "templates/cross_entropy.tmpl"
       // A whole vector of the plain walk at once: widened a word at a time,
       // and the label's class tested once per vector (its offset in the
       // vector, in 32 bits as at_label), where grad_of tests each element.
@@ -329,34 +330,34 @@ xent_hip_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
           const uint32_t at = (uint32_t)yl - (uint32_t)j0;
           if (at < (uint32_t)kVec) {
             XENT_UNROLL
-#line 780 "templates/cross_entropy.tmpl"
+#line 781 "templates/cross_entropy.tmpl"
             // A select per element, not a store under a test: clang turns
             // the stores into one store at d[at], an index known at run
             // time only, which puts d in scratch memory (48 bytes per lane
             // on gfx942 in every 16-bit gradient kernel). nvcc keeps the
             // stores in registers; its code is left as it was measured.
             for (int k = 0; k < kVec; ++k) d[k] = (uint32_t)k == at ? coef * p[k] - b : d[k];
-#line 790 "templates/cross_entropy.tmpl"
+#line 791 "templates/cross_entropy.tmpl"
           }
         } else {
           XENT_UNROLL
           for (int k = 0; k < kVec; ++k) d[k] = one(j0 + k, c.e[k]);
         }
       });
-#line 801 "templates/cross_entropy.tmpl"
+#line 802 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 803 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
     };
-#line 823 "templates/cross_entropy.tmpl"
+#line 824 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (CT <= (int64_t)0xffffffff && !capped && !smoothing && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 828 "templates/cross_entropy.tmpl"
+#line 829 "templates/cross_entropy.tmpl"
   }
 }
 #endif
 
-#line 947 "templates/cross_entropy.tmpl"
+#line 948 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -365,14 +366,14 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* ar
   xent_ce_args a = *(const xent_ce_args*)args;
   a.divide_by_total = 0;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 973 "templates/cross_entropy.tmpl"
+#line 974 "templates/cross_entropy.tmpl"
   if (a.weights && a.label_smoothing != 0) {
-#line 977 "templates/cross_entropy.tmpl"
+#line 978 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_bwd_f32_i32_none_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 992 "templates/cross_entropy.tmpl"
+#line 993 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_i32_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 998 "templates/cross_entropy.tmpl"
+#line 999 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

@@ -29,6 +29,7 @@
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
 #line 108 "templates/cross_entropy.tmpl"
+#define XENT_TARGET_HIP 1  // the device library's target (kernels/xent_device.h)
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -36,22 +37,22 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 128 "templates/cross_entropy.tmpl"
+#line 129 "templates/cross_entropy.tmpl"
 // Stage 1 of ws[0] = sum over rows of w[y] (the mean's denominator) and
 // ws[1] = sum over classes of w[c] (the smoothing term): this block's runs
 // of rows and of classes (xent_partial_blocks). Fixed order, no atomics.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_totals(const xent_ce_args a) {
   XENT_SHARED_ARRAY(float, scratch, 2 * XENT_MAX_WARPS);
-#line 134 "templates/cross_entropy.tmpl"
+#line 135 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
-#line 136 "templates/cross_entropy.tmpl"
+#line 137 "templates/cross_entropy.tmpl"
   const int64_t C = a.global_classes;
   float row_weight = 0, class_weight = 0;
   int64_t lo, hi;
-#line 152 "templates/cross_entropy.tmpl"
+#line 153 "templates/cross_entropy.tmpl"
   xent_partial_range(C, lo, hi);
   for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += (weights ? weights[c] : float(1));
-#line 155 "templates/cross_entropy.tmpl"
+#line 156 "templates/cross_entropy.tmpl"
   xent_block_sum2(row_weight, class_weight, scratch);
   if (threadIdx.x == 0) {
     ((float*)a.workspace + 2 + 2 * a.rows)[2 * (int64_t)blockIdx.x] = row_weight;
@@ -70,11 +71,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   }
 }
 
-#line 174 "templates/cross_entropy.tmpl"
+#line 175 "templates/cross_entropy.tmpl"
 // Statistics and loss of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 182 "templates/cross_entropy.tmpl"
+#line 183 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and one block per
 // SM (or the tune's `resident` threads), which lets ptxas use the registers
 // the fused paths need without spilling; the strided shape asks for more
@@ -97,9 +98,9 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
   constexpr bool kColumn = kShape == XENT_COLUMN;
   constexpr int kRowLoads = 6;  // 16-byte loads in flight per thread (the spec's tune)
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 207 "templates/cross_entropy.tmpl"
+#line 208 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 209 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -109,15 +110,15 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 219 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 222 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 234 "templates/cross_entropy.tmpl"
+#line 235 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 236 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -128,7 +129,7 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 247 "templates/cross_entropy.tmpl"
+#line 248 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
@@ -140,51 +141,51 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
     // the lowest such row is kept for xent_check() (atomicMin: the same
     // answer whatever order the blocks run in).
     if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-#line 261 "templates/cross_entropy.tmpl"
+#line 262 "templates/cross_entropy.tmpl"
     // x[y] is read before the group's reduction: with in-place gradients
     // the other threads of the group overwrite the row right after it.
     const float xy = (lead && !ignored && here) ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base + yl * inner))), cap) : xent_load_bf16(XENT_LD(x + (base + yl * inner)))) * itau) : float(0);
-#line 266 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 272 "templates/cross_entropy.tmpl"
+#line 273 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 282 "templates/cross_entropy.tmpl"
+#line 283 "templates/cross_entropy.tmpl"
       if (smoothing) {
         const float wj = (weights ? weights[off + j] : float(1));
         sum_a += wj * (xj - r);  // sum_c w[c]*(x_c - r)
-#line 286 "templates/cross_entropy.tmpl"
+#line 287 "templates/cross_entropy.tmpl"
         sum_b += wj;             // sum_c w[c], for a vocabulary slice
-#line 288 "templates/cross_entropy.tmpl"
+#line 289 "templates/cross_entropy.tmpl"
       }
-#line 290 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
     };
-#line 299 "templates/cross_entropy.tmpl"
+#line 300 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.shard_token_stats;
-#line 303 "templates/cross_entropy.tmpl"
+#line 304 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 306 "templates/cross_entropy.tmpl"
+#line 307 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
         if (kX) {
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 315 "templates/cross_entropy.tmpl"
+#line 316 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 320 "templates/cross_entropy.tmpl"
+#line 321 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -196,59 +197,59 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
         float xv[kVec];
         xent_widen_bf16(c, xv); if (capped) for (int k = 0; k < (int)(16 / sizeof(uint16_t)); ++k) xv[k] = xent_softcap(xv[k], cap);
         if (kX) {
-#line 332 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
           xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
-#line 336 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 345 "templates/cross_entropy.tmpl"
+#line 346 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           if (smoothing) for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 354 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 356 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 360 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 362 "templates/cross_entropy.tmpl"
+#line 363 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 367 "templates/cross_entropy.tmpl"
+#line 368 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 372 "templates/cross_entropy.tmpl"
+#line 373 "templates/cross_entropy.tmpl"
     // Vocabulary-parallel: this slice's argmax as a global class (none
     // where it has no value above the lowest and no NaN), and whether it is
     // a NaN's.
     int64_t slice_argmax = XENT_NO_INDEX;
     bool slice_nan = false;
-#line 378 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 390 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 393 "templates/cross_entropy.tmpl"
+#line 394 "templates/cross_entropy.tmpl"
       slice_nan = nan_at != XENT_NO_INDEX;
       slice_argmax = slice_nan || cand != XENT_NO_INDEX ? off + amax : XENT_NO_INDEX;
-#line 396 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 423 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 427 "templates/cross_entropy.tmpl"
+#line 428 "templates/cross_entropy.tmpl"
     if (lead && a.shard_stats) {
       // Vocabulary-parallel, first pass: this slice's (ref, s, a, b), ref its
       // max (0 where no logit is finite) and b relative to it, so that its
@@ -257,69 +258,69 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
       float* st = (float*)a.shard_stats + xent_shard_record<float>(a.shard_token_stats) * row;
       st[0] = ref;
       st[1] = s;
-#line 439 "templates/cross_entropy.tmpl"
+#line 440 "templates/cross_entropy.tmpl"
       // The label's class, if in this slice: w[y]*(lse - x[y]).
       float sa = here ? (weights ? weights[y] : float(1)) : float(0), sb = here ? sa * (xy - ref) : float(0);
-#line 442 "templates/cross_entropy.tmpl"
+#line 443 "templates/cross_entropy.tmpl"
       // Smoothing: (1-eps) of that, and eps/CT*sum_c w[c]*(lse - x_c) over
       // the slice (sum_b holds the slice's sum of w, sum_a that of w*(x - r)).
       if (smoothing) {
         sa = (1 - eps) * sa + eps / float(CT) * sum_b;
         sb = (1 - eps) * sb + eps / float(CT) * (sum_a + sum_b * (r - ref));
       }
-#line 449 "templates/cross_entropy.tmpl"
+#line 450 "templates/cross_entropy.tmpl"
       st[2] = sa;
       st[3] = sb;
-#line 453 "templates/cross_entropy.tmpl"
+#line 454 "templates/cross_entropy.tmpl"
       if (a.shard_token_stats) {
         // Wide records (xent_device.h's xent_gathered_row): t relative to
         // ref (T is relative to m, and 0 with s), the label's z - ref where
         // this slice holds it, and the slice's argmax as a global class.
         st[4] = T;
-#line 461 "templates/cross_entropy.tmpl"
+#line 462 "templates/cross_entropy.tmpl"
         const bool holds = !ignored && here;
         st[5] = holds ? xy - ref : float(0);
         st[6] = holds ? float(1) : float(0);
-#line 465 "templates/cross_entropy.tmpl"
+#line 466 "templates/cross_entropy.tmpl"
         st[7] = slice_nan ? float(NAN) : m;
         *(int64_t*)(st + 8) = slice_argmax;
       }
-#line 469 "templates/cross_entropy.tmpl"
+#line 470 "templates/cross_entropy.tmpl"
     } else if (lead) {
-#line 483 "templates/cross_entropy.tmpl"
+#line 484 "templates/cross_entropy.tmpl"
       float l = 0, row_weight = 0;
-#line 485 "templates/cross_entropy.tmpl"
+#line 486 "templates/cross_entropy.tmpl"
       // Per-token outputs: 0 for an ignored row, NaN for a bad label's.
       float entropy = 0, logprob = 0;
-#line 488 "templates/cross_entropy.tmpl"
+#line 489 "templates/cross_entropy.tmpl"
       if (!ignored) {
         if (in_range) {
           row_weight = (weights ? weights[y] : float(1));
           l = row_weight * ((m - xy) + lr);
-#line 493 "templates/cross_entropy.tmpl"
+#line 494 "templates/cross_entropy.tmpl"
           if (smoothing) l = (1 - eps) * l + eps / float(CT) * ((weights ? ws[1] : float(CT)) * ((m - r) + lr) - sum_a);
-#line 496 "templates/cross_entropy.tmpl"
+#line 497 "templates/cross_entropy.tmpl"
           if (z != 0) l += z * lse * lse;
-#line 499 "templates/cross_entropy.tmpl"
+#line 500 "templates/cross_entropy.tmpl"
           entropy = lr - T / s;
           logprob = -((m - xy) + lr);
-#line 502 "templates/cross_entropy.tmpl"
+#line 503 "templates/cross_entropy.tmpl"
         } else {
           l = float(NAN);
-#line 505 "templates/cross_entropy.tmpl"
+#line 506 "templates/cross_entropy.tmpl"
           entropy = logprob = float(NAN);
-#line 507 "templates/cross_entropy.tmpl"
+#line 508 "templates/cross_entropy.tmpl"
         }
       }
-#line 510 "templates/cross_entropy.tmpl"
+#line 511 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = entropy;
       if (a.label_logprob) ((float*)a.label_logprob)[row] = logprob;
       if (a.argmax) a.argmax[row] = off + amax;
-#line 515 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 519 "templates/cross_entropy.tmpl"
+#line 520 "templates/cross_entropy.tmpl"
     // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
     if (a.log_prob || a.softmax) {
       for (int64_t j = lane; j < width; j += group) {
@@ -329,12 +330,12 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
         if (a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(xent_exp((xj - m) - lr));
       }
     }
-#line 828 "templates/cross_entropy.tmpl"
+#line 829 "templates/cross_entropy.tmpl"
   }
 }
 #endif
 
-#line 833 "templates/cross_entropy.tmpl"
+#line 834 "templates/cross_entropy.tmpl"
 // Vocabulary-parallel, second pass (a thread per row, after the all-gather):
 // the global lse and the row's loss from every slice's (ref, s, a, b), and
 // with wide records the per-token outputs, stored rank by rank in a.gathered
@@ -343,41 +344,41 @@ xent_hip_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
 // registers f64's per-token outputs need (with the block size alone it held
 // the kernel to 64 and spilled 24 bytes on sm_90).
 static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_combine(const xent_ce_args a) {
-#line 842 "templates/cross_entropy.tmpl"
+#line 843 "templates/cross_entropy.tmpl"
   const int64_t* __restrict__ labels = (const int64_t*)a.labels;
-#line 844 "templates/cross_entropy.tmpl"
+#line 845 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;  // the row's weight in the mean
-#line 848 "templates/cross_entropy.tmpl"
+#line 849 "templates/cross_entropy.tmpl"
   float* ws = (float*)a.workspace;
-#line 850 "templates/cross_entropy.tmpl"
+#line 851 "templates/cross_entropy.tmpl"
   const int64_t rows = a.rows, CT = a.global_classes;
   const float z = (float)a.z_loss;
   (void)z, (void)CT;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (int64_t)gridDim.x * blockDim.x) {
     const xent_gathered<float> g = xent_gathered_row((const float*)a.gathered, rows, a.shards, row, a.shard_token_stats);
     const float lse = g.lse;
-#line 868 "templates/cross_entropy.tmpl"
+#line 869 "templates/cross_entropy.tmpl"
     const int64_t y = (int64_t)labels[row];
     const bool in_range = y >= 0 && y < CT;
     const bool ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
     float l = 0;
-#line 873 "templates/cross_entropy.tmpl"
+#line 874 "templates/cross_entropy.tmpl"
     float row_weight = 0;  // the row's weight in the mean
-#line 875 "templates/cross_entropy.tmpl"
+#line 876 "templates/cross_entropy.tmpl"
     if (!ignored) {
       if (in_range) {
-#line 878 "templates/cross_entropy.tmpl"
+#line 879 "templates/cross_entropy.tmpl"
         row_weight = (weights ? weights[y] : float(1));
-#line 880 "templates/cross_entropy.tmpl"
+#line 881 "templates/cross_entropy.tmpl"
         l = g.loss;
-#line 882 "templates/cross_entropy.tmpl"
+#line 883 "templates/cross_entropy.tmpl"
         if (z != 0) l += z * lse * lse;
-#line 884 "templates/cross_entropy.tmpl"
+#line 885 "templates/cross_entropy.tmpl"
       } else {
         l = float(NAN);
       }
     }
-#line 889 "templates/cross_entropy.tmpl"
+#line 890 "templates/cross_entropy.tmpl"
     // Per-token outputs, as one device has them: 0 for an ignored row, NaN
     // for a bad label's; the argmax of every row.
     if (a.shard_token_stats) {
@@ -390,13 +391,13 @@ static XENT_GLOBAL void __launch_bounds__(256, 1) xent_hip_ce_fwd_bf16_i64_mean_
       }
       if (a.argmax) a.argmax[row] = xent_gathered_argmax((const float*)a.gathered, rows, a.shards, row);
     }
-#line 903 "templates/cross_entropy.tmpl"
+#line 904 "templates/cross_entropy.tmpl"
     ws[2 + row] = l; ws[2 + rows + row] = row_weight;
     if (a.lse_out) ((float*)a.lse_out)[row] = lse;
   }
 }
 
-#line 910 "templates/cross_entropy.tmpl"
+#line 911 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bf16_i64_mean_reduce_partials(const xent_ce_args a) {
@@ -423,15 +424,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 939 "templates/cross_entropy.tmpl"
+#line 940 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 943 "templates/cross_entropy.tmpl"
+#line 944 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 947 "templates/cross_entropy.tmpl"
+#line 948 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
@@ -440,19 +441,19 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   xent_ce_args a = *(const xent_ce_args*)args;
   a.divide_by_total = 1;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 956 "templates/cross_entropy.tmpl"
+#line 957 "templates/cross_entropy.tmpl"
   if (a.shard_stats) {
     // Vocabulary-parallel, first pass: each row's statistics on this slice.
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_reduced_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
     return XENT_LAST_ERROR();
   }
-#line 973 "templates/cross_entropy.tmpl"
+#line 974 "templates/cross_entropy.tmpl"
   if (!a.gathered && a.weights && a.label_smoothing != 0) {
-#line 977 "templates/cross_entropy.tmpl"
+#line 978 "templates/cross_entropy.tmpl"
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals, dim3(xent_partial_blocks((a.rows > a.global_classes ? a.rows : a.global_classes))), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
     XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_totals_final, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   }
-#line 982 "templates/cross_entropy.tmpl"
+#line 983 "templates/cross_entropy.tmpl"
   if (a.gathered) {
     if (a.rows > 0)
       XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_combine, dim3(xent_grid_blocks((a.rows + 256 - 1) / 256)),
@@ -460,9 +461,9 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bf16_i64_mean)(const void* a
   } else {
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bf16_i64_reduced_rows, a, xent_hip_ce_fwd_bf16_i64_mean_shapes, 256, stream);
   }
-#line 995 "templates/cross_entropy.tmpl"
+#line 996 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bf16_i64_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 998 "templates/cross_entropy.tmpl"
+#line 999 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

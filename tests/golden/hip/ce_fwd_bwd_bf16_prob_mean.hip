@@ -30,6 +30,7 @@
 // (a.class_offset, a.global_classes; 0 and C otherwise): labels, weights and
 // eps/CT are global, only the logits and their gradient are a slice.
 #line 108 "templates/cross_entropy.tmpl"
+#define XENT_TARGET_HIP 1  // the device library's target (kernels/xent_device.h)
 #include "xent_device.h"
 #include "xent_launch.h"
 
@@ -37,11 +38,11 @@ static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds eve
 
 #include <math.h>
 
-#line 174 "templates/cross_entropy.tmpl"
+#line 175 "templates/cross_entropy.tmpl"
 // Statistics and loss, then the gradient of each row, in
 // any shape of xent_device.h's row walk (kShape: XENT_ROW, `group` threads
 // per row, 0 = the block; XENT_COLUMN, a thread per row).
-#line 182 "templates/cross_entropy.tmpl"
+#line 183 "templates/cross_entropy.tmpl"
 // Launch bounds: the largest block of the spec's shapes, and one block per
 // SM (or the tune's `resident` threads), which lets ptxas use the registers
 // the fused paths need without spilling; the strided shape asks for more
@@ -64,9 +65,9 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
   constexpr bool kColumn = kShape == XENT_COLUMN;
   constexpr int kRowLoads = 4;  // 16-byte loads in flight per thread (the spec's tune)
   const uint16_t* x = (const uint16_t*)a.logits;
-#line 205 "templates/cross_entropy.tmpl"
+#line 206 "templates/cross_entropy.tmpl"
   const uint16_t* __restrict__ t = (const uint16_t*)a.labels;
-#line 209 "templates/cross_entropy.tmpl"
+#line 210 "templates/cross_entropy.tmpl"
   const float* __restrict__ weights = (const float*)a.weights;
   float* ws = (float*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -76,15 +77,15 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
   const float itau = (float)a.inv_temperature;  // 1 / tau
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT, (void)itau;
   XENT_SHARED_ARRAY(float, scratch, 4 * XENT_MAX_WARPS);
-#line 219 "templates/cross_entropy.tmpl"
+#line 220 "templates/cross_entropy.tmpl"
   // The argmax's candidates, reduced as int64 (xent_group_min2).
   XENT_SHARED_ARRAY(int64_t, iscratch, 2 * XENT_MAX_WARPS);
-#line 222 "templates/cross_entropy.tmpl"
+#line 223 "templates/cross_entropy.tmpl"
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(uint16_t, stage, kColumn ? XENT_COLUMN_STAGE(256, uint16_t) : 1);
-#line 234 "templates/cross_entropy.tmpl"
+#line 235 "templates/cross_entropy.tmpl"
   const bool first_block = true;
-#line 236 "templates/cross_entropy.tmpl"
+#line 237 "templates/cross_entropy.tmpl"
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
   for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
@@ -95,43 +96,43 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
     const int64_t base = xent_row_base(row, C, inner);
-#line 266 "templates/cross_entropy.tmpl"
+#line 267 "templates/cross_entropy.tmpl"
     // The reference the sums of x are taken from: the row's (or slice's)
     // first logit, 0 where it is not finite. Every thread reads it, and in
     // place its owner overwrites it after the reduction (the warp sync below).
     const float r0 = width > 0 ? ((capped ? xent_softcap(xent_load_bf16(XENT_LD(x + (base))), cap) : xent_load_bf16(XENT_LD(x + (base)))) * itau) : float(0);
     const float r = !(r0 - r0 == float(0)) ? float(0) : r0;
-#line 272 "templates/cross_entropy.tmpl"
+#line 273 "templates/cross_entropy.tmpl"
     // One pass: online (max, sum of exp) and the row's other sums.
     float m = xent_lowest(float(0)), s = 0, sum_a = 0, sum_b = 0;
     const auto sums = [&](int64_t j, float xj) {
       const int64_t e = base + j * inner;
       (void)e, (void)j, (void)xj;
-#line 278 "templates/cross_entropy.tmpl"
+#line 279 "templates/cross_entropy.tmpl"
       const float wt = (weights ? weights[off + j] : float(1)) * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e]));
       sum_a += wt;             // sum_c w[c]*t'_c
       sum_b += wt * (xj - r);  // sum_c w[c]*t'_c*(x_c - r)
-#line 290 "templates/cross_entropy.tmpl"
+#line 291 "templates/cross_entropy.tmpl"
     };
-#line 299 "templates/cross_entropy.tmpl"
+#line 300 "templates/cross_entropy.tmpl"
     // The walk runs in two copies: the plain one, and one for calls with a
     // temperature or per-token outputs, which scales each z and tracks t and the argmax (xent_device.h).
     const bool fwd_extras = itau != float(1) || a.entropy || a.argmax || a.dentropy;
-#line 303 "templates/cross_entropy.tmpl"
+#line 304 "templates/cross_entropy.tmpl"
     float t_own = 0;  // sum exp(z - m) * (z - m) (xent_device.h)
     xent_argmax<float> am = xent_argmax_init<float>();
-#line 306 "templates/cross_entropy.tmpl"
+#line 307 "templates/cross_entropy.tmpl"
     const auto walk_stats = [&](auto extras_flag) {
       constexpr bool kX = decltype(extras_flag)::value;
       const auto add = [&](int64_t j, uint16_t raw) {
         float xj = (capped ? xent_softcap(xent_load_bf16(raw), cap) : xent_load_bf16(raw));
         if (kX) {
-#line 312 "templates/cross_entropy.tmpl"
+#line 313 "templates/cross_entropy.tmpl"
           xj *= itau;
-#line 315 "templates/cross_entropy.tmpl"
+#line 316 "templates/cross_entropy.tmpl"
           xent_online_add_t(m, s, t_own, xj);
           xent_argmax_add(am, j, xj);
-#line 320 "templates/cross_entropy.tmpl"
+#line 321 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add(m, s, xj);
         }
@@ -143,85 +144,85 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
         float xv[kVec];
         xent_widen_bf16(c, xv); if (capped) for (int k = 0; k < (int)(16 / sizeof(uint16_t)); ++k) xv[k] = xent_softcap(xv[k], cap);
         if (kX) {
-#line 332 "templates/cross_entropy.tmpl"
+#line 333 "templates/cross_entropy.tmpl"
           // z = x * itau inside the update (one FFMA per element), the
           // vector's max shared with the argmax.
           xent_token_stats_add_n(m, s, t_own, am, j0, xv, itau);
-#line 336 "templates/cross_entropy.tmpl"
+#line 337 "templates/cross_entropy.tmpl"
           for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k] * itau);
-#line 345 "templates/cross_entropy.tmpl"
+#line 346 "templates/cross_entropy.tmpl"
         } else {
           xent_online_add_n(m, s, xv);
           for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         }
       };
-#line 354 "templates/cross_entropy.tmpl"
+#line 355 "templates/cross_entropy.tmpl"
       xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
-#line 356 "templates/cross_entropy.tmpl"
+#line 357 "templates/cross_entropy.tmpl"
     };
     if (fwd_extras) walk_stats(xent_bool<true>());
     else walk_stats(xent_bool<false>());
-#line 360 "templates/cross_entropy.tmpl"
+#line 361 "templates/cross_entropy.tmpl"
     const float m_own = m, s_own = s;  // this thread's, for T below
-#line 362 "templates/cross_entropy.tmpl"
+#line 363 "templates/cross_entropy.tmpl"
     xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
-#line 367 "templates/cross_entropy.tmpl"
+#line 368 "templates/cross_entropy.tmpl"
     // The row's T (every thread's t moved to the row's max) and argmax (the
     // lowest index holding the max, or the lowest NaN), reduced like (m, s).
     float T = 0;
     int64_t amax = 0;
-#line 378 "templates/cross_entropy.tmpl"
+#line 379 "templates/cross_entropy.tmpl"
     if (fwd_extras) {
       float u = xent_entropy_share(m_own, s_own, t_own, m), unused = 0;
       int64_t cand = am.bi != XENT_NO_INDEX && am.bv == m ? am.bi : XENT_NO_INDEX, nan_at = am.bn;
       xent_group_sum2(u, unused, group, scratch);
       xent_group_min2(cand, nan_at, group, iscratch);
-#line 390 "templates/cross_entropy.tmpl"
+#line 391 "templates/cross_entropy.tmpl"
       T = u;
       amax = nan_at != XENT_NO_INDEX ? nan_at : cand != XENT_NO_INDEX ? cand : 0;
-#line 396 "templates/cross_entropy.tmpl"
+#line 397 "templates/cross_entropy.tmpl"
     }
     (void)T, (void)amax;
-#line 423 "templates/cross_entropy.tmpl"
+#line 424 "templates/cross_entropy.tmpl"
     // m - m is NaN where m is +inf or NaN: then so is every output but lse
     // (+inf for a row with a +inf logit, as torch.logsumexp).
     const float log_s = xent_log(s), lr = log_s + (m - m), lse = xent_lse(m, log_s);
-#line 471 "templates/cross_entropy.tmpl"
+#line 472 "templates/cross_entropy.tmpl"
     if (lead) {
-#line 474 "templates/cross_entropy.tmpl"
+#line 475 "templates/cross_entropy.tmpl"
       float l = ((m - r) + lr) * sum_a - sum_b;
-#line 476 "templates/cross_entropy.tmpl"
+#line 477 "templates/cross_entropy.tmpl"
       if (z != 0) l += z * lse * lse;
-#line 478 "templates/cross_entropy.tmpl"
+#line 479 "templates/cross_entropy.tmpl"
       const float row_weight = 1;
-#line 480 "templates/cross_entropy.tmpl"
+#line 481 "templates/cross_entropy.tmpl"
       if (a.entropy) ((float*)a.entropy)[row] = lr - T / s;
-#line 515 "templates/cross_entropy.tmpl"
+#line 516 "templates/cross_entropy.tmpl"
       ws[2 + row] = l; ws[2 + rows + row] = row_weight;
       if (a.lse_out) ((float*)a.lse_out)[row] = lse;
     }
-#line 624 "templates/cross_entropy.tmpl"
+#line 625 "templates/cross_entropy.tmpl"
     float scale = a.dloss ? (a.loss_f32 ? float(((const float*)a.dloss)[0]) : xent_load_bf16(((const uint16_t*)a.dloss)[0])) : float(1);
-#line 626 "templates/cross_entropy.tmpl"
+#line 627 "templates/cross_entropy.tmpl"
     // The mean's divisor (the launcher's flag: this kernel may serve the sum
     // too).
     if (a.divide_by_total) scale /= float(rows);
-#line 631 "templates/cross_entropy.tmpl"
+#line 632 "templates/cross_entropy.tmpl"
     // dx_j = a*p_j - scale*w[j]*t'_j.
     float coef = scale * sum_a;
-#line 634 "templates/cross_entropy.tmpl"
+#line 635 "templates/cross_entropy.tmpl"
     if (z != 0) coef += scale * 2 * z * lse;
-#line 660 "templates/cross_entropy.tmpl"
+#line 661 "templates/cross_entropy.tmpl"
     // The entropy's gradient, dentropy_n*p_j*(Em - (z_j - m)) (none for an
     // ignored row): its first term joins coef, the second is per element.
-#line 663 "templates/cross_entropy.tmpl"
+#line 664 "templates/cross_entropy.tmpl"
     const float Em = T / s;  // E_p[z] - m, from the forward pass
-#line 665 "templates/cross_entropy.tmpl"
+#line 666 "templates/cross_entropy.tmpl"
     const float dent = a.dentropy ? ((const float*)a.dentropy)[row] : float(0);
     coef += dent * Em;
     // A masked class (z = -inf, p = 0) adds 0, not 0 * -inf.
     const auto dent_term = [&](float p, float zj) { return p > float(0) ? dent * p * (zj - m) : float(0); };
-#line 670 "templates/cross_entropy.tmpl"
+#line 671 "templates/cross_entropy.tmpl"
     // The gradient of element j; the row walk stores it (16 bytes at a
     // time where aligned). In place (grad == x) is safe: each element is
     // read, then written, by the one thread that owns it, after every other
@@ -242,69 +243,69 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
       const int64_t e = base + j * inner;
       (void)e;
       float xj = xent_load_bf16(raw), dcap = 1;
-#line 691 "templates/cross_entropy.tmpl"
+#line 692 "templates/cross_entropy.tmpl"
       // Through the cap: d(cap*tanh(x/cap))/dx = 1 - tanh^2(x/cap).
       if (!kPlain && capped) {
         const float th = xent_tanh(xj / cap);
         xj = cap * th;
         dcap = 1 - th * th;
       }
-#line 699 "templates/cross_entropy.tmpl"
+#line 700 "templates/cross_entropy.tmpl"
       // To z: dz/dx = 1/tau.
       if (!kPlain) {
         xj *= itau;
         dcap *= itau;
       }
-#line 705 "templates/cross_entropy.tmpl"
+#line 706 "templates/cross_entropy.tmpl"
       const float p = xent_exp_shifted(xj - m, lr2);
-#line 707 "templates/cross_entropy.tmpl"
+#line 708 "templates/cross_entropy.tmpl"
       const float wj = (weights ? weights[off + j] : float(1));
       float dx = (coef * p - scale * wj * (smoothing ? (1 - eps) * xent_load_bf16(t[e]) + eps / float(CT) : xent_load_bf16(t[e])) - (kPlain ? float(0) : dent_term(p, xj))) * dcap;
       if (kExtras && a.grad_labels) {
-#line 711 "templates/cross_entropy.tmpl"
+#line 712 "templates/cross_entropy.tmpl"
         const float keep = smoothing ? 1 - eps : float(1);
-#line 715 "templates/cross_entropy.tmpl"
+#line 716 "templates/cross_entropy.tmpl"
         ((uint16_t*)a.grad_labels)[e] = xent_store_bf16(scale * keep * wj * ((m - xj) + lr));
       }
-#line 729 "templates/cross_entropy.tmpl"
+#line 730 "templates/cross_entropy.tmpl"
       if (kExtras && a.grad_bias) dx += (a.grad_f32 ? float(((const float*)a.grad_bias)[e]) : xent_load_bf16(((const uint16_t*)a.grad_bias)[e]));
-#line 731 "templates/cross_entropy.tmpl"
+#line 732 "templates/cross_entropy.tmpl"
       if (kExtras && a.log_prob) ((uint16_t*)a.log_prob)[e] = xent_store_bf16((xj - m) - lr);
       if (kExtras && a.softmax) ((uint16_t*)a.softmax)[e] = xent_store_bf16(p);
-#line 734 "templates/cross_entropy.tmpl"
+#line 735 "templates/cross_entropy.tmpl"
       return dx;
     };
     const bool extras = a.grad_bias || a.grad_labels || a.log_prob || a.softmax;
-#line 738 "templates/cross_entropy.tmpl"
+#line 739 "templates/cross_entropy.tmpl"
     // In place, the gradient pass overwrites elements that other threads of
     // the group read before the reduction (x[y], read by the lead; the
     // row's first logit, the reference r of the sums, read by all): with a
     // group within one warp, that reduction was shuffles, which do not
     // order memory. (The emulator's global race detector checks this.)
     if (group <= XENT_WARP) xent_warp_sync();
-#line 745 "templates/cross_entropy.tmpl"
+#line 746 "templates/cross_entropy.tmpl"
     const auto grad_out = xent_output<uint16_t>(a.grad, a.grad_f32 != 0, xent_to_bf16());
     const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
       // The optional outputs' walk is for rare calls: one copy of its code
       // (xent_row_walk_io's kCompact), the same loads in flight.
       constexpr bool kCompactWalk = decltype(extras_flag)::value;
       const auto one = [&](int64_t j, uint16_t raw) -> float { return grad_of(extras_flag, plain_flag, j, raw); };
-#line 752 "templates/cross_entropy.tmpl"
+#line 753 "templates/cross_entropy.tmpl"
       const auto grad = one;
-#line 801 "templates/cross_entropy.tmpl"
+#line 802 "templates/cross_entropy.tmpl"
       xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
-#line 803 "templates/cross_entropy.tmpl"
+#line 804 "templates/cross_entropy.tmpl"
     };
-#line 823 "templates/cross_entropy.tmpl"
+#line 824 "templates/cross_entropy.tmpl"
     if (extras) walk_grad(xent_bool<true>(), xent_bool<false>());
     else if (!capped && itau == float(1) && !a.dentropy) walk_grad(xent_bool<false>(), xent_bool<true>());
     else walk_grad(xent_bool<false>(), xent_bool<false>());
-#line 828 "templates/cross_entropy.tmpl"
+#line 829 "templates/cross_entropy.tmpl"
   }
 }
 #endif
 
-#line 910 "templates/cross_entropy.tmpl"
+#line 911 "templates/cross_entropy.tmpl"
 // Stage 1 of the mean of the per-row losses (and their weights):
 // this block's run of rows (xent_partial_blocks), in a fixed order.
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials(const xent_ce_args a) {
@@ -331,15 +332,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_hip_ce_fwd_
   float total, total_weight;
   xent_partials_sum(((float*)a.workspace + 2 + 2 * a.rows), xent_partial_blocks(a.rows), total, total_weight, scratch);
   if (threadIdx.x == 0) {
-#line 939 "templates/cross_entropy.tmpl"
+#line 940 "templates/cross_entropy.tmpl"
     // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
     const float mean = total_weight == 0 && a.all_ignored_zero ? float(0) : total / total_weight;
     if (a.loss_f32) ((float*)a.loss)[0] = (float)(mean); else ((uint16_t*)a.loss)[0] = xent_store_bf16(mean);
-#line 943 "templates/cross_entropy.tmpl"
+#line 944 "templates/cross_entropy.tmpl"
   }
 }
 
-#line 947 "templates/cross_entropy.tmpl"
+#line 948 "templates/cross_entropy.tmpl"
 // The launch shapes of a contiguous row by C: {classes, threads per row
 // (0 = the block), block}, from the spec's tune statement for this target.
 static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {-1, 0, 256, 0, 0}};
@@ -348,11 +349,11 @@ extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const vo
   xent_ce_args a = *(const xent_ce_args*)args;
   a.divide_by_total = 1;
   const xent_stream_t stream = (xent_stream_t)a.stream;
-#line 992 "templates/cross_entropy.tmpl"
+#line 993 "templates/cross_entropy.tmpl"
   XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 995 "templates/cross_entropy.tmpl"
+#line 996 "templates/cross_entropy.tmpl"
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce_partials, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
   XENT_LAUNCH(xent_hip_ce_fwd_bwd_bf16_prob_mean_reduce, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a);
-#line 998 "templates/cross_entropy.tmpl"
+#line 999 "templates/cross_entropy.tmpl"
   return XENT_LAST_ERROR();
 }

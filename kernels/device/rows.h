@@ -1,0 +1,82 @@
+// The row layout every family shares, and how a thread walks its rows.
+#pragma once
+
+#include "target.h"
+
+// The strided shape's 16-byte path (xent_column_walk): the 16-byte loads
+// each thread keeps in flight, and the shared memory they are staged in, in
+// elements of T for a block of `threads` (per thread, those loads' bytes and
+// one element of padding).
+#define XENT_COLUMN_LOADS 4
+#define XENT_COLUMN_STAGE(threads, T) ((threads) * (16 * XENT_COLUMN_LOADS / (int)sizeof(T) + 1))
+// A __shared__ array whose start is 16-byte aligned (16-byte accesses).
+#if defined(XENT_EMU)
+#define XENT_SHARED_ARRAY16(T, name, n) XENT_SHARED_ARRAY(T, name, n)
+#else
+#define XENT_SHARED_ARRAY16(T, name, n) __shared__ __align__(16) T name[n]
+#endif
+
+// The row layout of every family: a row is one position (o, i) of an
+// [outer, C, inner] tensor, and element c of row r is at
+// xent_row_base(r, C, inner) + c * inner. A row kernel comes in three
+// shapes, its template argument kShape:
+//   XENT_ROW (inner == 1, the row is contiguous): `group` threads share a
+//     row, a power of two up to the warp (a block holds several rows,
+//     reduced with shuffles) or the whole block (one row at a time);
+//   XENT_COLUMN (a strided row): one thread per row, neighbouring threads on
+//     neighbouring positions, so every load is coalesced;
+//   XENT_ON_CHIP (contiguous; the fused cross entropy and the softmax
+//     forward, which read the row twice): a cluster of blocks per row, each
+//     holding a slice of it in shared memory (xent_slice_walk).
+// The spec's tune statement picks the shape by C (xent_row_shape). Blocks
+// take tiles of blockDim / group rows (a cluster takes one row) and
+// grid-stride over them; every thread of a block runs every tile, so the
+// barriers and full-warp shuffles inside a row are always reached by all.
+enum { XENT_ROW = 0, XENT_COLUMN = 1, XENT_ON_CHIP = 2 };
+
+struct xent_row_walk {
+  int64_t lane;   // this thread's first class; the class loop steps by group
+  int64_t group;  // threads sharing a row (in each block of a cluster)
+  int64_t slot;   // this thread's row within the block's tile
+  int64_t first;  // the block's first tile (its first row); tiles step by step
+  int64_t step;
+};
+
+template <int kShape>
+XENT_DEVICE xent_row_walk xent_rows(int group) {
+  xent_row_walk w;
+  w.group = kShape == XENT_COLUMN ? 1 : (group > 0 ? (int64_t)group : (int64_t)blockDim.x);
+  w.lane = (int64_t)threadIdx.x % w.group;
+  w.slot = (int64_t)threadIdx.x / w.group;
+  // The grid is whole clusters along x (a cluster is one block but in the
+  // on-chip shape), a tile per cluster at a time: the tile loop's bounds are
+  // the same in every thread of a cluster, so the barriers inside it are
+  // reached by all (xentgen --check's warp-sync rule reads them so).
+  const int64_t tile = kShape == XENT_ON_CHIP ? 1 : (int64_t)blockDim.x / w.group;
+  w.first = (int64_t)xent_cluster_id() * tile;
+  w.step = (int64_t)xent_clusters() * tile;
+  return w;
+}
+
+// The row of this thread's slot in the tile that starts at row `tile`. A
+// slot past the last row still goes through the tile (its group's shuffles
+// and the block's barriers need every thread), on the last row and walking
+// no classes (width 0); `live` is false and must guard its stores.
+struct xent_slot {
+  bool live;
+  int64_t row;
+  int64_t width;  // the classes this thread's row loops walk: C, or 0
+};
+
+XENT_DEVICE xent_slot xent_tile_slot(const xent_row_walk& w, int64_t tile, int64_t rows, int64_t C) {
+  xent_slot at;
+  at.live = tile + w.slot < rows;
+  at.row = at.live ? tile + w.slot : rows - 1;
+  at.width = at.live ? C : 0;
+  return at;
+}
+
+// With inner == 1 (a compile-time 1 in the contiguous shapes) this is row * C.
+XENT_DEVICE int64_t xent_row_base(int64_t row, int64_t C, int64_t inner) {
+  return (row / inner) * C * inner + row % inner;
+}
