@@ -45,27 +45,11 @@ runtime "token_stats"      -- entropy, label_logprob, argmax outputs; dentropy i
 -- the kernels assume (every shuffle names its mask).
 min_arch { cuda = 70, hip = "gfx90a" }
 
--- Launch shapes of the row kernels (docs/PERFORMANCE.md, "Launch shapes"),
--- picked at run time: the first shape that serves C (at most its `classes`)
--- and the row count (at least its `rows`). Small vocabularies put several
--- rows in a block (row_threads threads each, reduced with warp shuffles) so
--- that no lane idles on a short row; strided rows (class axis not last) take
--- one thread each. The CUDA tables of bf16, fp16 and f32 come from the
--- H200's tune groups (the fourth run's bench/results/2026-11-27-NVIDIA-H200/
--- tune.json and the fifth's, -3db0cf0/, bf16 at 1024 to 262144 classes, 512
--- to 1M rows): a row's fixed cost (its set-up, the clamped last batch of
--- loads, the reduction) is paid once per thread, so a thread wants many
--- vectors of its row. Few threads a row win on short rows (the fifth run's
--- forward: 4 a row at 1024 to 16384 classes, 2.50 to 3.17 TB/s against
--- 2.02 to 3.10 for 8), a warp a row from 32768 up (3.2-3.9 against 2.6-3.7
--- for the best block a row): no block barrier, and a warp's row never waits
--- on another's. Few threads a row leave SMs idle on few rows (an H200 holds
--- ~2100 warps of these kernels): 4 a row need 16384 rows, a warp a row
--- 2048 (measured at 131072 classes: at 2048 rows a warp a row read 2.43
--- TB/s against 1.99 for the best block, at 512 rows 0.72 against 1.02).
--- f64 first (not measured): its fused gradient with the soft cap's tanh
--- needs more registers than a 512- or 1024-thread block leaves a thread,
--- and spills.
+-- Launch shapes of the row kernels, picked at run time: the first that serves
+-- C (at most its `classes`) and the row count (at least its `rows`). Why
+-- each table is as it is, measured: docs/PERFORMANCE.md, "Launch shapes".
+-- f64 first (untuned): its fused gradient with the soft cap spills in
+-- blocks of 512 or 1024.
 tune "cuda" {
   when = { dtype = "f64" },
   strided = 256,
@@ -76,20 +60,8 @@ tune "cuda" {
   { row_threads = "block", block = 256 },
 }
 -- The fused kernels can hold a long row on chip (on_chip: KiB of shared
--- memory per block of a cluster of up to 8 blocks on sm_90), so that the
--- gradient pass reads it from there rather than from memory again: 2
--- passes over the logits' bytes instead of 3 ("Rows on chip"). Measured
--- (the fifth run, nine loads), a warp a row that reads the row twice from
--- memory beat it at every row count that fills the GPU: 2.47 TB/s of copy
--- against 1.99 at 32768 classes (the fourth run, at four loads: 2.42
--- against 2.61), level at 2048 rows of 131072; and at 512 rows of 131072 a
--- block of 256 without it beat it (1.10 against 0.96). A cluster splits a
--- row over up to 8 SMs, which only rows too few for the GPU's SMs need:
--- it keeps the calls of fewer than 512 rows (not yet measured there).
--- In flight: nine 16-byte loads a thread, 72 KB an SM at 16 warps for both
--- passes and both shapes, where four held 32 KB, half what a B200 asks
--- (bench/results/sass_report.md); 124 to 128 registers. At ten (the
--- forward's) the f16 on-chip kernel spilled 28 bytes on sm_100.
+-- memory per block of a cluster of up to 8), kept only for the calls of
+-- fewer than 512 rows; nine 16-byte loads in flight a thread.
 tune "cuda" {
   when = { op = "fwd_bwd" },
   strided = 256,
@@ -105,15 +77,8 @@ tune "cuda" {
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = "block", block = 256 },
 }
--- The gradient from the saved lse holds more per thread than the 64
--- registers a 1024-thread block leaves: 512 at most. Measured (H200, the
--- fifth run, ten loads): 4 threads a row at 1024 classes (3.81 TB/s of
--- copy against 3.61 for 8), 8 at 2048 and 4096 (within 3% of the best), a
--- warp a row in blocks of 256 past that (within 3% of the best shape at
--- 16384 to 262144).
--- Ten loads in flight a thread (32 KB an SM at four; a B200 asks 67): 80 KB
--- at 16 warps in 122 to 128 registers, the f32 one on sm_90 at 16 warps
--- where four left it 24.
+-- The gradient from the saved lse: at most 512 threads a block for its
+-- registers; ten 16-byte loads in flight a thread.
 tune "cuda" {
   when = { op = "bwd" },
   strided = 256,
@@ -126,16 +91,8 @@ tune "cuda" {
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },
 }
--- The forward keeps ten 16-byte loads in flight per thread (loads), which
--- with the run-time options' per-element work needs more than the 64
--- registers a 1024-thread block leaves: 512 at most, 16 warps x 10 x 16 B =
--- 80 KB in flight per SM, what a B200 asks (bench/results/sass_report.md;
--- an H100 asks 31 KB), in 127 registers without spills. Measured: 4
--- threads a row up to 16384 classes (1024: 2.50 TB/s against 2.02 for 8;
--- 2048: 2.86 against 2.49), 8 for fewer rows to 4096, a warp a row in
--- blocks of 512 past it, and a block of 256 a row for few long rows (0.99
--- and 1.90 TB/s at 512 and 2048 rows of 131072, against 0.91 and 1.78 for
--- 512).
+-- The forward: at most 512 threads a block for its registers; ten 16-byte
+-- loads in flight a thread (80 KB an SM at 16 warps).
 tune "cuda" {
   strided = 256,
   loads = 10,
@@ -147,16 +104,9 @@ tune "cuda" {
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 256 },
 }
--- AMD CDNA: 64-lane wavefronts (a wave per row up to 4096 classes, where a
--- CUDA warp would give up), 64 KB of LDS per workgroup of which the
--- reductions use a few hundred bytes. Long rows take blocks of 512, not
--- 1024: a SIMD's 512 registers per lane (VGPRs and AGPRs together on gfx90a
--- and gfx942) are shared by the waves it holds, and a 1024-thread block puts
--- 4 waves on each SIMD, so 128 registers each, where these kernels use 150
--- to 250: clang spilled 160 to 512 bytes per lane to scratch in every
--- 16-bit row kernel, and gave the bf16 soft-label fused kernel more
--- registers than a 1024-thread block can have. (The softmax kernels fit in
--- 128 and keep 1024.)
+-- AMD CDNA: 64-lane wavefronts, a wave a row up to 4096 classes. Long rows
+-- take blocks of 512: a 1024-thread block leaves a wave 128 registers, fewer
+-- than these kernels use.
 tune "hip" {
   when = { dtype = "f64" },
   strided = 256,
@@ -165,10 +115,7 @@ tune "hip" {
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
--- Soft labels read a second row beside the logits and hold more: their
--- kernels need over 256 registers (the fused bf16 one spilled 100 bytes per
--- lane at 512 threads), so they stay at 256-thread blocks, where a wave may
--- have all 512.
+-- Soft labels read a second row and need over 256 registers: blocks of 256.
 tune "hip" {
   when = { label = "prob" },
   strided = 256,
@@ -177,12 +124,7 @@ tune "hip" {
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
--- Loads in flight: 6 per lane, 48 KB per CU at 8 waves (2 a SIMD at 150 to
--- 250 registers), over the 34 KB an MI300X asks (bench/results/
--- isa_report.md), for the forward, the backward and the fused kernels alike.
--- (The fused ones kept 4, 32 KB, while their f32 gradient store held 32
--- registers across the row loop, xent_store16f: at 6 they spilled 240 bytes
--- per lane then, and fit 256 registers since.)
+-- Six 16-byte loads in flight per lane, over the 34 KB per CU an MI300X asks.
 tune "hip" {
   strided = 256,
   loads = 6,

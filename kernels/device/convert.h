@@ -10,11 +10,8 @@ XENT_DEVICE float xent_load_bf16(uint16_t bits) { return __uint_as_float((uint32
 // xent_store_bf16x2 off CUDA): v + 0x7fff + the lowest kept bit rounds to
 // nearest even; a NaN keeps its top half with the quiet bit set (rounding
 // could carry it into the exponent, an infinity). Both computed and one
-// selected, no branch: written as a test and an early return, clang made it
-// a branch per element (about ten instructions an element with the
-// exec-mask bookkeeping, most of the bf16 backward's VALU work on gfx942;
-// bench/results/isa_report.md). Five instructions there (a bit extract, a
-// three-way add, an or, an unordered compare, a select).
+// selected, no branch (a test and an early return became a branch per
+// element on AMD): five instructions on gfx942.
 XENT_DEVICE uint32_t xent_bf16_word(float v) {
   const uint32_t u = __float_as_uint(v);
   const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);

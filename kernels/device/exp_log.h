@@ -9,10 +9,9 @@
 // x*log2(e) - m*log2(e): that would cost the rounding of m*log2(e), |m| ulps,
 // and with it the shift invariance. On CUDA, ex2.approx.ftz: without the
 // fix-up for results below 2^-126 (a probability that small is 0 here). On
-// AMD, v_exp_f32 alone (__builtin_amdgcn_exp2f): exp2f adds that fix-up
-// around it, a compare, two selects and a multiply per element, which was
-// 40% of the bf16 forward's VALU instructions on gfx942
-// (bench/results/isa_report.md). xent_exp2 is that instruction.
+// AMD, v_exp_f32 alone (__builtin_amdgcn_exp2f): exp2f adds that fix-up, a
+// compare, two selects and a multiply per element. xent_exp2 is that
+// instruction.
 // log2(e) in float, the one constant every float exp here multiplies by
 // (a macro, not a constexpr variable: a device function may not take the
 // address of a host variable, which a reference parameter would).
@@ -51,9 +50,8 @@ XENT_DEVICE float xent_exp_shifted(float d, float lr2) { return xent_exp2(fmaf(d
 // broadcast operand free), which nvcc never forms from scalar code; on
 // older GPUs, AMD and the emulator, two scalar operations. Each half is the
 // same round-to-nearest operation either way. The row walks' per-element
-// math goes through them a pair of elements at a time: on sm_100 the
-// statistics walk spent ~2.3 FFMA, 1.4 FMUL and 1.3 FADD an element, at an
-// issue rate past the roofline's (bench/results/sass_report.md).
+// math goes through them a pair of elements at a time, halving its issue
+// slots on sm_100.
 struct xent_f2 {
   float a, b;
 };

@@ -159,37 +159,40 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
 // kernel<XENT_COLUMN>(args, 1) with a thread per row in blocks of
 // column_threads; nothing for no rows. The table's on-chip shapes are
 // skipped. A refused shape returns XENT_REFUSED_SHAPE from the launcher.
-#define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                                 \
-  do {                                                                                                                 \
-    if ((args).rows > 0 && (args).inner == 1) {                                                                        \
-      xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, (args).rows, 1, 0, 0).shape;                  \
-      if (!xent_asked_shape((shapes), (args).row_shape.group, (args).row_shape.threads, &shape_))                      \
-        return XENT_REFUSED_SHAPE(#kernel);                                                                            \
-      const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                      \
-      XENT_LAUNCH(kernel<XENT_ROW>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)), dim3(shape_.threads),   \
-                  0, (stream), (args), shape_.group);                                                                  \
-    } else if ((args).rows > 0) {                                                                                      \
-      XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads)-1) / (column_threads))),  \
-                  dim3(column_threads), 0, (stream), (args), 1);                                                       \
-    }                                                                                                                  \
+// (clang-format would misread these two macros' arithmetic as casts.)
+// clang-format off
+#define XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream)                                              \
+  do {                                                                                                            \
+    if ((args).rows > 0 && (args).inner == 1) {                                                                   \
+      xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, (args).rows, 1, 0, 0).shape;             \
+      if (!xent_asked_shape((shapes), (args).row_shape.group, (args).row_shape.threads, &shape_))                 \
+        return XENT_REFUSED_SHAPE(#kernel);                                                                       \
+      const int64_t tile_ = shape_.group > 0 ? shape_.threads / shape_.group : 1;                                 \
+      XENT_LAUNCH(kernel<XENT_ROW>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)),                     \
+                  dim3(shape_.threads), 0, (stream), (args), shape_.group);                                       \
+    } else if ((args).rows > 0) {                                                                                 \
+      XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
+                  dim3(column_threads), 0, (stream), (args), 1);                                                  \
+    }                                                                                                             \
   } while (0)
 
 // The same for a kernel that also has the on-chip shape (elements of T):
 // kernel<XENT_ON_CHIP>(args, 0) in clusters, a row per cluster, where the
 // table and the device allow, and the caller chose no shape of its own.
-#define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                      \
-  do {                                                                                                                 \
-    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0) {                                       \
-      static int64_t known_[XENT_MAX_DEVICES];                                                                         \
-      const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                     \
-      const xent_row_launch at_ =                                                                                      \
-          xent_pick_launch((shapes), (args).classes, (args).rows, sizeof(T), lim_.max_cluster, lim_.max_dynamic);      \
-      if (at_.cluster > 0) {                                                                                           \
-        const unsigned clusters_ = xent_grid_blocks((args).rows);                                                      \
-        XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_* at_.cluster), dim3(at_.shape.threads), at_.smem,     \
-                            at_.cluster, (stream), (args), 0);                                                         \
-        break;                                                                                                         \
-      }                                                                                                                \
-    }                                                                                                                  \
-    XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream);                                                    \
+#define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
+  do {                                                                                                            \
+    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0) {                                 \
+      static int64_t known_[XENT_MAX_DEVICES];                                                                    \
+      const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
+      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, (args).rows, sizeof(T),              \
+                                                   lim_.max_cluster, lim_.max_dynamic);                           \
+      if (at_.cluster > 0) {                                                                                      \
+        const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
+        XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
+                            at_.smem, at_.cluster, (stream), (args), 0);                                          \
+        break;                                                                                                    \
+      }                                                                                                           \
+    }                                                                                                             \
+    XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream);                                               \
   } while (0)
+// clang-format on

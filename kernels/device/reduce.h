@@ -85,12 +85,8 @@ XENT_DEVICE void xent_lanes_sum2(A& a, A& b, int width) {
 // block's warps; the identity past the last warp) and the lanes reduce
 // with the butterfly above. The same tree in every warp and every run, so
 // every thread gets the same bits (a lane and its partner compute each
-// merge with the operands swapped, and max, + and * are commutative). It
-// replaces a loop over the warps in every thread: at 16 warps that loop
-// was 15 dependent merges (30 exponentials, 60 shared loads) a warp a row,
-// ~10 instructions per 16-byte vector of the bf16 forward at 131072
-// classes on the H200 (bench/results/2026-11-26-NVIDIA-H200-68ed495/
-// rerun-ncu-source/ncu-source.md); the butterfly is log2(width) merges.
+// merge with the operands swapped, and max, + and * are commutative): log2
+// of width merges, where a loop over the warps took one per warp.
 XENT_DEVICE int xent_warps_width() {
   const int warps = (int)((blockDim.x + XENT_WARP - 1) / XENT_WARP);
   int width = 1;

@@ -238,11 +238,12 @@ XENT_DEVICE uint16_t xent_store_f16(float v) { return __half_as_ushort(__float2h
 // (target.h), per architecture.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 // Blackwell (sm_100, sm_120): ptxas there needs more registers than sm_90's
-// for the strided kernels and spilled at sm_90's bound (148 bytes in
-// ce_fwd_bf16_prob_mean and 28 in sm_fwd_f64_softmax on sm_100, 4 in
-// ce_fwd_bf16_i64_mean on sm_120), so it is asked for one resident block
-// fewer (at least one) until a report of its own tunes these kernels.
-#define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads) > 1 ? (resident) / (threads)-1 : 1)
+// for the strided kernels and spilled at sm_90's bound, so it is asked for
+// one resident block fewer (at least one).
+// (clang-format would take "(threads) - 1" for a cast.)
+// clang-format off
+#define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads) > 1 ? (resident) / (threads) - 1 : 1)
+// clang-format on
 #else
 #define XENT_COLUMN_MIN_BLOCKS(threads, resident) ((resident) / (threads))
 #endif

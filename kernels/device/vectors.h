@@ -20,11 +20,10 @@ struct alignas(16) xent_vec16 {
   T e[16 / sizeof(T)];
 };
 
-// A lambda the GPU compiler must inline. clang (HIP) kept the fused
-// soft-label kernel's gradient walk, called from two places, as a function
-// of its own: a call per row with a 680-byte stack frame per lane in
-// scratch memory (bench/results/isa_report.md). nvcc inlines it, and g++
-// under the emulator would warn of the attribute.
+// A lambda the GPU compiler must inline: clang (HIP) may keep one called
+// from two places as a function with a stack frame in scratch memory
+// (docs/PERFORMANCE.md, "Why the device code looks as it does"). nvcc
+// inlines it anyway, and g++ under the emulator would warn of the attribute.
 #if defined(XENT_EMU) || !defined(__clang__)
 #define XENT_INLINE_LAMBDA
 #else
@@ -32,11 +31,10 @@ struct alignas(16) xent_vec16 {
 #endif
 
 // One 16-byte load of the vector at p (16-byte aligned). On AMD as four
-// 32-bit words, with xent_hold16 where it is used: clang splits a plain copy of a struct of
-// 16-bit fields into a load per field (eight global_load_ushort for a bf16
-// or f16 vector, where one global_load_dwordx4 does; no kernel of the HIP
-// rendering had a 16-byte load of 16-bit logits before, bench/results/
-// isa_report.md). nvcc keeps the copy one ld.global.v4 (LDG.E.128).
+// 32-bit words, with xent_hold16 where it is used: clang splits a plain copy
+// of a struct of 16-bit fields into a load per field (eight
+// global_load_ushort where one global_load_dwordx4 does). nvcc keeps the
+// copy one ld.global.v4 (LDG.E.128).
 // (__AMDGCN__: clang's AMD GPU pass; not its host pass, nor nvcc's compile
 // of the HIP rendering through runtime/hip_on_cuda.)
 #if defined(__AMDGCN__) && !defined(XENT_EMU)
@@ -89,11 +87,8 @@ XENT_DEVICE void xent_store16(void* dst, const xent_vec16<T>& v) {
 }
 
 // Four floats in one 16-byte store at dst (16-byte aligned), as a float4
-// built from them: put element by element into an xent_vec16<float> and
-// copied out through memcpy, clang (HIP) split the vector into bytes and
-// carried them in 32 registers across the whole row loop of every 16-bit
-// gradient kernel (ce_fwd_bwd_bf16_i64_mean on gfx942: 226 VGPRs, 194
-// without).
+// built from them: through an xent_vec16<float> and memcpy, clang (HIP)
+// split the vector into bytes held in registers across the whole row loop.
 XENT_DEVICE void xent_store16f(float* dst, float a, float b, float c, float d) {
 #if defined(XENT_EMU)
   const float v[4] = {a, b, c, d};

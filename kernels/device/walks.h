@@ -186,9 +186,8 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
       if (mine == kK) {
         // Whole vectors of consecutive classes (the vector path's branch-free
         // max and sum); their element offsets are not contiguous, which a
-        // read-only `out` never uses. (A short step's whole vectors through
-        // this path too, in a loop or each under a test, cost sm_90 and
-        // sm_100 24 to 35 instructions a vector on the full step: stop 55.)
+        // read-only `out` never uses. (A short step's whole vectors stay off
+        // this path: taking them here costs the full step instructions.)
         XENT_UNROLL
         for (int64_t c = 0; c < kLoads; ++c) {
           xent_vec16<T> chunk;
@@ -296,10 +295,8 @@ XENT_DEVICE void xent_column_walk2(const T* y, const T* dy, T* out, Cvt cvt, int
 // every batch of vectors takes the last batch's loop (a clamp per load and a
 // test per vector, the same loads in flight), and the strided path's full
 // steps the loop of its partial ones. The common walks keep a batch without
-// either and a full step unrolled. With the rare walks' code as large as
-// theirs, a 16-bit gradient kernel was 46K instructions on gfx942 and the
-// compilers' time grew faster than its size (clang-19: 16 s for one
-// variant's kernels, 7.9 s with the optional outputs' walk compact).
+// either and a full step unrolled. The rare walks' code as large as theirs
+// doubled the 16-bit gradient kernels' compile time.
 template <int kInFlight, bool kColumn, bool kCompact = false, typename T, typename Stage, typename Out, typename F>
 XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t inner, Stage stage, int64_t lane,
                                   int64_t group, const Out& out, F f) {
@@ -314,12 +311,9 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
     // or 4 bytes per thread in flight; kLoads classes are read before any is
     // used, 32 bytes per thread (half the 16-byte path's) in a walk that
     // only reads, and are then taken in class order, so the results are
-    // those of one at a time. A walk that stores takes 16 bytes: its 16
-    // elements of 2 bytes, each with its own address, store and (with the
-    // run-time options) division, set the register count of every strided
-    // gradient kernel on gfx942 (the fused bf16 one: 271 VGPRs and 15 AGPRs,
-    // one wave a SIMD, and its 16-byte gradient pass waiting on each load;
-    // with 8: 171 VGPRs, two waves, four loads in flight).
+    // those of one at a time. A walk that stores takes 16 bytes: 32 bytes
+    // (each element with its own address and store) set the register count
+    // of every strided gradient kernel on gfx942 to one wave a SIMD.
     constexpr int64_t kLoads = (Out::kReadOnly ? 32 : 16) / sizeof(T);
     int64_t j = lane;
     if constexpr (Out::kReadOnly) {
@@ -356,7 +350,7 @@ XENT_DEVICE void xent_row_walk_io(const T* x, int64_t base, int64_t C, int64_t i
   const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
   // kInFlight independent 16-byte loads issued before any is used (the spec's
   // tune `loads`: Little's law asks some 31 KB in flight per SM of an H100,
-  // 67 KB of a B200; bench/results/sass_report.md), the last batch's too.
+  // 67 KB of a B200), the last batch's too.
   // The elements are then taken in the order of one vector at a time, so
   // the results are the same whatever the batch.
   int64_t i = lane;
@@ -566,14 +560,11 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
     // The first walk copies each batch of kInFlight vectors into the stash
     // (xent_stash_copy16: on sm_80 and later cp.async, whose bytes wait in
     // no register), waits for this thread's copies and then uses them from
-    // there, in the order of one vector at a time. With the vectors in
-    // registers instead, ptxas issued 4 of the softmax forward's 6 loads
-    // before its first store to the stash (48 KB in flight per SM where a
-    // B200 asks 67): the kernel's 80 registers hold no more.
+    // there, in the order of one vector at a time (in registers, fewer loads
+    // were in flight than the tune asks).
     // The stashed vector goes to out.vec by reference (the cast: under the
     // emulator the stash hands back a shared_ref, out.vec's template deduces
-    // from neither): a copy into a local first cost the sm_100 fused kernel's
-    // on-chip walk 43 instructions for its 9 vectors (stop 55).
+    // from neither): a copy into a local first costs instructions.
     const auto use = [&](int64_t at) {
       out.vec(f, head + at * kVec, base + head + at * kVec, static_cast<const xent_vec16<T>&>(stash[at - lo]));
     };
