@@ -79,8 +79,9 @@ class SpecErrors(unittest.TestCase):
     def test_axis_declared_twice(self):
         self.check(HEADER + AXES + 'runtime "weights"\n', NEXT, "axis 'weights' declared twice (first at line 6)")
 
-    def test_missing_axis(self):
-        self.check(HEADER + AXES.replace('runtime "ignore_index"\n', ""), 1, "axis 'ignore_index' is not declared")
+    def test_missing_type_axis(self):
+        self.check(HEADER + AXES.replace('specialize "label" { "i64" }\n', ""), 1,
+                   "axis 'label' is not declared: add specialize \"label\" { ... }")
 
     def test_type_axis_at_run_time(self):
         self.check(HEADER + 'runtime "dtype"\n', 3, "cannot be a run-time parameter")
@@ -312,6 +313,35 @@ class Expansion(unittest.TestCase):
                           for dt in ("f32", "f16", "bf16", "f64") for lt in ("i32", "i64", "prob")
                           for red in ("none", "sum", "mean"))
         self.assertEqual(keys, expected)
+
+    def test_an_option_the_spec_does_not_name_is_compiled_out(self):
+        """A spec written before an option axis existed still generates: the
+        option is specialized to its first value (off), in the key, so that
+        a call asking for it finds no kernel; rendered, the kernels compile
+        it out as they do a spec that specializes it so."""
+        with tempfile.TemporaryDirectory() as tmp:
+            older = os.path.join(tmp, "older.lua")
+            with open(older, "w") as f:
+                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats"\n', ""))
+            explicit = os.path.join(tmp, "explicit.lua")
+            with open(explicit, "w") as f:
+                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats"\n',
+                                              'specialize "temperature" { "notemp" }\n'
+                                              'specialize "token_stats" { "nostats" }\n'))
+            keys = self.list_keys(spec=older)
+            self.assertEqual(keys, ["ce_bwd_f32_i64_mean_notemp_nostats", "ce_fwd_f32_i64_mean_notemp_nostats"])
+            self.assertEqual(self.list_keys(spec=explicit), keys)
+            for spec in (older, explicit):
+                out = os.path.join(tmp, os.path.basename(spec) + ".out")
+                r = xentgen("--spec", spec, "--target", "cuda", "--templates", TEMPLATES, "--out", out,
+                            "--no-line-directives")
+                self.assertEqual(r.returncode, 0, r.stderr)
+            for key in keys:
+                with open(os.path.join(tmp, "older.lua.out", key + ".cu")) as f:
+                    a = f.read().split("\n", 3)[3]  # past the banner, which names the spec
+                with open(os.path.join(tmp, "explicit.lua.out", key + ".cu")) as f:
+                    b = f.read().split("\n", 3)[3]
+                self.assertEqual(a, b, key)
 
     def test_linear_cross_entropy_spec_pairs_with_fused_kernels(self):
         """Every linear cross entropy variant runs around the fused kernel of

@@ -600,10 +600,14 @@ local function expand(path, st)
   local schema = st.schema
   if not st.ops then fail_at(st.family_where, "family '" .. st.family .. "' declares no ops { ... }") end
   for _, a in ipairs(schema.axes) do
-    if not st.axes[a.name] then
-      local how = "specialize \"" .. a.name .. "\" { ... }"
-      if not a.type_axis then how = how .. " or runtime \"" .. a.name .. "\"" end
-      fail_at(st.family_where, "axis '" .. a.name .. "' is not declared: add " .. how)
+    if not st.axes[a.name] and a.type_axis then
+      fail_at(st.family_where, "axis '" .. a.name .. "' is not declared: add specialize \"" .. a.name .. "\" { ... }")
+    elseif not st.axes[a.name] then
+      -- An option the spec does not name (one written before xent had it):
+      -- compiled out, as if specialized to its first value, which is "off".
+      -- A call that asks for it finds no kernel and is told the axis and
+      -- the spec (runtime/dispatch).
+      st.axes[a.name] = { mode = "specialize", values = { a.values[1] }, implicit = true }
     end
   end
   local list = { {} }

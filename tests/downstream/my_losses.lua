@@ -3,6 +3,9 @@
 -- spec: bf16 and f32 logits, int64 labels, the mean, forward and backward.
 -- And one axis specialized where xent's spec keeps it at run time: the
 -- z-loss, so a call without it runs a kernel that has no z-loss code at all.
+-- Written before xent had the temperature and the per-token outputs, it
+-- names neither: they are compiled out (as if specialized "off"), and a call
+-- that asks for one is refused, naming the axis and this file.
 family "cross_entropy"
 
 ops { "fwd", "bwd" }
@@ -16,8 +19,6 @@ runtime "weights"
 runtime "label_smoothing"
 runtime "ignore_index"
 runtime "softcap"
-runtime "temperature"
-runtime "token_stats"
 
 min_arch { cuda = 80, hip = "gfx90a" }
 

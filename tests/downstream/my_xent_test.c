@@ -20,11 +20,13 @@ static void expect(int ok, const char* what) {
   }
 }
 
-/* The variants of my_losses.lua: op x dtype x z-loss (label i64, mean). */
+/* The variants of my_losses.lua: op x dtype x z-loss (label i64, mean),
+   each without the temperature and the per-token outputs it does not name. */
 static const char* const expected_keys[] = {
-    "ce_bwd_bf16_i64_mean_nozloss", "ce_bwd_bf16_i64_mean_zloss", "ce_bwd_f32_i64_mean_nozloss",
-    "ce_bwd_f32_i64_mean_zloss",    "ce_fwd_bf16_i64_mean_nozloss", "ce_fwd_bf16_i64_mean_zloss",
-    "ce_fwd_f32_i64_mean_nozloss",  "ce_fwd_f32_i64_mean_zloss",
+    "ce_bwd_bf16_i64_mean_nozloss_notemp_nostats", "ce_bwd_bf16_i64_mean_zloss_notemp_nostats",
+    "ce_bwd_f32_i64_mean_nozloss_notemp_nostats",  "ce_bwd_f32_i64_mean_zloss_notemp_nostats",
+    "ce_fwd_bf16_i64_mean_nozloss_notemp_nostats", "ce_fwd_bf16_i64_mean_zloss_notemp_nostats",
+    "ce_fwd_f32_i64_mean_nozloss_notemp_nostats",  "ce_fwd_f32_i64_mean_zloss_notemp_nostats",
 };
 enum { EXPECTED = sizeof expected_keys / sizeof expected_keys[0] };
 
@@ -160,6 +162,23 @@ static void check_refused(xent_handle* h, const char* rendering) {
   snprintf(what, sizeof what, "%s: the refusal names this library's spec, not xent's (%s)", rendering,
            xent_last_error());
   expect(strstr(xent_last_error(), "my_losses.lua") && !strstr(xent_last_error(), "specs/cross_entropy.lua"), what);
+
+  /* An option my_losses.lua predates: a temperature is refused, naming the
+     axis and the spec, and nothing is written. */
+  float f32_logits[400] = {0}, f32_loss = -1;
+  xent_ce_desc_init(&d, 4, 100, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
+  d.temperature = 2.0;
+  s = xent_ce_forward(h, &d, f32_logits, labels, NULL, &f32_loss, lse, ws, sizeof ws, NULL);
+  snprintf(what, sizeof what, "%s: a temperature is refused as not generated, naming the axis and spec (%s)",
+           rendering, xent_last_error());
+  expect(s == XENT_ERROR_NOT_GENERATED && strstr(xent_last_error(), "temperature: temp") &&
+             strstr(xent_last_error(), "my_losses.lua") && f32_loss == -1,
+         what);
+  d.temperature = 1.0;
+  s = xent_ce_forward(h, &d, f32_logits, labels, NULL, &f32_loss, lse, ws, sizeof ws, NULL);
+  snprintf(what, sizeof what, "%s: the same call without it runs (%s)", rendering,
+           s == XENT_OK ? "ok" : xent_last_error());
+  expect(s == XENT_OK && fabs(f32_loss - log(100.0)) < 1e-5, what);
 }
 
 int main(void) {
