@@ -1,7 +1,8 @@
 #!/bin/bash
 # The README's vendoring story, outside Bazel's compile rules: xentgen writes
 # a tree, and plain nvcc / hipcc / g++ commands compile files from it with no
-# include path but the tree itself (g++ as the emulator build does).
+# include path but the tree itself and the device library, kernels/ (g++ as
+# the emulator build does).
 set -euo pipefail
 xentgen="$1"
 cd "$TEST_SRCDIR/xent"
@@ -20,19 +21,19 @@ fi
 
 skipped=""
 if [ -x "$nvcc" ]; then
-  "$nvcc" -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -c "$out/cuda/ce_fwd_bf16_i64_mean.cu" -o "$out/a.o"
+  "$nvcc" -O3 -std=c++17 -I kernels -gencode=arch=compute_90,code=sm_90 -c "$out/cuda/ce_fwd_bf16_i64_mean.cu" -o "$out/a.o"
   nm "$out/a.o" | grep -q ' T xent_cuda_launch_ce_fwd_bf16_i64_mean$'
 else
   skipped="$skipped nvcc"
 fi
 if [ -n "$hipcc" ]; then
-  "$hipcc" -O3 -std=c++17 --offload-arch=gfx90a -c "$out/hip/ce_fwd_bf16_i64_mean.hip" -o "$out/b.o"
+  "$hipcc" -O3 -std=c++17 -I kernels --offload-arch=gfx90a -c "$out/hip/ce_fwd_bf16_i64_mean.hip" -o "$out/b.o"
   nm "$out/b.o" | grep -q ' T xent_hip_launch_ce_fwd_bf16_i64_mean$'
 else
   skipped="$skipped hipcc"
 fi
 # The emulator build of the same file: host C++ with XENT_EMU.
-g++ -std=gnu++17 -DXENT_EMU -I. -Iruntime/emu -x c++ -c "$out/hip/ce_fwd_bwd_f32_i32_none.hip" -o "$out/c.o"
+g++ -std=gnu++17 -DXENT_EMU -I. -Ikernels -Iruntime/emu -x c++ -c "$out/hip/ce_fwd_bwd_f32_i32_none.hip" -o "$out/c.o"
 nm "$out/c.o" | grep -q ' T xent_hip_launch_ce_fwd_bwd_f32_i32_none_emu$'
 if [ -n "$skipped" ]; then
   echo "SKIPPED: not installed:$skipped (the rest passed)"
