@@ -73,7 +73,7 @@ git rev-parse HEAD > "$stage/libs/commit"
 # The sources the binaries were built from, checked against the tree that
 # travels (which has no .git there): the Python tests and the package come
 # from the tree, so both must be the same code.
-git ls-files runtime gen templates specs tests python/xent third_party/gpu | xargs sha256sum > "$stage/libs/sources.sha256"
+git ls-files runtime gen templates kernels specs tests python/xent third_party/gpu | xargs sha256sum > "$stage/libs/sources.sha256"
 {
   echo "bazel ${FLAGS[*]}"
   echo "$(/usr/local/cuda/bin/nvcc --version | tail -1)"
