@@ -8,9 +8,15 @@
    multiplication, addition, subtraction or shift inside it may be typed
    narrower than 64 bits unless it folds to a constant. Subscripts of
    arrays (locals, shared memory, a vector's elements) are not offsets into
-   a tensor and are left alone; so are expressions whose type depends on a
-   template parameter not yet known. */
+   a tensor and are left alone; so are integers whose type depends on a
+   template parameter not yet known. In a template (the family kernels are
+   templates on a variant's traits) a pointer to a dependent type, such as
+   `const T*` with T the traits' dtype, is still a pointer: `x + offset`
+   is checked though the sum's own type is not yet known, and also where
+   the parser keeps it as a call of an `operator+` to look up at
+   instantiation (HIP's headers declare some, for their vector types). */
 #include <stdio.h>
+#include <string.h>
 
 #include "gen/check/rules.h"
 
@@ -68,6 +74,23 @@ static void check_offset(check_ctx* ctx, CXCursor at, CXCursor index) {
   if (clang_getCursorKind(bare) == CXCursor_BinaryOperator) scan(bare, at, &st);
 }
 
+/* The operands of `a + b` or `a - b` that the parser left as a call of an
+   operator to resolve at instantiation: its children are the left operand,
+   a reference to the operator (spelled as the operator's token), and the
+   right operand. */
+static int operator_operands(check_ctx* ctx, CXCursor c, CXCursor* operands) {
+  CXCursor kids[4];
+  if (check_children(c, kids, 4) != 3) return 0;
+  const enum CXCursorKind k = clang_getCursorKind(kids[1]);
+  if (k != CXCursor_DeclRefExpr && k != CXCursor_OverloadedDeclRef) return 0;
+  char op[8];
+  check_text(ctx->tu, kids[1], op, sizeof op);
+  if (strcmp(op, "+") != 0 && strcmp(op, "-") != 0) return 0;
+  operands[0] = kids[0];
+  operands[1] = kids[2];
+  return 1;
+}
+
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   check_ctx* ctx = data;
@@ -84,13 +107,23 @@ static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData d
     const enum CXBinaryOperatorKind k = clang_getCursorBinaryOperatorKind(c);
     const int additive = k == CXBinaryOperator_Add || k == CXBinaryOperator_Sub || k == CXBinaryOperator_AddAssign ||
                          k == CXBinaryOperator_SubAssign;
-    if (additive && is_pointer(clang_getCursorType(c))) {
-      CXCursor kids[2];
-      if (check_children(c, kids, 2) == 2) {
-        const int left_is_pointer = is_pointer(clang_getCursorType(check_strip_implicit(kids[0]))) ||
-                                    is_array(clang_getCursorType(check_strip_implicit(kids[0])));
+    CXCursor kids[2];
+    if (additive && check_children(c, kids, 2) == 2) {
+      const CXType left = clang_getCursorType(check_strip_implicit(kids[0]));
+      const CXType right = clang_getCursorType(check_strip_implicit(kids[1]));
+      const int left_is_pointer = is_pointer(left) || is_array(left);
+      const int right_is_pointer = is_pointer(right) || is_array(right);
+      // Pointer +- integer; in a template the sum's type may be dependent.
+      const int dependent = clang_getCursorType(c).kind == CXType_Dependent;
+      if ((is_pointer(clang_getCursorType(c)) || dependent) && left_is_pointer != right_is_pointer)
         check_offset(ctx, c, left_is_pointer ? kids[1] : kids[0]);
-      }
+    }
+  } else if (kind == CXCursor_CallExpr) {
+    CXCursor ops[2];
+    if (operator_operands(ctx, c, ops)) {
+      const int left_is_pointer = is_pointer(clang_getCursorType(check_strip_implicit(ops[0])));
+      const int right_is_pointer = is_pointer(clang_getCursorType(check_strip_implicit(ops[1])));
+      if (left_is_pointer != right_is_pointer) check_offset(ctx, c, left_is_pointer ? ops[1] : ops[0]);
     }
   }
   return CXChildVisit_Recurse;
