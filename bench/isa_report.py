@@ -417,7 +417,7 @@ def report(gen, objects, llvm_bin, arch):
             continue
         meta, insns = metas[function], funcs[function]
         if shape == "COLUMN":
-            threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
+            threads = int(re.search(r"kColumnThreads = (\d+)", text).group(1))
         else:
             # The rows of a training step's call (launch_shapes.ROWS), for the
             # tune tables' `rows` floors; the HIP tables have no on-chip shapes.

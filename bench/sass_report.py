@@ -388,7 +388,7 @@ def report(gen, objects, cuobjdump, arch, library=None):
         regs, spill = reg_spill
         elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
         if shape == "COLUMN":
-            threads = int(re.search(r"kShape == XENT_COLUMN \? (\d+)", text).group(1))
+            threads = int(re.search(r"kColumnThreads = (\d+)", text).group(1))
             # The shared memory the 16-byte loads are staged in
             # (XENT_COLUMN_STAGE): per thread, its loads and one element.
             header = open(os.path.join(library or LIBRARY, "device", "rows.h")).read()

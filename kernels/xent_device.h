@@ -4,6 +4,7 @@
 #pragma once
 
 #include "device/target.h"
+#include "device/variant.h"
 #include "device/rows.h"
 #include "device/launch.h"
 #include "device/vectors.h"

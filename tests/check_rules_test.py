@@ -1,13 +1,14 @@
-"""xentgen --check: each rule fires on a planted bug at the right template
+"""xentgen --check: each rule fires on a planted bug at the right source
 line, with nothing written, and stays quiet on the corrected code; the real
 specs and templates pass in both renderings.
 
-A bug is planted by copying templates/ and inserting one line of C++ after a
-known line of cross_entropy.tmpl (inside the row kernel, or at the top of
-the launcher); the report must name templates/cross_entropy.tmpl and the
-inserted line, through the rendered file's #line directives. A bug planted
-in the device library (kernels/, plain headers) is reported at its header's
-line, once."""
+A bug is planted by copying templates/ and kernels/ and inserting one line
+of C++ after a known line: of the cross entropy's kernels
+(kernels/cross_entropy/cross_entropy.h, inside the rows kernel), reported at
+the header's line, once; or of cross_entropy.tmpl (the variant's launcher),
+reported at the template's line through the rendered file's #line
+directives. A bug planted in the device library (kernels/device/) is
+reported at its header's line, once."""
 
 import os
 import re
@@ -24,8 +25,11 @@ KERNELS = os.path.join(RUNFILES, "kernels")
 CUDA_HEADERS = os.path.join(RUNFILES, "gen", "check", "cuda")
 HIP_ON_CUDA = os.path.join(RUNFILES, "runtime", "hip_on_cuda")
 
-# Inside the row kernel: row, C, x, a and the atomics are in scope.
+# Inside the rows kernel (kernels/cross_entropy/cross_entropy.h): row, C, x,
+# a, lane, group, scratch and the atomics are in scope.
 IN_KERNEL = "    const int64_t base = xent_row_base(row, C, inner);\n"
+KERNEL_HEADER = "cross_entropy/cross_entropy.h"
+# The top of the launcher (templates/cross_entropy.tmpl).
 IN_LAUNCHER = 'extern "C" int XENT_LAUNCHER({{ launcher }})(const void* args) {\n'
 KERNEL = "ce_fwd_f32_i64_none"
 
@@ -62,12 +66,18 @@ class Rules(unittest.TestCase):
             f.writelines(lines)
         return copy, at + 1
 
+    def source(self, anchor):
+        """Where `anchor` is: the file under the copies' directory, as a
+        finding names it (a template's path, or a header's tail)."""
+        if anchor == IN_LAUNCHER:
+            return "templates/cross_entropy.tmpl", "templates/cross_entropy.tmpl"
+        return "kernels/" + KERNEL_HEADER, "kernels/" + KERNEL_HEADER
+
     def planted(self, anchor, fragment, replace=False):
-        """A copy of templates/ with `fragment` on the line after `anchor` in
-        cross_entropy.tmpl (or in its place); returns (directory, the
-        fragment's line)."""
+        """Copies (above) with `fragment` on the line after `anchor` in its
+        source (or in its place); returns (templates, the fragment's line)."""
         copy = self.copies()
-        path = os.path.join(copy, "cross_entropy.tmpl")
+        path = os.path.join(os.path.dirname(copy), self.source(anchor)[0])
         with open(path) as f:
             lines = f.readlines()
         at = lines.index(anchor)
@@ -85,8 +95,13 @@ class Rules(unittest.TestCase):
         r = xentgen_check(target, templates, out, kernel)
         self.assertEqual(r.returncode, 1, r.stderr)
         # At the start of a line: the template's path as the #line directive
-        # names it, not made absolute.
-        self.assertRegex(r.stderr, re.compile("^" + re.escape(f"templates/cross_entropy.tmpl:{line}: {rule}: "), re.M))
+        # names it, not made absolute; a header's, once, as the run found it.
+        where = self.source(anchor)[1]
+        if anchor == IN_LAUNCHER:
+            self.assertRegex(r.stderr, re.compile("^" + re.escape(f"{where}:{line}: {rule}: "), re.M))
+        else:
+            found = re.findall("^\\S*" + re.escape(f"{where}:{line}: {rule}: "), r.stderr, re.M)
+            self.assertEqual(len(found), 1, r.stderr)
         self.assertIn(what, r.stderr)
         self.assertIn("nothing written", r.stderr)
         self.assertFalse(os.path.exists(out), "a rendering that breaks a rule must write nothing")
@@ -161,19 +176,19 @@ class Rules(unittest.TestCase):
         # An early return some threads take: the block reduction after it
         # (two calls down) is not reached by them. It is reported where the
         # reduction is called, naming the return's condition.
-        reduce_call = "    xent_group_reduce(m, s, sum_a, sum_b, group, scratch);\n"
+        reduce_call = "xent_group_reduce(m, s, sum_a, sum_b, group, scratch);"
         for target in ("cuda", "hip"):
             with self.subTest(target=target):
                 templates, line = self.planted(IN_KERNEL, "if (lane == 1) return;")
-                with open(os.path.join(templates, "cross_entropy.tmpl")) as f:
-                    lines = f.readlines()
+                with open(os.path.join(os.path.dirname(templates), "kernels", KERNEL_HEADER)) as f:
+                    lines = [text.strip() for text in f]
                 # The forward's reduction: the first after the return, in
                 # the walk that the spec's run-time temperature and
-                # token_stats axes render (one call serves every shape).
+                # token_stats axes take (one call serves every shape).
                 at = lines.index(reduce_call, line) + 1
                 r = xentgen_check(target, templates, os.path.join(os.path.dirname(templates), "out"))
                 self.assertEqual(r.returncode, 1, r.stderr)
-                self.assertIn(f"templates/cross_entropy.tmpl:{at}: warp-sync: xent_group_reduce -> xent_block_reduce "
+                self.assertIn(f"kernels/{KERNEL_HEADER}:{at}: warp-sync: xent_group_reduce -> xent_block_reduce "
                               "-> __syncthreads is reached under a condition that differs between the threads of a "
                               "block ('lane == 1' varies by thread)", r.stderr)
                 templates, _ = self.planted(IN_KERNEL, "if (C < 0) return;")
@@ -257,7 +272,7 @@ class Rules(unittest.TestCase):
                 self.assertIn("xentgen --check: 3 hip files in", r.stderr)
                 if findings:
                     self.assertEqual(r.returncode, 1, r.stderr)
-                    self.assertRegex(r.stderr, r"templates/cross_entropy.tmpl:\d+: warp-sync: xent_lanes_reduce -> "
+                    self.assertRegex(r.stderr, r"kernels/cross_entropy/cross_entropy.h:\d+: warp-sync: xent_lanes_reduce -> "
                                      r"xent_shfl_xor -> __shfl_xor -> xent_hip_on_cuda_exchange32 -> __syncthreads is "
                                      r"reached under a condition that differs between the threads of a block "
                                      r"\('xent_warp_any \( again \)' varies by warp\)")

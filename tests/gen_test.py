@@ -234,8 +234,9 @@ class SpecErrors(unittest.TestCase):
                 ext = ".cu" if target == "cuda" else ".hip"
                 with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
                     text = f.read()
-                self.assertIn(f"constexpr int kRowLoads = {loads};", text)  # as in cross_entropy.tmpl
-                self.assertIn("xent_row_each_vec<kRowLoads, kColumn>(", text)
+                # The rows kernel's traits (kernels/cross_entropy/cross_entropy.h
+                # walks a row with V::kRowLoads in flight).
+                self.assertIn(f"static constexpr int kRowLoads = {loads};", text)
 
     def test_tune_resident_mistakes(self):
         """resident: threads per SM, CUDA's only, a whole number of the
@@ -263,9 +264,13 @@ class SpecErrors(unittest.TestCase):
                     ext = ".cu" if target == "cuda" else ".hip"
                     with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
                         text = f.read()
-                    # as cross_entropy.tmpl writes the rows kernel's bounds
-                    self.assertRegex(text, r"__launch_bounds__\(kShape == XENT_COLUMN \? 256 : %d,\s+kShape == XENT_COLUMN \? "
-                                     r"XENT_COLUMN_MIN_BLOCKS\(256, \d+\) : %d\)" % (1024 if target == "cuda" else 256, want))
+                    # The rows kernel's traits, which its __launch_bounds__ reads
+                    # (XENT_ROWS_THREADS, XENT_ROWS_MIN_BLOCKS).
+                    self.assertIn("static constexpr int kRowThreads = %d, kRowMinBlocks = %d;"
+                                  % (1024 if target == "cuda" else 256, want), text)
+                    self.assertIn("static constexpr int kColumnThreads = 256, kColumnResident = ", text)
+                    self.assertRegex(text, r"__launch_bounds__\(XENT_ROWS_THREADS\((\w+), kShape\), "
+                                     r"XENT_ROWS_MIN_BLOCKS\(\1, kShape\)\)")
 
     def test_tune_when_unknown_value(self):
         self.check(HEADER + AXES + 'tune "cuda" { when = { dtype = "f8" }, strided = 256, { row_threads = 1, block = 32 } }\n',
@@ -366,7 +371,7 @@ class Expansion(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 ext = ".cu" if target == "cuda" else ".hip"
                 with open(os.path.join(out, "lce_fwd_bwd_f32_i64_mean" + ext)) as f:
-                    self.assertIn(f"<= {bytes_}ll", f.read())
+                    self.assertIn(f"static constexpr int64_t kChunkBytes = {bytes_}ll;", f.read())
 
     def test_kernels_and_exclude_patterns(self):
         keys = self.list_keys("--kernels", "ce_fwd_bf16_*,ce_bwd_*_i32_mean", "--exclude", "*_sum")
@@ -494,7 +499,7 @@ class Output(unittest.TestCase):
                         self.assertEqual(line, src, f"output line claims template line {current}")
                         checked += 1
                     current += 1
-            self.assertGreater(checked, 50)
+            self.assertGreater(checked, 15)
 
     @staticmethod
     def guarded_rows_kernels(out):

@@ -107,7 +107,12 @@ def hip_scratch(llvm_bin, obj, archs):
 def hip_kernel_key(name):
     """A mangled HIP kernel name as the test's messages name it:
     _ZL37xent_hip_ce_fwd_bf16_i64_reduced_rowsILi1EEv12xent_ce_argsi ->
-    ce_fwd_bf16_i64_reduced_rows<1>."""
+    ce_fwd_bf16_i64_reduced_rows<1>, and a step templated on its variant's
+    traits, _ZL14xent_lce_beginI34xent_hip_lce_fwd_bwd_f32_i32_meanEv... ->
+    lce_fwd_bwd_f32_i32_mean_begin (xent_ce_totals and the like too)."""
+    step = re.search(r"xent_(?:lce|ce)_(\w+?)I\d+xent_hip_(\w+?)E", name)
+    if step:
+        return f"{step.group(2)}_{step.group(1)}"
     m = re.search(r"xent_hip_(\w+?)(ILi(\d)EE|\d+xent_|$)", name)
     if not m:
         return name
@@ -150,22 +155,24 @@ class KernelsCompiled(unittest.TestCase):
             shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in text else 2
             rows_name = launch_shapes.rows_kernel(text, "cuda", key)
             if key.startswith("lce_"):
-                # The linear cross entropy's steps (linear_cross_entropy.tmpl);
-                # a mean over hard labels sums its divisor in a kernel first.
+                # The linear cross entropy's steps (kernels/linear_cross_entropy/
+                # steps.h), each a template on the variant's traits, which are
+                # named for its key; a mean over hard labels sums its divisor
+                # in a kernel first.
                 steps = ["begin", "bias", "bias_grad", "finish"]
                 if "_mean" in key and "_prob_" not in key:
                     steps.append("divisor")
                 for arch in archs:
                     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
                     for step in steps:
-                        found = [e for e in entries if re.search(rf"xent_cuda_{key}_{step}\d", e)]
+                        found = [e for e in entries if re.search(rf"xent_lce_{step}I\d+xent_cuda_{key}E", e)]
                         self.assertEqual(len(found), 1, f"{file}: step {step} for sm_{arch}: {entries}")
             for arch in archs if not key.startswith("lce_") else []:
                 entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
                 rows_kernel = [e for e in entries if rows_name in e]
                 self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for sm_{arch}: {rows_kernel}")
             self.assertIn(symbol, symbols, f"{file}'s unit does not define {symbol}")
-            mine = {k: v for k, v in spills.items() if f"xent_cuda_{key}_" in k[0] or rows_name in k[0]}
+            mine = {k: v for k, v in spills.items() if re.search(rf"xent_cuda_{key}[_E]", k[0]) or rows_name in k[0]}
             self.assertEqual({arch for _, arch in mine}, {f"sm_{a}" for a in archs}, f"{file}: ptxas's report")
             self.assertFalse({k: v for k, v in mine.items() if v}, f"{file}: local memory (a stack frame or register spills)")
 

@@ -1,18 +1,18 @@
--- The names a template sees for one (variant, target). Every decision that
--- depends on the variant is made here, as data; templates only branch on
--- these values, so the generated code has no branch on a compile-time axis.
+-- The names a template sees for one (variant, target): what its
+-- instantiation unit writes into the variant's traits (kernels/<family>/
+-- say what each means), as data.
 
 local M = {}
 
 M.extensions = { cuda = ".cu", hip = ".hip" }
 
--- Storage type in memory, accumulation type, and the conversion functions
--- the device header defines for each logits dtype.
+-- Each logits dtype's type in memory (kernels/device/convert.h's
+-- xent_dtype_<dtype> has the rest).
 local DTYPES = {
-  f32 = { storage = "float", acc = "float", bytes = 4 },
-  f64 = { storage = "double", acc = "double", bytes = 8 },
-  f16 = { storage = "uint16_t", acc = "float", bytes = 2 },
-  bf16 = { storage = "uint16_t", acc = "float", bytes = 2 },
+  f32 = { storage = "float" },
+  f64 = { storage = "double" },
+  f16 = { storage = "uint16_t" },
+  bf16 = { storage = "uint16_t" },
 }
 
 -- Hard labels are integers; soft labels ("prob") are a distribution per row,
@@ -45,6 +45,37 @@ local function launch_shapes(text)
   return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads, resident
 end
 
+-- An option axis as a kernel's traits name it (kernels/device/variant.h):
+-- specialized to its first value (off) or its second (on), or run time.
+local function option(v, axis, values)
+  local value = v[axis]
+  if value == "runtime" then return "XENT_RUNTIME" end
+  return value == values[1] and "XENT_OFF" or "XENT_ON"
+end
+local OPTIONS = {
+  weights = { "unweighted", "weighted" },
+  label_smoothing = { "nosmooth", "smooth" },
+  ignore_index = { "noignore", "ignore" },
+  z_loss = { "nozloss", "zloss" },
+  softcap = { "nocap", "softcap" },
+  temperature = { "notemp", "temp" },
+  token_stats = { "nostats", "stats" },
+}
+
+-- The threads per SM a strided row's launch bounds ask room for (its loads
+-- in flight are per thread, xent_column_walk: 64 bytes each): 768 for the
+-- forward, 512 where the gradient's, the temperature's or the per-token
+-- statistics' state is live, one block for f64's doubled registers and for
+-- the soft labels' gradient, which also loads the labels; each measured free
+-- of spills with ptxas -v (docs/PERFORMANCE.md).
+local function column_resident(v, strided)
+  if v.family == "softmax" then return v.dtype == "f64" and 512 or 768 end
+  local has_bwd = v.op == "bwd" or v.op == "fwd_bwd"
+  if v.dtype == "f64" or (v.label == "prob" and has_bwd) then return strided end
+  local extras = v.temperature ~= "notemp" or v.token_stats ~= "nostats"
+  return (has_bwd or extras) and 512 or 768
+end
+
 function M.for_variant(v, target)
   local d = DTYPES[v.dtype]
   local sym = M.symbols(target, v.key)
@@ -52,50 +83,23 @@ function M.for_variant(v, target)
   local chunk_bytes = tune:match("^chunk=(%d+)$")
   local strided, shapes, largest, on_chip, loads, resident
   if not chunk_bytes then strided, shapes, largest, on_chip, loads, resident = launch_shapes(tune) end
-  local mixed = v.dtype == "f16" or v.dtype == "bf16"
-  local T, A, to_acc, from_acc = d.storage, d.acc, "xent_load_" .. v.dtype, "xent_store_" .. v.dtype
   return {
     v = v,
     target = target,
-    T = T,
-    A = A,
+    -- The logits' storage type, and the labels' (soft labels are stored
+    -- like the logits).
+    T = d.storage,
     L = LABELS[v.label] or d.storage,
     soft = v.label == "prob",
-    -- f16/bf16 variants may write the loss and the gradient in f32 (a
-    -- run-time flag each): ONNX Runtime's mixed-precision variants.
-    mixed = mixed,
-    to_acc = to_acc,
-    -- xent_widen_<dtype>(vec, out): a 16-byte vector into the accumulation type.
-    widen = "xent_widen_" .. v.dtype,
-    from_acc = from_acc,
-    -- from_acc as a function object (xent_to_<dtype>: an element, and two
-    -- 16-bit ones into a word), the conversion xent_output and
-    -- xent_row_walk2 take.
-    to_storage = "xent_to_" .. v.dtype,
-    -- C for an element of a loss or gradient buffer (and dloss), which is in
-    -- the logits dtype or, where the call's `flag` (a C expression) says so,
-    -- f32 (mixed only): one uniform branch per access. get(ptr, idx, flag)
-    -- reads it into the accumulation type; put(ptr, idx, val, flag) is the
-    -- statement storing val there.
-    get = function(ptr, idx, flag)
-      local plain = to_acc .. "(((const " .. T .. "*)" .. ptr .. ")[" .. idx .. "])"
-      if not mixed then return plain end
-      return "(" .. flag .. " ? " .. A .. "(((const float*)" .. ptr .. ")[" .. idx .. "]) : " .. plain .. ")"
-    end,
-    put = function(ptr, idx, val, flag)
-      local plain = "((" .. T .. "*)" .. ptr .. ")[" .. idx .. "] = " .. from_acc .. "(" .. val .. ")"
-      if not mixed then return plain .. ";" end
-      return "if (" .. flag .. ") ((float*)" .. ptr .. ")[" .. idx .. "] = (float)(" .. val .. "); else " .. plain .. ";"
-    end,
     kernel = sym.kernel,
     launcher = sym.launcher,
     -- The rows kernel's name: its own, or the one a mean and a sum variant
     -- share (dsl.lua's share_rows_kernels), which every file that holds it
     -- defines under a guard of that name, so that a unit compiles it once.
     rows_kernel = M.symbols(target, v["rows_key_" .. target]).kernel .. "_rows",
-    has_fwd = v.op == "fwd" or v.op == "fwd_bwd",
-    has_bwd = v.op == "bwd" or v.op == "fwd_bwd",
-    reduced = v.reduction ~= "none",
+    -- The traits the rows kernel is instantiated with: the variant's own,
+    -- or, shared, ones the mean and the sum variant both define.
+    rows_traits = M.symbols(target, v["rows_key_" .. target]).kernel,
     -- The spec's tune statement for this target: the launch shapes of a
     -- contiguous row by C (`shapes`, a C initializer of xent_row_shape),
     -- their largest block (`row_threads`, the launch bounds), and the block
@@ -111,8 +115,12 @@ function M.for_variant(v, target)
     -- The blocks per SM the row kernels' launch bounds ask room for: the
     -- spec's tune `resident` over the largest block, 1 where not given.
     row_min_blocks = resident and resident > 0 and resident // largest or 1,
+    -- The strided shape's threads per SM (its launch bounds).
+    column_resident = strided and column_resident(v, strided),
     -- linear_cross_entropy: the bytes of logits one chunk may hold.
     chunk_bytes = chunk_bytes,
+    -- cross_entropy: an option axis's XENT_OFF, XENT_ON or XENT_RUNTIME.
+    option = function(axis) return option(v, axis, assert(OPTIONS[axis], axis)) end,
   }
 end
 

@@ -108,3 +108,51 @@ XENT_DEVICE void xent_widen_f32(const xent_vec16<float>& c, float (&x)[4]) {
 XENT_DEVICE void xent_widen_f64(const xent_vec16<double>& c, double (&x)[2]) {
   for (int k = 0; k < 2; ++k) x[k] = c.e[k];
 }
+
+// A logits dtype as a family kernel's traits name it (V::D): its storage type
+// T, accumulation type A, its conversions, and whether a loss or gradient
+// buffer may hold f32 instead (kMixed: f16 and bf16, ONNX Runtime's
+// mixed-precision variants).
+#define XENT_DTYPE_MEMBERS(name, storage, acc, mixed)                                                                  \
+  typedef storage T;                                                                                                   \
+  typedef acc A;                                                                                                       \
+  typedef xent_to_##name to;                                                                                           \
+  static constexpr bool kMixed = mixed;                                                                                \
+  static constexpr int kVec = 16 / (int)sizeof(storage);                                                               \
+  __device__ __forceinline__ static A load(T v) { return xent_load_##name(v); }                                        \
+  __device__ __forceinline__ static T store(A v) { return xent_store_##name(v); }                                      \
+  __device__ __forceinline__ static void widen(const xent_vec16<T>& c, A(&x)[kVec]) { xent_widen_##name(c, x); }
+struct xent_dtype_bf16 {
+  XENT_DTYPE_MEMBERS(bf16, uint16_t, float, true)
+};
+struct xent_dtype_f16 {
+  XENT_DTYPE_MEMBERS(f16, uint16_t, float, true)
+};
+struct xent_dtype_f32 {
+  XENT_DTYPE_MEMBERS(f32, float, float, false)
+};
+struct xent_dtype_f64 {
+  XENT_DTYPE_MEMBERS(f64, double, double, false)
+};
+#undef XENT_DTYPE_MEMBERS
+
+// An element of a loss or gradient buffer (and of dloss), read into the
+// accumulation type or written from it: in the logits dtype, or in f32 where
+// the call's flag says so (mixed dtypes only; one uniform branch an access).
+template <class D>
+XENT_DEVICE typename D::A xent_get(const void* p, int64_t i, bool f32) {
+  if constexpr (D::kMixed) {
+    if (f32) return (typename D::A)((const float*)p)[i];
+  }
+  return D::load(((const typename D::T*)p)[i]);
+}
+template <class D>
+XENT_DEVICE void xent_put(void* p, int64_t i, typename D::A v, bool f32) {
+  if constexpr (D::kMixed) {
+    if (f32) {
+      ((float*)p)[i] = (float)v;
+      return;
+    }
+  }
+  ((typename D::T*)p)[i] = D::store(v);
+}

@@ -196,3 +196,12 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
     XENT_LAUNCH_ROWS(kernel, args, shapes, column_threads, stream);                                               \
   } while (0)
 // clang-format on
+
+// A row kernel's __launch_bounds__ for shape kShape, from its variant's
+// traits V: the largest block of the spec's shapes (kRowThreads) and the
+// blocks per SM they ask room for (kRowMinBlocks), or the strided shape's
+// block (kColumnThreads) and the threads per SM it asks room for
+// (kColumnResident; its loads in flight are per thread).
+#define XENT_ROWS_THREADS(V, kShape) ((kShape) == XENT_COLUMN ? V::kColumnThreads : V::kRowThreads)
+#define XENT_ROWS_MIN_BLOCKS(V, kShape)                                                                                \
+  ((kShape) == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(V::kColumnThreads, V::kColumnResident) : V::kRowMinBlocks)

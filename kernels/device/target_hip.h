@@ -23,6 +23,12 @@
 // neither name).
 #define XENT_REFUSED_SHAPE(name) ((void)(name), (void)hipGetLastError(), 9)
 #define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+// The launch's dynamic shared memory as an array of T, 16-byte aligned (the
+// on-chip shape's; no HIP tune table has one yet, but the family headers
+// name it).
+#define XENT_DYNAMIC_SHARED(T, name)                                                                                   \
+  extern __shared__ __attribute__((aligned(16))) unsigned char xent_dyn_[];                                            \
+  T* const name = reinterpret_cast<T*>(xent_dyn_)
 #endif
 
 // static: each kernel file has its own copy, so the CUDA and HIP renderings

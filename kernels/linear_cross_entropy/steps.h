@@ -1,0 +1,235 @@
+// The device-side steps of the fused linear cross entropy's chunk loop
+// (runtime/ops/linear_ce.c): logits = hidden @ weight^T (+ bias) are made
+// and consumed a chunk of rows at a time by the backend's GEMMs and the
+// cross_entropy family's fused kernel. What the loop needs beyond those runs
+// here, on the device, so that no step waits for the host:
+//   BEGIN       the mean's divisor (sum of w[y] over the rows that count; the
+//               row count for soft labels), and the dloss every chunk's
+//               gradient is scaled by: dloss / divisor (mean), dloss (sum);
+//               the chunks' bad-label words reset
+//   BIAS        the chunk's logits (accumulation type) += bias
+//   BIAS_GRAD   the bias gradient, added chunk by chunk in the accumulation
+//               type and written (overwritten or added to) after the last
+//   FINISH      the loss from the chunks' sums, added in chunk order; each
+//               chunk's lowest bad-label row, counted from the first row of all
+//   WEIGHT_GRAD an f16/bf16 grad_weight from its sum over the chunks, which
+//               the GEMMs kept in f32: rounded once, not once per chunk
+//               (bf16's 8 bits would lose the small chunks' share of a sum)
+// Every sum has a fixed order (two-stage sums, chunks in order, a column's
+// rows in order): the same inputs give the same bits. The divisor is summed
+// exactly as the cross_entropy kernels' totals are, so a chunked mean
+// divides by what an unchunked call would.
+//
+// The traits V of a variant (templates/linear_cross_entropy.tmpl writes
+// them): D the dtype (xent_dtype_<dtype>), L the label type (D::T for soft
+// labels), kSoft, kReduction (XENT_REDUCE_*), and kChunkBytes, the bytes of
+// logits a chunk may hold (the spec's tune).
+#pragma once
+
+// The unit includes the launch contract (xent_lce_args) before this header:
+// xent_launch.h, which xentgen writes beside it.
+#include "../xent_device.h"
+
+static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
+
+// The workspace (xent_lce_workspace_bytes): a bad-label word per chunk, then
+// in the accumulation type the divisor, the chunks' dloss, a sum per chunk,
+// the partial sums, and the bias gradient.
+template <class A>
+struct xent_lce_ws {
+  unsigned long long* bad;
+  A* divisor;
+  A* dloss;
+  A* sums;
+  A* partials;
+  A* gbias;
+};
+template <class A>
+XENT_DEVICE xent_lce_ws<A> xent_lce_layout(const xent_lce_args& a, int64_t chunks) {
+  xent_lce_ws<A> w;
+  w.bad = (unsigned long long*)a.workspace;
+  A* acc = (A*)(w.bad + chunks);
+  w.divisor = acc;
+  w.dloss = acc + 1;
+  w.sums = acc + 2;
+  w.partials = acc + 2 + chunks;
+  w.gbias = acc + 2 + chunks + 2 * XENT_MAX_PARTIALS;
+  return w;
+}
+
+// A mean over hard labels divides by the sum of their rows' weights.
+template <class V>
+struct xent_lce_facts {
+  static constexpr bool kCountedMean = V::kReduction == XENT_REDUCE_MEAN && !V::kSoft;
+};
+
+// BEGIN, stage 1 (a counted mean): this block's run of rows
+// (xent_partial_range) of the sum of w[y] over rows whose label is in
+// [0, CT) and not ignore_index.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS)
+    xent_lce_divisor(const xent_lce_args a, int64_t chunks) {
+  typedef typename V::D::A A;
+  typedef typename V::L L;
+  XENT_SHARED_ARRAY(A, scratch, 2 * XENT_MAX_WARPS);
+  const L* __restrict__ labels = (const L*)a.labels;
+  const A* __restrict__ weights = (const A*)a.weights;
+  const int64_t CT = a.global_classes;
+  const bool ignore = a.ignore_index != INT64_MIN;
+  A total = 0, unused = 0;
+  int64_t lo, hi;
+  xent_partial_range(a.rows, lo, hi);
+  for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
+    const int64_t y = (int64_t)labels[n];
+    if (y >= 0 && y < CT && !(ignore && y == a.ignore_index)) total += weights ? weights[y] : A(1);
+  }
+  xent_block_sum2(total, unused, scratch);
+  if (threadIdx.x == 0) {
+    const xent_lce_ws<A> w = xent_lce_layout<A>(a, chunks);
+    w.partials[2 * (int64_t)blockIdx.x] = total;
+    w.partials[2 * (int64_t)blockIdx.x + 1] = unused;
+  }
+}
+
+// BEGIN, stage 2 (one block): the divisor and the chunks' dloss, and every
+// chunk's bad-label word reset.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_begin(const xent_lce_args a, int64_t chunks) {
+  typedef typename V::D D;
+  typedef typename D::A A;
+  const xent_lce_ws<A> w = xent_lce_layout<A>(a, chunks);
+  for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x) w.bad[k] = ~0ull;
+  if constexpr (V::kReduction != XENT_REDUCE_NONE) {
+    A divisor;
+    if constexpr (xent_lce_facts<V>::kCountedMean) {
+      XENT_SHARED_ARRAY(A, scratch, 2 * XENT_MAX_WARPS);
+      A unused;
+      xent_partials_sum(w.partials, xent_partial_blocks(a.rows), divisor, unused, scratch);
+    } else if constexpr (V::kReduction == XENT_REDUCE_MEAN) {
+      divisor = A(a.rows);  // soft labels: the mean divides by the rows (PyTorch)
+    } else {
+      divisor = 1;
+    }
+    if (threadIdx.x == 0) {
+      const A dloss = a.dloss ? xent_get<D>(a.dloss, 0, a.loss_f32) : A(1);
+      *w.divisor = divisor;
+      *w.dloss = V::kReduction == XENT_REDUCE_MEAN ? dloss / divisor : dloss;
+    }
+  }
+}
+
+// BIAS: the chunk's n rows of logits, in the accumulation type, += bias.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(256) xent_lce_bias(const xent_lce_args a, int64_t n) {
+  typedef typename V::D D;
+  const typename D::T* __restrict__ bias = (const typename D::T*)a.bias;
+  typename D::A* __restrict__ logits = (typename D::A*)a.acc_logits;
+  const int64_t C = a.classes, total = n * C;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x)
+    logits[e] += D::load(bias[e % C]);
+}
+
+// BIAS_GRAD: a thread per class, the chunk's n rows in order.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(256) xent_lce_bias_grad(const xent_lce_args a, int64_t n, int64_t chunks) {
+  typedef typename V::D D;
+  typedef typename D::A A;
+  const xent_lce_ws<A> w = xent_lce_layout<A>(a, chunks);
+  const int64_t C = a.classes;
+  const bool first = a.chunk == 0, last = a.chunk == chunks - 1;
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < C; c += (int64_t)gridDim.x * blockDim.x) {
+    A total = first ? (a.accumulate ? xent_get<D>(a.grad_bias, c, a.grad_f32) : A(0)) : w.gbias[c];
+    // The chunk's gradient of the logits is in their dtype (runtime/ops/linear_ce.c).
+    for (int64_t r = 0; r < n; ++r) total += D::load(((const typename D::T*)a.grad)[r * C + c]);
+    if (last) {
+      xent_put<D>(a.grad_bias, c, total, a.grad_f32);
+    } else {
+      w.gbias[c] = total;
+    }
+  }
+}
+
+// WEIGHT_GRAD (f16, bf16): grad_weight = round(sum over the chunks (+ its old
+// value)), an element per thread; the sum is f32 (the GEMMs' output type).
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(256) xent_lce_weight_grad(const xent_lce_args a) {
+  typedef typename V::D D;
+  typedef typename D::T T;
+  const int64_t total = a.classes * a.hidden;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const float old = a.accumulate ? D::load(((T*)a.grad_weight)[e]) : 0.0f;
+    ((T*)a.grad_weight)[e] = D::store(a.weight_acc[e] + old);
+  }
+}
+
+// FINISH (one block): the loss, and the bad-label rows.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_finish(const xent_lce_args a, int64_t chunks) {
+  typedef typename V::D D;
+  typedef typename D::A A;
+  const xent_lce_ws<A> w = xent_lce_layout<A>(a, chunks);
+  for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x)
+    if (w.bad[k] != ~0ull && a.bad_label_row)
+      atomicMin(a.bad_label_row, (unsigned long long)(k * a.chunk_rows) + w.bad[k]);
+  if constexpr (V::kReduction != XENT_REDUCE_NONE) {
+    if (threadIdx.x == 0) {
+      // One thread, chunk by chunk: the order the sums were made in.
+      A total = 0;
+      for (int64_t k = 0; k < chunks; ++k) total += w.sums[k];
+      A loss = total;
+      if constexpr (V::kReduction == XENT_REDUCE_MEAN) {
+        const A divisor = *w.divisor;
+        // PyTorch: 0/0 = NaN when every row is ignored; ONNX Runtime: 0.
+        loss = divisor == 0 && a.all_ignored_zero ? A(0) : total / divisor;
+      }
+      xent_put<D>(a.loss, 0, loss, a.loss_f32);
+    }
+  }
+}
+
+// The launcher: one step of the chunk loop (a.step, XENT_LCE_*).
+template <class V>
+static int xent_lce_launch(const void* args) {
+  const xent_lce_args a = *(const xent_lce_args*)args;
+  const xent_stream_t stream = (xent_stream_t)a.stream;
+  const int64_t chunks = a.rows > 0 && a.chunk_rows > 0 ? (a.rows + a.chunk_rows - 1) / a.chunk_rows : 0;
+  const int64_t n = a.chunk_rows < a.rows - a.chunk * a.chunk_rows ? a.chunk_rows : a.rows - a.chunk * a.chunk_rows;
+  switch (a.step) {
+    case XENT_LCE_PLAN: {
+      // The most rows, a power of two, whose logits fit in the tune's
+      // kChunkBytes; the whole vocabulary's, so that every rank of a
+      // vocabulary-parallel call takes the same chunks.
+      const int64_t row_bytes = a.global_classes * (int64_t)sizeof(typename V::D::T);
+      int64_t rows = 1;
+      while (rows * 2 * row_bytes <= V::kChunkBytes && rows < a.rows) rows *= 2;
+      *a.chunk_rows_out = rows;
+      return 0;
+    }
+    case XENT_LCE_BEGIN:
+      if constexpr (xent_lce_facts<V>::kCountedMean)
+        XENT_LAUNCH(xent_lce_divisor<V>, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a,
+                    chunks);
+      XENT_LAUNCH(xent_lce_begin<V>, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a, chunks);
+      break;
+    case XENT_LCE_BIAS:
+      if (n > 0)
+        XENT_LAUNCH(xent_lce_bias<V>, dim3(xent_grid_blocks((n * a.classes + 255) / 256)), dim3(256), 0, stream, a, n);
+      break;
+    case XENT_LCE_BIAS_GRAD:
+      if (n > 0)
+        XENT_LAUNCH(xent_lce_bias_grad<V>, dim3(xent_grid_blocks((a.classes + 255) / 256)), dim3(256), 0, stream, a, n,
+                    chunks);
+      break;
+    case XENT_LCE_FINISH:
+      XENT_LAUNCH(xent_lce_finish<V>, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a, chunks);
+      break;
+    case XENT_LCE_WEIGHT_GRAD:
+      if constexpr (V::D::kMixed) {
+        if (a.classes * a.hidden > 0)
+          XENT_LAUNCH(xent_lce_weight_grad<V>, dim3(xent_grid_blocks((a.classes * a.hidden + 255) / 256)), dim3(256), 0,
+                      stream, a);
+      }
+      break;
+  }
+  return XENT_LAST_ERROR();
+}
