@@ -498,6 +498,22 @@ class LinearCrossEntropy(unittest.TestCase):
         one = size(32, 32)
         self.assertLess(one, stated - weight_sum + 2 * 8192 + 4096)
 
+    def test_workspace_size_overflow(self):
+        """V x H past 64 bits of bytes is an error, not a small size: 2^33
+        classes of 2^31 features, four rows, once answered XENT_OK."""
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), 4, 1 << 31, 1 << 33, BF16, I64, MEAN)
+        h = handle()
+        try:
+            n = ctypes.c_size_t(12345)
+            s = LIB.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(n))
+            msg = LIB.xent_last_error().decode()
+            self.assertEqual(s, INVALID_ARGUMENT, msg)
+            self.assertIn("desc->ce.classes * desc->hidden overflows a 64-bit byte count", msg)
+            self.assertEqual(n.value, 12345)
+        finally:
+            LIB.xent_destroy(h)
+
     def test_errors(self):
         d = LinearDesc()
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), 4, 3, 5, F32, I64, MEAN)
@@ -511,6 +527,12 @@ class LinearCrossEntropy(unittest.TestCase):
                  dict(grad_bias=ptr(torch.zeros(5))), {}),
                 ("desc->hidden is 0", INVALID_ARGUMENT, {}, dict(hidden=0)),
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
+                # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
+                # once: 2^33 classes of 2^31 features, four rows.
+                ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},
+                 {"ce.classes": 1 << 33, "hidden": 1 << 31}),
+                ("desc->ce.rows * desc->hidden overflows", INVALID_ARGUMENT, {},
+                 {"ce.rows": 1 << 40, "hidden": 1 << 30}),
                 ("workspace_bytes is", WORKSPACE_TOO_SMALL, {}, dict(short=True)),
                 ("tensors->argmax is set, but it is for hard labels", INVALID_ARGUMENT,
                  dict(argmax=ptr(torch.zeros(4, dtype=torch.int64))), {"ce.label_type": PROB}),
