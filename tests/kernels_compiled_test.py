@@ -256,8 +256,8 @@ class KernelsCompiled(unittest.TestCase):
     def test_hip_default_architectures(self):
         """The sample of test_cuda_default_architectures in the HIP
         rendering, compiled for the default gfx targets: a code object for
-        each, also where a build (CI's) compiles every HIP kernel for
-        fewer."""
+        each, also where a build (the tests') compiles every HIP kernel
+        for one."""
         info = compiled("hip_sample")
         if info["compiler"] == "absent":
             print("SKIPPED: no HIP compiler found (ROCm's clang, Debian's clang-19 or hipcc; set ROCM_PATH)")

@@ -48,8 +48,9 @@ FLAGS=(-c opt --config=cuda --define=xent_cuda_archs=90 --define=xent_hip_on_cud
   //gen:cuda/manifest.tsv //gen:hip/manifest.tsv
 bin=$(./bazelw info "${FLAGS[@]}" bazel-bin 2> /dev/null)
 
-# No kernel of the run may use local memory on sm_90: CI compiles every
-# kernel for sm_100 and only a sample for sm_90 (.ci/run says why), so this
+# No kernel of the run may use local memory on sm_90: the tests' build
+# compiles every kernel for sm_100 and only a sample for sm_90 (.ci/run says
+# why), so this
 # build, which compiles them all for sm_90, is where a spill or stack frame
 # there shows. ptxas -v's report is each unit's log beside its object.
 if grep -HE '(^|[^0-9])[1-9][0-9]* bytes (stack frame|spill stores|spill loads)' \

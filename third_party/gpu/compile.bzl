@@ -15,9 +15,11 @@ names each unit's variants ("unit: ce_fwd_bf16.unit.cu <file> <file> ...").
 With hip_on_cuda = True, the .hip files are compiled with nvcc for NVIDIA
 GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 
-Architectures: --define=xent_cuda_archs=80,90,100,120 (default: A100, H100,
-B200/GB200 and RTX 50; "90a" and the like are taken as nvcc spells them),
---define=xent_hip_archs=gfx90a,gfx942 (default: MI200 and MI300) and, for HIP on CUDA,
+Architectures: --define=xent_cuda_archs=80,90,100,120 (default with
+--config=cuda: A100, H100, B200/GB200 and RTX 50; "90a" and the like are
+taken as nvcc spells them), --define=xent_hip_archs=gfx90a,gfx942 (default
+with --config=rocm: MI200 and MI300; a build without the backend, the
+tests', compiles for sm_100 and gfx942 alone: _TEST_ARCHS) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
 a second architecture would double the largest compile of CI for a test
 that runs on one GPU). nvcc objects carry machine code (SASS) for each
@@ -63,12 +65,38 @@ def _arch_number(arch):
         fail("xent: CUDA architecture '%s' is not a number (80, 90, 90a, 100, ...)" % arch)
     return int(digits)
 
+# A build that leaves the vendor's GPU backend out (no --config=cuda or
+# --config=rocm: the tests' build, README's `./bazelw test //...`) compiles
+# every kernel for one architecture per vendor, the newest datacenter GPU's
+# (sm_100: B200/GB200, where the largest tunes live; gfx942: MI300X, the
+# ISA report's), and the sample of gen/BUILD for the whole default list.
+# nvcc is the suite's largest cost (docs/PERFORMANCE.md, "What the test
+# command spends"); gfx90a for every kernel would add little the sample
+# lacks: wave64 CDNA with gfx942's register file, and their registers and
+# scratch have differed in no kernel read so far.
+_TEST_ARCHS = {
+    "cuda": "100",
+    "hip": "gfx942",
+    "hip_on_cuda": "90",
+}
+
+# The --config that builds each kind's GPU backend (.bazelrc).
+_BACKEND_DEFINE = {
+    "cuda": "xent_cuda",
+    "hip": "xent_rocm",
+    "hip_on_cuda": "xent_cuda",
+}
+
 def archs_of(ctx, arch_kind, fixed = ""):
     """The architectures of a compile: fixed where given ("default": the
-    default list), else the --define's, else the default."""
+    default list), else the --define's, else the default list where the
+    build has the vendor's GPU backend (--config=cuda, --config=rocm), else
+    the tests' one architecture."""
     if fixed == "default":
         fixed = _DEFAULT_ARCHS[arch_kind]
-    return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind])).split(",")
+    backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
+    fallback = _DEFAULT_ARCHS[arch_kind] if backend else _TEST_ARCHS[arch_kind]
+    return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, fallback)).split(",")
 
 def newest_cuda_arch(archs):
     """The architecture whose PTX the objects carry."""
