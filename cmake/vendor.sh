@@ -80,7 +80,7 @@ mkdir -p "$tmp/runtime/emu" "$tmp/include" "$tmp/emu/cuda" "$tmp/emu/hip" "$tmp/
   cp "$root/runtime/$f" "$tmp/runtime/$f"
 done
 for f in numeric.c numeric.h xent.h; do cp "$root/runtime/$f" "$tmp/runtime/$f"; done
-for f in emu.c emu.h xent_emu.h; do cp "$root/runtime/emu/$f" "$tmp/runtime/emu/$f"; done
+for f in emu.c emu.h fiber_switch.h xent_emu.h; do cp "$root/runtime/emu/$f" "$tmp/runtime/emu/$f"; done
 cp "$root/runtime/xent.h" "$tmp/include/xent.h"
 
 # The emulator compiles each kernel as host C++ from a two-line wrapper, and

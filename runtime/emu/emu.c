@@ -2,13 +2,13 @@
    memory with bounds and race checks. See emu.h. */
 #define _GNU_SOURCE
 #include "emu.h"
+#include "fiber_switch.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
@@ -47,7 +47,7 @@ void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 #endif
 
 typedef struct fiber {
-  ucontext_t ctx;
+  fiber_context ctx;
   void* tsan; /* its TSan fiber, or NULL */
   struct block_state* blk;
   xent_emu_dim3 tid;
@@ -119,7 +119,7 @@ typedef struct launch_state {
   char* stacks;
   int threads; /* per block */
   fiber* current;
-  ucontext_t scheduler;
+  fiber_context scheduler;
   void* tsan_scheduler; /* the launching thread's TSan fiber, or NULL */
   int cluster_waiting; /* threads at a cluster sync */
   int failed;
@@ -168,7 +168,7 @@ void xent_emu_fail(const char* fmt, ...) {
     /* Abandon this fiber: the scheduler sees `failed` and ends the launch. */
     fiber* f = L->current;
     TSAN_SWITCH(L->tsan_scheduler);
-    swapcontext(&f->ctx, &L->scheduler);
+    fiber_switch(&f->ctx, &L->scheduler);
   }
   abort(); /* called outside a launch: a bug in the caller */
 }
@@ -205,7 +205,7 @@ unsigned xent_emu_cluster_size(void) { return self("cluster size"), L->cluster; 
 
 static void yield_to_scheduler(fiber* f) {
   TSAN_SWITCH(L->tsan_scheduler);
-  swapcontext(&f->ctx, &L->scheduler);
+  fiber_switch(&f->ctx, &L->scheduler);
 }
 
 /* A barrier's waiting thread keeps its vote in value; the barrier leaves
@@ -807,8 +807,6 @@ static void fiber_main(void) {
   yield_to_scheduler(f); /* for good: a done fiber is never resumed */
 }
 
-/* Kept out of run_cluster: getcontext returns twice, and the compiler may not
-   keep a loop's variables in registers across it. */
 static void init_fiber(block_state* b, fiber* f, int i) {
   const xent_emu_dim3 d = L->block;
   TSAN_DESTROY(f->tsan);
@@ -821,11 +819,7 @@ static void init_fiber(block_state* b, fiber* f, int i) {
   f->warp = i / L->warp_size;
   f->lane = i % L->warp_size;
   f->state = F_RUNNABLE;
-  getcontext(&f->ctx);
-  f->ctx.uc_stack.ss_sp = L->stacks + (size_t)f->gid * FIBER_STACK;
-  f->ctx.uc_stack.ss_size = FIBER_STACK;
-  f->ctx.uc_link = &L->scheduler;
-  makecontext(&f->ctx, fiber_main, 0);
+  fiber_context_init(&f->ctx, L->stacks + (size_t)f->gid * FIBER_STACK, FIBER_STACK, fiber_main);
 }
 
 /* Runs the blocks of one cluster (one block without clusters) together, as
@@ -853,7 +847,7 @@ static int run_cluster(xent_emu_dim3 first) {
         if (f->state != F_RUNNABLE) continue;
         L->current = f;
         TSAN_SWITCH(f->tsan);
-        swapcontext(&L->scheduler, &f->ctx);
+        fiber_switch(&L->scheduler, &f->ctx);
         L->current = NULL;
         ran = 1;
         if (L->failed) break;
