@@ -9,7 +9,8 @@
    (bench/results/2026-11-29-emulator-profile-3d82914.log). On x86-64 a
    switch here is the System V ABI's callee-saved registers, the SSE and x87
    control words and the stack pointer. Under the sanitizers, and on other
-   machines, it is ucontext, whose switches ASan and TSan know. */
+   machines, it is ucontext, whose switches ASan and TSan know. Included by
+   emu.c alone: the x86-64 switch is defined here, once per library. */
 #ifndef XENT_EMU_FIBER_SWITCH_H
 #define XENT_EMU_FIBER_SWITCH_H
 
