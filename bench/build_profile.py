@@ -53,8 +53,9 @@ def main():
     groups = collections.Counter()
     counts = collections.Counter()
     for d, name in acts:
-        groups[kind(name)] += d
-        counts[kind(name)] += 1
+        k = kind(name)
+        groups[k] += d
+        counts[k] += 1
     print(f"# {args.title}\n")
     line = f"{len(acts)} actions, {total:.0f} action-seconds"
     if args.elapsed:

@@ -166,14 +166,20 @@ xent_backend_kind xent_handle_backend(const xent_handle* handle) {
   return handle ? handle->backend->kind : XENT_BACKEND_AUTO;
 }
 
+xent_status xent_check_byte_count(const char* fn, int64_t a, const char* a_name, int64_t b, const char* b_name) {
+  if (a > 0 && b > INT64_MAX / 8 / a)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: %s * %s overflows a 64-bit byte count", fn, a_name, b_name);
+  return XENT_OK;
+}
+
 /* The fields both families' descriptors share: the row layout and the
    dtype. */
 xent_status xent_check_layout(const char* fn, int64_t rows, int64_t classes, int64_t inner, xent_dtype dtype) {
   if (rows < 0) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld, must be >= 0", fn, (long long)rows);
   if (classes < 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->classes is %lld, must be >= 1", fn, (long long)classes);
-  if (rows > 0 && classes > INT64_MAX / 8 / rows)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * desc->classes overflows a 64-bit byte count", fn);
+  xent_status s = xent_check_byte_count(fn, rows, "desc->rows", classes, "desc->classes");
+  if (s != XENT_OK) return s;
   if (dtype < XENT_F32 || dtype > XENT_F64)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->dtype %d is not a xent_dtype", fn, (int)dtype);
   if (inner < 1)

@@ -8,6 +8,9 @@
 
 #include "runtime/base/internal.h"
 
+/* a x b elements of up to 8 bytes: an error naming them where the byte
+   count overflows 64 bits (a <= 0 passes; its own check says why). */
+xent_status xent_check_byte_count(const char* fn, int64_t a, const char* a_name, int64_t b, const char* b_name);
 /* The row layout and dtype both families' descriptors share. */
 xent_status xent_check_layout(const char* fn, int64_t rows, int64_t classes, int64_t inner, xent_dtype dtype);
 /* Every field of a cross-entropy descriptor (and its vocab_shard), and h. */

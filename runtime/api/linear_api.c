@@ -27,11 +27,9 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->accumulate is %d, must be 0 or 1", fn, d->accumulate);
   /* hidden and weight and their gradients are rows x hidden and classes x
      hidden elements of up to 8 bytes: byte counts that must fit 64 bits. */
-  if (d->ce.rows > 0 && d->hidden > INT64_MAX / 8 / d->ce.rows)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.rows * desc->hidden overflows a 64-bit byte count", fn);
-  if (d->ce.classes > 0 && d->hidden > INT64_MAX / 8 / d->ce.classes)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.classes * desc->hidden overflows a 64-bit byte count",
-                     fn);
+  xent_status s = xent_check_byte_count(fn, d->ce.rows, "desc->ce.rows", d->hidden, "desc->hidden");
+  if (s == XENT_OK) s = xent_check_byte_count(fn, d->ce.classes, "desc->ce.classes", d->hidden, "desc->hidden");
+  if (s != XENT_OK) return s;
   if (d->ce.inner != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.inner is %lld, must be 1 (logits [rows, classes])", fn,
                      (long long)d->ce.inner);

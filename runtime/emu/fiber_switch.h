@@ -37,8 +37,10 @@ typedef struct fiber_context {
    in *save, then resumes the context whose stack pointer is to. */
 __attribute__((visibility("hidden"))) void xent_emu_switch(void** save, void* to);
 
+/* (pushsection/popsection: the compiler's own output resumes in the section
+   it was in.) */
 __asm__(
-    ".text\n"
+    ".pushsection .text\n"
     ".globl xent_emu_switch\n"
     ".hidden xent_emu_switch\n"
     ".type xent_emu_switch, @function\n"
@@ -74,7 +76,8 @@ __asm__(
     "xent_emu_fiber_start:\n"
     "  callq *%r12\n"
     "  ud2\n"
-    ".size xent_emu_fiber_start, .-xent_emu_fiber_start\n");
+    ".size xent_emu_fiber_start, .-xent_emu_fiber_start\n"
+    ".popsection\n");
 
 /* A context that runs entry (which must never return) on [stack, stack +
    size) when first switched to: the frame xent_emu_switch pops, written at
