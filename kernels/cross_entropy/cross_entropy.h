@@ -89,6 +89,31 @@ XENT_DEVICE typename V::D::A xent_ce_w(const typename V::D::A* __restrict__ weig
   else return A(1);
 }
 
+// Whether a hard label's row is left out of the loss: its label is
+// ignore_index (INT64_MIN, XENT_NO_IGNORE_INDEX, matches no label) or, where
+// the call asks, outside [0, CT).
+template <class V>
+XENT_DEVICE bool xent_ce_ignored(const xent_ce_args& a, int64_t y, bool in_range) {
+  if constexpr (V::kIgnoreIndex == XENT_OFF) return a.ignore_invalid_labels && !in_range;
+  else return (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
+}
+
+// Where a row's loss goes: loss[row] ('none'), or the workspace for the
+// reduce kernels (the loss, then the row's weight in the mean).
+template <class V>
+XENT_DEVICE void xent_ce_store_row(const xent_ce_args& a, int64_t row, typename V::D::A l,
+                                   typename V::D::A row_weight) {
+  typedef typename V::D::A A;
+  if constexpr (V::kReduction == XENT_REDUCE_NONE) {
+    (void)row_weight;
+    xent_put<typename V::D>(a.loss, row, l, a.loss_f32);
+  } else {
+    A* ws = (A*)a.workspace;
+    ws[2 + row] = l;
+    ws[2 + a.rows + row] = row_weight;
+  }
+}
+
 // A logit after the soft cap, from its stored value.
 template <class V>
 XENT_DEVICE typename V::D::A xent_ce_logit(typename V::D::T raw, bool capped, typename V::D::A cap) {
@@ -142,22 +167,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_totals(c
     xent_partial_range(a.rows, lo, hi);
     for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
       const int64_t y = (int64_t)labels[n];
-      if constexpr (V::kIgnoreIndex == XENT_OFF) {
-        if (y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
-      } else {
-        if (y != a.ignore_index && y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
-      }
+      const bool in_range = y >= 0 && y < C;
+      if (in_range && !xent_ce_ignored<V>(a, y, in_range)) row_weight += xent_ce_w<V>(weights, y);
     }
   }
   if constexpr (F::kClassTotals) {
     xent_partial_range(C, lo, hi);
     for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) class_weight += xent_ce_w<V>(weights, c);
   }
-  xent_block_sum2(row_weight, class_weight, scratch);
-  if (threadIdx.x == 0) {
-    xent_ce_partials<V>(a)[2 * (int64_t)blockIdx.x] = row_weight;
-    xent_ce_partials<V>(a)[2 * (int64_t)blockIdx.x + 1] = class_weight;
-  }
+  xent_partials_store(xent_ce_partials<V>(a), row_weight, class_weight, scratch);
 }
 
 // Stage 2: ws[0] and ws[1] from the partials, in order.
@@ -251,10 +269,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     if constexpr (!V::kSoft) {
       y = (int64_t)labels[row];
       in_range = y >= 0 && y < CT;
-      // ignore_index INT64_MIN is XENT_NO_IGNORE_INDEX: it matches no label
-      // (a label of INT64_MIN is out of range like any other).
-      if constexpr (V::kIgnoreIndex == XENT_OFF) ignored = a.ignore_invalid_labels && !in_range;
-      else ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
+      ignored = xent_ce_ignored<V>(a, y, in_range);
       yl = y - off;
       here = in_range && yl >= 0 && yl < C;
       // A label outside [0, CT) is never used as an index; its row is NaN and
@@ -516,14 +531,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             if (a.argmax) a.argmax[row] = off + amax;
           }
         }
-        // The row's loss: loss[row] ('none'), or the workspace for the reduce
-        // kernels (the loss, then the row's weight in the mean).
-        if constexpr (V::kReduction == XENT_REDUCE_NONE) {
-          xent_put<D>(a.loss, row, l, a.loss_f32);
-        } else {
-          ws[2 + row] = l;
-          ws[2 + rows + row] = row_weight;
-        }
+        xent_ce_store_row<V>(a, row, l, row_weight);
         if (a.lse_out) ((A*)a.lse_out)[row] = lse;
       }
       if constexpr (!F::kBwd) {
@@ -842,11 +850,9 @@ XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
 template <class V>
 static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(const xent_ce_args a) {
   typedef xent_ce_facts<V> F;
-  typedef typename V::D D;
-  typedef typename D::A A;
+  typedef typename V::D::A A;
   [[maybe_unused]] const typename V::L* __restrict__ labels = (const typename V::L*)a.labels;
   [[maybe_unused]] const A* __restrict__ weights = (const A*)a.weights;  // the row's weight in the mean
-  [[maybe_unused]] A* ws = (A*)a.workspace;
   const int64_t rows = a.rows, CT = a.global_classes;
   const A z = (A)a.z_loss;
   (void)z, (void)CT;
@@ -868,9 +874,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
     } else {
       const int64_t y = (int64_t)labels[row];
       const bool in_range = y >= 0 && y < CT;
-      bool ignored;
-      if constexpr (V::kIgnoreIndex == XENT_OFF) ignored = a.ignore_invalid_labels && !in_range;
-      else ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
+      const bool ignored = xent_ce_ignored<V>(a, y, in_range);
       if (!ignored) {
         if (in_range) {
           if constexpr (V::kReduction != XENT_REDUCE_NONE) row_weight = xent_ce_w<V>(weights, y);
@@ -897,12 +901,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
         }
       }
     }
-    if constexpr (V::kReduction == XENT_REDUCE_NONE) {
-      xent_put<D>(a.loss, row, l, a.loss_f32);
-    } else {
-      ws[2 + row] = l;
-      ws[2 + rows + row] = row_weight;
-    }
+    xent_ce_store_row<V>(a, row, l, row_weight);
     if (a.lse_out) ((A*)a.lse_out)[row] = lse;
   }
 }
@@ -922,11 +921,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_reduce_p
     total += ws[2 + n];
     total_weight += ws[2 + rows + n];
   }
-  xent_block_sum2(total, total_weight, scratch);
-  if (threadIdx.x == 0) {
-    xent_ce_partials<V>(a)[2 * (int64_t)blockIdx.x] = total;
-    xent_ce_partials<V>(a)[2 * (int64_t)blockIdx.x + 1] = total_weight;
-  }
+  xent_partials_store(xent_ce_partials<V>(a), total, total_weight, scratch);
 }
 
 // Stage 2: the sum or mean from the partials, in order.

@@ -146,6 +146,17 @@ XENT_DEVICE void xent_block_sum2(A& a, A& b, Scratch scratch) {
   __syncthreads();
 }
 
+// Two-stage sums (xent_partial_blocks), stage 1's end: the block's sums of
+// a and b, stored by thread 0 as the block's pair of partials.
+template <typename A, typename Scratch>
+XENT_DEVICE void xent_partials_store(A* partials, A a, A b, Scratch scratch) {
+  xent_block_sum2(a, b, scratch);
+  if (threadIdx.x == 0) {
+    partials[2 * (int64_t)blockIdx.x] = a;
+    partials[2 * (int64_t)blockIdx.x + 1] = b;
+  }
+}
+
 // Two-stage sums (xent_partial_blocks), stage 2: the sums of the first
 // `blocks` partial pairs, in a fixed order.
 template <typename A, typename Scratch>

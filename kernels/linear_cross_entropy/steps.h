@@ -83,12 +83,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS)
     const int64_t y = (int64_t)labels[n];
     if (y >= 0 && y < CT && !(ignore && y == a.ignore_index)) total += weights ? weights[y] : A(1);
   }
-  xent_block_sum2(total, unused, scratch);
-  if (threadIdx.x == 0) {
-    const xent_lce_ws<A> w = xent_lce_layout<A>(a, chunks);
-    w.partials[2 * (int64_t)blockIdx.x] = total;
-    w.partials[2 * (int64_t)blockIdx.x + 1] = unused;
-  }
+  xent_partials_store(xent_lce_layout<A>(a, chunks).partials, total, unused, scratch);
 }
 
 // BEGIN, stage 2 (one block): the divisor and the chunks' dloss, and every
