@@ -1,4 +1,4 @@
-"""What a downstream WORKSPACE calls after bringing xent in (README, "Using
+"""What a downstream WORKSPACE calls after bringing xent in (docs/INTEGRATION.md, "Using
 xent in your project"):
 
     local_repository(name = "xent", path = "/path/to/xent")

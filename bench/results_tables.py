@@ -7,9 +7,12 @@ holds:
 
   bench/results_tables.py bench/results/2026-11-26-NVIDIA-H200
   bench/results_tables.py DIR --update docs/PERFORMANCE.md
+  bench/results_tables.py DIR --headline --update README.md
 
 With --update, the text between the file's "<!-- results begin -->" and
-"<!-- results end -->" lines is replaced by the tables."""
+"<!-- results end -->" lines is replaced by the tables; with --headline,
+the text between "<!-- headline begin -->" and "<!-- headline end -->" by
+the headline table alone (the cases the package ran beside a peer)."""
 
 import argparse
 import json
@@ -191,20 +194,74 @@ def tables(folder):
     return "\n".join(out)
 
 
+# The peers of the headline table, in its column order: bench.json's names.
+HEADLINE_PEERS = (("quack", "Quack"), ("liger", "Liger-Kernel"), ("torch_eager", "PyTorch"),
+                  ("torch_compile", "torch.compile"))
+
+
+def headline_rows(data):
+    """(case, the package's seconds, {peer: seconds}) of every case where the
+    package ran beside a peer: from bench.py's impls, or from a run before
+    them (the package's median as xent_package_s, the peers' as below)."""
+    rows = []
+    for c in data["results"]:
+        if "impls" in c:
+            impls = c["impls"]
+            pkg = impls.get("xent", {}).get("s")
+            peers = {n: impls[n]["s"] for n, _ in HEADLINE_PEERS if "s" in impls.get(n, {})}
+        else:
+            pkg = c.get("xent_package_s")
+            peers = {n: p["s"] for n, p in c.get("peers", {}).items() if "s" in p}
+            peers.update({n: c[n + "_s"] for n in ("torch_eager", "torch_compile") if c.get(n + "_s")})
+        if pkg and c.get("ok", True) and any(n in peers for n in ("quack", "liger")):
+            rows.append((c, pkg, peers))
+    return rows
+
+
+def headline(folder):
+    """The README's table: xent through its PyTorch package, as a user calls
+    it, beside the peers on the same tensors, in TB/s of model bytes."""
+    data = load(folder, "bench.json")
+    if not data:
+        raise SystemExit(f"no bench.json in {folder}")
+    env = data["environment"]
+    spread = any("impls" in c for c in data["results"])
+    lines = [
+        f"{env['device']}, commit {env['commit'][:7]}, {env['date'][:10]}, PyTorch {env['torch']}; TB/s of model "
+        f"bytes, the median of {env['timing']['reps']} calls"
+        + (" of each, interleaved" if spread else " (this run kept no spread)")
+        + "; the last column is the best peer's time over xent's (above 1: xent is faster).",
+        "",
+        "| pass | dtype | shape | xent | " + " | ".join(t for _, t in HEADLINE_PEERS) + " | xent vs best peer |",
+        "|---|---|---|---|" + "---|" * len(HEADLINE_PEERS) + "---|",
+    ]
+    for c, pkg, peers in headline_rows(data):
+        tbps = lambda s: f"{c['model_bytes'] / s / 1e12:.2f}"  # noqa: E731
+        best = min((peers[n], n) for n in ("quack", "liger") if n in peers)
+        cells = [tbps(pkg)] + [tbps(peers[n]) if n in peers else "-" for n, _ in HEADLINE_PEERS]
+        cells.append(f"{best[0] / pkg:.2f}x ({dict(HEADLINE_PEERS)[best[1]]})")
+        lines.append(f"| {c['op']} | {c['dtype']} | {shape(c)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"(`bench/results_tables.py {os.path.relpath(folder)} --headline`)")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("folder")
-    p.add_argument("--update", help="a Markdown file whose results markers take the tables")
+    p.add_argument("--update", help="a Markdown file whose markers take the tables")
+    p.add_argument("--headline", action="store_true", help="the README's table alone, between headline markers")
     args = p.parse_args()
-    text = tables(args.folder)
+    text = headline(args.folder) if args.headline else tables(args.folder)
     if not args.update:
         print(text)
         return 0
     with open(args.update) as f:
         doc = f.read()
-    begin, end = "<!-- results begin -->\n", "<!-- results end -->"
+    marker = "headline" if args.headline else "results"
+    begin, end = f"<!-- {marker} begin -->\n", f"<!-- {marker} end -->"
     if begin not in doc or end not in doc:
-        print(f"{args.update} has no results markers", file=sys.stderr)
+        print(f"{args.update} has no {marker} markers", file=sys.stderr)
         return 1
     head, rest = doc.split(begin, 1)
     tail = rest.split(end, 1)[1]

@@ -1,7 +1,8 @@
-"""docs/PERFORMANCE.md's results are the committed files' numbers: the block
-between its results markers is what bench/results_tables.py renders from the
-folder the block names, byte for byte (a number edited by hand, or a file
-changed without rerunning the script, fails here)."""
+"""docs/PERFORMANCE.md's results and the README's headline table are the
+committed files' numbers: the block between each file's markers is what
+bench/results_tables.py renders from the folder the block names, byte for
+byte (a number edited by hand, or a file changed without rerunning the
+script, fails here)."""
 
 import json
 import os
@@ -33,6 +34,45 @@ class ResultsTables(unittest.TestCase):
         self.assertEqual(block, want + "\n")
         # Every measured case of the files is a row of the block.
         self.assertGreaterEqual(block.count("| large |"), 9)
+
+    def test_readme_headline_matches_the_files(self):
+        with open(os.path.join(ROOT, "README.md")) as f:
+            doc = f.read()
+        self.assertIn("<!-- headline begin -->\n", doc)
+        block = doc.split("<!-- headline begin -->\n", 1)[1].split("<!-- headline end -->", 1)[0]
+        named = re.search(r"`bench/results_tables\.py (bench/results/[^`]+) --headline`", block)
+        self.assertIsNotNone(named, "the headline block names no folder")
+        cwd = os.getcwd()
+        os.chdir(ROOT)
+        try:
+            want = results_tables.headline(named.group(1))
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(block, want + "\n")
+        self.assertIn("| fwd | bf16 | 16384x131072 |", block)
+
+    def test_headline_table(self):
+        """The headline from a run measured as users call it: the package's
+        TB/s beside each peer's, '-' where a peer did not run, the best of
+        Quack and Liger-Kernel over xent; a case no peer ran is left out."""
+        env = dict(device="GPU X", torch="2.11", commit="abcdef0123", date="2026-01-02T00:00:00",
+                   timing=dict(reps=25, clock="CUDA events"))
+        ok = lambda s: dict(s=s, spread=dict(median=s, p10=s, p90=s))  # noqa: E731
+        results = [
+            dict(group="large", op="fwd", dtype="bf16", shape=[16, 4096], model_bytes=4e12,
+                 impls=dict(xent=ok(1.0), quack=ok(1.25), liger=dict(error="no GPU"), torch_eager=ok(4.0),
+                            torch_compile=ok(2.0))),
+            dict(group="nd", op="fwd", dtype="bf16", shape=[2, 3, 4], model_bytes=4e12,
+                 impls=dict(xent=ok(1.0), torch_eager=ok(4.0))),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "bench.json"), "w") as f:
+                json.dump(dict(environment=env, complete=True, results=results), f)
+            text = results_tables.headline(d)
+        self.assertIn("GPU X, commit abcdef0, 2026-01-02, PyTorch 2.11; TB/s of model bytes, the median of 25 calls "
+                      "of each, interleaved", text)
+        self.assertIn("| fwd | bf16 | 16x4096 | 4.00 | 3.20 | - | 1.00 | 2.00 | 1.25x (Quack) |", text)
+        self.assertNotIn("2x3x4", text)
 
     def test_tune_table(self):
         """The `tune` group's table, from a tune.json made here: a column per

@@ -530,10 +530,11 @@ def main():
 def write_report(out, text, marker, tables):
     """Prints the report, or with out writes it there (relative to the
     workspace under bazel run); written to its committed place,
-    bench/results/{marker}.md, it also puts its tables in the README's
-    performance section, between <!-- {marker} begin/end --> (the ISA
-    report's too), so that the README shows what that file holds and a
-    report written elsewhere (an experiment's) leaves the README alone."""
+    bench/results/{marker}.md, it also puts its tables in
+    docs/PERFORMANCE.md ("The reports' tables"), between <!-- {marker}
+    begin/end --> (the ISA report's too), so that the page shows what that
+    file holds and a report written elsewhere (an experiment's) leaves the
+    page alone."""
     if not out:
         print(text)
         return
@@ -545,14 +546,14 @@ def write_report(out, text, marker, tables):
     print(f"wrote {path}")
     if os.path.relpath(path, root) != os.path.join("bench", "results", f"{marker}.md"):
         return
-    readme = os.path.join(root, "README.md")
+    page = os.path.join(root, "docs", "PERFORMANCE.md")
     begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
-    body = open(readme).read() if os.path.exists(readme) else ""
+    body = open(page).read() if os.path.exists(page) else ""
     if begin in body and end in body:
         head, rest = body.split(begin, 1)
-        with open(readme, "w") as f:
+        with open(page, "w") as f:
             f.write(head + begin + "\n" + tables + "\n" + end + rest.split(end, 1)[1])
-        print(f"updated {readme}")
+        print(f"updated {page}")
 
 
 if __name__ == "__main__":

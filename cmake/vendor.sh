@@ -6,7 +6,7 @@
 # runtime, the emulator, <xent.h>, and a CMakeLists.txt that builds libxent
 # with CMake's own CUDA and HIP support and installs it with a CMake package
 # (find_package(xent), xent::xent) and a pkg-config file. Building the tree
-# needs neither Bazel nor Lua (README, "Using xent in your project").
+# needs neither Bazel nor Lua (docs/INTEGRATION.md, "Using xent in your project").
 #
 #   --spec FILE         a spec to generate (repeat); default: xent's own specs/
 #   --kernels PATTERNS  keep only these variant keys (xentgen --kernels)

@@ -1,6 +1,6 @@
 """xent_library: libxent with the kernels of your own specs, for a Bazel
 workspace that brings xent in as a repository (defs.bzl re-exports it;
-README, "Using xent in your project").
+docs/INTEGRATION.md, "Using xent in your project").
 
     load("@xent//:defs.bzl", "xent_library")
     xent_library(name = "my_xent", specs = ["my_losses.lua"], targets = ["cuda", "hip"])

@@ -39,7 +39,7 @@ static const char usage[] =
     "                         (default: kernels beside the template directory)\n"
     "  --no-line-directives   omit #line directives that map code to template lines\n"
     "  --spec-time-limit S    CPU seconds a spec may run (default 20); specs also\n"
-    "                         have an instruction and a memory limit (README)\n"
+    "                         have an instruction and a memory limit (docs/GENERATOR.md)\n"
     "  --check                parse every rendered file with libclang and hold it to\n"
     "                         the rules (index-width, deterministic, graph-safe,\n"
     "                         warp-sync, abi);\n"

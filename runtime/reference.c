@@ -5,7 +5,7 @@
 #include "numeric.h"
 
 /* Offset of class c of row r when the class axis has `classes` entries and
-   stride `inner` (README, "Semantics"): the layout of both families. */
+   stride `inner` (docs/API.md, "Semantics"): the layout of both families. */
 static int64_t layout_index(int64_t classes, int64_t inner, int64_t row, int64_t c) {
   if (inner < 1) inner = 1;
   return (row / inner) * classes * inner + c * inner + row % inner;

@@ -16,7 +16,7 @@
  * Every option and extra tensor goes through xent_ce_run() and a
  * xent_ce_tensors struct; xent_ce_forward/backward/forward_backward are
  * shorthands for the common case. Semantics are PyTorch's F.cross_entropy
- * (README, "Semantics"). Errors are status codes; xent_last_error() holds a
+ * (docs/API.md, "Semantics"). Errors are status codes; xent_last_error() holds a
  * message naming the argument at fault (per thread).
  *
  * Buffers: every pointer is aligned to its element (4 bytes for f32 logits,
@@ -150,7 +150,7 @@ typedef struct xent_ce_desc {
   const xent_vocab_shard* vocab_shard; /* NULL (default): the whole vocabulary is on this device */
   double temperature;      /* tau > 0, default 1: the logits (after the soft cap) are divided by it before
                               everything else; every output is of the scaled logits z, every gradient is
-                              with respect to the unscaled logits (README, "Semantics") */
+                              with respect to the unscaled logits (docs/API.md, "Semantics") */
 } xent_ce_desc;
 
 /* PyTorch's defaults: class axis last (inner = 1), loss and grad in the
@@ -183,7 +183,7 @@ typedef struct xent_ce_tensors {
   void* grad;             /* out, backward ops: [rows, C] in grad_dtype; may equal logits for the
                              forward_backward op when grad_dtype == dtype (in place, opt-in) */
   void* grad_labels;      /* out, backward ops, XENT_PROB only, optional: d loss / d labels, like labels */
-  /* Per-token outputs for RL and LLM trainers (README, "Per-token outputs"),
+  /* Per-token outputs for RL and LLM trainers (docs/API.md, "Per-token outputs"),
      computed in the pass that reads the row; a spec decides which kernels
      carry them (axis token_stats). With z the scaled logits and lse theirs: */
   void* entropy;          /* out, forward ops, optional: [rows] H = lse - sum_c p_c z_c, accumulation type;
@@ -235,8 +235,8 @@ xent_status xent_set_row_shape(xent_handle* handle, int threads_per_row, int blo
 
 /* The kernels a handle can run: the variant keys of its backend's dispatch
    table (the cpu backend: of the rendering it emulates), sorted, e.g.
-   "ce_fwd_bf16_i64_mean". A library built from your own specs (README,
-   "Using xent in your project") lists exactly their variants. */
+   "ce_fwd_bf16_i64_mean". A library built from your own specs
+   (docs/INTEGRATION.md, "Using xent in your project") lists exactly their variants. */
 xent_status xent_kernel_count(const xent_handle* handle, size_t* count);
 /* *key: the index-th key, valid as long as the library is loaded. */
 xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char** key);
@@ -353,7 +353,7 @@ typedef struct xent_linear_ce_tensors {
   void* grad_hidden;    /* out, optional: [rows, H], grad_dtype */
   void* grad_weight;    /* out, optional: [V, H], grad_dtype */
   void* grad_bias;      /* out, optional (needs bias): [V], grad_dtype */
-  /* The per-token outputs of xent_ce_tensors (README, "Per-token outputs"),
+  /* The per-token outputs of xent_ce_tensors (docs/API.md, "Per-token outputs"),
      of z = the capped logits / desc->ce.temperature, each computed in its
      chunk's fused pass: */
   void* entropy;        /* out, optional: [rows], accumulation type */

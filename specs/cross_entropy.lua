@@ -1,6 +1,6 @@
 -- Softmax cross entropy: logits [outer, C, inner] (any class axis, read in
 -- place), hard integer labels or soft labels (a distribution per position).
--- Semantics are PyTorch's F.cross_entropy (README, "Semantics"). xentgen
+-- Semantics are PyTorch's F.cross_entropy (docs/API.md, "Semantics"). xentgen
 -- reports a mistake as specs/cross_entropy.lua:<line>, the line where its
 -- statement starts.
 family "cross_entropy"
@@ -21,7 +21,7 @@ specialize "reduction" { "none", "sum", "mean" }
 -- read): run time, so that 3 x 4 x 3 x 3 = 108 kernels per target cover every
 -- combination. The class-axis stride, the extra tensors (log_prob, softmax,
 -- grad_bias, grad_labels) and f32 outputs for f16/bf16 logits are run-time
--- arguments of every kernel, not axes (README, "Options"). So is the
+-- arguments of every kernel, not axes (docs/API.md, "Options"). So is the
 -- vocabulary-parallel split: a class offset and the global C in every kernel,
 -- and the shard statistics and their combine in the fwd kernels, which the
 -- runtime chains with the bwd kernels around one all-gather: no extra
@@ -33,7 +33,7 @@ runtime "ignore_index"     -- one integer compare per row
 -- scale of 0 turns each off; the cap costs a tanh per element when on.
 runtime "z_loss"           -- loss += z * lse^2 on counted rows
 runtime "softcap"          -- logits -> cap * tanh(logits / cap)
--- What RL and LLM trainers ask per token (README, "Per-token outputs"): a
+-- What RL and LLM trainers ask per token (docs/API.md, "Per-token outputs"): a
 -- temperature (a multiply per element, on a second copy of the row walks
 -- that the calls without it do not take), and entropy, the label's log-prob
 -- and argmax with the entropy's gradient (that copy again, plus a few

@@ -1,7 +1,7 @@
 -- Softmax and log-softmax along one axis, and their gradients: ONNX Runtime's
 -- Softmax/LogSoftmax and SoftmaxGrad/LogSoftmaxGrad (opset 13, any axis).
 -- The input is [outer, C, inner] in memory and is read in place, strided
--- when the axis is not last (README, "Semantics"). xentgen reports a mistake
+-- when the axis is not last (docs/API.md, "Semantics"). xentgen reports a mistake
 -- as specs/softmax.lua:<line>, the line where its statement starts.
 family "softmax"
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The CMake route of README's "Using xent in your project", as a new user
+# The CMake route of docs/INTEGRATION.md's "Using xent in your project", as a new user
 # takes it: //cmake:vendor writes a tree of two variants; plain cmake builds
 # it (the CUDA backend where nvcc is, the HIP backend where CMake finds a HIP
 # compiler; the cpu backend always) and installs it under a prefix; a
@@ -123,7 +123,7 @@ done
 
 skipped=""
 grep -q '^-- xent: CUDA backend on' configure.log || skipped="$skipped CUDA (no nvcc)"
-grep -q '^-- xent: HIP backend on' configure.log || skipped="$skipped HIP (CMake's check_language(HIP) found no usable compiler; README, \"CMake: a vendored source tree\")"
+grep -q '^-- xent: HIP backend on' configure.log || skipped="$skipped HIP (CMake's check_language(HIP) found no usable compiler; docs/INTEGRATION.md, \"CMake: a vendored source tree\")"
 if [ -n "$skipped" ]; then
   echo "SKIPPED: the backends of:$skipped (the cpu backend, install, find_package and pkg-config passed)"
 fi

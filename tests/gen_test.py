@@ -18,6 +18,7 @@ XENTGEN = os.path.join(RUNFILES, "gen", "xentgen")
 SPEC = os.path.join(RUNFILES, "specs", "cross_entropy.lua")
 TEMPLATES = os.path.join(RUNFILES, "templates")
 GOLDEN = os.path.join(RUNFILES, "tests", "golden")
+README = os.path.join(RUNFILES, "README.md")
 GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f16_i64_sum", "ce_fwd_bwd_bf16_prob_mean"]
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
@@ -311,6 +312,26 @@ class Expansion(unittest.TestCase):
         r = xentgen("--spec", spec, "--list", *extra)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.split()
+
+    def test_the_readme_spec_generates_its_variants(self):
+        """The README's "Adding a variant" spec, as a user would paste it:
+        every combination of its ops and specialized axes, and both
+        renderings written."""
+        with open(README) as f:
+            text = f.read()
+        section = text.split("## Adding a variant", 1)[1]
+        spec_text = section.split("```lua\n", 1)[1].split("```", 1)[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "readme.lua")
+            with open(spec, "w") as f:
+                f.write(spec_text)
+            keys = self.list_keys(spec=spec)
+            for target in ("cuda", "hip"):
+                r = xentgen("--spec", spec, "--target", target, "--out", os.path.join(tmp, target))
+                self.assertEqual(r.returncode, 0, r.stderr)
+        prefixes = sorted(f"ce_{op}_{dt}_i64_{red}" for op in ("fwd", "bwd", "fwd_bwd") for dt in ("bf16", "f32")
+                          for red in ("mean", "none"))
+        self.assertEqual(sorted(re.sub(r"_unweighted_nozloss_nocap_notemp_nostats$", "", k) for k in keys), prefixes)
 
     def test_default_spec_has_every_combination_once_sorted(self):
         keys = self.list_keys()

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The README's vendoring story, outside Bazel's compile rules: xentgen writes
+# docs/GENERATOR.md's vendoring story, outside Bazel's compile rules: xentgen writes
 # a tree, and plain nvcc / hipcc / g++ commands compile files from it with no
 # include path but the tree itself and the device library, kernels/ (g++ as
 # the emulator build does).

@@ -53,7 +53,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         logits' values are gone after the call);
       return_lse: also return the per-row log-sum-exp (float32; float64 for
         float64 input), shaped like the rows.
-    For RL and LLM trainers (README, "Per-token outputs"), computed in the
+    For RL and LLM trainers (docs/API.md, "Per-token outputs"), computed in the
     pass that reads the logits:
       temperature: tau > 0; the logits (after softcap) are divided by it
         before everything else: every output is of z = logits / tau, every

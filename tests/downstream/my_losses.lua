@@ -1,5 +1,5 @@
 -- A downstream project's own cross-entropy variants (tests/downstream: the
--- example of README's "Using xent in your project"). Fewer than xent's own
+-- example of docs/INTEGRATION.md's "Using xent in your project"). Fewer than xent's own
 -- spec: bf16 and f32 logits, int64 labels, the mean, forward and backward.
 -- And one axis specialized where xent's spec keeps it at run time: the
 -- z-loss, so a call without it runs a kernel that has no z-loss code at all.
