@@ -98,19 +98,18 @@ XENT_DEVICE bool xent_ce_ignored(const xent_ce_args& a, int64_t y, bool in_range
   else return (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
 }
 
-// Where a row's loss goes: loss[row] ('none'), or the workspace for the
-// reduce kernels (the loss, then the row's weight in the mean).
+// Where a row's loss goes: loss[row] ('none'), or the workspace ws of
+// rows rows for the reduce kernels (the loss, then the row's weight in the
+// mean).
 template <class V>
-XENT_DEVICE void xent_ce_store_row(const xent_ce_args& a, int64_t row, typename V::D::A l,
-                                   typename V::D::A row_weight) {
-  typedef typename V::D::A A;
+XENT_DEVICE void xent_ce_store_row(const xent_ce_args& a, typename V::D::A* ws, int64_t rows, int64_t row,
+                                   typename V::D::A l, typename V::D::A row_weight) {
   if constexpr (V::kReduction == XENT_REDUCE_NONE) {
-    (void)row_weight;
+    (void)ws, (void)rows, (void)row_weight;
     xent_put<typename V::D>(a.loss, row, l, a.loss_f32);
   } else {
-    A* ws = (A*)a.workspace;
     ws[2 + row] = l;
-    ws[2 + a.rows + row] = row_weight;
+    ws[2 + rows + row] = row_weight;
   }
 }
 
@@ -167,8 +166,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_totals(c
     xent_partial_range(a.rows, lo, hi);
     for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
       const int64_t y = (int64_t)labels[n];
-      const bool in_range = y >= 0 && y < C;
-      if (in_range && !xent_ce_ignored<V>(a, y, in_range)) row_weight += xent_ce_w<V>(weights, y);
+      if constexpr (V::kIgnoreIndex == XENT_OFF) {
+        if (y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
+      } else {
+        if (y != a.ignore_index && y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
+      }
     }
   }
   if constexpr (F::kClassTotals) {
@@ -269,7 +271,10 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     if constexpr (!V::kSoft) {
       y = (int64_t)labels[row];
       in_range = y >= 0 && y < CT;
-      ignored = xent_ce_ignored<V>(a, y, in_range);
+      // xent_ce_ignored's rule, written out: called here, it changes how
+      // nvcc allocates the rows kernel's registers (docs/PERFORMANCE.md).
+      if constexpr (V::kIgnoreIndex == XENT_OFF) ignored = a.ignore_invalid_labels && !in_range;
+      else ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
       yl = y - off;
       here = in_range && yl >= 0 && yl < C;
       // A label outside [0, CT) is never used as an index; its row is NaN and
@@ -531,7 +536,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             if (a.argmax) a.argmax[row] = off + amax;
           }
         }
-        xent_ce_store_row<V>(a, row, l, row_weight);
+        xent_ce_store_row<V>(a, ws, rows, row, l, row_weight);
         if (a.lse_out) ((A*)a.lse_out)[row] = lse;
       }
       if constexpr (!F::kBwd) {
@@ -853,6 +858,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
   typedef typename V::D::A A;
   [[maybe_unused]] const typename V::L* __restrict__ labels = (const typename V::L*)a.labels;
   [[maybe_unused]] const A* __restrict__ weights = (const A*)a.weights;  // the row's weight in the mean
+  [[maybe_unused]] A* ws = (A*)a.workspace;
   const int64_t rows = a.rows, CT = a.global_classes;
   const A z = (A)a.z_loss;
   (void)z, (void)CT;
@@ -901,7 +907,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
         }
       }
     }
-    xent_ce_store_row<V>(a, row, l, row_weight);
+    xent_ce_store_row<V>(a, ws, rows, row, l, row_weight);
     if (a.lse_out) ((A*)a.lse_out)[row] = lse;
   }
 }
