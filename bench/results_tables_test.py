@@ -18,37 +18,31 @@ import results_tables  # noqa: E402
 
 
 class ResultsTables(unittest.TestCase):
-    def test_performance_md_matches_the_files(self):
-        with open(os.path.join(ROOT, "docs", "PERFORMANCE.md")) as f:
+    def check_block(self, doc_path, marker, render, flag=""):
+        """The block between doc_path's marker lines, against render() of
+        the folder the block names; returns the block."""
+        with open(os.path.join(ROOT, doc_path)) as f:
             doc = f.read()
-        self.assertIn("<!-- results begin -->\n", doc)
-        block = doc.split("<!-- results begin -->\n", 1)[1].split("<!-- results end -->", 1)[0]
-        named = re.search(r"`bench/results_tables\.py (bench/results/[^`]+)`", block)
-        self.assertIsNotNone(named, "the results block names no folder")
+        self.assertIn(f"<!-- {marker} begin -->\n", doc)
+        block = doc.split(f"<!-- {marker} begin -->\n", 1)[1].split(f"<!-- {marker} end -->", 1)[0]
+        named = re.search(r"`bench/results_tables\.py (bench/results/[^` ]+)" + re.escape(flag) + "`", block)
+        self.assertIsNotNone(named, f"the {marker} block names no folder")
         cwd = os.getcwd()
         os.chdir(ROOT)
         try:
-            want = results_tables.tables(named.group(1))
+            want = render(named.group(1))
         finally:
             os.chdir(cwd)
         self.assertEqual(block, want + "\n")
+        return block
+
+    def test_performance_md_matches_the_files(self):
+        block = self.check_block(os.path.join("docs", "PERFORMANCE.md"), "results", results_tables.tables)
         # Every measured case of the files is a row of the block.
         self.assertGreaterEqual(block.count("| large |"), 9)
 
     def test_readme_headline_matches_the_files(self):
-        with open(os.path.join(ROOT, "README.md")) as f:
-            doc = f.read()
-        self.assertIn("<!-- headline begin -->\n", doc)
-        block = doc.split("<!-- headline begin -->\n", 1)[1].split("<!-- headline end -->", 1)[0]
-        named = re.search(r"`bench/results_tables\.py (bench/results/[^`]+) --headline`", block)
-        self.assertIsNotNone(named, "the headline block names no folder")
-        cwd = os.getcwd()
-        os.chdir(ROOT)
-        try:
-            want = results_tables.headline(named.group(1))
-        finally:
-            os.chdir(cwd)
-        self.assertEqual(block, want + "\n")
+        block = self.check_block("README.md", "headline", results_tables.headline, flag=" --headline")
         self.assertIn("| fwd | bf16 | 16384x131072 |", block)
 
     def test_headline_table(self):
