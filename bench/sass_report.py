@@ -3,8 +3,12 @@
 machine code for Hopper (sm_90, H100) and datacenter Blackwell (sm_100,
 B200/GB200): no GPU needed.
 
-    ./bazelw run //bench:sass_report                      # prints it
-    ./bazelw run //bench:sass_report -- --out bench/results/sass_report.md
+    ./bazelw run --define=xent_cuda_archs=90,100 //bench:sass_report   # prints it
+    ./bazelw run --define=xent_cuda_archs=90,100 //bench:sass_report -- \
+        --out bench/results/sass_report.md
+
+(The tests' build compiles the kernels to PTX alone: the --define asks for
+the machine code this reads.)
 
 For each main kernel and the launch shape its tune table picks for a case:
 registers and spills (ptxas's report), resident warps per SM (from the

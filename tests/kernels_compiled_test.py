@@ -1,8 +1,11 @@
 """Every generated kernel was compiled for every configured architecture:
-nvcc's ptxas report (one line per kernel per SM) for CUDA, and the offload
-bundle inside each HIP object (one code object per gfx target), with no
-local memory: no ptxas spill or stack frame, and no scratch in any AMD code
-object's kernel metadata. Also checks each object defines its variant's
+nvcc's ptxas report (one line per kernel per SM) for CUDA, or for an
+architecture built as PTX alone (compute_100, the tests' build) the PTX's
+entry functions, and the offload bundle inside each HIP object (one code
+object per gfx target), with no local memory: no ptxas spill or stack frame
+(on the machine code: every kernel's where the build has it, the sample's
+for every default architecture), and no scratch in any AMD code object's
+kernel metadata. Also checks each object defines its variant's
 launcher. Prints SKIPPED for a target whose compiler is not installed."""
 
 import glob
@@ -90,6 +93,33 @@ def embedded(obj):
     return cubins, ptx
 
 
+def ptx_entries(obj):
+    """{"compute_NN": [entry function, ...]} from the PTX in an nvcc object's
+    fat binary, which a build of PTX alone stores uncompressed
+    (third_party/gpu/compile.bzl): the kernels ptxas would have reported."""
+    with tempfile.TemporaryDirectory() as tmp:
+        blob = os.path.join(tmp, "fatbin")
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", obj, blob], check=True)
+        with open(blob, "rb") as f:
+            data = f.read()
+    entries, off = {}, 0
+    while off + 16 <= len(data):
+        _, _, header, size = struct.unpack_from("<IHHQ", data, off)
+        entry, end = off + header, off + header + size
+        while entry < end:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            (arch,) = struct.unpack_from("<I", data, entry + 28)
+            if kind == 1:
+                text = data[entry + entry_header:entry + entry_header + payload]
+                if b".version" not in text:
+                    raise AssertionError(f"{obj}: the PTX of compute_{arch} is compressed (build it uncompressed)")
+                names = re.findall(rb"\.entry (\w+)\(", text)
+                entries.setdefault(f"compute_{arch}", []).extend(n.decode() for n in names)
+            entry += entry_header + payload
+        off = end
+    return entries
+
+
 def hip_scratch(llvm_bin, obj, archs):
     """{(kernel, arch): scratch bytes per lane} of a HIP object's code objects,
     from each kernel's metadata (.private_segment_fixed_size: spilled
@@ -130,21 +160,27 @@ class KernelsCompiled(unittest.TestCase):
         if info["compiler"] == "absent":
             print("SKIPPED: nvcc not found (set CUDA_PATH)")
             return
+        # Machine code (sm_NN, ptxas's report in the log) or PTX alone
+        # (compute_NN, the tests' build: the kernels read from the PTX, and
+        # no spills to read, which the sample below checks).
         archs = info["archs"].split()
+        sass = [a for a in archs if not a.startswith("compute_")]
         rows = manifest("cuda")
         self.assertGreater(len(rows), 0)
         self.assertEqual(sorted(info["units"]), sorted(file for _, _, _, file, _, _ in rows),
                          "every generated file is compiled in exactly one unit")
-        # A unit's log, its ptxas spills and its object's symbols, read once
-        # for all of its variants.
+        # A unit's kernels per architecture, its ptxas spills and its
+        # object's symbols, read once for all of its variants.
         facts = {}
         for key, _, _, file, symbol, _ in rows:
             base = info["units"][file]
             if base not in facts:
                 with open(base + ".log") as f:
                     log = f.read()
-                facts[base] = (log, ptxas_spills(log), defined_symbols(base + ".pic.o"))
-            log, spills, symbols = facts[base]
+                kernels = {a: re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % a, log) for a in sass}
+                kernels.update(ptx_entries(base + ".pic.o") if len(sass) < len(archs) else {})
+                facts[base] = (kernels, ptxas_spills(log), defined_symbols(base + ".pic.o"))
+            kernels, spills, symbols = facts[base]
             # Instantiations of the row kernel: contiguous (XENT_ROW) and
             # strided class axis (XENT_COLUMN), and XENT_ON_CHIP where the
             # spec's tune table has an on_chip shape for the variant.
@@ -163,17 +199,16 @@ class KernelsCompiled(unittest.TestCase):
                 if "_mean" in key and "_prob_" not in key:
                     steps.append("divisor")
                 for arch in archs:
-                    entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
+                    entries = kernels.get(arch, [])
                     for step in steps:
                         found = [e for e in entries if re.search(rf"xent_lce_{step}I\d+xent_cuda_{key}E", e)]
-                        self.assertEqual(len(found), 1, f"{file}: step {step} for sm_{arch}: {entries}")
+                        self.assertEqual(len(found), 1, f"{file}: step {step} for {arch}: {entries}")
             for arch in archs if not key.startswith("lce_") else []:
-                entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_%s'" % arch, log)
-                rows_kernel = [e for e in entries if rows_name in e]
-                self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for sm_{arch}: {rows_kernel}")
+                rows_kernel = [e for e in kernels.get(arch, []) if rows_name in e]
+                self.assertEqual(len(rows_kernel), shapes, f"{file}: expected {shapes} row kernels for {arch}: {rows_kernel}")
             self.assertIn(symbol, symbols, f"{file}'s unit does not define {symbol}")
             mine = {k: v for k, v in spills.items() if re.search(rf"xent_cuda_{key}[_E]", k[0]) or rows_name in k[0]}
-            self.assertEqual({arch for _, arch in mine}, {f"sm_{a}" for a in archs}, f"{file}: ptxas's report")
+            self.assertEqual({arch for _, arch in mine}, {f"sm_{a}" for a in sass}, f"{file}: ptxas's report")
             self.assertFalse({k: v for k, v in mine.items() if v}, f"{file}: local memory (a stack frame or register spills)")
 
     def test_cuda_default_architectures(self):
@@ -208,12 +243,13 @@ class KernelsCompiled(unittest.TestCase):
             spills = ptxas_spills(log)
             self.assertTrue(spills, f"{name}: no kernel in ptxas's report")
             self.assertFalse({k: v for k, v in spills.items() if v}, f"{name}: local memory (a stack frame or register spills)")
-        # The full build's objects carry the PTX of their newest architecture.
+        # The full build's objects carry the PTX of their newest architecture
+        # (compute_NN: PTX alone).
         full = compiled("cuda")
         obj = full["units"]["ce_fwd_bf16_i64_mean.cu"] + ".pic.o"
         cubins, ptx = embedded(obj)
-        self.assertEqual(cubins, {f"sm_{a}" for a in full["archs"].split()})
-        self.assertEqual(ptx, {f"sm_{full['ptx']}"})
+        self.assertEqual(cubins, {f"sm_{a}" for a in full["archs"].split() if not a.startswith("compute_")})
+        self.assertEqual(ptx, {"sm_" + full["ptx"].replace("compute_", "")})
 
     def hip_tools(self, info):
         llvm_bin = info.get("llvm_bin", "")

@@ -19,15 +19,17 @@ Architectures: --define=xent_cuda_archs=80,90,100,120 (default with
 --config=cuda: A100, H100, B200/GB200 and RTX 50; "90a" and the like are
 taken as nvcc spells them), --define=xent_hip_archs=gfx90a,gfx942 (default
 with --config=rocm: MI200 and MI300; a build without the backend, the
-tests', compiles for sm_100 and gfx942 alone: _TEST_ARCHS) and, for HIP on CUDA,
+tests', compiles for compute_100 and gfx942 alone: _TEST_ARCHS) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
 a second architecture would double the largest compile of CI for a test
 that runs on one GPU). nvcc objects carry machine code (SASS) for each
 architecture and the PTX of the newest, which the driver compiles for a GPU
 newer than all of them (sm_103, sm_121 and later) instead of failing to load.
---define=xent_cuda_ptx=0 leaves the PTX out (machine code alone), and
---define=xent_cuda_compress=none stores the fatbins uncompressed (nvcc's
--compress-mode): the GPU run's build (bench/gpu/build.sh) uses both, since
+An architecture spelled compute_100 is its PTX alone, no machine code (the
+tests' build, below), in uncompressed fatbins, where the compile test reads
+its kernels. --define=xent_cuda_ptx=0 leaves the PTX out (machine code
+alone), and --define=xent_cuda_compress=none stores the fatbins
+uncompressed (nvcc's -compress-mode): the GPU run's build (bench/gpu/build.sh) uses both, since
 the PTX is two thirds of an object's bytes and an H100 runs the SASS, and
 xz finds the kernels the test binaries share only in uncompressed fatbins.
 A gpu_objects target may fix its own architectures (archs), whatever the
@@ -68,14 +70,18 @@ def _arch_number(arch):
 # A build that leaves the vendor's GPU backend out (no --config=cuda or
 # --config=rocm: the tests' build, README's `./bazelw test //...`) compiles
 # every kernel for one architecture per vendor, the newest datacenter GPU's
-# (sm_100: B200/GB200, where the largest tunes live; gfx942: MI300X, the
-# ISA report's), and the sample of gen/BUILD for the whole default list.
-# nvcc is the suite's largest cost (docs/PERFORMANCE.md, "What the test
-# command spends"); gfx90a for every kernel would add little the sample
-# lacks: wave64 CDNA with gfx942's register file, and their registers and
-# scratch have differed in no kernel read so far.
+# (B200/GB200, where the largest tunes live; gfx942: MI300X, the ISA
+# report's), and the sample of gen/BUILD for the whole default list. For
+# CUDA that is compute_100, its PTX alone: nvcc's front end and optimizer
+# (cicc) over every kernel, without ptxas, which took two thirds of the
+# suite's largest cost (docs/PERFORMANCE.md, "What the test command
+# spends"); ptxas, its registers and its spills are checked on the sample,
+# for every default architecture, and on every kernel for sm_90 before a
+# GPU run (bench/gpu/build.sh). gfx90a for every kernel would add little
+# the sample lacks: wave64 CDNA with gfx942's register file, and their
+# registers and scratch have differed in no kernel read so far.
 _TEST_ARCHS = {
-    "cuda": "100",
+    "cuda": "compute_100",
     "hip": "gfx942",
     "hip_on_cuda": "90",
 }
@@ -97,6 +103,14 @@ def archs_of(ctx, arch_kind, fixed = ""):
     backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
     fallback = _DEFAULT_ARCHS[arch_kind] if backend else _TEST_ARCHS[arch_kind]
     return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, fallback)).split(",")
+
+def _ptx_only(arch):
+    """Whether a CUDA architecture is spelled compute_NN: its PTX alone."""
+    return arch.startswith("compute_")
+
+def sass_archs(archs):
+    """The CUDA architectures compiled to machine code (not compute_NN)."""
+    return [a for a in archs if not _ptx_only(a)]
 
 def newest_cuda_arch(archs):
     """The architecture whose PTX the objects carry."""
@@ -142,11 +156,18 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     if nvcc:
         args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"] + library_args
         newest = ptx_arch(ctx, archs)
-        args += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs if a != newest]
-        if newest:
-            args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (newest, newest, newest))
-        if ctx.var.get("xent_cuda_compress"):
-            args.append("-compress-mode=" + ctx.var["xent_cuda_compress"])
+        if not newest and not sass_archs(archs):
+            fail("xent: --define=xent_cuda_archs=%s with xent_cuda_ptx=0: no machine code and no PTX" % ",".join(archs))
+        for a in archs:
+            if _ptx_only(a):
+                args.append("-gencode=arch=%s,code=%s" % (a, a))
+            elif a == newest:
+                args.append("-gencode=arch=compute_%s,code=[sm_%s,compute_%s]" % (a, a, a))
+            else:
+                args.append("-gencode=arch=compute_%s,code=sm_%s" % (a, a))
+        compress = ctx.var.get("xent_cuda_compress", "" if sass_archs(archs) else "none")
+        if compress:
+            args.append("-compress-mode=" + compress)
         if target == "hip":
             # A .hip file is CUDA C++ to nvcc; <hip/...> resolves to the shim.
             args += ["-x", "cu", "-I", ctx.files.shim_hdrs[0].dirname.rsplit("/", 1)[0]]
@@ -340,6 +361,7 @@ def cuda_archs_header_text(archs, ptx):
     PTX the objects carry (None: none; the CMake route writes the same from
     CMAKE_CUDA_ARCHITECTURES)."""
     newest = ptx or "0"
+    sass = sass_archs(archs)
     return """/* Generated from the build's CUDA architectures: the machine code
    (SASS) the CUDA kernels carry, whether each runs on that GPU alone (an
    "a" architecture), and the architecture of the PTX they carry (0: none).
@@ -347,7 +369,7 @@ def cuda_archs_header_text(archs, ptx):
 #define XENT_CUDA_SASS_ARCHS {%s}
 #define XENT_CUDA_SASS_EXACT {%s}
 #define XENT_CUDA_PTX_ARCH %d
-""" % (", ".join([str(_arch_number(a)) for a in archs]), ", ".join(["1" if a.endswith("a") else "0" for a in archs]),
+""" % (", ".join([str(_arch_number(a)) for a in sass]) or "0", ", ".join(["1" if a.endswith("a") else "0" for a in sass]) or "0",
        _arch_number(newest))
 
 def _cuda_archs_header_impl(ctx):

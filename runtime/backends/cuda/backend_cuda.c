@@ -43,19 +43,20 @@ xent_status xent_cuda_open(xent_handle* h) {
    architecture's only on that GPU; PTX for compute_XY is compiled by the
    driver for any GPU of capability XY or above. Checked here, at
    xent_create, rather than found out as "no kernel image" at the first
-   call. */
+   call. A build of PTX alone lists machine code {0}: none. */
 static xent_status code_fits(int device, int arch) {
   static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
   const int n = (int)(sizeof sass / sizeof sass[0]), ptx = XENT_CUDA_PTX_ARCH;
   if (ptx > 0 && arch >= ptx) return XENT_OK;
   for (int i = 0; i < n; ++i) {
-    if (exact[i] ? arch == sass[i] : arch / 10 == sass[i] / 10 && arch >= sass[i]) return XENT_OK;
+    if (sass[i] > 0 && (exact[i] ? arch == sass[i] : arch / 10 == sass[i] / 10 && arch >= sass[i])) return XENT_OK;
   }
   char built[256];
   int len = 0;
   for (int i = 0; i < n; ++i)
-    len += snprintf(built + len, sizeof built - (size_t)len, "%ssm_%d%s", i ? ", " : "", sass[i], exact[i] ? "a" : "");
-  if (ptx > 0) snprintf(built + len, sizeof built - (size_t)len, " and the PTX of compute_%d", ptx);
+    if (sass[i] > 0)
+      len += snprintf(built + len, sizeof built - (size_t)len, "%ssm_%d%s", len ? ", " : "", sass[i], exact[i] ? "a" : "");
+  if (ptx > 0) snprintf(built + len, sizeof built - (size_t)len, "%sthe PTX of compute_%d", len ? " and " : "", ptx);
   return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
                    "cuda backend: device %d is sm_%d (compute capability %d.%d), and this build's CUDA kernels carry "
                    "code for %s, none of which runs there: rebuild with --define=xent_cuda_archs=%d (Bazel) or "
