@@ -227,6 +227,10 @@ class Xent:
                                                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
         self.handle = ctypes.c_void_p()
         backend = 2 if device == "cuda" else 1  # XENT_BACKEND_CUDA, XENT_BACKEND_CPU
+        if device != "cuda":
+            # The CPU rehearses the GPU run: the CUDA kernels under the
+            # emulator, launch shapes and all, in the package's handles too.
+            os.environ.setdefault("XENT_CPU_EMULATE", "cuda")
         self.check(self.lib.xent_create(ctypes.byref(self.handle), backend), "xent_create")
 
     def check(self, status, what):

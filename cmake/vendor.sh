@@ -75,7 +75,7 @@ done
 # The runtime, the emulator and the public header.
 mkdir -p "$tmp/runtime/emu" "$tmp/include" "$tmp/emu/cuda" "$tmp/emu/hip" "$tmp/cmake"
 # The runtime's folders as they are (runtime/BUILD's :sources).
-(cd "$root/runtime" && find api backend backends base dispatch ops -name '*.[ch]' -o -name '*.lds') | while read -r f; do
+(cd "$root/runtime" && find api backend backends base dispatch ops -name '*.[ch]' -o -name '*.cc' -o -name '*.lds') | while read -r f; do
   mkdir -p "$tmp/runtime/$(dirname "$f")"
   cp "$root/runtime/$f" "$tmp/runtime/$f"
 done

@@ -210,9 +210,18 @@ void xent_destroy(xent_handle* handle);
 xent_backend_kind xent_handle_backend(const xent_handle* handle);
 const char* xent_backend_name(xent_backend_kind kind);
 
-/* The cpu backend runs the generated GPU kernels under a SIMT emulator.
-   target XENT_BACKEND_CUDA (the default) runs the CUDA rendering with 32-lane
-   warps; XENT_BACKEND_HIP runs the HIP rendering with 64-lane wavefronts. */
+/* What a cpu handle runs. XENT_BACKEND_CPU (the default): its own host
+   code for the cross entropy and the softmax family, vectorized and
+   threaded over rows (OMP_NUM_THREADS caps the threads); the fused linear
+   cross entropy's steps and the vocabulary-parallel stages run the CUDA
+   rendering under the emulator. XENT_BACKEND_CUDA or XENT_BACKEND_HIP: every
+   call runs the generated GPU kernels of that rendering under the SIMT
+   emulator (32-lane warps, or 64-lane wavefronts), as the tests do, with
+   xent_set_row_shape's launch shapes. Either way the variants are the
+   generated ones: a call no spec generates is XENT_ERROR_NOT_GENERATED.
+   The environment variable XENT_CPU_EMULATE=cuda or hip sets the rendering
+   of every cpu handle xent_create makes from then on (for a program that
+   makes its own handles, as the PyTorch package does). */
 xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
 
 /* For tuning (bench/bench.py's `tune` group, docs/PERFORMANCE.md "Launch

@@ -1,4 +1,5 @@
-/* A property test of the C API on the cpu backend: random calls (op, dtype,
+/* A property test of the C API on the cpu backend (its own code and both
+   emulated renderings): random calls (op, dtype,
    label type, reduction, shape with any class axis, options, extra tensors),
    each made either well-formed, or with one fault planted: a pointer off its
    element's alignment, or an output over another buffer of the call.
@@ -138,7 +139,9 @@ int main(void) {
     xent_ce_desc d;
     xent_op op;
     random_desc(&d, &op);
-    xent_cpu_emulate(h, pick(0, 1) ? XENT_BACKEND_HIP : XENT_BACKEND_CUDA);
+    /* The cpu backend's own code, or either rendering under the emulator. */
+    const int64_t runs = pick(0, 2);
+    xent_cpu_emulate(h, runs == 0 ? XENT_BACKEND_CPU : runs == 1 ? XENT_BACKEND_HIP : XENT_BACKEND_CUDA);
     if (pick(0, 1)) {
       char name[96];
       snprintf(name, sizeof name, "call %d (op %d dtype %d label %d red %d N=%lld C=%lld inner=%lld)", n, (int)op,

@@ -41,7 +41,7 @@ def layer_of(path):
 
 
 def main():
-    sources = [a for a in sys.argv[1:] if a.endswith((".c", ".h"))]
+    sources = [a for a in sys.argv[1:] if a.endswith((".c", ".cc", ".h"))]
     archives = [a for a in sys.argv[1:] if a.endswith((".lo", ".a"))]
     failures = []
     by_name = {}
@@ -84,7 +84,8 @@ def main():
             if not m:
                 continue
             obj, kind, symbol = m.groups()
-            source = by_name.get(re.sub(r"(\.pic)?\.o$", ".c", obj))
+            stem = re.sub(r"(\.pic)?\.o$", "", obj)
+            source = by_name.get(stem + ".c") or by_name.get(stem + ".cc")
             if source is None:
                 continue  # generated tables and kernels: below every layer
             if kind == "U":

@@ -1,5 +1,6 @@
 /* The public API's error paths and the dispatch lookup.
    usage: runtime_test CUDA_MANIFEST HIP_MANIFEST */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -626,6 +627,46 @@ static void test_alignment_overlap_and_ranges(void) {
   xent_destroy(h);
 }
 
+/* What a cpu handle runs: by default its own code, which has no launch
+   shapes (xent_set_row_shape asks the renderings'), else the rendering
+   that XENT_CPU_EMULATE names at xent_create, where a block of 32 threads
+   is not whole 64-lane wavefronts; any other value is refused, naming the
+   variable. Each call's loss is PyTorch's for zero logits: log 10. */
+static void test_cpu_rendering(void) {
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, 4, 10, XENT_F32, XENT_I64, XENT_REDUCTION_MEAN);
+  float logits[40] = {0}, loss[1] = {0};
+  int64_t labels[4] = {1, 2, 3, 0};
+  static unsigned char ws[1 << 16];
+  for (int i = 0; i < 3; ++i) {
+    const char* env[3] = {NULL, "hip", "cuda"};
+    if (env[i]) setenv("XENT_CPU_EMULATE", env[i], 1);
+    else unsetenv("XENT_CPU_EMULATE");
+    xent_handle* h = NULL;
+    CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create: %s", xent_last_error());
+    CHECK(xent_set_row_shape(h, 0, 32) == XENT_OK, "row shape: %s", xent_last_error());
+    const xent_status s = xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, ws, sizeof ws, NULL);
+    if (i == 1) {
+      CHECK(s != XENT_OK && strstr(xent_last_error(), "xent_set_row_shape"),
+            "XENT_CPU_EMULATE=hip runs the HIP rendering, which refuses 32 threads: %s", xent_last_error());
+    } else {
+      CHECK(s == XENT_OK && fabsf(loss[0] - logf(10.0f)) < 1e-6f, "%s: loss %g: %s",
+            env[i] ? env[i] : "the cpu backend's own code", (double)loss[0], xent_last_error());
+    }
+    xent_destroy(h);
+  }
+  setenv("XENT_CPU_EMULATE", "gpu", 1);
+  xent_handle* h = NULL;
+  expect_error(xent_create(&h, XENT_BACKEND_CPU), XENT_ERROR_INVALID_ARGUMENT, "XENT_CPU_EMULATE is 'gpu'",
+               "XENT_CPU_EMULATE=gpu");
+  CHECK(h == NULL, "a refused create leaves *handle NULL");
+  unsetenv("XENT_CPU_EMULATE");
+  CHECK(xent_create(&h, XENT_BACKEND_CPU) == XENT_OK, "create: %s", xent_last_error());
+  expect_error(xent_cpu_emulate(h, XENT_BACKEND_AUTO), XENT_ERROR_INVALID_ARGUMENT, "XENT_BACKEND_CPU",
+               "emulate(AUTO)");
+  xent_destroy(h);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: runtime_test CUDA_MANIFEST HIP_MANIFEST\n");
@@ -639,6 +680,7 @@ int main(int argc, char** argv) {
   test_lookup_from_schema();
   test_every_manifest_key(argv[1], argv[2]);
   test_kernel_listing(argv[1], argv[2]);
+  test_cpu_rendering();
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
 }

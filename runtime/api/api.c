@@ -88,6 +88,18 @@ xent_status xent_create(xent_handle** handle, xent_backend_kind kind) {
   return xent_create_on_device(handle, kind, -1);
 }
 
+/* What a new cpu handle runs (xent_cpu_emulate): its own code, or the
+   rendering XENT_CPU_EMULATE names. */
+static xent_status cpu_rendering(xent_backend_kind* out) {
+  const char* v = getenv("XENT_CPU_EMULATE");
+  *out = XENT_BACKEND_CPU;
+  if (!v || !*v) return XENT_OK;
+  if (strcmp(v, "cuda") == 0) *out = XENT_BACKEND_CUDA;
+  else if (strcmp(v, "hip") == 0) *out = XENT_BACKEND_HIP;
+  else return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: XENT_CPU_EMULATE is '%.32s', not cuda or hip", v);
+  return XENT_OK;
+}
+
 xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, int device) {
   xent_clear_error();
   if (!handle) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: handle is NULL");
@@ -96,10 +108,12 @@ xent_status xent_create_on_device(xent_handle** handle, xent_backend_kind kind, 
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create: kind %d is not a xent_backend_kind", (int)kind);
   if (device < -1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_create_on_device: device %d (an ordinal, or -1)", device);
+  xent_backend_kind rendering;
+  if (cpu_rendering(&rendering) != XENT_OK) return XENT_ERROR_INVALID_ARGUMENT;
   xent_handle* h = calloc(1, sizeof *h);
   if (!h) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "xent_create: out of memory");
   xent_status status = XENT_OK;
-  h->emulated = XENT_BACKEND_CUDA;
+  h->emulated = rendering;
   if (kind == XENT_BACKEND_AUTO) {
     /* The first GPU backend that is there (linked in, or its plugin loads)
        and finds a device, else the cpu backend. */
@@ -455,7 +469,7 @@ static xent_status softmax_run(const char* fn, xent_handle* h, const xent_softma
   char key[96];
   const xent_dispatch_entry* e = xent_softmax_lookup(&table, d, op, key, sizeof key);
   if (!e) return XENT_ERROR_NOT_GENERATED;
-  return xent_backend_launch(h, e, args);
+  return xent_softmax_launch(h, d, op, e, args);
 }
 
 xent_status xent_softmax_forward(xent_handle* h, const xent_softmax_desc* d, const void* x, void* y, void* stream) {

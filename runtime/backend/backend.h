@@ -9,6 +9,8 @@
 #define XENT_BACKEND_H
 
 #include "runtime/base/internal.h"
+/* The launchers' arguments (xent_ce_args, xent_softmax_args). */
+#include "xent_launch.h"
 
 /* The collective library a backend's vocabulary-parallel calls can use
    (nccl.c loads it). */
@@ -46,6 +48,14 @@ typedef struct xent_backend {
                       void* stream);
   void (*gemm_free)(xent_handle* h);
   size_t gemm_workspace;
+  /* Where not NULL and native(h) says so, a cross-entropy or softmax launch
+     runs as this backend's own code instead of the table's kernel, with the
+     same arguments (the cpu backend unless it emulates a GPU rendering).
+     The table's entry is still looked up first: a variant a spec does not
+     generate is missing here too. */
+  int (*native)(const xent_handle* h);
+  xent_status (*native_ce)(const xent_ce_desc* d, xent_op op, const xent_ce_args* args);
+  xent_status (*native_softmax)(const xent_softmax_desc* d, xent_op op, const xent_softmax_args* args);
   /* bytes of the backend's memory at p set to zero, on the stream. */
   xent_status (*zero)(const xent_handle* h, const char* fn, void* p, size_t bytes, void* stream);
   xent_collective collective;

@@ -11,7 +11,7 @@ struct xent_handle {
   const struct xent_backend* backend; /* backend.h: the table of its functions */
   int device;     /* GPU ordinal */
   int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
-  xent_backend_kind emulated; /* cpu backend: the rendering it runs (CUDA or HIP) */
+  xent_backend_kind emulated; /* cpu backend: the GPU rendering it emulates (CUDA, HIP), or CPU: none */
   /* One word in the backend's memory: the lowest row with a label outside
      [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
   unsigned long long* bad_label_row;

@@ -280,6 +280,18 @@ xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, co
   return h->backend->launch(h, e, args);
 }
 
+xent_status xent_ce_launch(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_dispatch_entry* e,
+                           const xent_ce_args* args) {
+  if (h->backend->native_ce && h->backend->native(h)) return h->backend->native_ce(d, op, args);
+  return xent_backend_launch(h, e, args);
+}
+
+xent_status xent_softmax_launch(xent_handle* h, const xent_softmax_desc* d, xent_op op,
+                                const xent_dispatch_entry* e, const xent_softmax_args* args) {
+  if (h->backend->native_softmax && h->backend->native(h)) return h->backend->native_softmax(d, op, args);
+  return xent_backend_launch(h, e, args);
+}
+
 const xent_dispatch_entry* xent_ce_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses) {
   xent_table table;
   h->backend->table(h, &table);

@@ -49,6 +49,13 @@ const xent_dispatch_entry* xent_lce_find(const xent_handle* h, const xent_ce_des
 
 /* One launch of a dispatch entry on the handle's backend. */
 xent_status xent_backend_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args);
+/* The same for a cross-entropy or softmax call of descriptor d: the
+   backend's own code where it runs natively (backend.h, native), else the
+   entry's kernel. */
+xent_status xent_ce_launch(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_dispatch_entry* e,
+                           const xent_ce_args* args);
+xent_status xent_softmax_launch(xent_handle* h, const xent_softmax_desc* d, xent_op op,
+                                const xent_dispatch_entry* e, const xent_softmax_args* args);
 
 /* The launcher arguments of a call (the same on every backend). */
 xent_ce_args xent_ce_args_for(const xent_ce_desc* desc, const xent_ce_call* call);

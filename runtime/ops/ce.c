@@ -42,5 +42,5 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
   const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, ce_uses(c));
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);
-  return xent_backend_launch(h, e, &args);
+  return xent_ce_launch(h, d, c->op, e, &args);
 }

@@ -166,7 +166,7 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   if (c->vocab_shard)
     return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD), &r->vocab);
   const xent_ce_args args = xent_ce_args_for(&cd, &call);
-  return xent_backend_launch(r->h, r->loss, &args);
+  return xent_ce_launch(r->h, &cd, XENT_OP_FORWARD_BACKWARD, r->loss, &args);
 }
 
 /* BIAS: the chunk's logits in the accumulation type (acc_logits) += bias. */

@@ -1,13 +1,16 @@
-/* The cpu backend: the generated kernels themselves, compiled as host C++
-   and run by the SIMT emulator (runtime/emu), with the same grid, block and
-   shared-memory configuration their launchers give the GPU. By default it
-   runs the CUDA rendering (32-lane warps); xent_cpu_emulate() switches a
-   handle to the HIP rendering (64-lane wavefronts). */
+/* The cpu backend. By default its own host code runs the cross entropy and
+   the softmax family (native.cc); every other launch, and every launch of a
+   handle that xent_cpu_emulate() set to a GPU rendering, runs the generated
+   kernels themselves, compiled as host C++ and run by the SIMT emulator
+   (runtime/emu) with the same grid, block and shared-memory configuration
+   their launchers give the GPU: the CUDA rendering (32-lane warps) or the
+   HIP one (64-lane wavefronts). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/backend/backend.h"
 #include "runtime/backends/cpu/blas_cpu.h"
+#include "runtime/backends/cpu/native.h"
 #include "xent_launch.h"
 #include "runtime/emu/emu.h"
 
@@ -27,8 +30,9 @@ xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
   if (h->backend != &xent_backend_cpu)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: the handle's backend is %s, not cpu",
                      h->backend->name);
-  if (target != XENT_BACKEND_CUDA && target != XENT_BACKEND_HIP)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_cpu_emulate: target must be XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
+  if (target != XENT_BACKEND_CPU && target != XENT_BACKEND_CUDA && target != XENT_BACKEND_HIP)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "xent_cpu_emulate: target must be XENT_BACKEND_CPU, XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
   h->emulated = target;
   return XENT_OK;
 }
@@ -39,22 +43,29 @@ static xent_status cpu_open(xent_handle* h) {
   return XENT_OK;
 }
 
+/* The rendering a handle's launches run (the CUDA one under the native
+   path: its table lists the variants, and runs what native.cc does not). */
+static const char* rendering(const xent_handle* h) {
+  return h->emulated == XENT_BACKEND_HIP ? "hip (emulated)" : "cuda (emulated)";
+}
+
 static void cpu_table(const xent_handle* h, xent_table* t) {
   const int hip = h->emulated == XENT_BACKEND_HIP;
   t->entries = hip ? xent_hip_dispatch_emu : xent_cuda_dispatch_emu;
   t->count = hip ? xent_hip_dispatch_count_emu : xent_cuda_dispatch_count_emu;
-  t->target = hip ? "hip (emulated)" : "cuda (emulated)";
+  t->target = h->emulated == XENT_BACKEND_CPU ? "cpu" : rendering(h);
   t->specs = hip ? xent_hip_dispatch_specs_emu : xent_cuda_dispatch_specs_emu;
   t->axes = hip ? xent_hip_dispatch_axes_emu : xent_cuda_dispatch_axes_emu;
 }
 
 static xent_status cpu_launch(xent_handle* h, const xent_dispatch_entry* e, const void* args) {
   if (e->launch(args) != 0) {
-    return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", e->key,
-                     h->emulated == XENT_BACKEND_HIP ? "hip (emulated)" : "cuda (emulated)", xent_emu_last_message());
+    return xent_fail(XENT_ERROR_DEVICE, "cpu backend: %s (%s): %s", e->key, rendering(h), xent_emu_last_message());
   }
   return XENT_OK;
 }
+
+static int cpu_native(const xent_handle* h) { return h->emulated == XENT_BACKEND_CPU; }
 
 /* The emulated kernels write host memory: the word lives there. */
 static xent_status cpu_flag_alloc(xent_handle* h) {
@@ -103,6 +114,9 @@ const xent_backend xent_backend_cpu = {
     .gemm = cpu_gemm,
     .gemm_free = NULL,
     .gemm_workspace = 0,
+    .native = cpu_native,
+    .native_ce = xent_cpu_native_ce,
+    .native_softmax = xent_cpu_native_softmax,
     .zero = cpu_zero,
     .collective = XENT_COLLECTIVE_NONE,
 };
