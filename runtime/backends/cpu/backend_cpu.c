@@ -1,5 +1,5 @@
 /* The cpu backend. By default its own host code runs the cross entropy and
-   the softmax family (native.cc); every other launch, and every launch of a
+   the softmax family (native_rows.cc); every other launch, and every launch of a
    handle that xent_cpu_emulate() set to a GPU rendering, runs the generated
    kernels themselves, compiled as host C++ and run by the SIMT emulator
    (runtime/emu) with the same grid, block and shared-memory configuration
@@ -44,7 +44,7 @@ static xent_status cpu_open(xent_handle* h) {
 }
 
 /* The rendering a handle's launches run (the CUDA one under the native
-   path: its table lists the variants, and runs what native.cc does not). */
+   path: its table lists the variants, and runs what native_rows.cc does not). */
 static const char* rendering(const xent_handle* h) {
   return h->emulated == XENT_BACKEND_HIP ? "hip (emulated)" : "cuda (emulated)";
 }
