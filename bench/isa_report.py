@@ -3,8 +3,12 @@
 AMD machine code for CDNA3 (gfx942: MI300X) and CDNA2 (gfx90a: MI250X): the
 CDNA counterpart of bench/sass_report.py, with no GPU needed.
 
-    ./bazelw run //bench:isa_report                       # prints it
-    ./bazelw run //bench:isa_report -- --out bench/results/isa_report.md
+    ./bazelw run --define=xent_hip_archs=gfx90a,gfx942 //bench:isa_report   # prints it
+    ./bazelw run --define=xent_hip_archs=gfx90a,gfx942 //bench:isa_report -- \
+        --out bench/results/isa_report.md
+
+(The tests' build compiles every HIP kernel for gfx942 alone: the --define
+adds gfx90a.)
 
 For each main kernel and the launch shape its tune table picks for a case:
 VGPRs, AGPRs, SGPRs, scratch and LDS per workgroup (the code object's kernel
