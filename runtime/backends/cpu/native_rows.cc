@@ -36,7 +36,9 @@ namespace {
 // polynomial on [-ln2/2, ln2/2], about 1 ulp; 0 below 2^-126 (the rest is
 // nothing beside a row's sum of at least 1). Branch-free, so it vectorizes.
 inline float exp_of(float x) {
-  const float c = x < -88.0f ? -88.0f : x;  // a NaN stays (the compare is false)
+  // c: x in [-88, 0+], a NaN taken as 0 (its integer conversion below would
+  // be undefined); the NaN itself is returned at the end.
+  const float c = x < -88.0f ? -88.0f : (x != x ? 0.0f : x);
   // k = round(c / ln 2): adding and taking away 1.5 * 2^23 rounds (|c| / ln 2
   // is far below 2^22), in vector instructions where floor() is a call.
   const float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
