@@ -17,28 +17,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
+from host_overhead import cpu_name, stats  # the same figures and machine name
+
 SHAPES = [(256, 32000), (4096, 1000), (65536, 10)]
-
-
-def stats(values):
-    values = sorted(values)
-    return {"min": values[0], "median": values[len(values) // 2], "max": values[-1]}
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def table(path):

@@ -224,7 +224,7 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": os.environ.get("XENT_COMMIT") or _commit(),
         "machine": platform.processor() or platform.machine(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "python": platform.python_version(),
@@ -256,7 +256,7 @@ def _commit():
         return "unknown"
 
 
-def _cpu_name():
+def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
