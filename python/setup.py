@@ -48,6 +48,29 @@ class BuildWithLibrary(build_py):
             dest = os.path.join(self.build_lib, "xent", os.path.basename(src))
             shutil.copyfile(src, dest)
             os.chmod(dest, 0o755)
+        # xent.h beside _C.cpp: python -m xent.build_extension builds the
+        # extension from them where the install has none (the wheel).
+        header = os.path.join(os.environ.get("XENT_INCLUDE", os.path.join(ROOT, "runtime")), "xent.h")
+        if os.path.exists(header):
+            shutil.copyfile(header, os.path.join(self.build_lib, "xent", "xent.h"))
+
+
+def wheel_command():
+    """bdist_wheel tagging the wheel py3-none-$XENT_WHEEL_PLATFORM where
+    python/build_wheel.py sets it (a wheel with no Python extension, its
+    platform checked there); pip's own elsewhere."""
+    if not os.environ.get("XENT_WHEEL_PLATFORM"):
+        return {}
+    try:  # setuptools 70.1 has it; before, the wheel package
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:
+        from wheel.bdist_wheel import bdist_wheel
+
+    class PortableWheel(bdist_wheel):
+        def get_tag(self):
+            return "py3", "none", os.environ["XENT_WHEEL_PLATFORM"]
+
+    return {"bdist_wheel": PortableWheel}
 
 
 class BinaryDistribution(Distribution):
@@ -84,5 +107,5 @@ def extension():
 
 
 native = extension()
-setup(cmdclass={"build_py": BuildWithLibrary, **native.get("cmdclass", {})},
+setup(cmdclass={"build_py": BuildWithLibrary, **wheel_command(), **native.get("cmdclass", {})},
       ext_modules=native.get("ext_modules", []), distclass=BinaryDistribution)

@@ -1,7 +1,9 @@
 """The package's calls in C++ (xent/_C.cpp), where the extension was built
 for this PyTorch: `module` is it, initialised with libxent's functions, or
-None with `why` saying what is missing ($XENT_EXTENSION names a build's
-_C.so outside the package). XENT_NATIVE=0 turns it off,
+None with `why` saying what is missing. It is looked for in the package
+(pip install ./python compiles it), else in the cache `python -m
+xent.build_extension` builds it into for this torch (the wheel ships none);
+$XENT_EXTENSION names a build's _C.so instead. XENT_NATIVE=0 turns it off,
 XENT_NATIVE=1 makes its absence an ImportError (the tests run both paths).
 Every call the extension declines, and every call when it is absent, takes
 the Python path (_autograd.py)."""
@@ -20,11 +22,19 @@ why = None
 
 
 def _import(path):
-    """xent._C from the package, or from path ($XENT_EXTENSION: a build's
-    _C.so, as $XENT_LIBRARY names a build's libxent)."""
+    """xent._C from the package, else from the cache, or from path
+    ($XENT_EXTENSION: a build's _C.so, as $XENT_LIBRARY names a build's
+    libxent)."""
     if not path:
-        from . import _C
-        return _C
+        try:
+            from . import _C
+            return _C
+        except ImportError as e:
+            from . import build_extension
+            path = build_extension.cached(torch)
+            if path is None:
+                raise ImportError(f"{e}; python -m xent.build_extension builds it (a C++ compiler and "
+                                  "PyTorch's headers)") from None
     loader = importlib.machinery.ExtensionFileLoader("xent._C", path)
     spec = importlib.util.spec_from_file_location("xent._C", path, loader=loader)
     if spec is None or not os.path.exists(path):
