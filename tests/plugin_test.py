@@ -119,6 +119,24 @@ def main():
               not auto["message"], "%s" % auto)
         print("     (this machine: %s)" % cuda["message"])
 
+    # The CUDA runtime is the user's (a wheel carries none): where it is
+    # missing, the loader's reason names it. The plugin with its NEEDED
+    # libcudart renamed to one no system has (the same length, so the
+    # dynamic string table keeps its layout).
+    soname = [n for n in plugin_needed if n.startswith("libcudart.so.")][:1]
+    if soname:
+        absent = soname[0][:-2] + "00" if not soname[0].endswith("00") else soname[0][:-2] + "99"
+        with open(cuda_plugin, "rb") as f:
+            image = f.read().replace(soname[0].encode() + b"\0", absent.encode() + b"\0")
+        no_runtime = layout("no_runtime", {"libxent_shared.so": libxent, "libxent_cuda.so": image})
+        cuda, auto = create(no_runtime, [CUDA, AUTO])
+        path = os.path.join(no_runtime, "libxent_cuda.so")
+        check("CUDA plugin, no CUDA runtime: named with the loader's reason", cuda["status"] == BACKEND_UNAVAILABLE and
+              ("plugin %s could not be loaded" % path) in cuda["message"] and absent in cuda["message"],
+              "%s, want %s named" % (cuda, absent))
+        check("CUDA plugin, no CUDA runtime: AUTO is the cpu", auto["status"] == OK and auto["backend"] == CPU,
+              "%s" % auto)
+
     # A plugin on XENT_PLUGIN_PATH (after a directory without it): its
     # backend's own error comes back through libxent, prefixed with its path.
     onpath = layout("onpath", {"libxent_hip.so": fake})
