@@ -41,8 +41,10 @@ PEERS=(liger-kernel==0.8.5 quack-kernels==0.6.5 nvidia-cutlass-dsl==4.8.1 nvidia
        cut-cross-entropy==25.1.1)
 PART_MIB=31   # a wheel bigger than this travels in pieces, one per call
 
+# libxent without OpenMP, as the wheel builds it (python/build_wheel.py): the
+# correctness stage installs the wheel made from these libraries.
 FLAGS=(-c opt --config=cuda --define=xent_cuda_archs=90 --define=xent_hip_on_cuda_archs=90 --define=xent_cuda_ptx=0
-       --define=xent_cuda_compress=none)
+       --define=xent_cuda_compress=none --define=xent_openmp=off)
 ./bazelw build "${FLAGS[@]}" //runtime:libxent_shared.so //runtime:libxent_cuda.so //runtime:libxent_hip_on_cuda_shared.so \
   //bench:libxent_roofline.so //tests:gpu_test //tests:gpu_hip_on_cuda_test //tests:large_shapes_test \
   //gen:cuda/manifest.tsv //gen:hip/manifest.tsv

@@ -227,19 +227,36 @@ XENT_COMMIT=$(cat "$BIN/commit" 2>/dev/null || echo unknown)
 export XENT_COMMIT
 echo "# archives built from commit $XENT_COMMIT" | tee -a "$LOG"
 
-# The package's C++ path, compiled against this machine's PyTorch
-# (bench/gpu/build_extension.py) by the correctness stage and kept while the
-# machine stays warm: the package's steps run through it where it is.
-EXTENSION=/tmp/xent-gpu-ext/_C.so
+# The package as users install it: the wheel python/build_wheel.py makes
+# from the archive's libraries (libxent without OpenMP and the CUDA plugin,
+# as a user's wheel holds them), installed by pip into $SITE with no index.
+# The package's steps import it from there (PYTHONSAFEPATH: not the tree's
+# python/, which bench.py's own timings use with the same libraries), and
+# its C++ path is what `python -m xent.build_extension` builds against this
+# machine's PyTorch, into $XENT_CACHE_DIR, by the correctness stage and
+# kept while the machine stays warm.
+SITE=/tmp/xent-gpu-site
+export XENT_CACHE_DIR=/tmp/xent-gpu-ext
+install_wheel() {
+  rm -rf "$SITE" /tmp/xent-gpu-dist
+  "$PYTHON" python/build_wheel.py --library "$BIN" --gpu cuda --out /tmp/xent-gpu-dist
+  "$PYTHON" -m pip install --no-index --no-deps --quiet --target "$SITE" /tmp/xent-gpu-dist/xent-*.whl
+  echo "installed: $(cd "$SITE" && ls xent/*.so | tr '\n' ' ')"
+}
+export SITE
+export -f install_wheel
+PKG=(env -u XENT_LIBRARY -u XENT_EXTENSION PYTHONPATH="$SITE" PYTHONSAFEPATH=1)
+case "$STAGE" in correctness | bench) XENT_GPU_ONLY='' run_step wheel 30 install_wheel ;; esac
 if [ "$STAGE" = correctness ]; then
-  mkdir -p "$(dirname "$EXTENSION")"
   # (One C++ file against PyTorch's headers: 53 s on this project's 2-core machine.)
-  XENT_GPU_ONLY='' run_step extension 70 "$PYTHON" bench/gpu/build_extension.py "$EXTENSION"
+  XENT_GPU_ONLY='' run_step extension 70 "${PKG[@]}" "$PYTHON" -m xent.build_extension
 fi
-if [ -f "$EXTENSION" ]; then
-  export XENT_EXTENSION="$EXTENSION"
+EXTENSION=$(PYTHONPATH=python "$PYTHON" -c 'import torch; from xent import build_extension as b; print(b.cached(torch) or "")' \
+  2> /dev/null || true)
+if [ -n "$EXTENSION" ]; then
+  export XENT_EXTENSION="$EXTENSION"  # bench.py's package, from the tree
 else
-  echo "# no $EXTENSION (a cold machine?): the package runs its Python path" | tee -a "$LOG"
+  echo "# no extension in $XENT_CACHE_DIR (a cold machine?): the package runs its Python path" | tee -a "$LOG"
 fi
 
 case "$STAGE" in
@@ -253,14 +270,14 @@ case "$STAGE" in
       "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step linear_ce_hip 30 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step package_cuda 55 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
+    run_step package_cuda 55 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
       "$PYTHON" python/xent_torch_test.py
-    run_step package_graphs 30 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" "$PYTHON" python/xent_cuda_test.py
+    run_step package_graphs 30 --gpu "${PKG[@]}" "$PYTHON" python/xent_cuda_test.py
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
     # builds for them took most of 70 s on the first run's machine, 29 s
     # in the fifth run.
-    run_step package_compile 120 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICES=cuda \
-      XENT_TEST_TRACEBACK_AFTER=140 "$PYTHON" python/xent_compile_test.py
+    run_step package_compile 90 --gpu "${PKG[@]}" XENT_TEST_DEVICES=cuda \
+      XENT_TEST_TRACEBACK_AFTER=80 "$PYTHON" python/xent_compile_test.py
     ;;
   sanitize)
     # One tool per run over the reduced case list (bench/sanitize_gpu.sh),
@@ -276,8 +293,8 @@ case "$STAGE" in
     done
     ;;
   bench)
-    # (80 s: the fifth run's install took 29.)
-    XENT_GPU_ONLY='' run_step peers 80 install_peers
+    # (The fifth run's install took 29 s.)
+    XENT_GPU_ONLY='' run_step peers 50 install_peers
     run_step bench 250 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/bench" --groups large,dtypes,small_vocab,nd,softmax
     # Every launch shape of the tune sweep on the same tensors
@@ -285,8 +302,7 @@ case "$STAGE" in
     run_step tune 150 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/tune" --groups tune
     # The package's host time per call over its library calls, on CUDA tensors.
-    run_step host_overhead 20 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" PYTHONPATH=python \
-      "$PYTHON" bench/host_overhead.py --device cuda --rounds 1 --reps 100 --out "$RESULTS/host-overhead"
+    run_step host_overhead 20 --gpu "${PKG[@]}" "$PYTHON" bench/host_overhead.py --device cuda --rounds 1 --reps 100 --out "$RESULTS/host-overhead"
     ;;
   profile)
     XENT_GPU_ONLY='' run_step peers 90 install_peers
