@@ -136,8 +136,8 @@ static void check_shape_by_rows(xent_handle* h) {
   } cases[] = {{2047, 256}, {2048, 512}, {1, 256}};
   for (int i = 0; i < 3; ++i, ++runs) {
     failures += tu_check_key_at(h, "ce_fwd_bf16_i64_mean", cases[i].rows, 4097, 500u + (unsigned)i, "");
-    /* The rows kernel the mean and the sum variant share (a6e4c8c). */
-    const unsigned got = last_block_of("ce_fwd_bf16_i64_reduced_rows<XENT_ROW>");
+    /* The rows kernel the mean and the sum, i32 and i64 variants share. */
+    const unsigned got = last_block_of("ce_fwd_bf16_int_reduced_rows<XENT_ROW>");
     if (got != cases[i].block) {
       printf("FAIL ce_fwd_bf16_i64_mean, %lld rows of 4097: launched blocks of %u threads, the tune table says %u\n",
              (long long)cases[i].rows, got, cases[i].block);

@@ -535,10 +535,11 @@ class Output(unittest.TestCase):
                     defs.setdefault(m.group(2), {})[name] = m.group(3)
         return defs
 
-    def test_mean_and_sum_share_one_rows_kernel(self):
-        """A mean and a sum variant of the same other axes share one rows
-        kernel, byte for byte the same in both files (a unit compiles it
-        once, whichever comes first); every other variant has its own."""
+    def test_reductions_and_label_widths_share_rows_kernels(self):
+        """The mean and sum, i32 and i64 variants of the same other axes
+        share one rows kernel, byte for byte the same in every file (a unit
+        compiles it once, whichever comes first); soft labels and 'none'
+        share only across what they differ in."""
         with tempfile.TemporaryDirectory() as tmp:
             for target, ext in (("cuda", ".cu"), ("hip", ".hip")):
                 out = os.path.join(tmp, target)
@@ -548,14 +549,15 @@ class Output(unittest.TestCase):
                 self.assertEqual(sorted(f for files in defs.values() for f in files), sorted(k + ext for k in keys))
                 for kernel, files in defs.items():
                     key = kernel[len(f"xent_{target}_"):-len("_rows")]
-                    if "_reduced" in key:
-                        want = [key.replace("_reduced", "_mean") + ext, key.replace("_reduced", "_sum") + ext]
-                    else:
-                        want = [key + ext]
-                    self.assertEqual(sorted(files), sorted(want), kernel)
+                    want = [key]
+                    for shared, each in (("_reduced", ("_mean", "_sum")), ("_int_", ("_i32_", "_i64_"))):
+                        want = [k.replace(shared, e) for k in want for e in each] if shared in key else want
+                    self.assertEqual(sorted(files), sorted(k + ext for k in want), kernel)
                     self.assertEqual(len(set(files.values())), 1, f"{kernel} differs between {sorted(files)}")
                     self.assertIn(f"{kernel}(const xent_ce_args a, int row_group)", next(iter(files.values())))
-                self.assertEqual(sum("_reduced" in k for k in defs), 12 * 3, "every dtype, op and label type")
+                # Per dtype and op: int_reduced, int_none, prob_reduced, prob_none.
+                self.assertEqual(sum("_int_reduced" in k for k in defs), 12, "every dtype and op")
+                self.assertEqual(len(defs), 12 * 4, "four rows kernels per dtype and op")
 
     def test_mean_and_sum_tuned_apart_keep_their_own_rows_kernels(self):
         """Where the spec tunes a mean and a sum variant differently for a

@@ -136,8 +136,8 @@ def hip_scratch(llvm_bin, obj, archs):
 
 def hip_kernel_key(name):
     """A mangled HIP kernel name as the test's messages name it:
-    _ZL37xent_hip_ce_fwd_bf16_i64_reduced_rowsILi1EEv12xent_ce_argsi ->
-    ce_fwd_bf16_i64_reduced_rows<1>, and a step templated on its variant's
+    _ZL37xent_hip_ce_fwd_bf16_int_reduced_rowsILi1EEv12xent_ce_argsi ->
+    ce_fwd_bf16_int_reduced_rows<1>, and a step templated on its variant's
     traits, _ZL14xent_lce_beginI34xent_hip_lce_fwd_bwd_f32_i32_meanEv... ->
     lce_fwd_bwd_f32_i32_mean_begin (xent_ce_totals and the like too)."""
     step = re.search(r"xent_(?:lce|ce)_(\w+?)I\d+xent_hip_(\w+?)E", name)
@@ -184,8 +184,9 @@ class KernelsCompiled(unittest.TestCase):
             # Instantiations of the row kernel: contiguous (XENT_ROW) and
             # strided class axis (XENT_COLUMN), and XENT_ON_CHIP where the
             # spec's tune table has an on_chip shape for the variant.
-            # The rows kernel is the variant's own or, for a mean and a sum
-            # variant, one they share (cross_entropy.tmpl's guard names it).
+            # The rows kernel is the variant's own or one it shares with the
+            # variants of the other reduction or label width
+            # (cross_entropy.tmpl's guard names it).
             with open(os.path.join(GEN, "cuda", file)) as f:
                 text = f.read()
             shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in text else 2

@@ -76,6 +76,15 @@ local function column_resident(v, strided)
   return (has_bwd or extras) and 512 or 768
 end
 
+-- Whether the variant's rows kernel is the one its i32 and i64 labels share
+-- (dsl.lua's share_rows_kernels names it by "int" where the label was).
+local function shares_labels(v, target)
+  if v.label ~= "i32" and v.label ~= "i64" then return false end
+  local tokens = {}
+  for t in v["rows_key_" .. target]:gmatch("[^_]+") do tokens[t] = true end
+  return tokens.int and not tokens[v.label]
+end
+
 function M.for_variant(v, target)
   local d = DTYPES[v.dtype]
   local sym = M.symbols(target, v.key)
@@ -98,8 +107,10 @@ function M.for_variant(v, target)
     -- defines under a guard of that name, so that a unit compiles it once.
     rows_kernel = M.symbols(target, v["rows_key_" .. target]).kernel .. "_rows",
     -- The traits the rows kernel is instantiated with: the variant's own,
-    -- or, shared, ones the mean and the sum variant both define.
+    -- or, shared, ones every variant sharing it defines; their label type
+    -- reads either width where the i32 and i64 variants share it.
     rows_traits = M.symbols(target, v["rows_key_" .. target]).kernel,
+    rows_L = shares_labels(v, target) and "xent_int_labels" or (LABELS[v.label] or d.storage),
     -- The spec's tune statement for this target: the launch shapes of a
     -- contiguous row by C (`shapes`, a C initializer of xent_row_shape),
     -- their largest block (`row_threads`, the launch bounds), and the block

@@ -524,28 +524,39 @@ local function key_of(schema, v)
 end
 
 -- The key a variant's rows kernel is named by on each target (rows_key_cuda,
--- rows_key_hip). A mean and a sum variant of the same other axes compute the
--- same rows, but for the mean's division of the gradient's scale (by the sum
--- of row weights, or the row count for soft labels), which their launchers
--- pass as a run-time flag (xent_ce_args.divide_by_total): where both are in
--- the spec with the same launch shapes for a target, they share one rows
--- kernel there, named by the key with "reduced" for the reduction, which the
--- compiler then builds once per unit (third_party/gpu/compile.bzl), not
--- twice. Every other variant's rows kernel is named by its own key.
+-- rows_key_hip). Variants that differ only in these compute the same rows:
+-- - a mean and a sum, but for the mean's division of the gradient's scale
+--   (by the sum of row weights, or the row count for soft labels), which
+--   their launchers pass as a run-time flag (xent_ce_args.divide_by_total);
+-- - i32 and i64 labels, but for the width of the row's label, which the
+--   launchers pass the same way (xent_ce_args.wide_labels).
+-- Where a variant's partner on an axis is in the spec with the same launch
+-- shapes for a target, they share one rows kernel there, named by the key
+-- with "reduced" for the reduction, "int" for the label or both, which the
+-- compiler then builds once per unit (third_party/gpu/compile.bzl): one
+-- where there were up to four. Every other variant's rows kernel is named
+-- by its own key.
+local SHARED = {
+  reduction = { mean = "sum", sum = "mean", as = "reduced" },
+  label = { i32 = "i64", i64 = "i32", as = "int" },
+}
+
 local function share_rows_kernels(schema, variants)
   local by_key = {}
   for _, v in ipairs(variants) do by_key[v.key] = v end
-  local function key_with(v, reduction)
-    local w = setmetatable({ reduction = reduction }, { __index = v })
-    return key_of(schema, w)
+  local function key_with(v, changes)
+    return key_of(schema, setmetatable(changes, { __index = v }))
   end
   for _, v in ipairs(variants) do
-    local partner = nil
-    if v.reduction == "mean" then partner = by_key[key_with(v, "sum")]
-    elseif v.reduction == "sum" then partner = by_key[key_with(v, "mean")] end
     for _, target in ipairs(M.target_names) do
-      local shared = partner and partner["tune_" .. target] == v["tune_" .. target]
-      v["rows_key_" .. target] = shared and key_with(v, "reduced") or v.key
+      local tune = "tune_" .. target
+      local rows = {}
+      for axis, pairs_ in pairs(SHARED) do
+        local other = pairs_[v[axis]]
+        local partner = other and by_key[key_with(v, { [axis] = other })]
+        if partner and partner[tune] == v[tune] then rows[axis] = pairs_.as end
+      end
+      v["rows_key_" .. target] = next(rows) and key_with(v, rows) or v.key
     end
   end
 end

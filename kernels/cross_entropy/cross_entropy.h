@@ -89,6 +89,28 @@ XENT_DEVICE typename V::D::A xent_ce_w(const typename V::D::A* __restrict__ weig
   else return A(1);
 }
 
+// The label type of a rows kernel the i32 and i64 variants of the same other
+// axes share (gen/lua/dsl.lua's share_rows_kernels): it reads either width,
+// as the launcher says (a.wide_labels), so a unit compiles one such kernel,
+// not two.
+struct xent_int_labels {};
+template <class P, class Q>
+struct xent_same_type {
+  static constexpr bool value = false;
+};
+template <class P>
+struct xent_same_type<P, P> {
+  static constexpr bool value = true;
+};
+
+// Row row's hard label.
+template <class V>
+XENT_DEVICE int64_t xent_ce_label(const xent_ce_args& a, int64_t row) {
+  if constexpr (xent_same_type<typename V::L, xent_int_labels>::value)
+    return a.wide_labels ? ((const int64_t*)a.labels)[row] : (int64_t)((const int32_t*)a.labels)[row];
+  else return (int64_t)((const typename V::L*)a.labels)[row];
+}
+
 // Whether a hard label's row is left out of the loss: its label is
 // ignore_index (INT64_MIN, XENT_NO_IGNORE_INDEX, matches no label) or, where
 // the call asks, outside [0, CT).
@@ -214,7 +236,6 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   const T* x = (const T*)a.logits;
   // The labels: a distribution t (soft) or a class per row.
   [[maybe_unused]] const T* __restrict__ t = V::kSoft ? (const T*)a.labels : nullptr;
-  [[maybe_unused]] const typename V::L* __restrict__ labels = V::kSoft ? nullptr : (const typename V::L*)a.labels;
   const A* __restrict__ weights = (const A*)a.weights;
   A* ws = (A*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
@@ -269,7 +290,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     bool in_range = false, ignored = false, here = false;
     (void)y, (void)yl, (void)in_range, (void)ignored, (void)here;
     if constexpr (!V::kSoft) {
-      y = (int64_t)labels[row];
+      y = xent_ce_label<V>(a, row);
       in_range = y >= 0 && y < CT;
       // xent_ce_ignored's rule, written out: called here, it changes how
       // nvcc allocates the rows kernel's registers (docs/PERFORMANCE.md).
@@ -957,6 +978,7 @@ template <class V, class Rows>
 static int xent_ce_launch(xent_ce_args a, Rows rows) {
   typedef xent_ce_facts<V> F;
   a.divide_by_total = V::kReduction == XENT_REDUCE_MEAN;
+  a.wide_labels = sizeof(typename V::L) == 8;
   const xent_stream_t stream = (xent_stream_t)a.stream;
   if constexpr (F::kShardable) {
     if (a.shard_stats) {

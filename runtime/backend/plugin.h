@@ -23,10 +23,11 @@
    generated launch contract (xent_launch.h) or the dispatch table's key
    schema rows change in a way the sizes below would not show. 2: tables
    carry their key schema. 3: xent_ce_args.shard_token_stats (it fills the
-   padding after shards: the size does not show it). (A test builds a
-   plugin with another.) */
+   padding after shards: the size does not show it). 4:
+   xent_ce_args.wide_labels (padding again). (A test builds a plugin with
+   another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 3u
+#define XENT_PLUGIN_ABI_VERSION 4u
 #endif
 
 typedef struct xent_plugin_abi {

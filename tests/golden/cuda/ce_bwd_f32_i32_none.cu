@@ -10,13 +10,13 @@
 #include "cross_entropy/cross_entropy.h"
 
 #line 13 "templates/cross_entropy.tmpl"
-// The rows kernel's traits and entry point. A unit
+// The rows kernel's traits and entry point, which variants of other reductions or label widths share. A unit
 // that holds several files compiles each rows kernel once (the guard).
-#ifndef XENT_DEFINED_xent_cuda_ce_bwd_f32_i32_none_rows
-#define XENT_DEFINED_xent_cuda_ce_bwd_f32_i32_none_rows
-struct xent_cuda_ce_bwd_f32_i32_none {
+#ifndef XENT_DEFINED_xent_cuda_ce_bwd_f32_int_none_rows
+#define XENT_DEFINED_xent_cuda_ce_bwd_f32_int_none_rows
+struct xent_cuda_ce_bwd_f32_int_none {
   typedef xent_dtype_f32 D;
-  typedef int32_t L;
+  typedef xent_int_labels L;
   static constexpr bool kSoft = false;
   static constexpr int kOp = XENT_BWD;
   static constexpr int kReduction = XENT_REDUCE_NONE;
@@ -34,12 +34,19 @@ struct xent_cuda_ce_bwd_f32_i32_none {
 };
 
 template <int kShape>
-static XENT_GLOBAL void __launch_bounds__(XENT_ROWS_THREADS(xent_cuda_ce_bwd_f32_i32_none, kShape), XENT_ROWS_MIN_BLOCKS(xent_cuda_ce_bwd_f32_i32_none, kShape))
-xent_cuda_ce_bwd_f32_i32_none_rows(const xent_ce_args a, int row_group) {
-  xent_ce_rows<xent_cuda_ce_bwd_f32_i32_none, kShape>(a, row_group);
+static XENT_GLOBAL void __launch_bounds__(XENT_ROWS_THREADS(xent_cuda_ce_bwd_f32_int_none, kShape), XENT_ROWS_MIN_BLOCKS(xent_cuda_ce_bwd_f32_int_none, kShape))
+xent_cuda_ce_bwd_f32_int_none_rows(const xent_ce_args a, int row_group) {
+  xent_ce_rows<xent_cuda_ce_bwd_f32_int_none, kShape>(a, row_group);
 }
 #endif
-#line 49 "templates/cross_entropy.tmpl"
+#line 43 "templates/cross_entropy.tmpl"
+
+// This variant: the rows kernel's traits, its reduction and labels named.
+struct xent_cuda_ce_bwd_f32_i32_none : xent_cuda_ce_bwd_f32_int_none {
+  typedef int32_t L;
+  static constexpr int kReduction = XENT_REDUCE_NONE;
+};
+#line 50 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows}.
@@ -47,9 +54,9 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_bwd_f32_i32_none>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_i32_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 61 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_int_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
+#line 62 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

@@ -10,13 +10,13 @@
 #include "cross_entropy/cross_entropy.h"
 
 #line 13 "templates/cross_entropy.tmpl"
-// The rows kernel's traits and entry point, which this variant's mean or sum shares. A unit
+// The rows kernel's traits and entry point, which variants of other reductions or label widths share. A unit
 // that holds several files compiles each rows kernel once (the guard).
-#ifndef XENT_DEFINED_xent_cuda_ce_fwd_bf16_i64_reduced_rows
-#define XENT_DEFINED_xent_cuda_ce_fwd_bf16_i64_reduced_rows
-struct xent_cuda_ce_fwd_bf16_i64_reduced {
+#ifndef XENT_DEFINED_xent_cuda_ce_fwd_bf16_int_reduced_rows
+#define XENT_DEFINED_xent_cuda_ce_fwd_bf16_int_reduced_rows
+struct xent_cuda_ce_fwd_bf16_int_reduced {
   typedef xent_dtype_bf16 D;
-  typedef int64_t L;
+  typedef xent_int_labels L;
   static constexpr bool kSoft = false;
   static constexpr int kOp = XENT_FWD;
   static constexpr int kReduction = XENT_REDUCED;
@@ -34,18 +34,19 @@ struct xent_cuda_ce_fwd_bf16_i64_reduced {
 };
 
 template <int kShape>
-static XENT_GLOBAL void __launch_bounds__(XENT_ROWS_THREADS(xent_cuda_ce_fwd_bf16_i64_reduced, kShape), XENT_ROWS_MIN_BLOCKS(xent_cuda_ce_fwd_bf16_i64_reduced, kShape))
-xent_cuda_ce_fwd_bf16_i64_reduced_rows(const xent_ce_args a, int row_group) {
-  xent_ce_rows<xent_cuda_ce_fwd_bf16_i64_reduced, kShape>(a, row_group);
+static XENT_GLOBAL void __launch_bounds__(XENT_ROWS_THREADS(xent_cuda_ce_fwd_bf16_int_reduced, kShape), XENT_ROWS_MIN_BLOCKS(xent_cuda_ce_fwd_bf16_int_reduced, kShape))
+xent_cuda_ce_fwd_bf16_int_reduced_rows(const xent_ce_args a, int row_group) {
+  xent_ce_rows<xent_cuda_ce_fwd_bf16_int_reduced, kShape>(a, row_group);
 }
 #endif
 #line 43 "templates/cross_entropy.tmpl"
 
-// This variant: the rows kernel's traits, its reduction named.
-struct xent_cuda_ce_fwd_bf16_i64_mean : xent_cuda_ce_fwd_bf16_i64_reduced {
+// This variant: the rows kernel's traits, its reduction and labels named.
+struct xent_cuda_ce_fwd_bf16_i64_mean : xent_cuda_ce_fwd_bf16_int_reduced {
+  typedef int64_t L;
   static constexpr int kReduction = XENT_REDUCE_MEAN;
 };
-#line 49 "templates/cross_entropy.tmpl"
+#line 50 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows}.
@@ -53,9 +54,9 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_fwd_bf16_i64_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_i64_reduced_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
-#line 61 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_int_reduced_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
+#line 62 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

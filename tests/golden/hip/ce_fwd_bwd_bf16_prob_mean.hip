@@ -10,7 +10,7 @@
 #include "cross_entropy/cross_entropy.h"
 
 #line 13 "templates/cross_entropy.tmpl"
-// The rows kernel's traits and entry point, which this variant's mean or sum shares. A unit
+// The rows kernel's traits and entry point, which variants of other reductions or label widths share. A unit
 // that holds several files compiles each rows kernel once (the guard).
 #ifndef XENT_DEFINED_xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows
 #define XENT_DEFINED_xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows
@@ -41,11 +41,12 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
 #endif
 #line 43 "templates/cross_entropy.tmpl"
 
-// This variant: the rows kernel's traits, its reduction named.
+// This variant: the rows kernel's traits, its reduction and labels named.
 struct xent_hip_ce_fwd_bwd_bf16_prob_mean : xent_hip_ce_fwd_bwd_bf16_prob_reduced {
+  typedef uint16_t L;
   static constexpr int kReduction = XENT_REDUCE_MEAN;
 };
-#line 49 "templates/cross_entropy.tmpl"
+#line 50 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows}.
@@ -53,9 +54,9 @@ static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   return xent_ce_launch<xent_hip_ce_fwd_bwd_bf16_prob_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 61 "templates/cross_entropy.tmpl"
+#line 62 "templates/cross_entropy.tmpl"
     return 0;
   });
 }
