@@ -362,11 +362,28 @@ def loss_calls(loss_fn, x, y, op, axis):
     return checked, timed
 
 
+def release_case_memory():
+    """Drops what a case left behind: Dynamo's compiled graphs (one per
+    shape, each keeping its tensors; past 8 the recompile limit would
+    silently fall back to eager) and the cached blocks of the allocator."""
+    import gc
+    if hasattr(torch, "_dynamo"):
+        torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def compiled(fn):
     """torch.compile of fn for this case's shape alone (dynamic=False); its
     compile happens in the warm-up, outside the timed calls."""
     if not hasattr(torch, "compile"):
         raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
+    # The backward is timed from one saved graph (retain_graph=True), which
+    # the donated-buffer optimisation of PyTorch >= 2.5 refuses.
+    config = getattr(getattr(torch, "_functorch", None), "config", None)
+    if config is not None and hasattr(config, "donated_buffer"):
+        config.donated_buffer = False
     return torch.compile(fn, dynamic=False)
 
 
@@ -848,6 +865,7 @@ def main():
     for case in cases:
         r = run_case(case, xent, timer, device, roofline, peak)
         results.append(r)
+        release_case_memory()
         line = (f"{r['group']:12s} {r['op']:8s} {r['dtype']:5s} {'x'.join(map(str, r['shape'])):18s} "
                 f"xent {r['xent_tbps']:.4g} TB/s = {100 * r['fraction_of_roofline']:.3g}% of {r['roofline']}")
         if "speedup_vs_eager" in r:
