@@ -22,8 +22,10 @@ struct xent_out {
     if (f32) XENT_ST((float*)p + e, (float)d);
     else XENT_ST((T*)p + e, cvt(d));
   }
-  // The strided 16-byte path (xent_column_walk): whether the outputs can go
-  // out as T in 16-byte stores, and element j's output as T.
+  // The strided 16-byte path (xent_column_walk): whether the outputs are T
+  // (staged, then stored), whether 16-byte stores can take them, and
+  // element j's output as T.
+  __device__ __forceinline__ bool staged_ok() const { return !f32; }
   __device__ __forceinline__ bool vector_ok() const { return !f32 && ((uintptr_t)p & 15) == 0; }
   template <typename F>
   __device__ __forceinline__ T value(F& f, int64_t j, T raw) const {
@@ -102,7 +104,8 @@ XENT_DEVICE int64_t xent_group_max(int64_t n) {
 // position's classes from there, in class order. A walk that stores writes
 // its outputs over its own elements of the stage and, after a second sync,
 // stores the vectors it loaded, 16 bytes at a time (each thread its own
-// outputs where they are f32 or not aligned). Only a group's threads share
+// outputs from the stage where `out` is not aligned: the same code computes
+// them, so the same bits; f32 outputs straight from f). Only a group's threads share
 // data, so the syncs are the group's, and a group walks as many classes as
 // its longest row: a thread with C = 0 (past the last row, or a row the
 // backward's second pass leaves alone) loads for the others and uses none.
@@ -172,8 +175,11 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
   const int64_t first = base - sub;  // the group's first position
   const int64_t at = (int64_t)threadIdx.x / kVec * (kK + 1) * kVec;
   const int64_t walked = xent_group_max<(int)kVec>(C);
-  bool vector_out = false;
-  if constexpr (!Out::kReadOnly) vector_out = out.vector_ok();
+  bool staged_out = false, vector_out = false;
+  if constexpr (!Out::kReadOnly) {
+    staged_out = out.staged_ok();
+    vector_out = out.vector_ok();
+  }
   for (int64_t j0 = 0; j0 < walked; j0 += kK) {
     const int64_t n = walked - j0 < kK ? walked - j0 : kK;  // classes in this step
     xent_vec16<T> v[kLoads];
@@ -202,7 +208,7 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
       // are live, all of the same C), so whether its step is full is the same
       // in the whole wave.
       const bool full = xent_same_in_wave(mine == kK);
-      if (vector_out) {
+      if (staged_out) {
         if (!kCompact && full) {
           // A full step kVec consecutive classes at a time, as the contiguous
           // path's vectors (f's vector form, the pairwise narrow), each result
@@ -230,8 +236,16 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
           }
           for (; k < mine; ++k) stage[at + k * kVec + sub] = out.value(f, j0 + k, mine_at(k));
         }
-        xent_group_sync<(int)kVec>();
-        xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
+        if (vector_out) {
+          xent_group_sync<(int)kVec>();
+          xent_column_store<kLoads>((T*)out.p, first, j0, n, inner, sub, stage, at);
+        } else {
+          // Not aligned: each thread stores its own results from its own
+          // slots, computed as the aligned path's (f's vector form and its
+          // one-element form can round differently: nvcc fuses a multiply-add
+          // in one and not the other).
+          for (int64_t k = 0; k < mine; ++k) XENT_ST((T*)out.p + base + (j0 + k) * inner, mine_at(k));
+        }
       } else {
         xent_column_each<kK, kCompact>(mine, full,
                                        [&](int64_t k) { out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k)); });
