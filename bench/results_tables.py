@@ -200,20 +200,21 @@ HEADLINE_PEERS = (("quack", "Quack"), ("liger", "Liger-Kernel"), ("torch_eager",
 
 
 def headline_rows(data):
-    """(case, the package's seconds, {peer: seconds}) of every case where the
-    package ran beside a peer: from bench.py's impls, or from a run before
-    them (the package's median as xent_package_s, the peers' as below)."""
+    """(case, the package's result, {peer: result}) of every case where the
+    package ran beside a peer, each result a dict with its seconds `s` (and
+    its `spread` where the run kept one): from bench.py's impls, or from a
+    run before them (the package's median as xent_package_s)."""
     rows = []
     for c in data["results"]:
         if "impls" in c:
             impls = c["impls"]
-            pkg = impls.get("xent", {}).get("s")
-            peers = {n: impls[n]["s"] for n, _ in HEADLINE_PEERS if "s" in impls.get(n, {})}
+            pkg = impls.get("xent", {}) if "s" in impls.get("xent", {}) else None
+            peers = {n: impls[n] for n, _ in HEADLINE_PEERS if "s" in impls.get(n, {})}
         else:
-            pkg = c.get("xent_package_s")
-            peers = {n: p["s"] for n, p in c.get("peers", {}).items() if "s" in p}
-            peers.update({n: c[n + "_s"] for n in ("torch_eager", "torch_compile") if c.get(n + "_s")})
-        if pkg and c.get("ok", True) and any(n in peers for n in ("quack", "liger")):
+            pkg = dict(s=c["xent_package_s"]) if c.get("xent_package_s") else None
+            peers = {n: dict(s=p["s"]) for n, p in c.get("peers", {}).items() if "s" in p}
+            peers.update({n: dict(s=c[n + "_s"]) for n in ("torch_eager", "torch_compile") if c.get(n + "_s")})
+        if pkg and c.get("ok", True) and peers:
             rows.append((c, pkg, peers))
     return rows
 
@@ -230,16 +231,19 @@ def headline(folder):
         f"{env['device']}, commit {env['commit'][:7]}, {env['date'][:10]}, PyTorch {env['torch']}; TB/s of model "
         f"bytes, the median of {env['timing']['reps']} calls"
         + (" of each, interleaved" if spread else " (this run kept no spread)")
-        + "; the last column is the best peer's time over xent's (above 1: xent is faster).",
+        + "; the last column is the fastest other implementation's time over xent's (above 1: xent is faster)"
+        + (", with the range of the p10-p90 spreads, level where they overlap." if spread else "."),
         "",
         "| pass | dtype | shape | xent | " + " | ".join(t for _, t in HEADLINE_PEERS) + " | xent vs best peer |",
         "|---|---|---|---|" + "---|" * len(HEADLINE_PEERS) + "---|",
     ]
     for c, pkg, peers in headline_rows(data):
-        tbps = lambda s: f"{c['model_bytes'] / s / 1e12:.2f}"  # noqa: E731
-        best = min((peers[n], n) for n in ("quack", "liger") if n in peers)
+        tbps = lambda r: f"{c['model_bytes'] / r['s'] / 1e12:.2f}"  # noqa: E731
+        best = min(peers, key=lambda n: peers[n]["s"])
         cells = [tbps(pkg)] + [tbps(peers[n]) if n in peers else "-" for n, _ in HEADLINE_PEERS]
-        cells.append(f"{best[0] / pkg:.2f}x ({dict(HEADLINE_PEERS)[best[1]]})")
+        ratio_text = versus(pkg, peers[best]) if "spread" in pkg and "spread" in peers[best] \
+            else f"{peers[best]['s'] / pkg['s']:.2f}x"
+        cells.append(f"{ratio_text} ({dict(HEADLINE_PEERS)[best]})")
         lines.append(f"| {c['op']} | {c['dtype']} | {shape(c)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"(`bench/results_tables.py {os.path.relpath(folder)} --headline`)")

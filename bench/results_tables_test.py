@@ -47,8 +47,9 @@ class ResultsTables(unittest.TestCase):
 
     def test_headline_table(self):
         """The headline from a run measured as users call it: the package's
-        TB/s beside each peer's, '-' where a peer did not run, the best of
-        Quack and Liger-Kernel over xent; a case no peer ran is left out."""
+        TB/s beside each peer's, '-' where a peer did not run, the fastest
+        of Quack, Liger-Kernel, PyTorch and torch.compile over xent with the
+        range of the spreads; a case no peer ran is left out."""
         env = dict(device="GPU X", torch="2.11", commit="abcdef0123", date="2026-01-02T00:00:00",
                    timing=dict(reps=25, clock="CUDA events"))
         ok = lambda s: dict(s=s, spread=dict(median=s, p10=s, p90=s))  # noqa: E731
@@ -58,6 +59,10 @@ class ResultsTables(unittest.TestCase):
                             torch_compile=ok(2.0))),
             dict(group="nd", op="fwd", dtype="bf16", shape=[2, 3, 4], model_bytes=4e12,
                  impls=dict(xent=ok(1.0), torch_eager=ok(4.0))),
+            dict(group="small_vocab", op="fwd", dtype="bf16", shape=[64, 10], model_bytes=4e12,
+                 impls=dict(xent=ok(2.0), liger=ok(8.0), torch_compile=ok(1.0))),
+            dict(group="softmax", op="sm_fwd", dtype="bf16", shape=[8, 16], model_bytes=4e12,
+                 impls=dict(xent=ok(1.0))),
         ]
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "bench.json"), "w") as f:
@@ -65,8 +70,11 @@ class ResultsTables(unittest.TestCase):
             text = results_tables.headline(d)
         self.assertIn("GPU X, commit abcdef0, 2026-01-02, PyTorch 2.11; TB/s of model bytes, the median of 25 calls "
                       "of each, interleaved", text)
-        self.assertIn("| fwd | bf16 | 16x4096 | 4.00 | 3.20 | - | 1.00 | 2.00 | 1.25x (Quack) |", text)
-        self.assertNotIn("2x3x4", text)
+        self.assertIn("| fwd | bf16 | 16x4096 | 4.00 | 3.20 | - | 1.00 | 2.00 | 1.25x (1.25-1.25) (Quack) |", text)
+        self.assertIn("| fwd | bf16 | 2x3x4 | 4.00 | - | - | 1.00 | - | 4.00x (4.00-4.00) (PyTorch) |", text)
+        # torch.compile faster than xent: below 1, beside a slower peer
+        self.assertIn("| fwd | bf16 | 64x10 | 2.00 | - | 0.50 | - | 4.00 | 0.50x (0.50-0.50) (torch.compile) |", text)
+        self.assertNotIn("8x16", text)
 
     def test_tune_table(self):
         """The `tune` group's table, from a tune.json made here: a column per
