@@ -319,6 +319,19 @@ static void test_lookup_preference(void) {
   CHECK(e == NULL && strstr(xent_last_error(), "lce_fwd_bwd_f32_i64_sum") &&
             strstr(xent_last_error(), "specs/linear_cross_entropy.lua"),
         "a linear cross entropy miss names its key and spec: %s", xent_last_error());
+  /* Two entries each naming one option the call has: the later option in
+     the schema's order wins (the largest mask), as when every key was
+     tried in turn. */
+  static const xent_dispatch_entry two[] = {
+      {"ce_fwd_f32_i64_mean", fake_launch, 70},
+      {"ce_fwd_f32_i64_mean_nosmooth", fake_launch, 70},
+      {"ce_fwd_f32_i64_mean_weighted", fake_launch, 70},
+  };
+  const xent_table t2 = {two, 3, "test", specs, xent_cuda_dispatch_axes};
+  d.reduction = XENT_REDUCTION_MEAN;
+  e = xent_ce_lookup(&t2, &d, XENT_OP_FORWARD, 1, key, sizeof key);
+  CHECK(e == &two[1] && strcmp(key, two[1].key) == 0, "the later named option wins, got %s",
+        e ? e->key : "NULL");
   xent_softmax_desc sd = {.rows = 1, .classes = 1, .inner = 1, .dtype = XENT_F16};
   e = xent_softmax_lookup(&t, &sd, XENT_OP_FORWARD, key, sizeof key);
   CHECK(e == NULL && strstr(xent_last_error(), "sm_fwd_f16_softmax") && strstr(xent_last_error(), "(team/sm.lua)"),

@@ -178,19 +178,60 @@ static void build_key(const char* prefix, const char* op, const resolved_axes* r
   }
 }
 
+/* Whether a key of the (sorted) table starts with the len bytes of key. */
+static int table_has_prefix(const xent_table* t, const char* key, size_t len) {
+  size_t lo = 0, hi = t->count;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (strncmp(t->entries[mid].key, key, len) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < t->count && strncmp(t->entries[lo].key, key, len) == 0;
+}
+
+/* The largest option mask (build_key's) whose key the table has, into
+   *best: the key built axis by axis in schema order, each option axis
+   named and not, a branch left as soon as no key of the table starts with
+   the key so far. A call's options are up to 8 axes, 256 keys to try one by
+   one (tens of microseconds a call); the table's few variants of the call
+   leave a handful of branches. */
+static void best_mask(const xent_table* t, const resolved_axes* r, int axis, int option, unsigned mask, char* key,
+                      size_t len, size_t cap, int* best) {
+  if (axis == r->count) {
+    if ((int)mask > *best && xent_table_find(t->entries, t->count, key)) *best = (int)mask;
+    return;
+  }
+  const size_t tl = strlen(r->token[axis]);
+  if (len + 1 + tl < cap) {
+    key[len] = '_';
+    memcpy(key + len + 1, r->token[axis], tl + 1);
+    if (table_has_prefix(t, key, len + 1 + tl))
+      best_mask(t, r, axis + 1, option + r->option[axis], r->option[axis] ? mask | (1u << option) : mask, key,
+                len + 1 + tl, cap, best);
+    key[len] = '\0';
+  }
+  if (r->option[axis]) best_mask(t, r, axis + 1, option + 1, mask, key, len, cap, best);
+}
+
 /* The most specialized key of the call that the table has: every option
-   axis named, down to none (the kernel reads them all at run time). On
-   failure, NULL with XENT_ERROR_NOT_GENERATED recorded: the key without its
-   options, the value the call needs on each, and the spec to edit. */
+   axis named, down to none (the kernel reads them all at run time), in
+   build_key's mask order. On failure, NULL with XENT_ERROR_NOT_GENERATED
+   recorded: the key without its options, the value the call needs on each,
+   and the spec to edit. */
 static const xent_dispatch_entry* lookup(const xent_table* t, const char* prefix, const char* family, const char* op,
                                          const call_values* c, char* key, size_t key_cap) {
   resolved_axes r;
   int found;
   if (!resolve_axes(t, prefix, c, &r, &found)) return NULL;
-  for (int mask = (1 << r.options) - 1; found && mask >= 0; --mask) {
-    build_key(prefix, op, &r, (unsigned)mask, key, key_cap);
-    const xent_dispatch_entry* e = xent_table_find(t->entries, t->count, key);
-    if (e) return e;
+  if (found) {
+    const int len = snprintf(key, key_cap, "%s_%s", prefix, op);
+    int best = -1;
+    if (len > 0 && (size_t)len < key_cap && table_has_prefix(t, key, (size_t)len))
+      best_mask(t, &r, 0, 0, 0, key, (size_t)len, key_cap, &best);
+    if (best >= 0) {
+      build_key(prefix, op, &r, (unsigned)best, key, key_cap);
+      return xent_table_find(t->entries, t->count, key);
+    }
   }
   build_key(prefix, op, &r, 0, key, key_cap);
   char options[256] = "";
