@@ -234,7 +234,7 @@ def headline(folder):
         + "; the last column is the fastest other implementation's time over xent's (above 1: xent is faster)"
         + (", with the range of the p10-p90 spreads, level where they overlap." if spread else "."),
         "",
-        "| pass | dtype | shape | xent | " + " | ".join(t for _, t in HEADLINE_PEERS) + " | xent vs best peer |",
+        "| pass | dtype | shape | xent | " + " | ".join(t for _, t in HEADLINE_PEERS) + " | xent vs the fastest other |",
         "|---|---|---|---|" + "---|" * len(HEADLINE_PEERS) + "---|",
     ]
     for c, pkg, peers in headline_rows(data):
