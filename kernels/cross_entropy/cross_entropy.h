@@ -978,7 +978,7 @@ template <class V, class Rows>
 static int xent_ce_launch(xent_ce_args a, Rows rows) {
   typedef xent_ce_facts<V> F;
   a.divide_by_total = V::kReduction == XENT_REDUCE_MEAN;
-  a.wide_labels = sizeof(typename V::L) == 8;
+  a.wide_labels = !V::kSoft && sizeof(typename V::L) == 8;  // int64 hard labels (a soft variant's L is its targets' type)
   const xent_stream_t stream = (xent_stream_t)a.stream;
   if constexpr (F::kShardable) {
     if (a.shard_stats) {
