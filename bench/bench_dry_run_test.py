@@ -123,6 +123,29 @@ class DryRun(unittest.TestCase):
             self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
             self.assertGreater(len(png), 10000)
 
+    def test_a_peer_that_writes_its_input_gets_logits_of_its_own(self):
+        """Liger-Kernel writes its gradient over its input logits: timed on
+        the logits the others share, it fed them gradients (the sixth GPU
+        run's Quack fused pass failed its check so)."""
+        import torch
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import bench
+
+        def writer(device, op):
+            return lambda x, y: x.zero_()
+        writer.writes_its_input = True
+
+        def reader(device, op):
+            return lambda x, y: x.sum()
+        x = torch.ones(2, 3)
+        impls = bench.peer_impls({"writer": writer, "reader": reader}, "cpu", "fwd_bwd", x,
+                                 lambda fn, logits=x: (fn, logits))
+        self.assertIs(impls["reader"][1], x)
+        self.assertIsNot(impls["writer"][1], x)
+        impls["writer"][0](impls["writer"][1], None)
+        self.assertTrue(torch.equal(x, torch.ones(2, 3)))
+        self.assertIs(bench.PEERS["liger"].writes_its_input, True)
+
     def test_linear_dry_run(self):
         with tempfile.TemporaryDirectory() as tmp:
             report = self.dry_run("bench_linear.py", os.path.join(tmp, "linear"), 600)
