@@ -100,6 +100,7 @@ tune "cuda" {
   { classes = 64, row_threads = 4, block = 256 },
   { classes = 16384, row_threads = 4, block = 256, rows = 16384 },
   { classes = 4096, row_threads = 8, block = 256 },
+  { classes = 32768, row_threads = 8, block = 256, rows = 8192 },
   { row_threads = 32, block = 512, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
   { row_threads = "block", block = 256 },
