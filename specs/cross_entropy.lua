@@ -73,7 +73,7 @@ tune "cuda" {
   { classes = 4096, row_threads = 8, block = 256, rows = 8192 },
   { row_threads = 32, block = 512, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
-  { classes = 262144, row_threads = "block", block = 256, rows = 512 },
+  { classes = 262144, row_threads = "block", block = 128, rows = 512 },
   { classes = 262144, row_threads = "block", block = 256, on_chip = 64 },
   { row_threads = "block", block = 256 },
 }
@@ -103,7 +103,7 @@ tune "cuda" {
   { classes = 32768, row_threads = 8, block = 256, rows = 8192 },
   { row_threads = 32, block = 512, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
-  { row_threads = "block", block = 256 },
+  { row_threads = "block", block = 128 },
 }
 -- AMD CDNA: 64-lane wavefronts, a wave a row up to 4096 classes. Long rows
 -- take blocks of 512: a 1024-thread block leaves a wave 128 registers, fewer
