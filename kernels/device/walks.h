@@ -26,7 +26,7 @@ struct xent_out {
   // (staged, then stored), whether 16-byte stores can take them, and
   // element j's output as T.
   __device__ __forceinline__ bool staged_ok() const { return !f32; }
-  __device__ __forceinline__ bool vector_ok() const { return !f32 && ((uintptr_t)p & 15) == 0; }
+  __device__ __forceinline__ bool vector_ok() const { return staged_ok() && ((uintptr_t)p & 15) == 0; }
   template <typename F>
   __device__ __forceinline__ T value(F& f, int64_t j, T raw) const {
     return cvt(xent_call_one(f, j, raw));
