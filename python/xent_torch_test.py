@@ -425,6 +425,186 @@ class PerTokenOutputs(unittest.TestCase):
             xent.cross_entropy(x, y, temperature=1e300)
 
 
+def weighted_oracle(z, target, u, reduction, count=False, **kw):
+    """F.cross_entropy of float64 logits z with token weights u (rows-shaped,
+    float64): per-row losses times u (0 where u is 0), summed, or divided by
+    sum_n w[y_n] * u_n over the counted rows (soft targets: sum u) or, with
+    count, by PyTorch's own divisor. Differentiable in z."""
+    per_row = F.cross_entropy(z, target, reduction="none", **kw)
+    weighed = torch.where(u == 0, torch.zeros_like(per_row), per_row * u)
+    if reduction == "none":
+        return weighed
+    if reduction == "sum":
+        return weighed.sum()
+    if target.is_floating_point():
+        base = torch.ones_like(u)
+    else:
+        t = target.to(torch.int64)
+        base = (t != kw.get("ignore_index", -100)).to(torch.float64)
+        if kw.get("weight") is not None:
+            base = base * kw["weight"][t.clamp(0, z.shape[1] - 1)]
+    return weighed.sum() / (base.sum() if count else (base * u).sum())
+
+
+class PerRowOptions(unittest.TestCase):
+    """A temperature per row and token weights (temperature=<tensor>,
+    token_weight=, token_weight_mean=): values and gradients against the
+    float64 oracle from PyTorch ops."""
+
+    def setUp(self):
+        torch.manual_seed(13)
+
+    def test_against_torch(self):
+        for dtype in DTYPES:
+            for label in ("i64", "i32", "prob"):
+                for reduction in ("mean", "sum", "none"):
+                    for count in (False, True):
+                        with self.subTest(dtype=dtype, label=label, reduction=reduction, count=count):
+                            self.check(dtype, label, reduction, count, weighted=label == "i64",
+                                       label_smoothing=0.1 if label != "i32" else 0.0)
+
+    def test_nd_and_options(self):
+        self.check(torch.float32, "i64", "mean", False, shape=(3, 11, 4), z_loss=1e-3, softcap=4.0)
+        self.check(torch.bfloat16, "prob", "mean", True, shape=(2, 9, 2, 3))
+
+    def check(self, dtype, label, reduction, count, shape=(9, 23), weighted=False, **options):
+        n, c = shape[0], shape[1]
+        rows = (n,) + tuple(shape[2:])
+        x = (torch.randn(*shape, dtype=torch.float64) * 3).to(dtype).requires_grad_()
+        if label == "prob":
+            target = torch.softmax(torch.randn(*shape, dtype=torch.float64) * 2, 1).to(dtype)
+        else:
+            target = torch.randint(0, c, rows, dtype=torch.int64 if label == "i64" else torch.int32)
+            target.view(-1)[1] = -100
+        tau = torch.rand(rows, dtype=torch.float64) * 1.5 + 0.5
+        u = torch.randn(rows, dtype=torch.float64) if count else torch.rand(rows, dtype=torch.float64) * 2
+        u.view(-1)[3] = 0.0
+        weight = torch.rand(c, dtype=torch.float64) + 0.5 if weighted else None
+        loss = xent.cross_entropy(x, target, weight, reduction=reduction, temperature=tau.to(torch.float32),
+                                  token_weight=u.to(torch.float32), token_weight_mean="count" if count else "weights",
+                                  **options)
+        up = torch.rand_like(loss, dtype=torch.float64) + 0.5
+        (got,) = torch.autograd.grad((loss.to(torch.float64) * up).sum(), x)
+        # The oracle on the values the call saw: tau and u rounded to float32.
+        x64 = x.detach().to(torch.float64).requires_grad_()
+        cap = options.get("softcap", 0.0)
+        zc = cap * torch.tanh(x64 / cap) if cap else x64
+        tau32, u32 = tau.to(torch.float32).to(torch.float64), u.to(torch.float32).to(torch.float64)
+        z = zc / tau32.unsqueeze(1)
+        t = target.to(torch.float64) if target.is_floating_point() else target.to(torch.int64)
+        kw = dict(weight=weight, label_smoothing=options.get("label_smoothing", 0.0))
+        want = weighted_oracle(z, t, u32, reduction, count, **kw)
+        zl = options.get("z_loss", 0.0)
+        if zl:
+            lse = torch.logsumexp(z, 1)
+            counted = (t != -100).to(torch.float64) if not target.is_floating_point() else torch.ones_like(lse)
+            zterm = torch.where(u32 == 0, torch.zeros_like(lse), zl * lse * lse * counted * u32)
+            base = counted * (weight[t.clamp(0, c - 1)] if weight is not None else 1)
+            want = want + (zterm.sum() / (base.sum() if count else (base * u32).sum())
+                           if reduction == "mean" else zterm.sum() if reduction == "sum" else zterm)
+        (wg,) = torch.autograd.grad((want * up).sum(), x64)
+        close(self, loss, want.detach(), dtype, "loss")
+        close(self, got, wg, dtype, "gradient")
+
+    def test_grpo_step(self):
+        """A GRPO-style step with a sampling temperature per sequence and
+        token weights: the clipped ratio of per-token log-probs times the
+        advantage, an entropy bonus, and a token-weighted cross entropy on
+        the sampled tokens (each sequence's tokens weighted 1 / its length,
+        verl's seq-mean-token-mean), then an optimizer step: the same step
+        written with PyTorch ops gives the same parameters."""
+        torch.manual_seed(29)
+        hidden, vocab, seqs, length, beta, clip, lam = 12, 50, 4, 10, 0.01, 0.2, 0.1
+        tokens = seqs * length
+        data = torch.randn(tokens, hidden, dtype=torch.float64)
+        sampled = torch.randint(0, vocab, (tokens,))
+        sampled[length - 3:length] = -100  # padding at the end of sequence 0
+        mask = (sampled != -100).to(torch.float64)
+        lengths = mask.reshape(seqs, length).sum(1)
+        u = (mask.reshape(seqs, length) / lengths.unsqueeze(1) / seqs).reshape(-1)
+        tau = torch.tensor([0.7, 1.0, 1.3, 0.9], dtype=torch.float64).repeat_interleave(length)
+        advantage = torch.randn(tokens, dtype=torch.float64)
+        old_logp = torch.log_softmax(torch.randn(tokens, vocab, dtype=torch.float64), 1).gather(
+            1, sampled.clamp(0).unsqueeze(1)).squeeze(1)
+
+        def objective(sft, logp, entropy):
+            ratio = torch.exp(logp - old_logp)
+            surrogate = torch.minimum(ratio * advantage, ratio.clamp(1 - clip, 1 + clip) * advantage)
+            return -((surrogate + beta * entropy) * mask).sum() / mask.sum() + lam * sft
+
+        def torch_outputs(logits):
+            z = logits / tau.unsqueeze(1)
+            logp_all = torch.log_softmax(z, 1)
+            logp = logp_all.gather(1, sampled.clamp(0).unsqueeze(1)).squeeze(1) * mask
+            entropy = -(logp_all.exp() * logp_all).sum(1) * mask
+            sft = -(logp * u).sum()
+            return sft, logp, entropy
+
+        def xent_outputs(logits):
+            sft, entropy, logp = xent.cross_entropy(logits, sampled, reduction="sum", temperature=tau, token_weight=u,
+                                                    return_entropy=True, return_logprob=True)
+            return sft, logp, entropy
+
+        results = []
+        for outputs in (xent_outputs, torch_outputs):
+            torch.manual_seed(5)
+            model = torch.nn.Sequential(torch.nn.Linear(hidden, 32), torch.nn.Tanh(),
+                                        torch.nn.Linear(32, vocab)).double()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            losses = []
+            for _ in range(3):
+                opt.zero_grad()
+                loss = objective(*outputs(model(data)))
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            results.append((model, losses))
+        (ours, our_losses), (theirs, their_losses) = results
+        for l1, l2 in zip(our_losses, their_losses):
+            self.assertAlmostEqual(l1, l2, delta=1e-9)
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            close(self, p.detach(), q.detach(), torch.float64, "parameters after 3 GRPO steps")
+
+    def test_linear(self):
+        """The fused linear cross entropy's three gradients with a
+        temperature per row and token weights."""
+        for dtype in (torch.float64, torch.float32, torch.bfloat16):
+            for reduction in ("mean", "none"):
+                h, w, b = linear_inputs(dtype)
+                y = torch.randint(0, 50, (2, 5))
+                y[1, 2] = -100
+                tau = torch.rand(2, 5, dtype=torch.float64) + 0.5
+                u = torch.rand(2, 5, dtype=torch.float64)
+                u[0, 0] = 0.0
+                loss = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, chunk_rows=3, temperature=tau,
+                                                 token_weight=u, label_smoothing=0.1)
+                up = torch.rand_like(loss, dtype=torch.float64) + 0.5
+                got = torch.autograd.grad((loss.to(torch.float64) * up).sum(), (h, w, b))
+                h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
+                acc = torch.float64 if dtype == torch.float64 else torch.float32  # what the call takes them in
+                tau32, u32 = [v.to(acc).to(torch.float64).reshape(10) for v in (tau, u)]
+                z = F.linear(h64, w64, b64).reshape(10, 50) / tau32.unsqueeze(1)
+                want = weighted_oracle(z, y.reshape(10), u32, reduction, label_smoothing=0.1)
+                want = want.reshape(2, 5) if reduction == "none" else want
+                wg = torch.autograd.grad((want * up).sum(), (h64, w64, b64))
+                what = f"{dtype} {reduction}"
+                close(self, loss, want.detach(), dtype, what + " loss")
+                for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
+                    close(self, g, e, dtype, f"{what} grad of {name}")
+
+    def test_errors(self):
+        x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 3])
+        with self.assertRaisesRegex(ValueError, r"temperature has shape \(3,\); the rows' \(4,\) expected"):
+            xent.cross_entropy(x, y, temperature=torch.ones(3))
+        with self.assertRaisesRegex(TypeError, "token_weight is"):
+            xent.cross_entropy(x, y, token_weight=torch.ones(4, dtype=torch.int64))
+        with self.assertRaisesRegex(ValueError, "token_weight_mean is 'tokens'"):
+            xent.cross_entropy(x, y, token_weight=torch.ones(4), token_weight_mean="tokens")
+        if DEVICE == "cpu":
+            with self.assertRaisesRegex(ValueError, "temperature of row 2 is -1.0"):
+                xent.cross_entropy(x, y, temperature=torch.tensor([1.0, 2.0, -1.0, 0.0]))
+
+
 class Softmax(unittest.TestCase):
     def test_any_dim_with_gradients(self):
         torch.manual_seed(11)

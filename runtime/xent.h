@@ -92,6 +92,16 @@ typedef enum xent_invalid_labels {
   XENT_INVALID_LABELS_IGNORE = 1  /* the row counts as ignored */
 } xent_invalid_labels;
 
+/* What a mean divides by when the call has token weights
+   (xent_ce_tensors.token_weight; docs/API.md, "Token weights"). */
+typedef enum xent_token_weight_mean {
+  XENT_TOKEN_WEIGHT_MEAN_WEIGHTS = 0, /* sum over counted rows of w[y] * token_weight[n] (PyTorch's weighted
+                                         mean with the token weight in each row's weight; soft labels: the sum
+                                         of token weights): a 0/1 mask is verl's "token-mean" */
+  XENT_TOKEN_WEIGHT_MEAN_COUNT = 1    /* what it is without token weights (sum over counted rows of w[y]; soft
+                                         labels: the row count): for signed weights such as advantages */
+} xent_token_weight_mean;
+
 /* ignore_index value that matches no label (ONNX: ignore_index absent). */
 #define XENT_NO_IGNORE_INDEX INT64_MIN
 
@@ -150,7 +160,10 @@ typedef struct xent_ce_desc {
   const xent_vocab_shard* vocab_shard; /* NULL (default): the whole vocabulary is on this device */
   double temperature;      /* tau > 0, default 1: the logits (after the soft cap) are divided by it before
                               everything else; every output is of the scaled logits z, every gradient is
-                              with respect to the unscaled logits (docs/API.md, "Semantics") */
+                              with respect to the unscaled logits (docs/API.md, "Semantics"); a call with
+                              tensors->temperature takes each row's from there instead */
+  xent_token_weight_mean token_weight_mean; /* the mean's divisor with tensors->token_weight; default
+                                               XENT_TOKEN_WEIGHT_MEAN_WEIGHTS */
 } xent_ce_desc;
 
 /* PyTorch's defaults: class axis last (inner = 1), loss and grad in the
@@ -195,6 +208,15 @@ typedef struct xent_ce_tensors {
   const void* dentropy;   /* in, backward ops, optional: [rows] d objective / d entropy, accumulation type:
                              adds dentropy_n * p_j * (E_p[z] - z_j) (per unscaled logit: times dz/dx) to
                              the gradient, in the same pass (none for an ignored row) */
+  /* Per row (RL trainers: a sampling temperature per sequence, a loss weight per token). */
+  const void* temperature; /* in, optional: [rows] tau of each row, accumulation type, in place of
+                              desc->temperature (which must then be 1). A tau that is not finite and > 0
+                              makes its row NaN (loss, lse, outputs, gradient) and is reported like a bad
+                              label: xent_check() names the first such row */
+  const void* token_weight; /* in, optional: [rows] accumulation type: multiplies the row's loss (z-loss
+                               included) and that loss's gradient; 0 gives 0 whatever the row holds (a bad
+                               label's row stays NaN). The per-token outputs and the entropy's gradient
+                               are not weighted. The mean's divisor: desc->token_weight_mean */
 } xent_ce_tensors;
 
 typedef struct xent_handle xent_handle;
@@ -370,6 +392,9 @@ typedef struct xent_linear_ce_tensors {
   int64_t* argmax;      /* out, optional, hard labels: [rows] */
   const void* dentropy; /* in, optional: [rows], accumulation type: d objective / d entropy, whose term
                            joins the gradients of hidden, weight and bias */
+  const void* temperature;  /* in, optional: [rows] each row's tau, accumulation type (xent_ce_tensors) */
+  const void* token_weight; /* in, optional: [rows] each row's loss weight, accumulation type: it reaches
+                               grad_hidden, grad_weight and grad_bias through the logits' gradient */
 } xent_linear_ce_tensors;
 
 /* Bytes of scratch memory a call needs: a chunk's logits (chunk_rows * V);

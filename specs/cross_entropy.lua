@@ -38,8 +38,9 @@ runtime "softcap"          -- logits -> cap * tanh(logits / cap)
 -- that the calls without it do not take), and entropy, the label's log-prob
 -- and argmax with the entropy's gradient (that copy again, plus a few
 -- instructions per element and a reduction per row when asked for).
-runtime "temperature"      -- logits / tau after the cap
+runtime "temperature"      -- logits / tau after the cap (one tau, or one a row)
 runtime "token_stats"      -- entropy, label_logprob, argmax outputs; dentropy input
+runtime "token_weight"     -- a loss weight per row: one load and multiply per row
 
 -- sm_70 (Volta) is the oldest arch with independent thread scheduling, which
 -- the kernels assume (every shuffle names its mask).

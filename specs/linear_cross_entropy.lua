@@ -19,8 +19,8 @@ specialize "label" { "i32", "i64", "prob" }
 specialize "reduction" { "none", "sum", "mean" }
 
 -- The options mean what they mean in cross_entropy.lua, where the fused
--- kernel reads them; here only the weights and ignore_index (the mean's
--- divisor) are read, at run time.
+-- kernel reads them; here only the weights, ignore_index and the token
+-- weights (the mean's divisor) are read, at run time.
 runtime "weights"
 runtime "label_smoothing"
 runtime "ignore_index"
@@ -28,6 +28,7 @@ runtime "z_loss"
 runtime "softcap"
 runtime "temperature"
 runtime "token_stats"
+runtime "token_weight"
 
 min_arch { cuda = 70, hip = "gfx90a" }
 

@@ -23,7 +23,7 @@ GOLDEN_VARIANTS = ["ce_fwd_bf16_i64_mean", "ce_bwd_f32_i32_none", "ce_fwd_bwd_f1
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats"\n'
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats" runtime "token_weight"\n'
         'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }\n'
         'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
 # The first line after HEADER + AXES, and the lines of its tune statements
@@ -331,7 +331,7 @@ class Expansion(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
         prefixes = sorted(f"ce_{op}_{dt}_i64_{red}" for op in ("fwd", "bwd", "fwd_bwd") for dt in ("bf16", "f32")
                           for red in ("mean", "none"))
-        self.assertEqual(sorted(re.sub(r"_unweighted_nozloss_nocap_notemp_nostats$", "", k) for k in keys), prefixes)
+        self.assertEqual(sorted(re.sub(r"_unweighted_nozloss_nocap_notemp_nostats_notokw$", "", k) for k in keys), prefixes)
 
     def test_default_spec_has_every_combination_once_sorted(self):
         keys = self.list_keys()
@@ -348,14 +348,16 @@ class Expansion(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             older = os.path.join(tmp, "older.lua")
             with open(older, "w") as f:
-                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats"\n', ""))
+                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats" runtime "token_weight"\n', ""))
             explicit = os.path.join(tmp, "explicit.lua")
             with open(explicit, "w") as f:
-                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats"\n',
+                f.write(HEADER + AXES.replace('runtime "temperature"\nruntime "token_stats" runtime "token_weight"\n',
                                               'specialize "temperature" { "notemp" }\n'
-                                              'specialize "token_stats" { "nostats" }\n'))
+                                              'specialize "token_stats" { "nostats" }\n'
+                                              'specialize "token_weight" { "notokw" }\n'))
             keys = self.list_keys(spec=older)
-            self.assertEqual(keys, ["ce_bwd_f32_i64_mean_notemp_nostats", "ce_fwd_f32_i64_mean_notemp_nostats"])
+            self.assertEqual(keys, ["ce_bwd_f32_i64_mean_notemp_nostats_notokw",
+                                   "ce_fwd_f32_i64_mean_notemp_nostats_notokw"])
             self.assertEqual(self.list_keys(spec=explicit), keys)
             for spec in (older, explicit):
                 out = os.path.join(tmp, os.path.basename(spec) + ".out")

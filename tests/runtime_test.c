@@ -35,12 +35,13 @@ static void expect_error(xent_status got, xent_status status, const char* needle
 
 /* python/xent/_capi.py mirrors xent_ce_desc; both sides pin its layout. */
 static void test_desc_layout(void) {
-  CHECK(sizeof(xent_ce_desc) == 112 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
+  CHECK(sizeof(xent_ce_desc) == 120 && offsetof(xent_ce_desc, all_ignored_zero) == 64 &&
             offsetof(xent_ce_desc, softcap) == 80 && offsetof(xent_ce_desc, vocab_shard) == 96 &&
-            offsetof(xent_ce_desc, temperature) == 104 && sizeof(xent_ce_tensors) == 16 * sizeof(void*),
+            offsetof(xent_ce_desc, temperature) == 104 && offsetof(xent_ce_desc, token_weight_mean) == 112 &&
+            sizeof(xent_ce_tensors) == 18 * sizeof(void*),
         "xent_ce_desc/tensors layout changed: update python/xent/_capi.py (DESC_LAYOUT, Tensors) too");
-  CHECK(sizeof(xent_linear_ce_desc) == 136 && offsetof(xent_linear_ce_desc, accumulate) == 128 &&
-            sizeof(xent_linear_ce_tensors) == 15 * sizeof(void*),
+  CHECK(sizeof(xent_linear_ce_desc) == 144 && offsetof(xent_linear_ce_desc, accumulate) == 136 &&
+            sizeof(xent_linear_ce_tensors) == 17 * sizeof(void*),
         "xent_linear_ce_desc/tensors layout changed: update python/xent/_capi.py (LinearDesc) too");
 }
 

@@ -1,5 +1,6 @@
-"""Temperature and the per-token outputs (entropy, the label's log-prob,
-argmax, and the entropy's gradient through dentropy) of the public API on
+"""Temperature (one, or one a row), token weights and the per-token outputs
+(entropy, the label's log-prob, argmax, and the entropy's gradient through
+dentropy) of the public API on
 the cpu backend, its own code and the generated kernels under the SIMT
 emulator at 32 lanes (the CUDA rendering) and 64 (HIP), against PyTorch in float64 on
 the same rounded inputs: forward, backward from the saved lse, and the fused
@@ -9,9 +10,12 @@ cluster of the fused kernel, a strided class axis), with weights, smoothing,
 ignored rows, a soft cap, masked (-inf) classes, ties and NaN.
 
 The oracle is the objective a trainer writes with PyTorch ops: z = capped
-logits / tau, loss = F.cross_entropy(z, ...), H = -sum p log p over the
-counted rows, log p of the label, argmax of z, and the gradient of
-sum(dloss * loss) + sum(dentropy * H) by autograd.
+logits / tau (tau a row's own where per row), loss = F.cross_entropy(z, ...)
+(with token weights u: its per-row losses times u, 0 where u is 0, summed
+and divided by sum w[y]*u over the counted rows, or by PyTorch's divisor
+for the count), H = -sum p log p over the counted rows, log p of the label,
+argmax of z, and the gradient of sum(dloss * loss) + sum(dentropy * H) by
+autograd.
 
 Tolerances: the loss and gradient are in the logits dtype (its rounding,
 tests/torch_oracle.py's TOL); entropy, log-prob and lse are in the
@@ -43,7 +47,12 @@ class Case:
     """One call's inputs and PyTorch's answers for them."""
 
     def __init__(self, dtype, label_type, reduction, rows, classes, tau, seed, inner=1, softcap=0.0, weighted=False,
-                 smoothing=0.0, ignore_index=-100, scale=3.0, x=None, labels=None, masked=0.0):
+                 smoothing=0.0, ignore_index=-100, scale=3.0, x=None, labels=None, masked=0.0, row_tau=False,
+                 token_weight=None, count_mean=False):
+        """row_tau: each row's tau drawn from [tau/2, 2*tau] and passed per
+        row. token_weight: None, "mask" (0 or a weight in [0.2, 2]) or
+        "signed" (in [-1, 1], some 0); count_mean: the mean's divisor leaves
+        them out."""
         rng = np.random.default_rng(seed)
         self.dtype, self.label_type, self.reduction = dtype, label_type, reduction
         self.rows, self.classes, self.inner, self.tau = rows, classes, inner, tau
@@ -70,10 +79,19 @@ class Case:
         acc = np.float64 if dtype == F64 else np.float32
         self.acc = acc
         self.weights = rng.uniform(0.3, 2.0, classes).astype(acc) if weighted else None
+        self.row_tau = rng.uniform(tau / 2, 2 * tau, rows).astype(acc) if row_tau else None
+        if token_weight == "mask":
+            u = np.where(rng.random(rows) < 0.3, 0.0, rng.uniform(0.2, 2.0, rows))
+        elif token_weight == "signed":
+            u = np.where(rng.random(rows) < 0.2, 0.0, rng.uniform(-1.0, 1.0, rows))
+        else:
+            u = None
+        self.token_weight = None if u is None else u.astype(acc)
+        self.count_mean = count_mean
         # Rows in (o, i) order, classes last: the oracle's view.
         x64 = self.x.to(torch.float64).permute(0, 2, 1).reshape(rows, classes).clone().requires_grad_(True)
         xc = softcap * torch.tanh(x64 / softcap) if softcap else x64
-        z = xc / tau
+        z = xc / (torch.from_numpy(self.row_tau.astype(np.float64))[:, None] if row_tau else tau)
         kwargs = dict(reduction={NONE: "none", SUM: "sum", MEAN: "mean"}[reduction], label_smoothing=smoothing)
         if weighted:
             kwargs["weight"] = torch.from_numpy(self.weights.astype(np.float64))
@@ -87,7 +105,23 @@ class Case:
             target = torch.from_numpy(lab.astype(np.int64))
             kwargs["ignore_index"] = ignore_index
             counted = (target != ignore_index).to(torch.float64)
-        loss = F.cross_entropy(z, target, **kwargs)
+        if self.token_weight is None:
+            loss = F.cross_entropy(z, target, **kwargs)
+        else:
+            per_row = F.cross_entropy(z, target, **dict(kwargs, reduction="none"))
+            u64 = torch.from_numpy(self.token_weight.astype(np.float64))
+            weighed = torch.where(u64 == 0, torch.zeros_like(per_row), per_row * u64)
+            if reduction == NONE:
+                loss = weighed
+            elif reduction == SUM:
+                loss = weighed.sum()
+            else:
+                # PyTorch's divisor: sum of w[y] over the counted rows (the
+                # row count for soft labels); with the token weights, w[y]*u.
+                base = counted.clone()
+                if weighted and not soft:
+                    base = base * kwargs["weight"][target.clamp(0, classes - 1)]
+                loss = weighed.sum() / (base.sum() if count_mean else (base * u64).sum())
         logp = F.log_softmax(z, 1)
         p = logp.exp()
         # H = lse - sum p z, with a masked class's p * z taken as 0 (not 0 *
@@ -113,9 +147,16 @@ class Case:
             self.want["label_logprob"] = torch.where(counted > 0, picked, torch.zeros_like(picked)).detach().numpy()
             self.want["argmax"] = torch.argmax(z.detach(), 1).numpy()
         self.desc = make_desc(rows, classes, dtype, label_type, reduction, ignore_index, smoothing, softcap=softcap,
-                              inner=inner, temperature=tau)
-        self.name = (f"dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} inner={inner} tau={tau} "
-                     f"cap={softcap} w={weighted} eps={smoothing}")
+                              inner=inner, temperature=1.0 if row_tau else tau)
+        self.desc.token_weight_mean = 1 if count_mean else 0
+        self.name = (f"dtype={dtype} labels={label_type} red={reduction} N={rows} C={classes} inner={inner} "
+                     f"tau={'per row ~' if row_tau else ''}{tau} cap={softcap} w={weighted} eps={smoothing} "
+                     f"u={token_weight}{' count' if count_mean else ''}")
+
+    def per_row(self):
+        """The per-row inputs of a call: each row's tau and token weight."""
+        return {k: v for k, v in (("temperature", self.row_tau), ("token_weight", self.token_weight))
+                if v is not None}
 
 
 class TokenStatsVsTorch(unittest.TestCase):
@@ -157,7 +198,7 @@ class TokenStatsVsTorch(unittest.TestCase):
 
         def tensors(out, **extra):
             t = Tensors(logits=addr(xr), labels=addr(c.labels), weights=addr(c.weights))
-            for k, v in list(out.items()) + list(extra.items()):
+            for k, v in list(out.items()) + list(extra.items()) + list(c.per_row().items()):
                 setattr(t, k, addr(v))
             return t
 
@@ -213,7 +254,7 @@ class TokenStatsVsTorch(unittest.TestCase):
                 if op != FORWARD:
                     out["grad"] = np.zeros_like(xs)
                 t = Tensors(logits=addr(xs), labels=addr(lab), weights=addr(c.weights))
-                for name, v in out.items():
+                for name, v in list(out.items()) + list(c.per_row().items()):
                     setattr(t, name, addr(v))
                 if op != FORWARD:
                     t.dloss, t.dentropy = addr(c.dloss), addr(c.dentropy)
@@ -349,6 +390,86 @@ class TokenStatsVsTorch(unittest.TestCase):
                 self.check_split(target, c, (0, 3, 6))
                 self.check_split(target, c, (0, 2, 4, 6))
 
+    def test_row_temperature_and_token_weights(self):
+        """A temperature per row and token weights (0 or positive, the mean
+        over their sum; signed, the mean over the count) for every dtype,
+        hard and soft labels and every reduction, with and without class
+        weights and smoothing: 13 rows of 40 and of 301 classes."""
+        seed = 600
+        for target in TARGETS:
+            for dtype in (F32, F16, BF16, F64):
+                for label_type, reduction in ((I64, MEAN), (I32, NONE), (PROB, SUM), (PROB, MEAN), (I32, MEAN)):
+                    seed += 1
+                    count = seed % 3 == 0
+                    self.check(target, Case(dtype, label_type, reduction, 13, 40 if seed % 2 else 301, 0.8, seed,
+                                            weighted=seed % 2 == 0, smoothing=0.1 if seed % 3 == 1 else 0.0,
+                                            row_tau=seed % 4 != 0, token_weight="signed" if count else "mask",
+                                            count_mean=count))
+
+    def test_row_options_shapes(self):
+        """The per-row options in every shape of the row walk: several rows
+        a warp (C = 40), a block a row (C = 20000; the fused kernel's
+        on-chip cluster on CUDA), a strided class axis (inner = 3), masked
+        classes, and a soft cap."""
+        seed = 700
+        for target in TARGETS:
+            for dtype in (F32, BF16):
+                for rows, classes, inner in ((24, 40, 1), (3, 20000, 1), (12, 70, 3)):
+                    seed += 1
+                    self.check(target, Case(dtype, I64, MEAN, rows, classes, 0.6, seed, inner=inner, masked=0.4,
+                                            row_tau=True, token_weight="mask", weighted=True))
+            seed += 1
+            self.check(target, Case(F32, PROB, NONE, 2, 20000, 1.7, seed, row_tau=True, token_weight="signed"))
+            seed += 1
+            self.check(target, Case(F32, I64, SUM, 9, 513, 2.0, seed, softcap=5.0, weighted=True, smoothing=0.2,
+                                    scale=8.0, row_tau=True, token_weight="signed", count_mean=True))
+
+    def test_row_options_vocabulary_split(self):
+        """A temperature per row and token weights with the vocabulary split
+        over 2 and 3 ranks, every rank holding every row's tau and weight."""
+        seed = 800
+        for target in TARGETS:
+            for dtype in (F32, BF16, F64):
+                for label_type, reduction in ((I64, MEAN), (I32, NONE), (PROB, MEAN)):
+                    seed += 1
+                    c = Case(dtype, label_type, reduction, 11, 97, 0.7, seed, weighted=seed % 2 == 0,
+                             smoothing=0.1 if seed % 3 else 0.0, row_tau=True, token_weight="mask")
+                    self.check_split(target, c, (0, 40, 97) if seed % 2 else (0, 30, 31, 97))
+
+    def test_bad_row_temperature(self):
+        """A per-row tau of 0, -1, inf or NaN makes its row NaN (loss, lse,
+        gradient) and is reported by xent_check, naming the lowest such row;
+        the other rows are PyTorch's."""
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((5, 8)).astype(np.float32)
+        labels = np.array([1, 2, 3, 4, 5], np.int64)
+        x64 = torch.from_numpy(x.astype(np.float64))
+        for bad in (0.0, -1.0, float("inf"), float("nan")):
+            tau = np.array([1.5, 0.5, bad, 2.0, bad], np.float32)
+            good = np.isfinite(tau) & (tau > 0)
+            want = F.cross_entropy(x64[good] / torch.from_numpy(tau[good].astype(np.float64))[:, None],
+                                   torch.from_numpy(labels[good]), reduction="none").numpy()
+            for target in TARGETS:
+                h = self.handles[target]
+                loss, lse = np.zeros(5, np.float32), np.zeros(5, np.float32)
+                grad = np.zeros_like(x)
+                d = make_desc(5, 8, F32, I64, NONE)
+                t = Tensors(logits=addr(x), labels=addr(labels), loss=addr(loss), lse=addr(lse), grad=addr(grad),
+                            temperature=addr(tau))
+                ws = np.zeros(1 << 16, np.uint8)
+                status = LIB.xent_ce_run(h, ctypes.byref(d), FORWARD_BACKWARD, ctypes.byref(t), ws.ctypes.data_as(P),
+                                         ctypes.c_size_t(ws.size), None)
+                self.assertEqual(status, 0, LIB.xent_last_error().decode())
+                what = f"target {target}, tau {bad}"
+                np.testing.assert_allclose(loss[good], want, rtol=TOL[F32], err_msg=what)
+                self.assertTrue(np.isnan(loss[~good]).all() and np.isnan(lse[~good]).all(), what)
+                self.assertTrue(np.isnan(grad[~good]).all() and np.isfinite(grad[good]).all(), what)
+                self.assertEqual(LIB.xent_check(h), 8, what)  # XENT_ERROR_INVALID_LABEL
+                msg = LIB.xent_last_error().decode()
+                self.assertIn("row 2 has a label outside [0, classes) that is not ignore_index, or a per-row "
+                              "temperature", msg, what)
+                self.assertEqual(LIB.xent_check(h), 0, f"{what}: the record is cleared")
+
     def test_refused(self):
         """Bad temperatures, argmax and log-prob with soft labels and a
         misaligned argmax, each refused with a message naming the
@@ -383,6 +504,18 @@ class TokenStatsVsTorch(unittest.TestCase):
         status, msg = run(make_desc(2, 4, F32, I64, NONE), argmax=np.zeros(3, np.int32)[1:])
         self.assertEqual(status, INVALID_ARGUMENT, msg)
         self.assertIn("argmax", msg)
+        tau = np.ones(2, np.float32)
+        status, msg = run(make_desc(2, 4, F32, I64, NONE, temperature=0.5), temperature=tau)
+        self.assertEqual(status, INVALID_ARGUMENT, msg)
+        self.assertIn("temperature (per row) is set and desc->temperature is 0.5", msg)
+        status, msg = run(make_desc(2, 4, F32, I64, NONE), token_weight=np.zeros(3, np.float32)[1:].view(np.uint8)[1:])
+        self.assertEqual(status, INVALID_ARGUMENT, msg)
+        self.assertIn("token_weight", msg)
+        d = make_desc(2, 4, F32, I64, MEAN)
+        d.token_weight_mean = 2
+        status, msg = run(d, token_weight=tau)
+        self.assertEqual(status, INVALID_ARGUMENT, msg)
+        self.assertIn("desc->token_weight_mean 2 is not a xent_token_weight_mean", msg)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ local OPTIONS = {
   softcap = { "nocap", "softcap" },
   temperature = { "notemp", "temp" },
   token_stats = { "nostats", "stats" },
+  token_weight = { "notokw", "tokw" },
 }
 
 -- The threads per SM a strided row's launch bounds ask room for (its loads

@@ -31,10 +31,12 @@ local CE_AXES = {
   { name = "ignore_index", values = { "noignore", "ignore" } },
   { name = "z_loss", values = { "nozloss", "zloss" } },
   { name = "softcap", values = { "nocap", "softcap" } },
-  -- The scaled logits z = logits / tau; and the per-token outputs (entropy,
-  -- the label's log-prob, argmax) and the entropy's gradient.
+  -- The scaled logits z = logits / tau (one tau, or one a row); the
+  -- per-token outputs (entropy, the label's log-prob, argmax) and the
+  -- entropy's gradient; a loss weight per row.
   { name = "temperature", values = { "notemp", "temp" } },
   { name = "token_stats", values = { "nostats", "stats" } },
+  { name = "token_weight", values = { "notokw", "tokw" } },
 }
 
 -- What each family may declare. `axes` is the canonical key order. An axis

@@ -23,8 +23,12 @@
 // +inf or NaN is NaN throughout (lr is NaN), as in PyTorch.
 // With z-loss, loss_n += z*lse^2 and dx_j += scale_n*2*z*lse*p_j. With a soft
 // cap, x is cap*tanh(x/cap) throughout and dx_j gets the factor 1 - tanh^2.
-// With a temperature tau, every formula is of z = x/tau (after the cap; m,
-// lse and p are z's) and dx_j gets the factor 1/tau. Per-token outputs
+// With a temperature tau (the call's, or a.row_temperature[n]), every formula
+// is of z = x/tau (after the cap; m, lse and p are z's) and dx_j gets the
+// factor 1/tau. A token weight u_n (a.token_weight) multiplies loss_n and
+// its gradient; u_n = 0 gives 0. The mean divides by sum_n w[y_n]*u_n over
+// the counted rows (soft labels: sum_n u_n), or, with a.token_weight_count,
+// by what it would without them. Per-token outputs
 // (token_stats): the entropy H = lr - T/S, where S = sum_c exp(z_c - m) and T =
 // sum_c exp(z_c - m)*(z_c - m) (so E_p[z] = m + T/S), the label's log-prob
 // z_y - lse and the argmax; with dentropy, dx_j += dentropy_n*p_j*(E_p[z] -
@@ -40,7 +44,8 @@
 //                   for soft labels, kSoft)
 //   kOp, kReduction XENT_FWD, XENT_BWD or XENT_FWD_BWD; XENT_REDUCE_*
 //   kWeights, kSmoothing, kIgnoreIndex, kZLoss, kSoftcap, kTemperature,
-//   kTokenStats     the option axes: XENT_OFF, XENT_ON or XENT_RUNTIME
+//   kTokenStats, kTokenWeight
+//                   the option axes: XENT_OFF, XENT_ON or XENT_RUNTIME
 //                   (kernels/device/variant.h)
 //   kRowLoads       16-byte loads a thread keeps in flight in a row's walk
 //   kRowThreads, kRowMinBlocks, kColumnThreads, kColumnResident
@@ -65,14 +70,16 @@ struct xent_ce_facts {
   static constexpr bool kCap = V::kSoftcap != XENT_OFF;
   static constexpr bool kTempered = V::kTemperature != XENT_OFF;
   static constexpr bool kStats = V::kTokenStats != XENT_OFF;
+  static constexpr bool kTokenWeight = V::kTokenWeight != XENT_OFF;
   // A forward-only variant also serves the two forward passes of a
   // vocabulary-parallel call (shard statistics, then the combine).
   static constexpr bool kShardable = kFwd && !kBwd;
   // The totals kernel runs first when the mean's gradient needs the sum of
   // row weights, or smoothing with weights needs the sum of class weights.
-  // Soft labels need neither: their mean divides by the row count, and each
-  // row sums its own weighted targets.
-  static constexpr bool kRowTotals = V::kReduction == XENT_REDUCE_MEAN && kBwd && !V::kSoft;
+  // Soft labels need neither but with token weights: their mean divides by
+  // the row count (or the sum of token weights), and each row sums its own
+  // weighted targets.
+  static constexpr bool kRowTotals = V::kReduction == XENT_REDUCE_MEAN && kBwd && (!V::kSoft || kTokenWeight);
   static constexpr bool kClassTotals = V::kWeights != XENT_OFF && kSmooth && !V::kSoft;
   static constexpr bool kTotals = kRowTotals || kClassTotals;
   // The forward's per-row losses go to the workspace for the reduce kernels.
@@ -87,6 +94,48 @@ XENT_DEVICE typename V::D::A xent_ce_w(const typename V::D::A* __restrict__ weig
   if constexpr (V::kWeights == XENT_ON) return weights[c];
   else if constexpr (V::kWeights == XENT_RUNTIME) return weights ? weights[c] : A(1);
   else return A(1);
+}
+
+// Row row's token weight u (1 where the variant or the call has none).
+template <class V>
+XENT_DEVICE typename V::D::A xent_ce_u(const xent_ce_args& a, int64_t row) {
+  typedef typename V::D::A A;
+  if constexpr (V::kTokenWeight == XENT_OFF) return A(1);
+  else if constexpr (V::kTokenWeight == XENT_ON) return ((const A*)a.token_weight)[row];
+  else return a.token_weight ? ((const A*)a.token_weight)[row] : A(1);
+}
+
+// Whether the mean's divisor holds the token weights.
+template <class V>
+static inline __host__ __device__ bool xent_ce_u_in_mean(const xent_ce_args& a) {
+  return V::kTokenWeight != XENT_OFF && a.token_weight && !a.token_weight_count;
+}
+
+// A row's loss l and its weight in the mean, times its token weight u (0
+// for u = 0, whatever l is).
+template <class V>
+XENT_DEVICE void xent_ce_weigh(const xent_ce_args& a, int64_t row, typename V::D::A& l,
+                               typename V::D::A& row_weight) {
+  typedef typename V::D::A A;
+  if constexpr (V::kTokenWeight != XENT_OFF) {
+    if (V::kTokenWeight == XENT_ON || a.token_weight) {
+      const A u = xent_ce_u<V>(a, row);
+      l = u == A(0) ? A(0) : l * u;
+      if (!a.token_weight_count) row_weight *= u;
+    }
+  } else {
+    (void)a, (void)row, (void)l, (void)row_weight;
+  }
+}
+
+// 1 / tau of a row with its own temperature, NaN (and the row recorded, as
+// a bad label's) where tau is not finite and > 0.
+template <class A>
+XENT_DEVICE A xent_ce_row_itau(const xent_ce_args& a, int64_t row, bool lead) {
+  const A tau = ((const A*)a.row_temperature)[row], it = A(1) / tau;
+  const bool good = tau > A(0) && tau - tau == A(0) && it - it == A(0);
+  if (!good && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
+  return good ? it : A(NAN);
 }
 
 // The label type of a rows kernel the i32 and i64 variants of the same other
@@ -184,14 +233,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_totals(c
   A row_weight = 0, class_weight = 0;
   int64_t lo, hi;
   if constexpr (F::kRowTotals) {
-    const typename V::L* __restrict__ labels = (const typename V::L*)a.labels;
+    const bool u_in = xent_ce_u_in_mean<V>(a);
     xent_partial_range(a.rows, lo, hi);
-    for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
-      const int64_t y = (int64_t)labels[n];
-      if constexpr (V::kIgnoreIndex == XENT_OFF) {
-        if (y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
-      } else {
-        if (y != a.ignore_index && y >= 0 && y < C) row_weight += xent_ce_w<V>(weights, y);
+    if constexpr (V::kSoft) {
+      // (The launcher runs it for soft labels only with token weights.)
+      for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) row_weight += xent_ce_u<V>(a, n);
+    } else {
+      const typename V::L* __restrict__ labels = (const typename V::L*)a.labels;
+      for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
+        const int64_t y = (int64_t)labels[n];
+        bool counted = y >= 0 && y < C;
+        if constexpr (V::kIgnoreIndex != XENT_OFF) counted = counted && y != a.ignore_index;
+        if (counted) row_weight += xent_ce_w<V>(weights, y) * (u_in ? xent_ce_u<V>(a, n) : A(1));
       }
     }
   }
@@ -242,7 +295,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   const int64_t off = a.class_offset, CT = a.global_classes;
   const A eps = (A)a.label_smoothing, z = (A)a.z_loss, cap = (A)a.softcap;
   const bool smoothing = eps != A(0), capped = cap != A(0);
-  const A itau = (A)a.inv_temperature;  // 1 / tau
+  A itau = (A)a.inv_temperature;  // 1 / tau: the call's, or (a.row_temperature) the row's
   (void)weights, (void)ws, (void)eps, (void)z, (void)cap, (void)smoothing, (void)capped, (void)off, (void)CT,
       (void)itau;
   XENT_SHARED_ARRAY(A, scratch, 4 * XENT_MAX_WARPS);
@@ -283,6 +336,9 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     const int64_t row = at.row, width = at.width;
     const bool lead = at.live && lane == 0 && first_block;  // stores the row's scalars
     (void)lead;
+    if constexpr (F::kTempered) {
+      if (a.row_temperature) itau = xent_ce_row_itau<A>(a, row, lead);
+    }
     const int64_t base = xent_row_base(row, C, inner);
     // Hard labels: the row's label, whether it is ignored or out of range,
     // and its class in this slice of the vocabulary, if it is here.
@@ -355,10 +411,10 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         if constexpr (V::kTemperature == XENT_ON || V::kTokenStats == XENT_ON) {
           fwd_extras = true;
         } else if constexpr (F::kTempered && F::kStats) {
-          fwd_extras = itau != A(1) || a.entropy || a.argmax || (F::kBwd && a.dentropy) ||
+          fwd_extras = itau != A(1) || a.row_temperature || a.entropy || a.argmax || (F::kBwd && a.dentropy) ||
                        (F::kShardable && a.shard_token_stats);
         } else if constexpr (F::kTempered) {
-          fwd_extras = itau != A(1);
+          fwd_extras = itau != A(1) || a.row_temperature;
         } else {
           fwd_extras = a.entropy || a.argmax || (F::kBwd && a.dentropy) || (F::kShardable && a.shard_token_stats);
         }
@@ -524,6 +580,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             if (V::kZLoss == XENT_ON || z != 0) l += z * lse * lse;
           }
           row_weight = 1;
+          xent_ce_weigh<V>(a, row, l, row_weight);
           if constexpr (F::kStats) {
             if (a.entropy) ((A*)a.entropy)[row] = lr - T_sum / s;
           }
@@ -542,6 +599,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
               if constexpr (F::kZLoss) {
                 if (V::kZLoss == XENT_ON || z != 0) l += z * lse * lse;
               }
+              xent_ce_weigh<V>(a, row, l, row_weight);
               if constexpr (F::kStats) {
                 entropy = lr - T_sum / s;
                 logprob = -((m - xy) + lr);
@@ -664,7 +722,15 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       if constexpr (V::kReduction != XENT_REDUCE_NONE) {
         // The mean's divisor (the launcher's flag: this kernel may serve the
         // sum too).
-        if (a.divide_by_total) scale /= V::kSoft ? A(rows) : ws[0];
+        if (a.divide_by_total) scale /= V::kSoft && !xent_ce_u_in_mean<V>(a) ? A(rows) : ws[0];
+      }
+      // The token weight scales the loss's gradient (not the entropy's); a
+      // row it weighs out gets none of it, as an ignored row.
+      [[maybe_unused]] bool weighed_out = false;
+      if constexpr (F::kTokenWeight) {
+        const A u = xent_ce_u<V>(a, row);
+        weighed_out = u == A(0);
+        scale = weighed_out ? A(0) : scale * u;
       }
       // Soft labels: dx_j = coef*p_j - scale*w[j]*t'_j. Hard labels: dx_j =
       // coef*p_j - b*[j == y] - c*w[j], with the upstream scale folded in
@@ -672,12 +738,14 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       A coef = 0, b = 0, c = 0;
       (void)b, (void)c;
       if constexpr (V::kSoft) {
-        coef = scale * sum_a;
-        if constexpr (F::kZLoss) {
-          if (V::kZLoss == XENT_ON || z != 0) coef += scale * 2 * z * lse;
+        if (!weighed_out) {
+          coef = scale * sum_a;
+          if constexpr (F::kZLoss) {
+            if (V::kZLoss == XENT_ON || z != 0) coef += scale * 2 * z * lse;
+          }
         }
       } else {
-        if (!ignored) {
+        if (!ignored && !weighed_out) {
           if (in_range) {
             b = scale * W(y);
             coef = b;
@@ -895,6 +963,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
         if (V::kZLoss == XENT_ON || z != 0) l += z * lse * lse;
       }
       row_weight = 1;
+      xent_ce_weigh<V>(a, row, l, row_weight);
       if constexpr (F::kStats) {
         if (a.shard_token_stats && a.entropy) ((A*)a.entropy)[row] = g.lr - g.Em;
       }
@@ -909,6 +978,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
           if constexpr (F::kZLoss) {
             if (V::kZLoss == XENT_ON || z != 0) l += z * lse * lse;
           }
+          xent_ce_weigh<V>(a, row, l, row_weight);
         } else {
           l = A(NAN);
         }
@@ -994,6 +1064,8 @@ static int xent_ce_launch(xent_ce_args a, Rows rows) {
     if constexpr (!F::kRowTotals) {
       if constexpr (V::kWeights == XENT_RUNTIME) need = need && a.weights;
       if constexpr (V::kSmoothing == XENT_RUNTIME) need = need && a.label_smoothing != 0;
+    } else if constexpr (V::kSoft) {
+      need = need && xent_ce_u_in_mean<V>(a);  // soft labels' only total: the token weights'
     }
     if (need) {
       XENT_LAUNCH(xent_ce_totals<V>, dim3(xent_partial_blocks(xent_ce_totals_items(a))), dim3(XENT_PARTIAL_THREADS), 0,

@@ -4,7 +4,8 @@
 // cross_entropy family's fused kernel. What the loop needs beyond those runs
 // here, on the device, so that no step waits for the host:
 //   BEGIN       the mean's divisor (sum of w[y] over the rows that count; the
-//               row count for soft labels), and the dloss every chunk's
+//               row count for soft labels; with token weights u, w[y]*u and
+//               u, unless the call counts without them), and the dloss every chunk's
 //               gradient is scaled by: dloss / divisor (mean), dloss (sum);
 //               the chunks' bad-label words reset
 //   BIAS        the chunk's logits (accumulation type) += bias
@@ -57,15 +58,17 @@ XENT_DEVICE xent_lce_ws<A> xent_lce_layout(const xent_lce_args& a, int64_t chunk
   return w;
 }
 
-// A mean over hard labels divides by the sum of their rows' weights.
+// A mean over hard labels divides by the sum of their rows' weights; over
+// soft labels, by the row count or, with token weights, their sum.
 template <class V>
-struct xent_lce_facts {
-  static constexpr bool kCountedMean = V::kReduction == XENT_REDUCE_MEAN && !V::kSoft;
-};
+static inline __host__ __device__ bool xent_lce_summed_divisor(const xent_lce_args& a) {
+  const bool u_in = a.token_weight && !a.token_weight_count;
+  return V::kReduction == XENT_REDUCE_MEAN && (!V::kSoft || u_in);
+}
 
-// BEGIN, stage 1 (a counted mean): this block's run of rows
-// (xent_partial_range) of the sum of w[y] over rows whose label is in
-// [0, CT) and not ignore_index.
+// BEGIN, stage 1 (a summed divisor): this block's run of rows
+// (xent_partial_range) of the sum of w[y]*u over rows whose label is in
+// [0, CT) and not ignore_index (soft labels: of u).
 template <class V>
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS)
     xent_lce_divisor(const xent_lce_args a, int64_t chunks) {
@@ -74,14 +77,20 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS)
   XENT_SHARED_ARRAY(A, scratch, 2 * XENT_MAX_WARPS);
   const L* __restrict__ labels = (const L*)a.labels;
   const A* __restrict__ weights = (const A*)a.weights;
+  const A* __restrict__ u = a.token_weight_count ? nullptr : (const A*)a.token_weight;
   const int64_t CT = a.global_classes;
   const bool ignore = a.ignore_index != INT64_MIN;
   A total = 0, unused = 0;
   int64_t lo, hi;
   xent_partial_range(a.rows, lo, hi);
   for (int64_t n = lo + threadIdx.x; n < hi; n += blockDim.x) {
-    const int64_t y = (int64_t)labels[n];
-    if (y >= 0 && y < CT && !(ignore && y == a.ignore_index)) total += weights ? weights[y] : A(1);
+    const A un = u ? u[n] : A(1);
+    if constexpr (V::kSoft) {
+      total += un;
+    } else {
+      const int64_t y = (int64_t)labels[n];
+      if (y >= 0 && y < CT && !(ignore && y == a.ignore_index)) total += (weights ? weights[y] : A(1)) * un;
+    }
   }
   xent_partials_store(xent_lce_layout<A>(a, chunks).partials, total, unused, scratch);
 }
@@ -96,8 +105,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_begin(c
   for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x) w.bad[k] = ~0ull;
   if constexpr (V::kReduction != XENT_REDUCE_NONE) {
     A divisor;
-    if constexpr (xent_lce_facts<V>::kCountedMean) {
-      XENT_SHARED_ARRAY(A, scratch, 2 * XENT_MAX_WARPS);
+    XENT_SHARED_ARRAY(A, scratch, 2 * XENT_MAX_WARPS);
+    if (xent_lce_summed_divisor<V>(a)) {
       A unused;
       xent_partials_sum(w.partials, xent_partial_blocks(a.rows), divisor, unused, scratch);
     } else if constexpr (V::kReduction == XENT_REDUCE_MEAN) {
@@ -201,7 +210,7 @@ static int xent_lce_launch(const void* args) {
       return 0;
     }
     case XENT_LCE_BEGIN:
-      if constexpr (xent_lce_facts<V>::kCountedMean)
+      if (xent_lce_summed_divisor<V>(a))
         XENT_LAUNCH(xent_lce_divisor<V>, dim3(xent_partial_blocks(a.rows)), dim3(XENT_PARTIAL_THREADS), 0, stream, a,
                     chunks);
       XENT_LAUNCH(xent_lce_begin<V>, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a, chunks);

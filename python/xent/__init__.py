@@ -31,7 +31,7 @@ __all__ = ["cross_entropy", "linear_cross_entropy", "CrossEntropyLoss", "softmax
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
                   z_loss=0.0, softcap=0.0, all_ignored_zero=False, invalid_labels="raise", loss_dtype=None,
                   inplace_backward=False, return_lse=False, temperature=1.0, return_entropy=False,
-                  return_logprob=False, return_argmax=False):
+                  return_logprob=False, return_argmax=False, token_weight=None, token_weight_mean="weights"):
     """torch.nn.functional.cross_entropy, fused.
 
     input: [C], [N, C] or [N, C, d1, ..., dk] (the class axis is 1; nothing
@@ -57,7 +57,19 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     pass that reads the logits:
       temperature: tau > 0; the logits (after softcap) are divided by it
         before everything else: every output is of z = logits / tau, every
-        gradient with respect to input;
+        gradient with respect to input. A tensor shaped like the rows gives
+        each row its own (a sampling temperature per sequence); a row's tau
+        that is not finite and > 0 makes that row NaN and raises
+        InvalidLabelError naming it (on CPU tensors at the call, on a GPU
+        at xent.check());
+      token_weight: a tensor shaped like the rows: each row's loss, and its
+        gradient, times its weight (0: nothing, as an ignored row; the
+        per-token outputs are not weighted). A 'mean' divides by the sum of
+        weight[target] * token_weight over the counted rows (soft targets:
+        of token_weight) with token_weight_mean="weights", or by what it
+        would without token weights with "count" (for signed weights such
+        as advantages; docs/API.md, "Token weights"). Neither tensor gets a
+        gradient;
       return_entropy: also return each row's entropy H = lse - sum_c p_c z_c
         (0 for an ignored row), differentiable: its gradient joins the
         loss's in the same backward pass;
@@ -71,7 +83,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logprob, argmax, each only if asked, in that order; each per-row tensor
     shaped like the rows (float32; float64 for float64 input).
     """
-    if _fast is not None and not (return_entropy or return_logprob or return_argmax) and not _compiling():
+    per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
+    if _fast is not None and not (return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
                                       all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse,
@@ -82,7 +95,37 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return out
     return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
                           all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, None,
-                          temperature, A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)))
+                          temperature, A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)),
+                          token_weight, token_weight_mean)
+
+
+def _row_input(t, name, rows, like):
+    """A per-row tensor (temperature, token_weight) as the C call takes it:
+    rows-shaped, the accumulation type, contiguous, on like's device."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"xent: {name} is {type(t).__name__}; a floating-point tensor shaped like the rows expected")
+    if tuple(t.shape) != tuple(rows):
+        raise ValueError(f"xent: {name} has shape {tuple(t.shape)}; the rows' {tuple(rows)} expected")
+    if t.device != like.device:
+        raise ValueError(f"xent: {name} is on {t.device}, input on {like.device}")
+    return t.detach().to(R.accumulation_dtype(like.dtype)).contiguous()
+
+
+def _per_row_options(temperature, token_weight, token_weight_mean, rows, like):
+    """(tau, row_temperature, token_weight, token_weight_count) for Options."""
+    if token_weight_mean not in ("weights", "count"):
+        raise ValueError(f"xent: token_weight_mean is {token_weight_mean!r}; 'weights' or 'count' expected")
+    row_tau = None
+    if isinstance(temperature, torch.Tensor):
+        row_tau, temperature = _row_input(temperature, "temperature", rows, like), 1.0
+        if like.device.type == "cpu":
+            bad = ~(torch.isfinite(row_tau) & (row_tau > 0))
+            if bool(bad.any()):
+                row = int(bad.reshape(-1).nonzero()[0])
+                raise ValueError(f"xent: temperature of row {row} is {float(row_tau.reshape(-1)[row])!r}; "
+                                 "a finite number > 0 expected")
+    tw = _row_input(token_weight, "token_weight", rows, like) if token_weight is not None else None
+    return _temperature(temperature), row_tau, tw, token_weight_mean == "count"
 
 
 def _temperature(temperature):
@@ -115,7 +158,7 @@ def _results(loss, lse, entropy, logprob, argmax, return_lse, stats):
 
 def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
                    all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard,
-                   temperature=1.0, stats=A.NO_STATS):
+                   temperature=1.0, stats=A.NO_STATS, token_weight=None, token_weight_mean="weights"):
     """cross_entropy's checks and shapes, for one device or (shard) a
     vocabulary slice."""
     if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
@@ -151,10 +194,14 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
         raise ValueError(f"xent: invalid_labels is {invalid_labels!r}; 'raise' or 'ignore' expected")
     R.reduction_code(reduction)
     _check_stats(stats, soft, inplace_backward, shard)
+    tau, row_tau, tw, tw_count = _per_row_options(
+        temperature.unsqueeze(0) if unbatched and isinstance(temperature, torch.Tensor) else temperature,
+        token_weight.unsqueeze(0) if unbatched and isinstance(token_weight, torch.Tensor) else token_weight,
+        token_weight_mean, A.row_shape(x), x)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
                   loss_dtype if loss_dtype is not None else x.dtype, bool(inplace_backward), shard,
-                  _temperature(temperature))
+                  tau, row_tau, tw, tw_count)
     x = x if inplace_backward else x.contiguous()
     if inplace_backward and not x.is_contiguous():
         raise ValueError("xent: inplace_backward needs a contiguous input (its storage takes the gradient)")
@@ -163,7 +210,8 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
         # Under torch.compile: the custom op, which it traces whole.
         outs = torch.ops.xent.cross_entropy(x, t, weight, o.ignore_index, reduction, o.label_smoothing, o.z_loss,
                                             o.softcap, o.all_ignored_zero, invalid_labels, o.loss_dtype,
-                                            o.temperature, *stats)
+                                            o.temperature, o.row_temperature, o.token_weight, o.token_weight_count,
+                                            *stats)
     else:
         outs = A.CrossEntropy.apply(x, t, weight, o, stats)
     loss, lse, entropy, logprob, argmax = outs
@@ -178,7 +226,8 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
 def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, ignore_index=-100, reduction="mean",
                          label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
                          invalid_labels="raise", loss_dtype=None, chunk_rows=0, temperature=1.0,
-                         return_entropy=False, return_logprob=False, return_argmax=False):
+                         return_entropy=False, return_logprob=False, return_argmax=False, token_weight=None,
+                         token_weight_mean="weights"):
     """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
     the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
@@ -191,8 +240,11 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     (of z = logits / temperature, each chunk's in its fused pass; the
     result is loss, or a tuple of loss and what was asked, in that order,
     each shaped like hidden without H); the entropy's and log-prob's
-    gradients flow to hidden, weight and bias."""
-    if _fast is not None and not (return_entropy or return_logprob or return_argmax) and not _compiling():
+    gradients flow to hidden, weight and bias. A temperature per row and
+    token_weight, token_weight_mean are xent.cross_entropy's, shaped like
+    hidden without H; the token weights reach all three gradients."""
+    per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
+    if _fast is not None and not (return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
                                              label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
@@ -233,9 +285,11 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     R.reduction_code(reduction)
     stats = A.Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax))
     _check_stats(stats, target.is_floating_point(), False, None)
+    tau, row_tau, tw, tw_count = _per_row_options(temperature, token_weight, token_weight_mean, lead, hidden)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None, _temperature(temperature))
+                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None, tau,
+                  None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
         h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o, int(chunk_rows),
         stats)

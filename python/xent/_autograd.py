@@ -61,8 +61,12 @@ def once_differentiable(what):
 # The options of a cross-entropy call, as the C descriptor takes them.
 # shard: None, or this rank's slice of the vocabulary (xent.distributed).
 # temperature: tau, the logits (after the soft cap) divided by it.
+# row_temperature, token_weight: None, or each row's tau and loss weight
+# (rows-shaped tensors of the accumulation type, contiguous; constants to
+# autograd); token_weight_count: the mean's divisor leaves the weights out.
 Options = namedtuple("Options", "ignore_index reduction label_smoothing z_loss softcap all_ignored_zero "
-                                "invalid_labels loss_dtype inplace_backward shard temperature")
+                                "invalid_labels loss_dtype inplace_backward shard temperature row_temperature "
+                                "token_weight token_weight_count", defaults=(None, None, False))
 
 # The per-token outputs a forward is asked for.
 Stats = namedtuple("Stats", "entropy logprob argmax")
@@ -84,7 +88,16 @@ def _desc(x, target_is_prob, target_dtype, o):
     d.all_ignored_zero = int(o.all_ignored_zero)
     d.invalid_labels = C.INVALID_LABELS_IGNORE if o.invalid_labels == "ignore" else C.INVALID_LABELS_REPORT
     d.temperature = o.temperature
+    d.token_weight_mean = C.TOKEN_WEIGHT_MEAN_COUNT if o.token_weight_count else C.TOKEN_WEIGHT_MEAN_WEIGHTS
     return d
+
+
+def set_rows(t, o):
+    """The call's per-row inputs (o.row_temperature, o.token_weight) into
+    its C tensors."""
+    t.temperature = R.ptr(o.row_temperature)
+    t.token_weight = R.ptr(o.token_weight)
+    return t
 
 
 def row_shape(x):
@@ -109,6 +122,7 @@ def ce_forward(x, target, weight, o, grad=None, stats=NO_STATS):
                   weights=weight.data_ptr() if weight is not None else None, loss=loss.data_ptr(),
                   lse=lse.data_ptr(), entropy=R.ptr_if(entropy, stats.entropy),
                   label_logprob=R.ptr_if(logprob, stats.logprob), argmax=R.ptr_if(argmax, stats.argmax))
+    set_rows(t, o)
     if grad is not None:
         t.grad = grad.data_ptr()
     R.run(d, C.FORWARD_BACKWARD if grad is not None else C.FORWARD, t, x.device, o.shard)
@@ -125,6 +139,7 @@ def _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy):
                   dloss=dloss.data_ptr(), grad=grad.data_ptr(),
                   grad_labels=grad_target.data_ptr() if grad_target is not None else None,
                   dentropy=R.ptr(dentropy))
+    set_rows(t, o)
     R.run(d, C.BACKWARD, t, x.device, o.shard)
     return grad, grad_target
 
@@ -132,7 +147,7 @@ def _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy):
 def folds_logprob(weight, o):
     """Whether each row's loss is -logp (0 where ignored), so that the
     label's log-prob's gradient folds into the loss's, row by row."""
-    return weight is None and o.label_smoothing == 0 and o.z_loss == 0
+    return weight is None and o.label_smoothing == 0 and o.z_loss == 0 and o.token_weight is None
 
 
 def per_row_dloss(dloss, dlogprob, rows, classes, target, o):
@@ -170,7 +185,7 @@ def ce_backward(x, target, weight, lse, dloss, o, want_target, dentropy=None, dl
         return _backward_call(x, target, weight, lse, per_row, o._replace(reduction="none", loss_dtype=acc),
                               want_target, dentropy)
     grad, grad_target = _backward_call(x, target, weight, lse, dloss, o, want_target, dentropy)
-    plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc)
+    plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc, token_weight=None)
     extra, _ = _backward_call(x, target, None, lse, (-dlogprob).to(acc).contiguous(), plain, False, None)
     return grad + extra, grad_target
 

@@ -12,6 +12,7 @@ FORWARD, BACKWARD, FORWARD_BACKWARD = 0, 1, 2
 BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP = 0, 1, 2, 3
 NO_IGNORE_INDEX = -(2**63)
 INVALID_LABELS_REPORT, INVALID_LABELS_IGNORE = 0, 1
+TOKEN_WEIGHT_MEAN_WEIGHTS, TOKEN_WEIGHT_MEAN_COUNT = 0, 1
 SOFTMAX, LOG_SOFTMAX = 0, 1
 ERROR_INVALID_LABEL = 8
 ERROR_WORKSPACE_TOO_SMALL, ERROR_BACKEND_UNAVAILABLE, ERROR_BLAS = 5, 4, 10
@@ -55,6 +56,7 @@ class Desc(ctypes.Structure):
         ("invalid_labels", ctypes.c_int),
         ("vocab_shard", ctypes.POINTER(VocabShard)),
         ("temperature", ctypes.c_double),
+        ("token_weight_mean", ctypes.c_int),
     ]
 
 
@@ -63,7 +65,7 @@ class Tensors(ctypes.Structure):
 
     _fields_ = [(name, P) for name in (
         "logits", "labels", "weights", "lse_in", "dloss", "grad_bias", "loss", "lse", "log_prob", "softmax", "grad",
-        "grad_labels", "entropy", "label_logprob", "argmax", "dentropy")]
+        "grad_labels", "entropy", "label_logprob", "argmax", "dentropy", "temperature", "token_weight")]
 
 
 class LinearDesc(ctypes.Structure):
@@ -82,7 +84,7 @@ class LinearTensors(ctypes.Structure):
 
     _fields_ = [(name, P) for name in (
         "hidden", "weight", "bias", "labels", "weights", "dloss", "loss", "lse", "grad_hidden", "grad_weight",
-        "grad_bias", "entropy", "label_logprob", "argmax", "dentropy")]
+        "grad_bias", "entropy", "label_logprob", "argmax", "dentropy", "temperature", "token_weight")]
 
 
 class SoftmaxDesc(ctypes.Structure):
@@ -99,11 +101,11 @@ class SoftmaxDesc(ctypes.Structure):
 
 # sizeof and the offsets of all_ignored_zero, softcap and vocab_shard, as
 # tests/runtime_test.c asserts for the C struct.
-DESC_LAYOUT = (112, 64, 80, 96, 104)
+DESC_LAYOUT = (120, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
-assert ctypes.sizeof(Tensors) == 16 * 8 and ctypes.sizeof(VocabShard) == 40
-assert ctypes.sizeof(LinearDesc) == 136 and ctypes.sizeof(LinearTensors) == 15 * 8
+assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 40
+assert ctypes.sizeof(LinearDesc) == 144 and ctypes.sizeof(LinearTensors) == 17 * 8
 
 
 class XentError(RuntimeError):

@@ -49,13 +49,15 @@ def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want, s
                         grad_weight=R.ptr(gw), grad_bias=R.ptr(gb), entropy=R.ptr_if(entropy, stats.entropy),
                         label_logprob=R.ptr_if(logprob, stats.logprob), argmax=R.ptr_if(argmax, stats.argmax),
                         dentropy=R.ptr(dentropy))
+    A.set_rows(t, o)
     h = R.handle(dev)
     size = ctypes.c_size_t()
     C.check(C.lib.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(size)))
     ws = torch.empty(size.value + 64, dtype=torch.uint8, device=dev)
     base = (ws.data_ptr() + 63) // 64 * 64
     C.check(C.lib.xent_linear_ce_run(h, ctypes.byref(d), ctypes.byref(t), base, size.value, R.stream(dev)))
-    if dev.type == "cpu" and d.ce.invalid_labels == C.INVALID_LABELS_REPORT and d.ce.label_type != C.PROB:
+    if dev.type == "cpu" and ((d.ce.invalid_labels == C.INVALID_LABELS_REPORT and d.ce.label_type != C.PROB)
+                              or t.temperature):
         C.check(C.lib.xent_check(h))
     return loss, gh, gw, gb, entropy, logprob, argmax
 
@@ -115,7 +117,7 @@ class LinearCrossEntropy(torch.autograd.Function):
             grads = call(o._replace(reduction="none", loss_dtype=acc), per_row, ce_weight, dentropy)
         else:
             grads = call(o, dloss, ce_weight, dentropy)
-            plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc)
+            plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc, token_weight=None)
             extra = call(plain, -dlogprob.to(torch.float64), None, None)
             grads = tuple(_add(a, b) for a, b in zip(grads, extra))
         return tuple(grads) + rest

@@ -4,10 +4,11 @@ xent.cross_entropy or xent.softmax without a graph break: the ops are
 opaque to the compiler, which learns their output shapes from the fake
 implementations below and their gradients from register_autograd.
 
-    xent::cross_entropy(x, target, weight?, options..., temperature, want_entropy, want_logprob, want_argmax)
+    xent::cross_entropy(x, target, weight?, options..., temperature, row_temperature?, token_weight?,
+        token_weight_count, want_entropy, want_logprob, want_argmax)
         -> (loss, lse, entropy, logprob, argmax)     (empty where not wanted)
     xent::cross_entropy_backward(x, target, weight?, lse, dloss?, dentropy?, dlogprob?, options..., temperature,
-        want_target) -> (grad, grad_target)
+        row_temperature?, token_weight?, token_weight_count, want_target) -> (grad, grad_target)
     xent::softmax(x, dim, kind) -> y
     xent::softmax_backward(y, dy, dim, kind) -> dx
 
@@ -36,9 +37,9 @@ def compiling():
 
 
 def _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels, loss_dtype,
-             temperature):
+             temperature, row_temperature, token_weight, token_weight_count):
     return A.Options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype, False, None, temperature)
+                     loss_dtype, False, None, temperature, row_temperature, token_weight, token_weight_count)
 
 
 if AVAILABLE:
@@ -47,15 +48,18 @@ if AVAILABLE:
     @torch.library.custom_op("xent::cross_entropy", mutates_args=())
     def cross_entropy(x: Tensor, target: Tensor, weight: Optional[Tensor], ignore_index: int, reduction: str,
                       label_smoothing: float, z_loss: float, softcap: float, all_ignored_zero: bool,
-                      invalid_labels: str, loss_dtype: torch.dtype, temperature: float, want_entropy: bool,
-                      want_logprob: bool, want_argmax: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                      invalid_labels: str, loss_dtype: torch.dtype, temperature: float,
+                      row_temperature: Optional[Tensor], token_weight: Optional[Tensor], token_weight_count: bool,
+                      want_entropy: bool, want_logprob: bool,
+                      want_argmax: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype, temperature)
+                     loss_dtype, temperature, row_temperature, token_weight, token_weight_count)
         return A.ce_forward(x, target, weight, o, stats=A.Stats(want_entropy, want_logprob, want_argmax))
 
     @cross_entropy.register_fake
     def _(x, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero,
-          invalid_labels, loss_dtype, temperature, want_entropy, want_logprob, want_argmax):
+          invalid_labels, loss_dtype, temperature, row_temperature, token_weight, token_weight_count, want_entropy,
+          want_logprob, want_argmax):
         rows = A.row_shape(x)
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         loss = x.new_empty(rows if reduction == "none" else (), dtype=loss_dtype)
@@ -69,36 +73,41 @@ if AVAILABLE:
                                dloss: Optional[Tensor], dentropy: Optional[Tensor], dlogprob: Optional[Tensor],
                                ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
                                softcap: float, all_ignored_zero: bool, invalid_labels: str, loss_dtype: torch.dtype,
-                               temperature: float, want_target: bool) -> Tuple[Tensor, Tensor]:
+                               temperature: float, row_temperature: Optional[Tensor], token_weight: Optional[Tensor],
+                               token_weight_count: bool, want_target: bool) -> Tuple[Tensor, Tensor]:
         o = _options(ignore_index, reduction, label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                     loss_dtype, temperature)
+                     loss_dtype, temperature, row_temperature, token_weight, token_weight_count)
         grad, grad_target = A.ce_backward(x, target, weight, lse, dloss, o, want_target, dentropy, dlogprob)
         # An op returns tensors only: an empty one stands for no gradient.
         return grad, grad_target if grad_target is not None else target.new_empty(0)
 
     @cross_entropy_backward.register_fake
     def _(x, target, weight, lse, dloss, dentropy, dlogprob, ignore_index, reduction, label_smoothing, z_loss,
-          softcap, all_ignored_zero, invalid_labels, loss_dtype, temperature, want_target):
+          softcap, all_ignored_zero, invalid_labels, loss_dtype, temperature, row_temperature, token_weight,
+          token_weight_count, want_target):
         return torch.empty_like(x), torch.empty_like(target) if want_target else target.new_empty(0)
 
     def _ce_setup(ctx, inputs, output):
         x, target, weight = inputs[:3]
-        ctx.save_for_backward(x, target, weight, output[1])
-        # The options and the temperature; not which outputs were asked for.
+        # The per-row tensors (inputs 12, 13) are saved; the other options
+        # and the temperature kept as they are; not which outputs were asked for.
+        ctx.save_for_backward(x, target, weight, output[1], inputs[12], inputs[13])
         ctx.options = inputs[3:12]
+        ctx.token_weight_count = inputs[14]
         ctx.n_inputs = len(inputs)
         ctx.mark_non_differentiable(output[1], output[4])
         ctx.set_materialize_grads(False)
 
     def _ce_backward(ctx, dloss, _dlse, dentropy, dlogprob, _dargmax):
-        x, target, weight, lse = ctx.saved_tensors
+        x, target, weight, lse, row_temperature, token_weight = ctx.saved_tensors
         want_x = ctx.needs_input_grad[0]
         want_target = bool(ctx.needs_input_grad[1]) and target.is_floating_point()
         none = (None,) * (ctx.n_inputs - 2)
         if not want_x and not want_target:
             return (None, None) + none
         grad, grad_target = torch.ops.xent.cross_entropy_backward(x, target, weight, lse, dloss, dentropy, dlogprob,
-                                                                 *ctx.options, want_target)
+                                                                 *ctx.options, row_temperature, token_weight,
+                                                                 ctx.token_weight_count, want_target)
         return (grad if want_x else None, grad_target if want_target else None) + none
 
     torch.library.register_autograd("xent::cross_entropy", _ce_backward, setup_context=_ce_setup)

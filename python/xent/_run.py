@@ -116,5 +116,7 @@ def run(desc, op, tensors, device, shard=None):
     if "error" in state:
         raise C.XentError(9, f"xent: the vocabulary-parallel all-gather failed: {state['error']}") from state["error"]
     C.check(status)
-    if device.type == "cpu" and desc.invalid_labels == C.INVALID_LABELS_REPORT and desc.label_type != C.PROB:
+    # On CPU tensors a bad label (or per-row temperature) is raised at once.
+    if device.type == "cpu" and ((desc.invalid_labels == C.INVALID_LABELS_REPORT and desc.label_type != C.PROB)
+                                 or tensors.temperature):
         C.check(C.lib.xent_check(h))

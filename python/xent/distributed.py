@@ -44,7 +44,7 @@ class _Shard:
 def cross_entropy(logits_shard, target, group=None, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False, invalid_labels="raise",
                   loss_dtype=None, inplace_backward=False, return_lse=False, temperature=1.0, return_entropy=False,
-                  return_logprob=False, return_argmax=False):
+                  return_logprob=False, return_argmax=False, token_weight=None, token_weight_mean="weights"):
     """xent.cross_entropy over a vocabulary split across `group` (default:
     the whole world). logits_shard: this rank's [N, C_rank] (or [N, C_rank,
     d1, ...]); the ranks' slices are consecutive in rank order and may
@@ -56,11 +56,14 @@ def cross_entropy(logits_shard, target, group=None, weight=None, ignore_index=-1
     vocabulary: each rank gets the same entropy, log-prob and argmax (a
     global class index), bit for bit, from the same one all-gather (its
     records wider when these are asked for), and the entropy's and
-    log-prob's gradients join the loss's in its slice."""
+    log-prob's gradients join the loss's in its slice. A temperature per
+    row and token_weight, token_weight_mean: every rank passes the same
+    rows' values."""
     group = group if group is not None else dist.group.WORLD
     if logits_shard.dim() < 2:
         raise ValueError("xent.distributed: logits_shard must be [N, C_rank] or [N, C_rank, d1, ...]")
     shard = _Shard(group, logits_shard.shape[1], logits_shard.device)
     return _cross_entropy(logits_shard, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
                           all_ignored_zero, invalid_labels, loss_dtype, inplace_backward, return_lse, shard,
-                          temperature, Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)))
+                          temperature, Stats(bool(return_entropy), bool(return_logprob), bool(return_argmax)),
+                          token_weight, token_weight_mean)

@@ -30,6 +30,7 @@ void xent_ce_desc_init(xent_ce_desc* d, int64_t rows, int64_t classes, xent_dtyp
   d->softcap = 0.0;
   d->all_ignored_zero = 0;
   d->temperature = 1.0;
+  d->token_weight_mean = XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
 }
 
 /* Splits shape[0..ndim) at the class axis: rows = the product of the other
@@ -162,8 +163,9 @@ static xent_status check_record(const char* fn, xent_handle* h, void* stream) {
   if (s != XENT_OK) return s;
   if (row != XENT_NO_BAD_ROW)
     return xent_fail(XENT_ERROR_INVALID_LABEL,
-                     "%s: row %llu has a label outside [0, classes) that is not ignore_index (the lowest "
-                     "such row since the last check; its loss and gradient are NaN)", fn, row);
+                     "%s: row %llu has a label outside [0, classes) that is not ignore_index, or a per-row "
+                     "temperature that is not finite and > 0 (the lowest such row since the last check; its loss "
+                     "and gradient are NaN)", fn, row);
   return XENT_OK;
 }
 
@@ -254,6 +256,9 @@ xent_status xent_check_ce_desc(const char* fn, const xent_handle* h, const xent_
                      "%s: desc->temperature is %g, must be > 0 and finite, within [%g, %g] for these logits (1 = off; "
                      "xent_ce_desc_init sets it)",
                      fn, d->temperature, tau_min, tau_max);
+  if (d->token_weight_mean != XENT_TOKEN_WEIGHT_MEAN_WEIGHTS && d->token_weight_mean != XENT_TOKEN_WEIGHT_MEAN_COUNT)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->token_weight_mean %d is not a xent_token_weight_mean", fn,
+                     (int)d->token_weight_mean);
   s = d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
   if (s != XENT_OK) return s;
   /* The workspace holds a few accumulation-type values per row and rank
@@ -330,6 +335,8 @@ static xent_status check_buffers(const char* fn, const xent_ce_desc* d, const xe
       {"label_logprob", forward ? t->label_logprob : NULL, rows * ab, ab, 1},
       {"argmax", forward ? t->argmax : NULL, rows * 8, 8, 1},
       {"dentropy", backward ? t->dentropy : NULL, rows * ab, ab, 0},
+      {"temperature", t->temperature, rows * ab, ab, 0},
+      {"token_weight", t->token_weight, rows * ab, ab, 0},
       {"workspace", c->workspace, workspace_bytes, 8, 1},
   };
   const int in_place = c->op == XENT_OP_FORWARD_BACKWARD && t->grad && t->grad == t->logits;
@@ -367,6 +374,10 @@ static xent_status ce_run(const char* fn, xent_handle* h, const xent_ce_desc* d,
   if (t->grad_labels && !soft && backward)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad_labels is set, but hard labels (desc->label_type %s) have no gradient",
                      fn, d->label_type == XENT_I32 ? "XENT_I32" : "XENT_I64");
+  if (t->temperature && d->temperature != 1.0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: temperature (per row) is set and desc->temperature is %g: pass one or the other (1 = off)", fn,
+                     d->temperature);
   if (backward && has_rows && !t->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
   if (c->op == XENT_OP_FORWARD_BACKWARD && has_rows && t->grad == t->logits && d->grad_dtype != d->dtype)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad == logits (in place) needs desc->grad_dtype == desc->dtype", fn);

@@ -65,6 +65,8 @@ static xent_status check_buffers(const char* fn, const xent_linear_ce_desc* d, c
       {"tensors->label_logprob", t->label_logprob, rows * ab, ab, 1},
       {"tensors->argmax", t->argmax, rows * 8, 8, 1},
       {"tensors->dentropy", t->dentropy, rows * ab, ab, 0},
+      {"tensors->temperature", t->temperature, rows * ab, ab, 0},
+      {"tensors->token_weight", t->token_weight, rows * ab, ab, 0},
       /* (its 64-byte alignment: the op's check, with the size) */
       {"workspace", workspace, workspace_bytes, 1, 1},
   };
@@ -102,6 +104,10 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
                      "%s: tensors->%s is set, but it is for hard labels (desc->ce.label_type is XENT_PROB; entropy "
                      "and temperature serve soft labels)",
                      fn, t->label_logprob ? "label_logprob" : "argmax");
+  if (t->temperature && d->ce.temperature != 1.0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: tensors->temperature (per row) is set and desc->ce.temperature is %g: pass one or the other "
+                     "(1 = off)", fn, d->ce.temperature);
   xent_linear_ce_plan plan;
   s = xent_linear_ce_op_plan(fn, h, d, &plan);
   if (s != XENT_OK) return s;

@@ -27,7 +27,7 @@
    xent_ce_args.wide_labels (padding again). (A test builds a plugin with
    another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 4u
+#define XENT_PLUGIN_ABI_VERSION 5u
 #endif
 
 typedef struct xent_plugin_abi {

@@ -74,8 +74,9 @@ static int axis_value(const char* axis, const call_values* c, const char** token
   else if (strcmp(axis, "ignore_index") == 0) *on = d->ignore_index != XENT_NO_IGNORE_INDEX;
   else if (strcmp(axis, "z_loss") == 0) *on = d->z_loss != 0;
   else if (strcmp(axis, "softcap") == 0) *on = d->softcap != 0;
-  else if (strcmp(axis, "temperature") == 0) *on = d->temperature != 1.0;
+  else if (strcmp(axis, "temperature") == 0) *on = d->temperature != 1.0 || (c->uses & XENT_USES_ROW_TEMPERATURE);
   else if (strcmp(axis, "token_stats") == 0) *on = (c->uses & XENT_USES_TOKEN_STATS) != 0;
+  else if (strcmp(axis, "token_weight") == 0) *on = (c->uses & XENT_USES_TOKEN_WEIGHT) != 0;
   else return 0;
   return 1;
 }
@@ -305,6 +306,9 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .label_logprob = forward && d->label_type != XENT_PROB ? t->label_logprob : NULL,
       .argmax = forward && d->label_type != XENT_PROB ? t->argmax : NULL,
       .dentropy = backward ? t->dentropy : NULL,
+      .row_temperature = t->temperature,
+      .token_weight = t->token_weight,
+      .token_weight_count = d->token_weight_mean == XENT_TOKEN_WEIGHT_MEAN_COUNT,
       .all_ignored_zero = d->all_ignored_zero,
       .ignore_invalid_labels = d->invalid_labels == XENT_INVALID_LABELS_IGNORE,
       .loss_f32 = d->loss_dtype != d->dtype,

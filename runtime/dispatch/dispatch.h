@@ -18,9 +18,10 @@
 const xent_dispatch_entry* xent_table_find(const xent_dispatch_entry* table, size_t count, const char* key);
 
 /* What a call uses beyond its descriptor, for the option axes it decides
-   (the `uses` argument below, a bit set): class weights, and any per-token
-   output (entropy, label_logprob, argmax, dentropy: axis token_stats). */
-enum { XENT_USES_WEIGHTS = 1, XENT_USES_TOKEN_STATS = 2 };
+   (the `uses` argument below, a bit set): class weights, any per-token
+   output (entropy, label_logprob, argmax, dentropy: axis token_stats), a
+   temperature per row (axis temperature) and token weights (token_weight). */
+enum { XENT_USES_WEIGHTS = 1, XENT_USES_TOKEN_STATS = 2, XENT_USES_ROW_TEMPERATURE = 4, XENT_USES_TOKEN_WEIGHT = 8 };
 
 /* The entry for a call in the table: the most specialized key first
    (option axes named), then keys with those axes left to run time. On

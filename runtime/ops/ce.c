@@ -7,11 +7,12 @@
    xent_ce_workspace_bytes() (generated xent_launch.h). */
 size_t xent_ce_launcher_workspace(const xent_ce_desc* d, xent_op op) {
   const int reduced = d->reduction != XENT_REDUCTION_NONE && op != XENT_OP_BACKWARD;
-  /* The totals kernel runs for hard labels where the mean's gradient needs
-     the sum of row weights, or smoothing that of class weights (the weights
-     are known only at the call: counted whenever smoothing is on). */
+  /* The totals kernel runs where the mean's gradient needs the sum of row
+     weights (soft labels: of token weights, where the call has them), or
+     smoothing that of class weights (the weights are known only at the
+     call: counted whenever smoothing is on). */
   const int hard = d->label_type != XENT_PROB;
-  const int totals = hard && ((d->reduction == XENT_REDUCTION_MEAN && op != XENT_OP_FORWARD) || d->label_smoothing != 0);
+  const int totals = (d->reduction == XENT_REDUCTION_MEAN && op != XENT_OP_FORWARD) || (hard && d->label_smoothing != 0);
   return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced, reduced || totals);
 }
 
@@ -26,7 +27,8 @@ static int ce_uses(const xent_ce_call* c) {
   const xent_ce_tensors* t = &c->t;
   const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
   const int stats = (forward && (t->entropy || t->label_logprob || t->argmax)) || (backward && t->dentropy);
-  return (t->weights ? XENT_USES_WEIGHTS : 0) | (stats ? XENT_USES_TOKEN_STATS : 0);
+  return (t->weights ? XENT_USES_WEIGHTS : 0) | (stats ? XENT_USES_TOKEN_STATS : 0) |
+         (t->temperature ? XENT_USES_ROW_TEMPERATURE : 0) | (t->token_weight ? XENT_USES_TOKEN_WEIGHT : 0);
 }
 
 xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* c) {

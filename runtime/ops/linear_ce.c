@@ -149,6 +149,8 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   call.t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
   call.t.argmax = t->argmax ? t->argmax + r0 : NULL;
   call.t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
+  call.t.temperature = t->temperature ? (const char*)t->temperature + (size_t)r0 * ab : NULL;
+  call.t.token_weight = t->token_weight ? (const char*)t->token_weight + (size_t)r0 * ab : NULL;
   if (c->reduction == XENT_REDUCTION_NONE) {
     call.t.loss = (char*)t->loss + (size_t)r0 * lsz;
     call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
@@ -280,7 +282,8 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   /* The option axes the tensors decide: the class weights, and any
      per-token output (the chunks' fused kernel computes them). */
   const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
-  const int uses = (t->weights ? XENT_USES_WEIGHTS : 0) | (stats ? XENT_USES_TOKEN_STATS : 0);
+  const int uses = (t->weights ? XENT_USES_WEIGHTS : 0) | (stats ? XENT_USES_TOKEN_STATS : 0) |
+                   (t->temperature ? XENT_USES_ROW_TEMPERATURE : 0) | (t->token_weight ? XENT_USES_TOKEN_WEIGHT : 0);
   const xent_dispatch_entry* steps = xent_lce_find(h, &d->ce, uses);
   if (!steps) return XENT_ERROR_NOT_GENERATED;
   /* The chunks' kernels, found once: the fused kernel, or the
@@ -304,6 +307,8 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   a.step = XENT_LCE_BEGIN;
   a.labels = t->labels;
   a.weights = t->weights;
+  a.token_weight = t->token_weight;
+  a.token_weight_count = d->ce.token_weight_mean == XENT_TOKEN_WEIGHT_MEAN_COUNT;
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
   for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = chunk(&r, k);

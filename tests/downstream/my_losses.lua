@@ -3,9 +3,10 @@
 -- spec: bf16 and f32 logits, int64 labels, the mean, forward and backward.
 -- And one axis specialized where xent's spec keeps it at run time: the
 -- z-loss, so a call without it runs a kernel that has no z-loss code at all.
--- Written before xent had the temperature and the per-token outputs, it
--- names neither: they are compiled out (as if specialized "off"), and a call
--- that asks for one is refused, naming the axis and this file.
+-- Written before xent had the temperature, the per-token outputs and the
+-- token weights, it names none of them: they are compiled out (as if
+-- specialized "off"), and a call that asks for one is refused, naming the
+-- axis and this file.
 family "cross_entropy"
 
 ops { "fwd", "bwd" }

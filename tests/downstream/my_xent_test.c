@@ -21,12 +21,13 @@ static void expect(int ok, const char* what) {
 }
 
 /* The variants of my_losses.lua: op x dtype x z-loss (label i64, mean),
-   each without the temperature and the per-token outputs it does not name. */
+   each without the temperature, the per-token outputs and the token weights it
+   does not name. */
 static const char* const expected_keys[] = {
-    "ce_bwd_bf16_i64_mean_nozloss_notemp_nostats", "ce_bwd_bf16_i64_mean_zloss_notemp_nostats",
-    "ce_bwd_f32_i64_mean_nozloss_notemp_nostats",  "ce_bwd_f32_i64_mean_zloss_notemp_nostats",
-    "ce_fwd_bf16_i64_mean_nozloss_notemp_nostats", "ce_fwd_bf16_i64_mean_zloss_notemp_nostats",
-    "ce_fwd_f32_i64_mean_nozloss_notemp_nostats",  "ce_fwd_f32_i64_mean_zloss_notemp_nostats",
+    "ce_bwd_bf16_i64_mean_nozloss_notemp_nostats_notokw", "ce_bwd_bf16_i64_mean_zloss_notemp_nostats_notokw",
+    "ce_bwd_f32_i64_mean_nozloss_notemp_nostats_notokw",  "ce_bwd_f32_i64_mean_zloss_notemp_nostats_notokw",
+    "ce_fwd_bf16_i64_mean_nozloss_notemp_nostats_notokw", "ce_fwd_bf16_i64_mean_zloss_notemp_nostats_notokw",
+    "ce_fwd_f32_i64_mean_nozloss_notemp_nostats_notokw",  "ce_fwd_f32_i64_mean_zloss_notemp_nostats_notokw",
 };
 enum { EXPECTED = sizeof expected_keys / sizeof expected_keys[0] };
 
@@ -175,6 +176,16 @@ static void check_refused(xent_handle* h, const char* rendering) {
              strstr(xent_last_error(), "my_losses.lua") && f32_loss == -1,
          what);
   d.temperature = 1.0;
+  /* And token weights, an axis newer still. */
+  const float token_weight[4] = {1, 1, 0, 1};
+  const xent_ce_tensors weighted = {.logits = f32_logits, .labels = labels, .loss = &f32_loss, .lse = lse,
+                                    .token_weight = token_weight};
+  s = xent_ce_run(h, &d, XENT_OP_FORWARD, &weighted, ws, sizeof ws, NULL);
+  snprintf(what, sizeof what, "%s: token weights are refused as not generated, naming the axis and spec (%s)",
+           rendering, xent_last_error());
+  expect(s == XENT_ERROR_NOT_GENERATED && strstr(xent_last_error(), "token_weight: tokw") &&
+             strstr(xent_last_error(), "my_losses.lua") && f32_loss == -1,
+         what);
   s = xent_ce_forward(h, &d, f32_logits, labels, NULL, &f32_loss, lse, ws, sizeof ws, NULL);
   snprintf(what, sizeof what, "%s: the same call without it runs (%s)", rendering,
            s == XENT_OK ? "ok" : xent_last_error());

@@ -263,17 +263,37 @@ struct CrossEntropy {
     sum_w = 0;
     for (int64_t c = 0; c < C && (backward || eps != 0); ++c) sum_w += weight(c);
     if (d->reduction == XENT_REDUCTION_MEAN) {
-      if (soft) {
+      // The token weights in the mean's divisor, unless the call asks for
+      // the count (xent_token_weight_mean).
+      const bool u_in = a->token_weight && !a->token_weight_count;
+      if (soft && !u_in) {
         denominator = (A)a->rows;
       } else {
         double total = 0;
         for (int64_t r = 0; r < a->rows; ++r) {
-          const int64_t y = xent_load_label(d->label_type, a->labels, r);
-          if (!ignored(y) && y >= 0 && y < C) total += (double)weight(y);
+          const double u = u_in ? (double)token_weight(r) : 1.0;
+          if (soft) {
+            total += u;
+          } else {
+            const int64_t y = xent_load_label(d->label_type, a->labels, r);
+            if (!ignored(y) && y >= 0 && y < C) total += (double)weight(y) * u;
+          }
         }
         denominator = (A)total;
       }
     }
+  }
+
+  A token_weight(int64_t r) const { return a->token_weight ? (A)xent_load(acc, a->token_weight, r) : A(1); }
+
+  // 1 / tau of row r: the call's, or its own, NaN where that is not finite
+  // and > 0 (then the row is recorded as a bad label's is).
+  A row_inv_t(int64_t r, unsigned long long* bad) const {
+    if (!a->row_temperature) return inv_t;
+    const A tau = (A)xent_load(acc, a->row_temperature, r), it = A(1) / tau;
+    if (tau > 0 && std::isfinite(tau) && std::isfinite(it)) return it;
+    if ((unsigned long long)r < *bad) *bad = (unsigned long long)r;
+    return A(NAN);
   }
 
   // Rows [r0, r1): their losses (into row_loss for a reduction), outputs and
@@ -291,8 +311,9 @@ struct CrossEntropy {
           z[c] = cap * t;
         }
       }
-      if (inv_t != A(1))
-        for (int64_t c = 0; c < C; ++c) z[c] *= inv_t;
+      const A it = row_inv_t(r, bad);
+      if (it != A(1))
+        for (int64_t c = 0; c < C; ++c) z[c] *= it;
       // The row's statistics: computed, or for a backward the saved lse
       // (m = lse, lr = 0), as the kernels take them: a saved lse beyond +-64
       // lost the logits' precision in its rounding, and the entropy's
@@ -328,7 +349,7 @@ struct CrossEntropy {
         entropy = std::isfinite(m) ? t / s + lr : A(NAN);
       }
       if (forward) forward_row(r, at, z, tb.data(), st, y, counted, bad_row, entropy, row_loss);
-      if (backward) backward_row(r, at, z, tb.data(), th.data(), st, y, counted, bad_row, entropy, out.data());
+      if (backward) backward_row(r, at, z, tb.data(), th.data(), st, y, counted, bad_row, entropy, it, out.data());
     }
   }
 
@@ -350,6 +371,10 @@ struct CrossEntropy {
         loss += eps / (A)C * smooth;
       }
       loss += zl * lse * lse;
+    }
+    if (!bad_row && (soft || counted)) {
+      const A u = token_weight(r);
+      loss = u == 0 ? A(0) : loss * u;
     }
     if (reduced) row_loss[r] = loss;
     else if (a->loss) xent_store(loss_dt, a->loss, r, (double)loss);
@@ -380,32 +405,40 @@ struct CrossEntropy {
   }
 
   void backward_row(int64_t r, int64_t at, const A* z, const A* t, const A* th, Stats<A> st, int64_t y, bool counted,
-                    bool bad_row, A entropy, A* out) const {
+                    bool bad_row, A entropy, A it, A* out) const {
     const A m = st.m, lr = st.lr, lse = st.lse;
     const A upstream = a->dloss ? (A)xent_load(loss_dt, a->dloss, d->reduction == XENT_REDUCTION_NONE ? r : 0) : A(1);
-    const A scale = upstream / denominator;
+    // The token weight scales the loss's gradient (not the entropy's); a
+    // row it weighs out gets none of it.
+    const A u = token_weight(r);
+    const bool weighed_out = u == 0;
+    const A scale = weighed_out ? A(0) : upstream / denominator * u;
     const A de = a->dentropy && (counted || soft) ? (A)xent_load(acc, a->dentropy, r) : A(0);
     if (bad_row) {
       for (int64_t c = 0; c < C; ++c) out[c] = A(NAN);
     } else if (!counted) {
       for (int64_t c = 0; c < C; ++c) out[c] = 0;
     } else {
-      A coef = 2 * zl * lse;
-      if (soft) coef += sum8<A>(C, [&](int64_t c) { return weight(c) * t[c]; });
-      else coef += (1 - eps) * weight(y) + eps / (A)C * sum_w;
-      // dz_c = scale * (p_c * coef - the label's part of c) + the entropy's
-      // part, a loop each so that each vectorizes (the difference before
-      // the scale, as the kernels take it: 0 where it is 0).
-      const A smooth = eps / (A)C;
-      for (int64_t c = 0; c < C; ++c) out[c] = exp_of((z[c] - m) - lr) * coef;
-      if (soft) {
-        for (int64_t c = 0; c < C; ++c) out[c] -= weight(c) * t[c];
+      if (weighed_out) {
+        for (int64_t c = 0; c < C; ++c) out[c] = 0;
       } else {
-        if (smooth != 0)
-          for (int64_t c = 0; c < C; ++c) out[c] -= smooth * weight(c);
-        out[y] -= (1 - eps) * weight(y);
+        A coef = 2 * zl * lse;
+        if (soft) coef += sum8<A>(C, [&](int64_t c) { return weight(c) * t[c]; });
+        else coef += (1 - eps) * weight(y) + eps / (A)C * sum_w;
+        // dz_c = scale * (p_c * coef - the label's part of c) + the entropy's
+        // part, a loop each so that each vectorizes (the difference before
+        // the scale, as the kernels take it: 0 where it is 0).
+        const A smooth = eps / (A)C;
+        for (int64_t c = 0; c < C; ++c) out[c] = exp_of((z[c] - m) - lr) * coef;
+        if (soft) {
+          for (int64_t c = 0; c < C; ++c) out[c] -= weight(c) * t[c];
+        } else {
+          if (smooth != 0)
+            for (int64_t c = 0; c < C; ++c) out[c] -= smooth * weight(c);
+          out[y] -= (1 - eps) * weight(y);
+        }
+        for (int64_t c = 0; c < C; ++c) out[c] *= scale;
       }
-      for (int64_t c = 0; c < C; ++c) out[c] *= scale;
       if (de != 0) {
         for (int64_t c = 0; c < C; ++c) {
           const A lp = (z[c] - m) - lr, p = exp_of(lp);
@@ -413,8 +446,8 @@ struct CrossEntropy {
         }
       }
       // Through z = cap * tanh(x / cap) / tau.
-      if (inv_t != A(1))
-        for (int64_t c = 0; c < C; ++c) out[c] *= inv_t;
+      if (it != A(1))
+        for (int64_t c = 0; c < C; ++c) out[c] *= it;
       if (cap > 0)
         for (int64_t c = 0; c < C; ++c) out[c] *= 1 - th[c] * th[c];
     }
