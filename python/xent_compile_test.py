@@ -78,13 +78,20 @@ class OpCheck(unittest.TestCase):
                                       device=device)
                 w = (torch.rand(11, dtype=torch.float64) + 0.5).to(
                     torch.float64 if dtype == torch.float64 else torch.float32).to(device)
-                # The per-token outputs as the op takes them: temperature,
-                # then entropy, the label's log-prob, argmax (hard labels).
-                stats = [(1.0, False, False, False), (0.7, True, label != "prob", label != "prob")]
-                for tau, entropy, logprob, argmax in stats:
-                    args = (x, t, w, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", dtype, tau, entropy, logprob,
-                            argmax)
-                    with self.subTest(device=device, dtype=dtype, label=label, reduction=reduction, tau=tau):
+                # The per-token outputs as the op takes them: temperature, a
+                # temperature and a token weight per row and the mean's
+                # divisor, then entropy, the label's log-prob, argmax (hard labels).
+                acc = w.dtype
+                row_tau = (torch.rand(5, dtype=torch.float64) + 0.5).to(acc).to(device)
+                tw = torch.rand(5, dtype=torch.float64).to(acc).to(device)
+                stats = [(1.0, None, None, False, False, False, False),
+                         (0.7, None, None, False, True, label != "prob", label != "prob"),
+                         (1.0, row_tau, tw, reduction == "mean", True, label != "prob", False)]
+                for tau, rt, u, count, entropy, logprob, argmax in stats:
+                    args = (x, t, w, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", dtype, tau, rt, u, count,
+                            entropy, logprob, argmax)
+                    with self.subTest(device=device, dtype=dtype, label=label, reduction=reduction, tau=tau,
+                                      per_row=rt is not None):
                         torch.library.opcheck(torch.ops.xent.cross_entropy.default, args)
 
     def test_softmax_ops(self):

@@ -118,7 +118,7 @@ def _per_row_options(temperature, token_weight, token_weight_mean, rows, like):
     row_tau = None
     if isinstance(temperature, torch.Tensor):
         row_tau, temperature = _row_input(temperature, "temperature", rows, like), 1.0
-        if like.device.type == "cpu":
+        if like.device.type == "cpu" and not _compiling():
             bad = ~(torch.isfinite(row_tau) & (row_tau > 0))
             if bool(bad.any()):
                 row = int(bad.reshape(-1).nonzero()[0])
