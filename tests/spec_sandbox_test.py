@@ -23,7 +23,7 @@ TEMPLATES = os.path.join(RUNFILES, "templates")
 
 HEADER = 'family "cross_entropy"\nops { "fwd", "bwd" }\n'
 AXES = ('specialize "dtype" { "f32" }\nspecialize "label" { "i64" }\nspecialize "reduction" { "mean" }\n'
-        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats"\n'
+        'runtime "weights"\nruntime "label_smoothing"\nruntime "ignore_index"\nruntime "z_loss"\nruntime "softcap"\nruntime "temperature"\nruntime "token_stats" runtime "token_weight"\n'
         'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 } }\n'
         'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
 GOOD = HEADER + AXES

@@ -406,15 +406,19 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       if constexpr (F::kTempered || F::kStats) {
         // The walk runs in two copies: the plain one, and one for calls with
         // a temperature or per-token outputs, which scales each z and tracks
-        // t and the argmax (kernels/cross_entropy/token_stats.h).
+        // t and the argmax (kernels/cross_entropy/token_stats.h). The choice
+        // is the call's, the same for every row: the reductions below it
+        // synchronize the block.
+        const bool tempered = (A)a.inv_temperature != A(1) || a.row_temperature;
+        (void)tempered;
         bool fwd_extras;
         if constexpr (V::kTemperature == XENT_ON || V::kTokenStats == XENT_ON) {
           fwd_extras = true;
         } else if constexpr (F::kTempered && F::kStats) {
-          fwd_extras = itau != A(1) || a.row_temperature || a.entropy || a.argmax || (F::kBwd && a.dentropy) ||
+          fwd_extras = tempered || a.entropy || a.argmax || (F::kBwd && a.dentropy) ||
                        (F::kShardable && a.shard_token_stats);
         } else if constexpr (F::kTempered) {
-          fwd_extras = itau != A(1) || a.row_temperature;
+          fwd_extras = tempered;
         } else {
           fwd_extras = a.entropy || a.argmax || (F::kBwd && a.dentropy) || (F::kShardable && a.shard_token_stats);
         }
