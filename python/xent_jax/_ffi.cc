@@ -1,0 +1,256 @@
+// xent's cross entropy as XLA FFI handlers (xent_jax): the buffers XLA owns
+// go to xent_ce_run as they are, the workspace comes from XLA's scratch
+// allocator, and the call runs on XLA's stream (CUDA) or on the host (cpu).
+// Compiled at first use against the installed jaxlib's headers
+// (python/xent_jax/_build.py) and linked to the package's libxent.
+//
+//   xent_ce_fwd(logits, labels, weights, temperature, token_weight)
+//       -> (loss, lse)                    attributes: the call's options
+//   xent_ce_bwd(logits, labels, weights, temperature, token_weight, lse, dloss)
+//       -> (grad, grad_labels)
+//
+// An optional input (weights, a temperature or token weight per row) is a
+// buffer of no elements when absent. The logits are [..., C, inner...] with
+// the class axis at `axis` (from the front, >= 0), every other axis a row.
+#include <stdint.h>
+#include <string.h>
+
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "xent.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// One handle per platform, made at first use (xent's calls on one handle
+// may come from several threads).
+xent_handle* handle_for(xent_backend_kind kind, xent_status* status) {
+  static std::mutex mu;
+  static xent_handle* handles[4] = {nullptr, nullptr, nullptr, nullptr};
+  std::lock_guard<std::mutex> lock(mu);
+  if (!handles[kind]) *status = xent_create(&handles[kind], kind);
+  else *status = XENT_OK;
+  return handles[kind];
+}
+
+ffi::Error xent_error(const char* what) {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string(what) + ": " + xent_last_error());
+}
+
+bool dtype_of(ffi::DataType t, xent_dtype* d) {
+  switch (t) {
+    case ffi::DataType::F32: *d = XENT_F32; return true;
+    case ffi::DataType::F16: *d = XENT_F16; return true;
+    case ffi::DataType::BF16: *d = XENT_BF16; return true;
+    case ffi::DataType::F64: *d = XENT_F64; return true;
+    default: return false;
+  }
+}
+
+const void* optional(const ffi::AnyBuffer& b) { return b.element_count() > 0 ? b.untyped_data() : nullptr; }
+
+// The descriptor of a call: the logits' shape split at the class axis, the
+// labels' kind from their dtype, and the options.
+ffi::Error describe(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& labels, int64_t axis, int64_t reduction,
+                    int64_t ignore_index, double label_smoothing, double z_loss, double softcap, double temperature,
+                    bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, xent_ce_desc* d) {
+  xent_dtype dtype;
+  if (!dtype_of(logits.element_type(), &dtype))
+    return ffi::Error::InvalidArgument("xent: logits must be float32, float16, bfloat16 or float64");
+  xent_label_type label;
+  if (labels.element_type() == ffi::DataType::S32) label = XENT_I32;
+  else if (labels.element_type() == ffi::DataType::S64) label = XENT_I64;
+  else if (labels.element_type() == logits.element_type()) label = XENT_PROB;
+  else return ffi::Error::InvalidArgument("xent: labels must be int32, int64 or probabilities of the logits' dtype");
+  const auto dims = logits.dimensions();
+  int64_t shape[16];
+  if (dims.size() < 1 || dims.size() > 16) return ffi::Error::InvalidArgument("xent: logits must have 1 to 16 axes");
+  for (size_t i = 0; i < dims.size(); ++i) shape[i] = dims[i];
+  if (xent_ce_desc_init_nd(d, (int)dims.size(), shape, (int)axis, dtype, label, (xent_reduction)reduction) != XENT_OK)
+    return xent_error("xent_ce_desc_init_nd");
+  d->ignore_index = ignore_index;
+  d->label_smoothing = label_smoothing;
+  d->z_loss = z_loss;
+  d->softcap = softcap;
+  d->temperature = temperature;
+  d->all_ignored_zero = all_ignored_zero;
+  d->invalid_labels = ignore_invalid_labels ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
+  d->token_weight_mean = token_weight_count ? XENT_TOKEN_WEIGHT_MEAN_COUNT : XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
+  const size_t rows = (size_t)d->rows;
+  if (labels.element_count() != (label == XENT_PROB ? logits.element_count() : rows))
+    return ffi::Error::InvalidArgument("xent: labels do not match the logits' rows");
+  return ffi::Error::Success();
+}
+
+// Every buffer of the call the size the descriptor says (a mismatch is a
+// binding's mistake, refused before anything is written).
+bool sized(const ffi::AnyBuffer& b, size_t n, bool optional_input) {
+  return b.element_count() == n || (optional_input && b.element_count() == 0);
+}
+
+// One xent_ce_run with its workspace from XLA.
+ffi::Error run(xent_backend_kind kind, void* stream, ffi::ScratchAllocator& scratch, const xent_ce_desc& d, xent_op op,
+               const xent_ce_tensors& t) {
+  xent_status s;
+  xent_handle* h = handle_for(kind, &s);
+  if (s != XENT_OK) return xent_error("xent_create");
+  size_t bytes = 0;
+  if (xent_ce_workspace_size(h, &d, op, &bytes) != XENT_OK) return xent_error("xent_ce_workspace_size");
+  // XLA's scratch where it has one (the GPUs); the host's calls are done on
+  // return, so there a buffer of our own serves.
+  void* ws = nullptr;
+  std::unique_ptr<unsigned char[]> own;
+  if (bytes > 0) {
+    auto got = scratch.Allocate(bytes, 64);
+    if (got.has_value()) {
+      ws = *got;
+    } else if (kind == XENT_BACKEND_CPU) {
+      own.reset(new (std::nothrow) unsigned char[bytes + 64]);
+      if (!own) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no memory for the workspace");
+      ws = (void*)(((uintptr_t)own.get() + 63) & ~(uintptr_t)63);
+    } else {
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no scratch for the workspace");
+    }
+  }
+  if (xent_ce_run(h, &d, op, &t, ws, bytes, stream) != XENT_OK) return xent_error("xent_ce_run");
+  // The cpu backend's calls are done on return: a bad label is reported now.
+  if (kind == XENT_BACKEND_CPU && xent_check(h) != XENT_OK) return xent_error("xent");
+  return ffi::Error::Success();
+}
+
+ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
+                   ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
+                   ffi::AnyBuffer token_weight, ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> lse,
+                   int64_t axis, int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss,
+                   double softcap, double tau, bool all_ignored_zero, bool ignore_invalid_labels,
+                   bool token_weight_count) {
+  xent_ce_desc d;
+  ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
+                          all_ignored_zero, ignore_invalid_labels, token_weight_count, &d);
+  if (e.failure()) return e;
+  const size_t rows = (size_t)d.rows;
+  if (!sized(*loss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(*lse, rows, false) ||
+      !sized(weights, (size_t)d.classes, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true))
+    return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
+  xent_ce_tensors t;
+  memset(&t, 0, sizeof t);
+  t.logits = logits.untyped_data();
+  t.labels = labels.untyped_data();
+  t.weights = optional(weights);
+  t.temperature = optional(temperature);
+  t.token_weight = optional(token_weight);
+  t.loss = loss->untyped_data();
+  t.lse = lse->untyped_data();
+  return run(kind, stream, scratch, d, XENT_OP_FORWARD, t);
+}
+
+ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
+                    ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
+                    ffi::AnyBuffer token_weight, ffi::AnyBuffer lse, ffi::AnyBuffer dloss,
+                    ffi::Result<ffi::AnyBuffer> grad, ffi::Result<ffi::AnyBuffer> grad_labels, int64_t axis,
+                    int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss, double softcap,
+                    double tau, bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count) {
+  xent_ce_desc d;
+  ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
+                          all_ignored_zero, ignore_invalid_labels, token_weight_count, &d);
+  if (e.failure()) return e;
+  const size_t rows = (size_t)d.rows;
+  if (!sized(*grad, logits.element_count(), false) || !sized(lse, rows, false) ||
+      !sized(dloss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(weights, (size_t)d.classes, true) ||
+      !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
+      !(grad_labels->element_count() == 0 || grad_labels->element_count() == labels.element_count()))
+    return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
+  xent_ce_tensors t;
+  memset(&t, 0, sizeof t);
+  t.logits = logits.untyped_data();
+  t.labels = labels.untyped_data();
+  t.weights = optional(weights);
+  t.temperature = optional(temperature);
+  t.token_weight = optional(token_weight);
+  t.lse_in = lse.untyped_data();
+  t.dloss = dloss.untyped_data();
+  t.grad = grad->untyped_data();
+  t.grad_labels = d.label_type == XENT_PROB && grad_labels->element_count() > 0 ? grad_labels->untyped_data() : nullptr;
+  return run(kind, stream, scratch, d, XENT_OP_BACKWARD, t);
+}
+
+// The bindings: the same arguments on every platform, the stream where it
+// has one.
+template <class B>
+auto forward_args(B b) {
+  return std::move(b).template Ctx<ffi::ScratchAllocator>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int64_t>("axis")
+      .template Attr<int64_t>("reduction")
+      .template Attr<int64_t>("ignore_index")
+      .template Attr<double>("label_smoothing")
+      .template Attr<double>("z_loss")
+      .template Attr<double>("softcap")
+      .template Attr<double>("temperature")
+      .template Attr<bool>("all_ignored_zero")
+      .template Attr<bool>("ignore_invalid_labels")
+      .template Attr<bool>("token_weight_count");
+}
+
+template <class B>
+auto backward_args(B b) {
+  return std::move(b).template Ctx<ffi::ScratchAllocator>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int64_t>("axis")
+      .template Attr<int64_t>("reduction")
+      .template Attr<int64_t>("ignore_index")
+      .template Attr<double>("label_smoothing")
+      .template Attr<double>("z_loss")
+      .template Attr<double>("softcap")
+      .template Attr<double>("temperature")
+      .template Attr<bool>("all_ignored_zero")
+      .template Attr<bool>("ignore_invalid_labels")
+      .template Attr<bool>("token_weight_count");
+}
+
+#ifndef XENT_JAX_GPU_BACKEND
+#define XENT_JAX_GPU_BACKEND XENT_BACKEND_CUDA  // XENT_BACKEND_HIP for JAX's ROCm build
+#endif
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_fwd_cpu,
+                              [](ffi::ScratchAllocator s, auto... a) {
+                                return forward(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
+                              },
+                              forward_args(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_bwd_cpu,
+                              [](ffi::ScratchAllocator s, auto... a) {
+                                return backward(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
+                              },
+                              backward_args(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_fwd_gpu,
+                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
+                                return forward(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
+                              },
+                              forward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_bwd_gpu,
+                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
+                                return backward(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
+                              },
+                              backward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));

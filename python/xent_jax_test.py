@@ -1,0 +1,273 @@
+"""xent_jax against optax and jax.nn in float64, on JAX's cpu platform (the
+cpu backend's own code): values and gradients (jax.grad through the
+custom_vjp) for integer and soft labels, every dtype JAX has, the options,
+the hard cases (every row ignored, logits of +-1e8, one class, the class
+axis in place), abstract evaluation, jit, vmap, and a jitted training step
+beside optax's.
+
+Tolerances: float64 1e-10 relative (two summation orders); float32 2e-5;
+float16 and bfloat16 the output's rounding to its dtype (4e-3, 2.5e-2),
+the inputs the oracle sees being the same rounded values."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import unittest
+
+# What the test installs where this Python has no JAX (CI's Debian Python):
+# a venv of its own, from PyPI, cached across runs.
+PINS = ["jax==0.10.2", "jaxlib==0.10.2", "optax==0.2.8"]
+
+
+def _bootstrap():
+    """Runs the test under a Python with jax and optax: this one, or a venv
+    the test makes (pip from PyPI), or says SKIPPED with the reason."""
+    try:
+        import jax  # noqa: F401
+        import optax  # noqa: F401
+        return
+    except ImportError as e:
+        missing = str(e)
+    if os.environ.get("XENT_JAX_TEST_CHILD"):
+        print(f"SKIPPED: the test's venv has no JAX ({missing})")
+        sys.exit(0)
+    root = os.environ.get("XENT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "xent")
+    venv = os.path.join(root, "jax-test-" + hashlib.sha256(" ".join(PINS).encode()).hexdigest()[:12])
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(os.path.join(venv, "ready")):
+        try:
+            subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True, capture_output=True)
+            subprocess.run([python, "-m", "pip", "install", "--quiet", *PINS], check=True, capture_output=True,
+                           timeout=900)
+        except (subprocess.SubprocessError, OSError) as e:
+            err = getattr(e, "stderr", b"") or b""
+            print(f"SKIPPED: JAX could not be installed into {venv} ({e}; "
+                  f"{err.decode(errors='replace').strip().splitlines()[-1:] or ''})")
+            sys.exit(0)
+        open(os.path.join(venv, "ready"), "w").close()
+    env = dict(os.environ, XENT_JAX_TEST_CHILD="1")
+    runfiles = os.environ.get("TEST_SRCDIR")
+    if runfiles:
+        env.setdefault("XENT_LIBRARY", os.path.join(runfiles, "xent", "runtime", "libxent_shared.so"))
+        env["PYTHONPATH"] = os.path.join(runfiles, "xent", "python")
+        env.setdefault("XENT_CACHE_DIR", os.environ.get("TEST_TMPDIR", root))
+    os.execve(python, [python, os.path.abspath(__file__), *sys.argv[1:]], env)
+
+
+if __name__ == "__main__":
+    _bootstrap()
+    # JAX's cpu platform (the cpu backend's own code) unless a GPU run asks
+    # for its device.
+    os.environ.setdefault("JAX_PLATFORMS", os.environ.get("XENT_JAX_PLATFORMS", "cpu"))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import xent_jax  # noqa: E402
+
+TOL = {jnp.float64: 1e-10, jnp.float32: 2e-5, jnp.float16: 4e-3, jnp.bfloat16: 2.5e-2}
+DTYPES = (jnp.float64, jnp.float32, jnp.bfloat16, jnp.float16)
+
+
+def close(test, got, want, dtype, what):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = max(np.abs(want[np.isfinite(want)]).max() if np.isfinite(want).any() else 1.0, 1.0)
+    err = np.abs(got - want)[np.isfinite(want)].max() if want.size else 0.0
+    test.assertTrue(np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN where the oracle has none, or not")
+    test.assertLessEqual(err, TOL[dtype] * scale, f"{what}: max error {err:.3g} > {TOL[dtype]:.1g} * {scale:.3g}")
+
+
+def oracle(z, labels, weight=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, tw=None, reduction="none",
+           count=False):
+    """PyTorch's cross entropy from its definition in float64 jnp, rows along
+    axis 0 and classes along axis 1 of z (already scaled), with token
+    weights tw; differentiable in z."""
+    c = z.shape[1]
+    logp = jax.nn.log_softmax(z, axis=1)
+    lse = jax.nn.logsumexp(z, axis=1)
+    w = jnp.ones(c) if weight is None else weight
+    if jnp.issubdtype(labels.dtype, jnp.floating):
+        t = (1 - smoothing) * labels + smoothing / c
+        per_row = -(w * t * logp).sum(1) + z_loss * lse * lse
+        base = jnp.ones(z.shape[0])
+    else:
+        counted = labels != ignore_index
+        y = jnp.clip(labels, 0, c - 1)
+        wy = w[y]
+        nll = -jnp.take_along_axis(logp, y[:, None], 1)[:, 0]
+        smooth = -(w * logp).sum(1) / c
+        per_row = jnp.where(counted, (1 - smoothing) * wy * nll + smoothing * smooth + z_loss * lse * lse, 0.0)
+        base = jnp.where(counted, wy, 0.0)
+    u = jnp.ones(z.shape[0]) if tw is None else tw
+    per_row = jnp.where(u == 0, 0.0, per_row * u)
+    if reduction == "none":
+        return per_row
+    if reduction == "sum":
+        return per_row.sum()
+    return per_row.sum() / (base.sum() if count else (base * u).sum())
+
+
+class VsOptax(unittest.TestCase):
+    def setUp(self):
+        self.rng = np.random.default_rng(7)
+
+    def logits(self, shape, dtype, scale=3.0):
+        return jnp.asarray(self.rng.standard_normal(shape) * scale).astype(dtype)
+
+    def test_integer_labels(self):
+        """optax.softmax_cross_entropy_with_integer_labels: per row, and its
+        gradient, every dtype, int32 and int64 labels."""
+        for dtype in DTYPES:
+            for label_dtype in (jnp.int32, jnp.int64):
+                x = self.logits((9, 37), dtype)
+                y = jnp.asarray(self.rng.integers(0, 37, 9)).astype(label_dtype)
+                up = jnp.asarray(self.rng.uniform(0.5, 1.5, 9))
+                got, grad = jax.value_and_grad(
+                    lambda x: (xent_jax.cross_entropy(x, y).astype(jnp.float64) * up).sum())(x)
+                x64 = x.astype(jnp.float64)
+                want, wgrad = jax.value_and_grad(
+                    lambda x: (optax.softmax_cross_entropy_with_integer_labels(x, y) * up).sum())(x64)
+                what = f"{dtype.__name__} {label_dtype.__name__}"
+                close(self, got, want, dtype, what + " loss")
+                close(self, grad, wgrad, dtype, what + " gradient")
+                self.assertEqual(xent_jax.cross_entropy(x, y).dtype, dtype)
+
+    def test_soft_labels(self):
+        """optax.softmax_cross_entropy: the loss and the gradients of the
+        logits and of the labels."""
+        for dtype in (jnp.float64, jnp.float32, jnp.bfloat16):
+            x = self.logits((7, 23), dtype)
+            t = jax.nn.softmax(jnp.asarray(self.rng.standard_normal((7, 23)) * 2)).astype(dtype)
+            fn = lambda x, t: xent_jax.cross_entropy(x, t, reduction="sum").astype(jnp.float64)
+            got, (gx, gt) = jax.value_and_grad(fn, argnums=(0, 1))(x, t)
+            ref = lambda x, t: optax.softmax_cross_entropy(x, t).sum()
+            want, (wx, wt) = jax.value_and_grad(ref, argnums=(0, 1))(x.astype(jnp.float64), t.astype(jnp.float64))
+            close(self, got, want, dtype, f"{dtype.__name__} soft loss")
+            close(self, gx, wx, dtype, f"{dtype.__name__} soft gradient of the logits")
+            close(self, gt, wt, dtype, f"{dtype.__name__} soft gradient of the labels")
+
+    def test_options(self):
+        """Class weights, ignore_index, smoothing, z-loss, the soft cap, a
+        temperature (one, or one a row) and token weights (both divisors),
+        each reduction, against their definitions."""
+        for dtype in (jnp.float64, jnp.float32):
+            for reduction in ("none", "sum", "mean"):
+                for count in (False, True):
+                    x = self.logits((11, 29), dtype)
+                    y = jnp.asarray(self.rng.integers(0, 29, 11)).at[2].set(-100)
+                    w = jnp.asarray(self.rng.uniform(0.5, 1.5, 29))
+                    tau = jnp.asarray(self.rng.uniform(0.5, 2.0, 11))
+                    u = jnp.asarray(self.rng.uniform(-1 if count else 0, 1, 11)).at[4].set(0.0)
+                    kw = dict(weight=w, label_smoothing=0.1, z_loss=1e-3, softcap=6.0, reduction=reduction,
+                              token_weight=u, token_weight_mean="count" if count else "weights")
+                    for temperature in (0.8, tau):
+                        fn = lambda x: xent_jax.cross_entropy(x, y, temperature=temperature, **kw)
+                        got = fn(x)
+                        grad = jax.grad(lambda x: fn(x).astype(jnp.float64).sum())(x)
+                        acc = jnp.float64 if dtype == jnp.float64 else jnp.float32
+                        t = temperature if isinstance(temperature, float) else temperature.astype(acc)
+                        w_, u_ = w.astype(acc).astype(jnp.float64), u.astype(acc).astype(jnp.float64)
+
+                        def ref(x):
+                            z = 6.0 * jnp.tanh(x / 6.0) / (t[:, None] if not isinstance(t, float) else t)
+                            return oracle(z, y, w_, smoothing=0.1, z_loss=1e-3, tw=u_, reduction=reduction,
+                                          count=count)
+
+                        x64 = x.astype(jnp.float64)
+                        what = f"{dtype.__name__} {reduction} count={count} per-row tau={not isinstance(t, float)}"
+                        close(self, got, ref(x64), dtype, what + " loss")
+                        close(self, grad, jax.grad(lambda x: ref(x).sum())(x64), dtype, what + " gradient")
+
+    def test_hard_cases(self):
+        """Every row ignored (NaN mean, or 0 with all_ignored_zero), logits of
+        +-1e8, one class, the class axis in place (axis=1)."""
+        x = self.logits((4, 5), jnp.float64)
+        y = jnp.full((4,), -100)
+        self.assertTrue(np.isnan(xent_jax.cross_entropy(x, y, reduction="mean")))
+        self.assertEqual(float(xent_jax.cross_entropy(x, y, reduction="mean", all_ignored_zero=True)), 0.0)
+        np.testing.assert_array_equal(jax.grad(lambda x: xent_jax.cross_entropy(x, y).sum())(x), 0.0)
+        big = jnp.asarray([[1e8, -1e8, 0.0], [-1e8, 1e8 - 1, 1e8]])
+        lab = jnp.asarray([0, 1])
+        # Exact: (m - x_y) + log sum exp(x - m) (optax's x - lse loses 1e8's ulps).
+        exact = [np.log1p(np.exp(-1e8)), 1.0 + np.log1p(np.exp(-1.0))]
+        close(self, xent_jax.cross_entropy(big, lab), np.asarray(exact), jnp.float64, "logits of 1e8")
+        one = self.logits((3, 1), jnp.float64)
+        close(self, xent_jax.cross_entropy(one, jnp.zeros(3, jnp.int32)), jnp.zeros(3), jnp.float64, "one class")
+        nd = self.logits((2, 7, 3, 4), jnp.float32)
+        lab = jnp.asarray(self.rng.integers(0, 7, (2, 3, 4)))
+        want = optax.softmax_cross_entropy_with_integer_labels(jnp.moveaxis(nd.astype(jnp.float64), 1, -1), lab)
+        got, grad = jax.value_and_grad(lambda x: xent_jax.cross_entropy(x, lab, axis=1).sum())(nd)
+        close(self, xent_jax.cross_entropy(nd, lab, axis=1), want, jnp.float32, "class axis 1")
+        wgrad = jax.grad(lambda x: optax.softmax_cross_entropy_with_integer_labels(jnp.moveaxis(x, 1, -1), lab).sum())(
+            nd.astype(jnp.float64))
+        close(self, grad, wgrad, jnp.float32, "class axis 1, gradient")
+
+    def test_transformations(self):
+        """Abstract evaluation, jit, vmap (per-row and reduced), grad of
+        grad refused."""
+        x = self.logits((5, 13), jnp.float32)
+        y = jnp.asarray(self.rng.integers(0, 13, 5))
+        shape = jax.eval_shape(lambda x: xent_jax.cross_entropy(x, y), x)
+        self.assertEqual((shape.shape, shape.dtype), ((5,), jnp.float32))
+        self.assertEqual(jax.eval_shape(lambda x: xent_jax.cross_entropy(x, y, reduction="mean"), x).shape, ())
+        jitted = jax.jit(lambda x: xent_jax.cross_entropy(x, y, reduction="mean"))
+        close(self, jitted(x), optax.softmax_cross_entropy_with_integer_labels(x.astype(jnp.float64), y).mean(),
+              jnp.float32, "jit")
+        xs = jnp.stack([x, 2 * x, -x])
+        for reduction in ("none", "mean"):
+            got = jax.vmap(lambda a: xent_jax.cross_entropy(a, y, reduction=reduction))(xs)
+            want = jnp.stack([xent_jax.cross_entropy(a, y, reduction=reduction) for a in xs])
+            close(self, got, want, jnp.float32, f"vmap, {reduction}")
+        gv = jax.vmap(jax.grad(lambda a: xent_jax.cross_entropy(a, y, reduction="sum")))(xs)
+        gw = jnp.stack([jax.grad(lambda a: xent_jax.cross_entropy(a, y, reduction="sum"))(a) for a in xs])
+        close(self, gv, gw, jnp.float32, "vmap of grad")
+
+    def test_training_step(self):
+        """A jitted step of a linear classifier with optax.sgd: the same
+        parameters after three steps as with optax's loss."""
+        data = jnp.asarray(self.rng.standard_normal((32, 8)))
+        labels = jnp.asarray(self.rng.integers(0, 10, 32))
+        init = {"w": jnp.asarray(self.rng.standard_normal((8, 10)) * 0.1), "b": jnp.zeros(10)}
+
+        def train(loss_of):
+            opt = optax.sgd(0.5)
+
+            @jax.jit
+            def step(params, state):
+                loss, grads = jax.value_and_grad(lambda p: loss_of(data @ p["w"] + p["b"], labels))(params)
+                updates, state = opt.update(grads, state)
+                return optax.apply_updates(params, updates), state, loss
+
+            params, state = init, opt.init(init)
+            losses = []
+            for _ in range(3):
+                params, state, loss = step(params, state)
+                losses.append(float(loss))
+            return params, losses
+
+        ours, l1 = train(lambda z, y: xent_jax.cross_entropy(z, y, reduction="mean"))
+        theirs, l2 = train(lambda z, y: optax.softmax_cross_entropy_with_integer_labels(z, y).mean())
+        np.testing.assert_allclose(l1, l2, rtol=1e-12)
+        for k in ours:
+            close(self, ours[k], theirs[k], jnp.float64, f"parameter {k} after 3 steps")
+
+    def test_errors(self):
+        x = self.logits((4, 6), jnp.float32)
+        with self.assertRaisesRegex(ValueError, "labels have shape"):
+            xent_jax.cross_entropy(x, jnp.zeros(3, jnp.int32))
+        with self.assertRaisesRegex(ValueError, "reduction is 'avg'"):
+            xent_jax.cross_entropy(x, jnp.zeros(4, jnp.int32), reduction="avg")
+        with self.assertRaisesRegex(ValueError, "temperature has shape"):
+            xent_jax.cross_entropy(x, jnp.zeros(4, jnp.int32), temperature=jnp.ones(3))
+        with self.assertRaisesRegex(Exception, "row 2 has a label outside"):
+            jax.block_until_ready(xent_jax.cross_entropy(x, jnp.asarray([0, 1, 9, 2])))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
