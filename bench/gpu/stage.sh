@@ -217,7 +217,7 @@ export RESULTS
 export -f unpack stash install_peers exchange_racecheck
 run_step stash 10 stash
 if [ "$STAGE" != wheels ]; then
-  XENT_GPU_ONLY='' run_step unpack 30 unpack
+  XENT_GPU_ONLY='' run_step unpack 20 unpack
   if [ "$STAGE_STATUS" != 0 ]; then
     echo "# stage $STAGE: stopped, the archives did not unpack or load" | tee -a "$LOG"
     exit 1
@@ -249,7 +249,7 @@ PKG=(env -u XENT_LIBRARY -u XENT_EXTENSION PYTHONPATH="$SITE" PYTHONSAFEPATH=1)
 case "$STAGE" in correctness | bench) XENT_GPU_ONLY='' run_step wheel 30 install_wheel ;; esac
 if [ "$STAGE" = correctness ]; then
   # (One C++ file against PyTorch's headers: 53 s on this project's 2-core machine.)
-  XENT_GPU_ONLY='' run_step extension 70 "${PKG[@]}" "$PYTHON" -m xent.build_extension
+  XENT_GPU_ONLY='' run_step extension 50 "${PKG[@]}" "$PYTHON" -m xent.build_extension
 fi
 EXTENSION=$(PYTHONPATH=python "$PYTHON" -c 'import torch; from xent import build_extension as b; print(b.cached(torch) or "")' \
   2> /dev/null || true)
@@ -270,14 +270,17 @@ case "$STAGE" in
       "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step linear_ce_hip 30 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step package_cuda 55 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
+    run_step package_cuda 45 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
       "$PYTHON" python/xent_torch_test.py
     run_step package_graphs 30 --gpu "${PKG[@]}" "$PYTHON" python/xent_cuda_test.py
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
     # builds for them took most of 70 s on the first run's machine, 29 s
     # in the fifth run.
-    run_step package_compile 90 --gpu "${PKG[@]}" XENT_TEST_DEVICES=cuda \
-      XENT_TEST_TRACEBACK_AFTER=80 "$PYTHON" python/xent_compile_test.py
+    run_step package_compile 70 --gpu "${PKG[@]}" XENT_TEST_DEVICES=cuda \
+      XENT_TEST_TRACEBACK_AFTER=60 "$PYTHON" python/xent_compile_test.py
+    # xent_jax on JAX's CUDA platform, from the installed wheel: its FFI
+    # handlers built against the device's jaxlib at first use (about 15 s).
+    run_step jax_cuda 60 --gpu "${PKG[@]}" XENT_JAX_PLATFORMS=cuda "$PYTHON" python/xent_jax_test.py
     ;;
   sanitize)
     # One tool per run over the reduced case list (bench/sanitize_gpu.sh),
