@@ -281,6 +281,25 @@ class VsOptax(unittest.TestCase):
         for k in ours:
             close(self, ours[k], theirs[k], jnp.float64, f"parameter {k} after 3 steps")
 
+    def test_softmax_family(self):
+        """softmax and log_softmax along any axis against jax.nn's, values
+        and gradients, under jit and vmap."""
+        for dtype in (jnp.float64, jnp.float32, jnp.bfloat16):
+            x = self.logits((3, 17, 5), dtype)
+            up = jnp.asarray(self.rng.standard_normal((3, 17, 5)))
+            for axis in (-1, 1, 0):
+                for ours, ref in ((xent_jax.softmax, jax.nn.softmax), (xent_jax.log_softmax, jax.nn.log_softmax)):
+                    what = f"{dtype.__name__} {ours.__name__} axis {axis}"
+                    fn = lambda x: (ours(x, axis).astype(jnp.float64) * up).sum()
+                    got, grad = jax.value_and_grad(fn)(x)
+                    x64 = x.astype(jnp.float64)
+                    want, wgrad = jax.value_and_grad(lambda x: (ref(x, axis) * up).sum())(x64)
+                    close(self, ours(x, axis), ref(x64, axis), dtype, what)
+                    close(self, grad, wgrad, dtype, what + " gradient")
+        x = self.logits((4, 6, 9), jnp.float32)
+        close(self, jax.jit(jax.vmap(xent_jax.log_softmax))(x), jax.nn.log_softmax(x.astype(jnp.float64), -1),
+              jnp.float32, "vmap of log_softmax")
+
     def test_errors(self):
         x = self.logits((4, 6), jnp.float32)
         with self.assertRaisesRegex(ValueError, "labels have shape"):

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _build
 
-__all__ = ["cross_entropy"]
+__all__ = ["cross_entropy", "softmax", "log_softmax"]
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}  # xent_reduction
 _registered = False
@@ -43,11 +43,9 @@ def _register():
     version = getattr(getattr(jaxlib, "version", None), "__version__", None) or jax.__version__
     path = _build.build(jax.ffi.include_dir(), version)
     lib = ctypes.CDLL(path)
-    for op in ("fwd", "bwd"):
-        jax.ffi.register_ffi_target(f"xent_ce_{op}", jax.ffi.pycapsule(getattr(lib, f"xent_ce_{op}_cpu")),
-                                    platform="cpu")
-        jax.ffi.register_ffi_target(f"xent_ce_{op}", jax.ffi.pycapsule(getattr(lib, f"xent_ce_{op}_gpu")),
-                                    platform="CUDA")
+    for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_softmax_fwd", "xent_softmax_bwd"):
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_cpu")), platform="cpu")
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_gpu")), platform="CUDA")
     _registered = True
 
 
@@ -158,3 +156,47 @@ def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="
          1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
          token_weight_mean == "count")
     return _ce(logits, labels, weight, tau_rows, tw, o)
+
+
+def _softmax_call(name, out_like, *args, axis, log):
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(out_like.shape, out_like.dtype), vmap_method="broadcast_all")
+    return call(*args, axis=np.int64(axis), log=np.bool_(log))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _softmax(x, axis, log):
+    return _softmax_call("xent_softmax_fwd", x, x, axis=axis, log=log)
+
+
+def _softmax_fwd(x, axis, log):
+    y = _softmax(x, axis, log)
+    return y, y
+
+
+def _softmax_bwd(axis, log, y, dy):
+    return (_softmax_call("xent_softmax_bwd", y, y, dy.astype(y.dtype), axis=axis, log=log),)
+
+
+_softmax.defvjp(_softmax_fwd, _softmax_bwd)
+
+
+def _softmax_checked(x, axis, log):
+    _register()
+    x = jnp.asarray(x)
+    if x.ndim < 1:
+        raise ValueError("xent_jax: softmax's input must have an axis")
+    if not jnp.issubdtype(x.dtype, jnp.floating) or x.dtype not in (jnp.float32, jnp.float16, jnp.bfloat16,
+                                                                    jnp.float64):
+        raise TypeError(f"xent_jax: softmax's input has dtype {x.dtype}; a float type expected")
+    # The axis counted from the end: vmap's batch axes go in front.
+    return _softmax(x, axis % x.ndim - x.ndim, log)
+
+
+def softmax(x, axis=-1):
+    """jax.nn.softmax(x, axis) for one axis (read in place), with its gradient."""
+    return _softmax_checked(x, axis, False)
+
+
+def log_softmax(x, axis=-1):
+    """jax.nn.log_softmax(x, axis) for one axis (read in place), with its gradient."""
+    return _softmax_checked(x, axis, True)

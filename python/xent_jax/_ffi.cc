@@ -8,6 +8,8 @@
 //       -> (loss, lse)                    attributes: the call's options
 //   xent_ce_bwd(logits, labels, weights, temperature, token_weight, lse, dloss)
 //       -> (grad, grad_labels)
+//   xent_softmax_fwd(x) -> y;  xent_softmax_bwd(y, dy) -> dx
+//                                         attributes: axis, log (log-softmax)
 //
 // An optional input (weights, a temperature or token weight per row) is a
 // buffer of no elements when absent. The logits are [..., C, inner...] with
@@ -180,6 +182,30 @@ ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator 
   return run(kind, stream, scratch, d, XENT_OP_BACKWARD, t);
 }
 
+// The softmax family along one axis: y from x, or dx from y and dy.
+ffi::Error softmax(xent_backend_kind kind, void* stream, const ffi::AnyBuffer& in, const ffi::AnyBuffer* dy,
+                   ffi::AnyBuffer out, int64_t axis, bool log) {
+  xent_dtype dtype;
+  if (!dtype_of(in.element_type(), &dtype))
+    return ffi::Error::InvalidArgument("xent: softmax's input must be float32, float16, bfloat16 or float64");
+  const auto dims = in.dimensions();
+  int64_t shape[16];
+  if (dims.size() < 1 || dims.size() > 16) return ffi::Error::InvalidArgument("xent: softmax's input has 1 to 16 axes");
+  for (size_t i = 0; i < dims.size(); ++i) shape[i] = dims[i];
+  if (out.element_count() != in.element_count() || (dy && dy->element_count() != in.element_count()))
+    return ffi::Error::InvalidArgument("xent: softmax's buffers differ in size");
+  xent_softmax_desc d;
+  if (xent_softmax_desc_init_nd(&d, (int)dims.size(), shape, (int)axis, dtype, log ? XENT_LOG_SOFTMAX : XENT_SOFTMAX) !=
+      XENT_OK)
+    return xent_error("xent_softmax_desc_init_nd");
+  xent_status s;
+  xent_handle* h = handle_for(kind, &s);
+  if (s != XENT_OK) return xent_error("xent_create");
+  s = dy ? xent_softmax_backward(h, &d, in.untyped_data(), dy->untyped_data(), out.untyped_data(), stream)
+         : xent_softmax_forward(h, &d, in.untyped_data(), out.untyped_data(), stream);
+  return s == XENT_OK ? ffi::Error::Success() : xent_error("xent_softmax");
+}
+
 // The bindings: the same arguments on every platform, the stream where it
 // has one.
 template <class B>
@@ -254,3 +280,42 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_bwd_gpu,
                                 return backward(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
                               },
                               backward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_fwd_cpu,
+                              [](ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t axis, bool log) {
+                                return softmax(XENT_BACKEND_CPU, nullptr, x, nullptr, *y, axis, log);
+                              },
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<bool>("log"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_cpu,
+                              [](ffi::AnyBuffer y, ffi::AnyBuffer dy, ffi::Result<ffi::AnyBuffer> dx, int64_t axis,
+                                 bool log) { return softmax(XENT_BACKEND_CPU, nullptr, y, &dy, *dx, axis, log); },
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<bool>("log"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_fwd_gpu,
+                              [](void* stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t axis,
+                                 bool log) { return softmax(XENT_JAX_GPU_BACKEND, stream, x, nullptr, *y, axis, log); },
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<void*>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<bool>("log"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_gpu,
+                              [](void* stream, ffi::AnyBuffer y, ffi::AnyBuffer dy, ffi::Result<ffi::AnyBuffer> dx,
+                                 int64_t axis, bool log) {
+                                return softmax(XENT_JAX_GPU_BACKEND, stream, y, &dy, *dx, axis, log);
+                              },
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<void*>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<bool>("log"));
