@@ -201,6 +201,53 @@ class VsOptax(unittest.TestCase):
                         close(self, got, ref(x64), dtype, what + " loss")
                         close(self, grad, jax.grad(lambda x: ref(x).sum())(x64), dtype, what + " gradient")
 
+    def test_per_token_outputs(self):
+        """Entropy, the label's log-prob and argmax of z = x / tau (per row
+        too), and the gradient of an objective of all three with the loss,
+        against their definitions; soft labels' entropy."""
+        for dtype in (jnp.float64, jnp.float32, jnp.bfloat16):
+            for per_row in (False, True):
+                x = self.logits((10, 31), dtype)
+                y = jnp.asarray(self.rng.integers(0, 31, 10)).at[3].set(-100)
+                tau = jnp.asarray(self.rng.uniform(0.5, 2.0, 10)) if per_row else 0.7
+                a, b, c = (jnp.asarray(self.rng.standard_normal(10)) for _ in range(3))
+                u = jnp.asarray(self.rng.uniform(0, 1, 10))
+
+                def ours(x):
+                    loss, ent, lp, am = xent_jax.cross_entropy(x, y, temperature=tau, token_weight=u,
+                                                               label_smoothing=0.1, return_entropy=True,
+                                                               return_logprob=True, return_argmax=True)
+                    f = lambda v: v.astype(jnp.float64)
+                    return (f(loss) * a).sum() + (f(ent) * b).sum() + (f(lp) * c).sum(), (ent, lp, am)
+
+                acc = jnp.float64 if dtype == jnp.float64 else jnp.float32
+                t = tau.astype(acc).astype(jnp.float64)[:, None] if per_row else tau
+                u64 = u.astype(acc).astype(jnp.float64)
+
+                def ref(x):
+                    z = x / t
+                    logp = jax.nn.log_softmax(z, 1)
+                    counted = y != -100
+                    ent = jnp.where(counted, -(jnp.exp(logp) * logp).sum(1), 0.0)
+                    lp = jnp.where(counted, jnp.take_along_axis(logp, jnp.clip(y, 0)[:, None], 1)[:, 0], 0.0)
+                    loss = oracle(z, y, smoothing=0.1, tw=u64)
+                    return (loss * a).sum() + (ent * b).sum() + (lp * c).sum(), (ent, lp, jnp.argmax(z, 1))
+
+                (got, (ent, lp, am)), grad = jax.value_and_grad(ours, has_aux=True)(x)
+                x64 = x.astype(jnp.float64)
+                (want, (went, wlp, wam)), wgrad = jax.value_and_grad(ref, has_aux=True)(x64)
+                what = f"{dtype.__name__} per-row tau={per_row}"
+                close(self, ent, went, dtype if dtype == jnp.float64 else jnp.float32, what + " entropy")
+                close(self, lp, wlp, dtype if dtype == jnp.float64 else jnp.float32, what + " log-prob")
+                np.testing.assert_array_equal(am, wam, err_msg=what + " argmax")
+                close(self, got, want, dtype, what + " objective")
+                close(self, grad, wgrad, dtype, what + " gradient")
+        x = self.logits((4, 9), jnp.float32)
+        t = jax.nn.softmax(jnp.asarray(self.rng.standard_normal((4, 9))))
+        _, ent = xent_jax.cross_entropy(x, t, return_entropy=True)
+        p = jax.nn.softmax(x.astype(jnp.float64), 1)
+        close(self, ent, -(p * jnp.log(p)).sum(1), jnp.float32, "soft labels' entropy")
+
     def test_hard_cases(self):
         """Every row ignored (NaN mean, or 0 with all_ignored_zero), logits of
         +-1e8, one class, the class axis in place (axis=1)."""

@@ -64,12 +64,13 @@ def _optional(x, rows_shape, dtype, name):
     return jax.lax.stop_gradient(x.astype(dtype))
 
 
-def _attrs(o):
+def _attrs(o, acc_loss=False):
     axis, reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count = o
     return dict(axis=np.int64(axis), reduction=np.int64(reduction), ignore_index=np.int64(ignore_index),
                 label_smoothing=np.float64(smoothing), z_loss=np.float64(z_loss), softcap=np.float64(softcap),
                 temperature=np.float64(tau), all_ignored_zero=np.bool_(all_ignored_zero),
-                ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count))
+                ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count),
+                acc_loss=np.bool_(acc_loss))
 
 
 def _rows_shape(shape, axis):
@@ -83,33 +84,63 @@ def _vmap_method(o):
     return "broadcast_all" if o[1] == _REDUCTIONS["none"] else "sequential"
 
 
-def _forward(logits, labels, weight, tau_rows, token_weight, o):
+def _forward(logits, labels, weight, tau_rows, token_weight, o, stats):
+    """(loss, lse, entropy, logprob, argmax) from one forward call; the
+    per-token outputs empty unless asked (stats), argmax as int32 (int64
+    with x64)."""
     rows = _rows_shape(logits.shape, o[0])
+    acc = _acc(logits.dtype)
     loss_shape = rows if o[1] == _REDUCTIONS["none"] else ()
+    want_entropy, want_logprob, want_argmax = stats
     call = jax.ffi.ffi_call("xent_ce_fwd", (jax.ShapeDtypeStruct(loss_shape, logits.dtype),
-                                            jax.ShapeDtypeStruct(rows, _acc(logits.dtype))),
+                                            jax.ShapeDtypeStruct(rows, acc),
+                                            jax.ShapeDtypeStruct(rows if want_entropy else (0,), acc),
+                                            jax.ShapeDtypeStruct(rows if want_logprob else (0,), acc),
+                                            jax.ShapeDtypeStruct(rows + (2,) if want_argmax else (0,), jnp.uint32)),
                             vmap_method=_vmap_method(o))
-    return call(logits, labels, weight, tau_rows, token_weight, **_attrs(o))
+    loss, lse, entropy, logprob, words = call(logits, labels, weight, tau_rows, token_weight, **_attrs(o))
+    # The int64 class index's low word (little-endian), or the whole of it.
+    if jax.config.jax_enable_x64:
+        argmax = jax.lax.bitcast_convert_type(words, jnp.int64) if want_argmax else words
+    else:
+        argmax = jax.lax.bitcast_convert_type(words[..., 0], jnp.int32) if want_argmax else words
+    return loss, lse, entropy, logprob, argmax
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
-def _ce(logits, labels, weight, tau_rows, token_weight, o):
-    return _forward(logits, labels, weight, tau_rows, token_weight, o)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
+def _ce(logits, labels, weight, tau_rows, token_weight, o, stats):
+    loss, _, entropy, logprob, argmax = _forward(logits, labels, weight, tau_rows, token_weight, o, stats)
+    return loss, entropy, logprob, argmax
 
 
-def _ce_fwd(logits, labels, weight, tau_rows, token_weight, o):
-    loss, lse = _forward(logits, labels, weight, tau_rows, token_weight, o)
-    return loss, (logits, labels, weight, tau_rows, token_weight, lse)
+def _ce_fwd(logits, labels, weight, tau_rows, token_weight, o, stats):
+    loss, lse, entropy, logprob, argmax = _forward(logits, labels, weight, tau_rows, token_weight, o, stats)
+    return (loss, entropy, logprob, argmax), (logits, labels, weight, tau_rows, token_weight, lse)
 
 
-def _ce_bwd(o, res, dloss):
-    logits, labels, weight, tau_rows, token_weight, lse = res
+def _backward(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, o, acc_loss=False):
     soft = jnp.issubdtype(labels.dtype, jnp.floating)
     call = jax.ffi.ffi_call("xent_ce_bwd", (jax.ShapeDtypeStruct(logits.shape, logits.dtype),
                                             jax.ShapeDtypeStruct(labels.shape if soft else (0,), logits.dtype)),
                             vmap_method=_vmap_method(o))
-    grad, grad_labels = call(logits, labels, weight, tau_rows, token_weight, lse, dloss.astype(logits.dtype),
-                             **_attrs(o))
+    dloss = dloss.astype(_acc(logits.dtype) if acc_loss else logits.dtype)
+    return call(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, **_attrs(o, acc_loss))
+
+
+def _ce_bwd(o, stats, res, cotangents):
+    logits, labels, weight, tau_rows, token_weight, lse = res
+    dloss, dentropy, dlogprob, _ = cotangents
+    soft = jnp.issubdtype(labels.dtype, jnp.floating)
+    acc = _acc(logits.dtype)
+    dentropy = dentropy.astype(acc) if stats[0] else jnp.zeros((0,), acc)
+    grad, grad_labels = _backward(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, o)
+    if stats[1]:
+        # d logp_y / dz = onehot(y) - p: the plain loss's gradient (no class
+        # weights, smoothing, z-loss or token weights) with dloss = -dlogprob.
+        plain = (o[0], _REDUCTIONS["none"], o[2], 0.0, 0.0, o[5], o[6], o[7], o[8], False)
+        none = jnp.zeros((0,), acc)
+        extra, _ = _backward(logits, labels, none, tau_rows, none, lse, -dlogprob, none, plain, acc_loss=True)
+        grad = grad + extra
     return grad, grad_labels if soft else None, None, None, None
 
 
@@ -118,12 +149,22 @@ _ce.defvjp(_ce_fwd, _ce_bwd)
 
 def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="none", label_smoothing=0.0,
                   z_loss=0.0, softcap=0.0, temperature=1.0, token_weight=None, token_weight_mean="weights",
-                  axis=-1, all_ignored_zero=False, invalid_labels="raise"):
+                  axis=-1, all_ignored_zero=False, invalid_labels="raise", return_entropy=False,
+                  return_logprob=False, return_argmax=False):
     """Softmax cross entropy of logits (float32, float16, bfloat16 or float64;
     the class axis at `axis`, every other axis a row) against integer labels
     (the rows' shape) or probabilities (the logits' shape). reduction: 'none'
     (the rows' shape, the logits' dtype), 'sum' or 'mean' (PyTorch's weighted
-    mean). Differentiable in logits and soft labels."""
+    mean). Differentiable in logits and soft labels.
+
+    For RL trainers, from the same pass over the logits (docs/API.md,
+    "Per-token outputs"): return_entropy (each row's entropy of z = logits /
+    temperature), return_logprob (the label's log-probability; integer
+    labels), return_argmax (the first maximal class, int32, int64 with x64;
+    integer labels), each rows-shaped and 0 for an ignored row (argmax for
+    every row). The entropy and the log-prob are differentiable, their
+    gradients joining the loss's in xent's backward. The result is the loss,
+    or a tuple of the loss and what was asked, in that order."""
     _register()
     logits = jnp.asarray(logits)
     labels = jnp.asarray(labels)
@@ -146,6 +187,8 @@ def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="
         raise TypeError(f"xent_jax: labels have dtype {labels.dtype}; int32, int64 or probabilities expected")
     elif labels.shape != rows:
         raise ValueError(f"xent_jax: labels have shape {labels.shape}; {rows} expected")
+    if soft and (return_logprob or return_argmax):
+        raise ValueError("xent_jax: return_logprob and return_argmax are for integer labels")
     acc = _acc(logits.dtype)
     weight = _optional(weight, None, acc, "weight")
     per_row_tau = not isinstance(temperature, (int, float))
@@ -155,7 +198,10 @@ def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="
     o = (ax - logits.ndim, _REDUCTIONS[reduction], int(ignore_index), float(label_smoothing), float(z_loss), float(softcap),
          1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
          token_weight_mean == "count")
-    return _ce(logits, labels, weight, tau_rows, tw, o)
+    stats = (bool(return_entropy), bool(return_logprob), bool(return_argmax))
+    loss, entropy, logprob, argmax = _ce(logits, labels, weight, tau_rows, tw, o, stats)
+    extra = [v for v, want in zip((entropy, logprob, argmax), stats) if want]
+    return (loss, *extra) if extra else loss
 
 
 def _softmax_call(name, out_like, *args, axis, log):

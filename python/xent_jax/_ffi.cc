@@ -5,14 +5,16 @@
 // (python/xent_jax/_build.py) and linked to the package's libxent.
 //
 //   xent_ce_fwd(logits, labels, weights, temperature, token_weight)
-//       -> (loss, lse)                    attributes: the call's options
-//   xent_ce_bwd(logits, labels, weights, temperature, token_weight, lse, dloss)
+//       -> (loss, lse, entropy, label_logprob, argmax)   attributes: the options
+//   xent_ce_bwd(logits, labels, weights, temperature, token_weight, lse, dloss, dentropy)
 //       -> (grad, grad_labels)
 //   xent_softmax_fwd(x) -> y;  xent_softmax_bwd(y, dy) -> dx
 //                                         attributes: axis, log (log-softmax)
 //
-// An optional input (weights, a temperature or token weight per row) is a
-// buffer of no elements when absent. The logits are [..., C, inner...] with
+// An optional input (weights, a temperature or token weight per row,
+// dentropy) or output (grad_labels, the per-token outputs) is a buffer of no
+// elements when absent. argmax's int64s are written into a uint32 buffer of
+// two words a row (JAX without x64 has no int64 arrays). The logits are [..., C, inner...] with
 // the class axis at `axis` (from the front, >= 0), every other axis a row.
 #include <stdint.h>
 #include <string.h>
@@ -61,7 +63,8 @@ const void* optional(const ffi::AnyBuffer& b) { return b.element_count() > 0 ? b
 // labels' kind from their dtype, and the options.
 ffi::Error describe(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& labels, int64_t axis, int64_t reduction,
                     int64_t ignore_index, double label_smoothing, double z_loss, double softcap, double temperature,
-                    bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, xent_ce_desc* d) {
+                    bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, bool acc_loss,
+                    xent_ce_desc* d) {
   xent_dtype dtype;
   if (!dtype_of(logits.element_type(), &dtype))
     return ffi::Error::InvalidArgument("xent: logits must be float32, float16, bfloat16 or float64");
@@ -84,6 +87,7 @@ ffi::Error describe(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& labels, 
   d->all_ignored_zero = all_ignored_zero;
   d->invalid_labels = ignore_invalid_labels ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
   d->token_weight_mean = token_weight_count ? XENT_TOKEN_WEIGHT_MEAN_COUNT : XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
+  if (acc_loss) d->loss_dtype = dtype == XENT_F64 ? XENT_F64 : XENT_F32;  // loss and dloss
   const size_t rows = (size_t)d->rows;
   if (labels.element_count() != (label == XENT_PROB ? logits.element_count() : rows))
     return ffi::Error::InvalidArgument("xent: labels do not match the logits' rows");
@@ -129,16 +133,18 @@ ffi::Error run(xent_backend_kind kind, void* stream, ffi::ScratchAllocator& scra
 ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
                    ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
                    ffi::AnyBuffer token_weight, ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> lse,
-                   int64_t axis, int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss,
+                   ffi::Result<ffi::AnyBuffer> entropy, ffi::Result<ffi::AnyBuffer> logprob,
+                   ffi::Result<ffi::AnyBuffer> argmax, int64_t axis, int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss,
                    double softcap, double tau, bool all_ignored_zero, bool ignore_invalid_labels,
-                   bool token_weight_count) {
+                   bool token_weight_count, bool acc_loss) {
   xent_ce_desc d;
   ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
-                          all_ignored_zero, ignore_invalid_labels, token_weight_count, &d);
+                          all_ignored_zero, ignore_invalid_labels, token_weight_count, acc_loss, &d);
   if (e.failure()) return e;
   const size_t rows = (size_t)d.rows;
   if (!sized(*loss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(*lse, rows, false) ||
-      !sized(weights, (size_t)d.classes, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true))
+      !sized(weights, (size_t)d.classes, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
+      !sized(*entropy, rows, true) || !sized(*logprob, rows, true) || !sized(*argmax, 2 * rows, true))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
   xent_ce_tensors t;
   memset(&t, 0, sizeof t);
@@ -149,23 +155,27 @@ ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator s
   t.token_weight = optional(token_weight);
   t.loss = loss->untyped_data();
   t.lse = lse->untyped_data();
+  t.entropy = entropy->element_count() ? entropy->untyped_data() : nullptr;
+  t.label_logprob = logprob->element_count() ? logprob->untyped_data() : nullptr;
+  t.argmax = argmax->element_count() ? (int64_t*)argmax->untyped_data() : nullptr;
   return run(kind, stream, scratch, d, XENT_OP_FORWARD, t);
 }
 
 ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
                     ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
-                    ffi::AnyBuffer token_weight, ffi::AnyBuffer lse, ffi::AnyBuffer dloss,
+                    ffi::AnyBuffer token_weight, ffi::AnyBuffer lse, ffi::AnyBuffer dloss, ffi::AnyBuffer dentropy,
                     ffi::Result<ffi::AnyBuffer> grad, ffi::Result<ffi::AnyBuffer> grad_labels, int64_t axis,
                     int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss, double softcap,
-                    double tau, bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count) {
+                    double tau, bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count,
+                    bool acc_loss) {
   xent_ce_desc d;
   ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
-                          all_ignored_zero, ignore_invalid_labels, token_weight_count, &d);
+                          all_ignored_zero, ignore_invalid_labels, token_weight_count, acc_loss, &d);
   if (e.failure()) return e;
   const size_t rows = (size_t)d.rows;
   if (!sized(*grad, logits.element_count(), false) || !sized(lse, rows, false) ||
       !sized(dloss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(weights, (size_t)d.classes, true) ||
-      !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
+      !sized(temperature, rows, true) || !sized(token_weight, rows, true) || !sized(dentropy, rows, true) ||
       !(grad_labels->element_count() == 0 || grad_labels->element_count() == labels.element_count()))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
   xent_ce_tensors t;
@@ -177,6 +187,7 @@ ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator 
   t.token_weight = optional(token_weight);
   t.lse_in = lse.untyped_data();
   t.dloss = dloss.untyped_data();
+  t.dentropy = optional(dentropy);
   t.grad = grad->untyped_data();
   t.grad_labels = d.label_type == XENT_PROB && grad_labels->element_count() > 0 ? grad_labels->untyped_data() : nullptr;
   return run(kind, stream, scratch, d, XENT_OP_BACKWARD, t);
@@ -218,6 +229,9 @@ auto forward_args(B b) {
       .template Arg<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
       .template Attr<int64_t>("axis")
       .template Attr<int64_t>("reduction")
       .template Attr<int64_t>("ignore_index")
@@ -227,7 +241,8 @@ auto forward_args(B b) {
       .template Attr<double>("temperature")
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count");
+      .template Attr<bool>("token_weight_count")
+      .template Attr<bool>("acc_loss");
 }
 
 template <class B>
@@ -240,6 +255,7 @@ auto backward_args(B b) {
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Attr<int64_t>("axis")
@@ -251,7 +267,8 @@ auto backward_args(B b) {
       .template Attr<double>("temperature")
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count");
+      .template Attr<bool>("token_weight_count")
+      .template Attr<bool>("acc_loss");
 }
 
 #ifndef XENT_JAX_GPU_BACKEND
