@@ -248,6 +248,47 @@ class VsOptax(unittest.TestCase):
         p = jax.nn.softmax(x.astype(jnp.float64), 1)
         close(self, ent, -(p * jnp.log(p)).sum(1), jnp.float32, "soft labels' entropy")
 
+    def test_linear_cross_entropy(self):
+        """The fused linear cross entropy against logits made whole: the loss
+        and the gradients of hidden, weight and bias, each reduction, chunks
+        of 3 rows, with class weights, smoothing, per-row temperatures and
+        token weights; soft labels."""
+        for dtype in (jnp.float64, jnp.float32):
+            for reduction in ("mean", "sum", "none"):
+                h = jnp.asarray(self.rng.standard_normal((2, 5, 16))).astype(dtype)
+                w = jnp.asarray(self.rng.standard_normal((50, 16)) / 4).astype(dtype)
+                b = jnp.asarray(self.rng.standard_normal(50) / 4).astype(dtype)
+                y = jnp.asarray(self.rng.integers(0, 50, (2, 5))).at[0, 1].set(-100)
+                cw = jnp.asarray(self.rng.uniform(0.5, 1.5, 50))
+                tau = jnp.asarray(self.rng.uniform(0.5, 2.0, (2, 5)))
+                u = jnp.asarray(self.rng.uniform(0, 1, (2, 5))).at[1, 1].set(0.0)
+                up = jnp.asarray(self.rng.uniform(0.5, 1.5, (2, 5) if reduction == "none" else ()))
+                kw = dict(ce_weight=cw, label_smoothing=0.1, temperature=tau, token_weight=u, reduction=reduction,
+                          chunk_rows=3)
+                fn = lambda h, w, b: (xent_jax.linear_cross_entropy(h, w, y, b, **kw).astype(jnp.float64) * up).sum()
+                got, grads = jax.value_and_grad(fn, argnums=(0, 1, 2))(h, w, b)
+                acc = jnp.float64 if dtype == jnp.float64 else jnp.float32
+                cw_, t_, u_ = (v.astype(acc).astype(jnp.float64) for v in (cw, tau, u))
+
+                def ref(h, w, b):
+                    z = (h.reshape(10, 16) @ w.T + b) / t_.reshape(10, 1)
+                    loss = oracle(z, y.reshape(10), cw_, smoothing=0.1, tw=u_.reshape(10), reduction=reduction)
+                    return (loss.reshape(up.shape) * up).sum()
+
+                f64 = [v.astype(jnp.float64) for v in (h, w, b)]
+                want, wgrads = jax.value_and_grad(ref, argnums=(0, 1, 2))(*f64)
+                what = f"{dtype.__name__} {reduction}"
+                close(self, got, want, dtype, what + " loss")
+                for name, g, e in zip(("hidden", "weight", "bias"), grads, wgrads):
+                    close(self, g, e, dtype, f"{what} gradient of {name}")
+        h = jnp.asarray(self.rng.standard_normal((6, 8)))
+        w = jnp.asarray(self.rng.standard_normal((20, 8)) / 3)
+        t = jax.nn.softmax(jnp.asarray(self.rng.standard_normal((6, 20))))
+        got, gh = jax.value_and_grad(lambda h: xent_jax.linear_cross_entropy(h, w, t))(h)
+        want, wh = jax.value_and_grad(lambda h: soft_labels_loss(h @ w.T, t).mean())(h)
+        close(self, got, want, jnp.float64, "soft labels, no bias")
+        close(self, gh, wh, jnp.float64, "soft labels, gradient of hidden")
+
     def test_hard_cases(self):
         """Every row ignored (NaN mean, or 0 with all_ignored_zero), logits of
         +-1e8, one class, the class axis in place (axis=1)."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _build
 
-__all__ = ["cross_entropy", "softmax", "log_softmax"]
+__all__ = ["cross_entropy", "linear_cross_entropy", "softmax", "log_softmax"]
 
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}  # xent_reduction
 _registered = False
@@ -43,7 +43,7 @@ def _register():
     version = getattr(getattr(jaxlib, "version", None), "__version__", None) or jax.__version__
     path = _build.build(jax.ffi.include_dir(), version)
     lib = ctypes.CDLL(path)
-    for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_softmax_fwd", "xent_softmax_bwd"):
+    for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_softmax_fwd", "xent_softmax_bwd", "xent_lce"):
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_cpu")), platform="cpu")
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_gpu")), platform="CUDA")
     _registered = True
@@ -246,3 +246,96 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """jax.nn.log_softmax(x, axis) for one axis (read in place), with its gradient."""
     return _softmax_checked(x, axis, True)
+
+
+def _lce_call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, dloss, o, want):
+    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias),
+    each gradient empty unless in want."""
+    loss_shape = hidden.shape[:-1] if o[0] == _REDUCTIONS["none"] else ()
+    empty = lambda t: jax.ShapeDtypeStruct((0,), t.dtype)
+    shapes = (jax.ShapeDtypeStruct(loss_shape, hidden.dtype),
+              jax.ShapeDtypeStruct(hidden.shape, hidden.dtype) if "hidden" in want else empty(hidden),
+              jax.ShapeDtypeStruct(weight.shape, weight.dtype) if "weight" in want else empty(weight),
+              jax.ShapeDtypeStruct(bias.shape, bias.dtype) if "bias" in want and bias.size else empty(hidden))
+    reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count, chunk = o
+    call = jax.ffi.ffi_call("xent_lce", shapes, vmap_method="sequential")
+    return call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, dloss,
+                reduction=np.int64(reduction), ignore_index=np.int64(ignore_index),
+                label_smoothing=np.float64(smoothing), z_loss=np.float64(z_loss), softcap=np.float64(softcap),
+                temperature=np.float64(tau), all_ignored_zero=np.bool_(all_ignored_zero),
+                ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count),
+                chunk_rows=np.int64(chunk))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
+def _lce(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
+    none = jnp.zeros((0,), hidden.dtype)
+    return _lce_call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, none, o, ())[0]
+
+
+def _lce_fwd(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
+    none = jnp.zeros((0,), hidden.dtype)
+    inputs = (hidden, weight, bias, labels, ce_weight, tau_rows, token_weight)
+    if o[0] == _REDUCTIONS["none"]:
+        # Each row's upstream gradient weighs grad_weight differently: the
+        # backward calls again with it.
+        loss = _lce_call(*inputs, none, o, ())[0]
+        return loss, (inputs, None)
+    # A sum or mean: every gradient of a loss of 1 now (the logits' GEMM once),
+    # scaled by the incoming scalar in the backward.
+    loss, gh, gw, gb = _lce_call(*inputs, none, o, ("hidden", "weight", "bias"))
+    return loss, (inputs, (gh, gw, gb))
+
+
+def _lce_bwd(o, res, g):
+    inputs, grads = res
+    hidden, weight, bias = inputs[:3]
+    soft = jnp.issubdtype(inputs[3].dtype, jnp.floating)
+    if grads is None:
+        _, gh, gw, gb = _lce_call(*inputs, g.astype(hidden.dtype), o, ("hidden", "weight", "bias"))
+    else:
+        gh, gw, gb = (v * g.astype(v.dtype) for v in grads)
+    gb = gb if bias.size else None
+    return gh, gw, gb, (jnp.zeros_like(inputs[3]) if soft else None), None, None, None
+
+
+_lce.defvjp(_lce_fwd, _lce_bwd)
+
+
+def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, ignore_index=-100, reduction="mean",
+                         label_smoothing=0.0, z_loss=0.0, softcap=0.0, temperature=1.0, token_weight=None,
+                         token_weight_mean="weights", all_ignored_zero=False, invalid_labels="raise", chunk_rows=0):
+    """cross_entropy(hidden @ weight.T + bias, labels), fused: the [N, V]
+    logits are made a chunk of rows at a time (chunk_rows; 0 = xent's
+    default) and never held whole. hidden [..., H], weight [V, H], bias
+    [V]; labels integer [...] or probabilities [..., V]; ce_weight: class
+    weights [V]. The other options are cross_entropy's (a temperature per
+    row and token_weight shaped like labels' rows). Gradients flow to
+    hidden, weight and bias (soft labels get none)."""
+    _register()
+    hidden, weight = jnp.asarray(hidden), jnp.asarray(weight)
+    labels = jnp.asarray(labels)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"xent_jax: reduction is {reduction!r}; 'none', 'sum' or 'mean' expected")
+    if token_weight_mean not in ("weights", "count"):
+        raise ValueError(f"xent_jax: token_weight_mean is {token_weight_mean!r}; 'weights' or 'count' expected")
+    if hidden.ndim < 1 or weight.ndim != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"xent_jax: hidden {hidden.shape} and weight {weight.shape} do not make [..., H] @ [V, H]^T")
+    if weight.dtype != hidden.dtype:
+        raise TypeError("xent_jax: hidden and weight must have one dtype")
+    rows = hidden.shape[:-1]
+    soft = jnp.issubdtype(labels.dtype, jnp.floating)
+    want_labels = rows + (weight.shape[0],) if soft else rows
+    if labels.shape != want_labels:
+        raise ValueError(f"xent_jax: labels have shape {labels.shape}; {want_labels} expected")
+    labels = labels.astype(hidden.dtype) if soft else labels
+    acc = _acc(hidden.dtype)
+    bias = jnp.zeros((0,), hidden.dtype) if bias is None else jnp.asarray(bias).astype(hidden.dtype)
+    ce_weight = _optional(ce_weight, None, acc, "ce_weight")
+    per_row_tau = not isinstance(temperature, (int, float))
+    tau_rows = _optional(temperature if per_row_tau else None, rows, acc, "temperature")
+    tw = _optional(token_weight, rows, acc, "token_weight")
+    o = (_REDUCTIONS[reduction], int(ignore_index), float(label_smoothing), float(z_loss), float(softcap),
+         1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
+         token_weight_mean == "count", int(chunk_rows))
+    return _lce(hidden, weight, bias, labels, ce_weight, tau_rows, tw, o)

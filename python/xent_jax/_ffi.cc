@@ -10,6 +10,8 @@
 //       -> (grad, grad_labels)
 //   xent_softmax_fwd(x) -> y;  xent_softmax_bwd(y, dy) -> dx
 //                                         attributes: axis, log (log-softmax)
+//   xent_lce(hidden, weight, bias, labels, ce_weight, temperature, token_weight, dloss)
+//       -> (loss, grad_hidden, grad_weight, grad_bias)   the fused linear cross entropy
 //
 // An optional input (weights, a temperature or token weight per row,
 // dentropy) or output (grad_labels, the per-token outputs) is a buffer of no
@@ -100,7 +102,26 @@ bool sized(const ffi::AnyBuffer& b, size_t n, bool optional_input) {
   return b.element_count() == n || (optional_input && b.element_count() == 0);
 }
 
-// One xent_ce_run with its workspace from XLA.
+// Scratch for a call: XLA's where it has one (the GPUs); the host's calls
+// are done on return, so there a buffer of our own serves.
+ffi::Error workspace(xent_backend_kind kind, ffi::ScratchAllocator& scratch, size_t bytes, void** ws,
+                     std::unique_ptr<unsigned char[]>* own) {
+  *ws = nullptr;
+  if (bytes == 0) return ffi::Error::Success();
+  auto got = scratch.Allocate(bytes, 64);
+  if (got.has_value()) {
+    *ws = *got;
+  } else if (kind == XENT_BACKEND_CPU) {
+    own->reset(new (std::nothrow) unsigned char[bytes + 64]);
+    if (!*own) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no memory for the workspace");
+    *ws = (void*)(((uintptr_t)own->get() + 63) & ~(uintptr_t)63);
+  } else {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no scratch for the workspace");
+  }
+  return ffi::Error::Success();
+}
+
+// One xent_ce_run with its workspace.
 ffi::Error run(xent_backend_kind kind, void* stream, ffi::ScratchAllocator& scratch, const xent_ce_desc& d, xent_op op,
                const xent_ce_tensors& t) {
   xent_status s;
@@ -108,22 +129,10 @@ ffi::Error run(xent_backend_kind kind, void* stream, ffi::ScratchAllocator& scra
   if (s != XENT_OK) return xent_error("xent_create");
   size_t bytes = 0;
   if (xent_ce_workspace_size(h, &d, op, &bytes) != XENT_OK) return xent_error("xent_ce_workspace_size");
-  // XLA's scratch where it has one (the GPUs); the host's calls are done on
-  // return, so there a buffer of our own serves.
-  void* ws = nullptr;
+  void* ws;
   std::unique_ptr<unsigned char[]> own;
-  if (bytes > 0) {
-    auto got = scratch.Allocate(bytes, 64);
-    if (got.has_value()) {
-      ws = *got;
-    } else if (kind == XENT_BACKEND_CPU) {
-      own.reset(new (std::nothrow) unsigned char[bytes + 64]);
-      if (!own) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no memory for the workspace");
-      ws = (void*)(((uintptr_t)own.get() + 63) & ~(uintptr_t)63);
-    } else {
-      return ffi::Error(ffi::ErrorCode::kResourceExhausted, "xent: no scratch for the workspace");
-    }
-  }
+  ffi::Error e = workspace(kind, scratch, bytes, &ws, &own);
+  if (e.failure()) return e;
   if (xent_ce_run(h, &d, op, &t, ws, bytes, stream) != XENT_OK) return xent_error("xent_ce_run");
   // The cpu backend's calls are done on return: a bad label is reported now.
   if (kind == XENT_BACKEND_CPU && xent_check(h) != XENT_OK) return xent_error("xent");
@@ -191,6 +200,74 @@ ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator 
   t.grad = grad->untyped_data();
   t.grad_labels = d.label_type == XENT_PROB && grad_labels->element_count() > 0 ? grad_labels->untyped_data() : nullptr;
   return run(kind, stream, scratch, d, XENT_OP_BACKWARD, t);
+}
+
+// The fused linear cross entropy: logits = hidden @ weight^T (+ bias) a
+// chunk of rows at a time, never whole; every gradient whose buffer is not
+// empty, of sum(dloss * loss) (dloss empty: of the loss itself).
+ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer hidden,
+                  ffi::AnyBuffer weight, ffi::AnyBuffer bias, ffi::AnyBuffer labels, ffi::AnyBuffer ce_weight,
+                  ffi::AnyBuffer temperature, ffi::AnyBuffer token_weight, ffi::AnyBuffer dloss,
+                  ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> grad_hidden,
+                  ffi::Result<ffi::AnyBuffer> grad_weight, ffi::Result<ffi::AnyBuffer> grad_bias, int64_t reduction,
+                  int64_t ignore_index, double label_smoothing, double z_loss, double softcap, double tau,
+                  bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, int64_t chunk_rows) {
+  xent_dtype dtype;
+  if (!dtype_of(hidden.element_type(), &dtype) || weight.element_type() != hidden.element_type())
+    return ffi::Error::InvalidArgument("xent: hidden and weight must be one float type");
+  const auto hd = hidden.dimensions(), wd = weight.dimensions();
+  if (hd.size() < 1 || wd.size() != 2 || wd[1] != hd[hd.size() - 1])
+    return ffi::Error::InvalidArgument("xent: hidden [..., H] and weight [V, H] do not match");
+  const int64_t H = wd[1], V = wd[0], N = H > 0 ? (int64_t)(hidden.element_count() / (size_t)H) : 0;
+  xent_label_type label;
+  if (labels.element_type() == ffi::DataType::S32) label = XENT_I32;
+  else if (labels.element_type() == ffi::DataType::S64) label = XENT_I64;
+  else if (labels.element_type() == hidden.element_type()) label = XENT_PROB;
+  else return ffi::Error::InvalidArgument("xent: labels must be int32, int64 or probabilities of hidden's dtype");
+  xent_linear_ce_desc d;
+  xent_linear_ce_desc_init(&d, N, H, V, dtype, label, (xent_reduction)reduction);
+  d.ce.ignore_index = ignore_index;
+  d.ce.label_smoothing = label_smoothing;
+  d.ce.z_loss = z_loss;
+  d.ce.softcap = softcap;
+  d.ce.temperature = tau;
+  d.ce.all_ignored_zero = all_ignored_zero;
+  d.ce.invalid_labels = ignore_invalid_labels ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
+  d.ce.token_weight_mean = token_weight_count ? XENT_TOKEN_WEIGHT_MEAN_COUNT : XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
+  d.chunk_rows = chunk_rows;
+  const size_t rows = (size_t)N, n_loss = reduction == XENT_REDUCTION_NONE ? rows : 1;
+  if (!sized(labels, label == XENT_PROB ? rows * (size_t)V : rows, false) || !sized(bias, (size_t)V, true) ||
+      !sized(ce_weight, (size_t)V, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
+      !sized(dloss, n_loss, true) || !sized(*loss, n_loss, false) ||
+      !sized(*grad_hidden, hidden.element_count(), true) || !sized(*grad_weight, weight.element_count(), true) ||
+      !sized(*grad_bias, (size_t)V, true) || (grad_bias->element_count() && !bias.element_count()))
+    return ffi::Error::InvalidArgument("xent: a buffer's size does not match hidden, weight or the rows");
+  xent_linear_ce_tensors t;
+  memset(&t, 0, sizeof t);
+  t.hidden = hidden.untyped_data();
+  t.weight = weight.untyped_data();
+  t.bias = optional(bias);
+  t.labels = labels.untyped_data();
+  t.weights = optional(ce_weight);
+  t.temperature = optional(temperature);
+  t.token_weight = optional(token_weight);
+  t.dloss = optional(dloss);
+  t.loss = loss->untyped_data();
+  t.grad_hidden = grad_hidden->element_count() ? grad_hidden->untyped_data() : nullptr;
+  t.grad_weight = grad_weight->element_count() ? grad_weight->untyped_data() : nullptr;
+  t.grad_bias = grad_bias->element_count() ? grad_bias->untyped_data() : nullptr;
+  xent_status s;
+  xent_handle* h = handle_for(kind, &s);
+  if (s != XENT_OK) return xent_error("xent_create");
+  size_t bytes = 0;
+  if (xent_linear_ce_workspace_size(h, &d, &bytes) != XENT_OK) return xent_error("xent_linear_ce_workspace_size");
+  void* ws;
+  std::unique_ptr<unsigned char[]> own;
+  ffi::Error e = workspace(kind, scratch, bytes, &ws, &own);
+  if (e.failure()) return e;
+  if (xent_linear_ce_run(h, &d, &t, ws, bytes, stream) != XENT_OK) return xent_error("xent_linear_ce_run");
+  if (kind == XENT_BACKEND_CPU && xent_check(h) != XENT_OK) return xent_error("xent");
+  return ffi::Error::Success();
 }
 
 // The softmax family along one axis: y from x, or dx from y and dy.
@@ -336,3 +413,41 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_gpu,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("axis")
                                   .Attr<bool>("log"));
+
+template <class B>
+auto linear_args(B b) {
+  return std::move(b).template Ctx<ffi::ScratchAllocator>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int64_t>("reduction")
+      .template Attr<int64_t>("ignore_index")
+      .template Attr<double>("label_smoothing")
+      .template Attr<double>("z_loss")
+      .template Attr<double>("softcap")
+      .template Attr<double>("temperature")
+      .template Attr<bool>("all_ignored_zero")
+      .template Attr<bool>("ignore_invalid_labels")
+      .template Attr<bool>("token_weight_count")
+      .template Attr<int64_t>("chunk_rows");
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_cpu,
+                              [](ffi::ScratchAllocator s, auto... a) {
+                                return linear(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
+                              },
+                              linear_args(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_gpu,
+                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
+                                return linear(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
+                              },
+                              linear_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
