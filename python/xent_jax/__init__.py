@@ -34,8 +34,8 @@ _registered = False
 
 
 def _register():
-    """Builds (once, cached) and registers the FFI handlers for the host and,
-    where the plugin is in use, CUDA."""
+    """Builds (once, cached) and registers the FFI handlers for JAX's cpu,
+    CUDA and ROCm platforms (xent's cpu, CUDA and HIP backends)."""
     global _registered
     if _registered:
         return
@@ -46,6 +46,7 @@ def _register():
     for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_softmax_fwd", "xent_softmax_bwd", "xent_lce"):
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_cpu")), platform="cpu")
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_gpu")), platform="CUDA")
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_rocm")), platform="ROCM")
     _registered = True
 
 

@@ -348,10 +348,6 @@ auto backward_args(B b) {
       .template Attr<bool>("acc_loss");
 }
 
-#ifndef XENT_JAX_GPU_BACKEND
-#define XENT_JAX_GPU_BACKEND XENT_BACKEND_CUDA  // XENT_BACKEND_HIP for JAX's ROCm build
-#endif
-
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_fwd_cpu,
@@ -364,16 +360,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_bwd_cpu,
                                 return backward(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
                               },
                               backward_args(ffi::Ffi::Bind()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_fwd_gpu,
-                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
-                                return forward(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
-                              },
-                              forward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_bwd_gpu,
-                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
-                                return backward(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
-                              },
-                              backward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_fwd_cpu,
                               [](ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t axis, bool log) {
                                 return softmax(XENT_BACKEND_CPU, nullptr, x, nullptr, *y, axis, log);
@@ -387,27 +373,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_cpu,
                               [](ffi::AnyBuffer y, ffi::AnyBuffer dy, ffi::Result<ffi::AnyBuffer> dx, int64_t axis,
                                  bool log) { return softmax(XENT_BACKEND_CPU, nullptr, y, &dy, *dx, axis, log); },
                               ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("axis")
-                                  .Attr<bool>("log"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_fwd_gpu,
-                              [](void* stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t axis,
-                                 bool log) { return softmax(XENT_JAX_GPU_BACKEND, stream, x, nullptr, *y, axis, log); },
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<void*>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("axis")
-                                  .Attr<bool>("log"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_gpu,
-                              [](void* stream, ffi::AnyBuffer y, ffi::AnyBuffer dy, ffi::Result<ffi::AnyBuffer> dx,
-                                 int64_t axis, bool log) {
-                                return softmax(XENT_JAX_GPU_BACKEND, stream, y, &dy, *dx, axis, log);
-                              },
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<void*>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
@@ -446,8 +411,43 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_cpu,
                                 return linear(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
                               },
                               linear_args(ffi::Ffi::Bind()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_gpu,
-                              [](void* stream, ffi::ScratchAllocator s, auto... a) {
-                                return linear(XENT_JAX_GPU_BACKEND, stream, std::move(s), a...);
-                              },
-                              linear_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));
+// The GPU platforms' handlers: JAX's CUDA platform runs xent's CUDA backend,
+// its ROCm platform the HIP one, each on XLA's stream.
+#define XENT_GPU_HANDLERS(platform, backend)                                                              \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_ce_fwd_##platform,                                                                             \
+      [](void* stream, ffi::ScratchAllocator s, auto... a) { return forward(backend, stream, std::move(s), a...); }, \
+      forward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));                                  \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_ce_bwd_##platform,                                                                             \
+      [](void* stream, ffi::ScratchAllocator s, auto... a) { return backward(backend, stream, std::move(s), a...); }, \
+      backward_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));                                 \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_softmax_fwd_##platform,                                                                        \
+      [](void* stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t axis, bool log) {         \
+        return softmax(backend, stream, x, nullptr, *y, axis, log);                                       \
+      },                                                                                                  \
+      ffi::Ffi::Bind()                                                                                    \
+          .Ctx<ffi::PlatformStream<void*>>()                                                              \
+          .Arg<ffi::AnyBuffer>()                                                                          \
+          .Ret<ffi::AnyBuffer>()                                                                          \
+          .Attr<int64_t>("axis")                                                                          \
+          .Attr<bool>("log"));                                                                            \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_softmax_bwd_##platform,                                                                        \
+      [](void* stream, ffi::AnyBuffer y, ffi::AnyBuffer dy, ffi::Result<ffi::AnyBuffer> dx, int64_t axis,  \
+         bool log) { return softmax(backend, stream, y, &dy, *dx, axis, log); },                          \
+      ffi::Ffi::Bind()                                                                                    \
+          .Ctx<ffi::PlatformStream<void*>>()                                                              \
+          .Arg<ffi::AnyBuffer>()                                                                          \
+          .Arg<ffi::AnyBuffer>()                                                                          \
+          .Ret<ffi::AnyBuffer>()                                                                          \
+          .Attr<int64_t>("axis")                                                                          \
+          .Attr<bool>("log"));                                                                            \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_lce_##platform,                                                                                \
+      [](void* stream, ffi::ScratchAllocator s, auto... a) { return linear(backend, stream, std::move(s), a...); }, \
+      linear_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()))
+
+XENT_GPU_HANDLERS(gpu, XENT_BACKEND_CUDA);
+XENT_GPU_HANDLERS(rocm, XENT_BACKEND_HIP);
