@@ -33,8 +33,10 @@ elements one by one): in these kernels the instructions off that path are
 the run-time options' (soft cap, smoothing, weights) and slow paths' (a
 division's FCHK fix-up), laid out before or after the common code as ptxas
 chose, so the path is that of a call with the options off. In the
-strided shape the path is instead the one with the most staged accesses
-(any branch inside the loop may be taken), then the shortest: a step is
+strided shape the path is instead the one with the most 16-byte accesses,
+then the most staged accesses (any branch inside the loop may be taken),
+then the shortest (a step at an address that is not 16-byte aligned moves
+its staged elements one at a time: more accesses, on the rare path): a step is
 full (its classes unrolled) or partial (the row's last classes, in a loop
 of its own), ptxas may lay the partial one out first, and only the full
 step holds all of a step's staged accesses; of loops with as many loads,
@@ -212,12 +214,16 @@ def walk_path(insns, head, tail, wide=is_wide_access, fullest=False):
     # cost[i], nxt[i]: instructions from i to the tail on the shortest path,
     # and the instruction after i on it. Branches inside the loop go
     # forward (the backward one is the tail), so one sweep from the tail.
-    # A cost is (-wide accesses, instructions), compared in that order; the
-    # first is 0 unless fullest.
+    # A cost is (-16-byte accesses, -wide accesses, instructions), compared
+    # in that order; the first two are 0 unless fullest. 16-byte ones first:
+    # a step whose address is not 16-byte aligned moves its staged elements
+    # one at a time (more shared-memory accesses, rarer), and the common
+    # step moves whole vectors.
     def one(i):
-        return (-1 if fullest and wide(insns[i][2]) else 0, 1)
+        op = insns[i][2]
+        return (-1 if fullest and is_wide_access(op) else 0, -1 if fullest and wide(op) else 0, 1)
 
-    worst = (inf, inf)
+    worst = (inf, inf, inf)
     cost, nxt = {tail: one(tail)}, {tail: None}
     for i in range(tail - 1, head - 1, -1):
         addr, pred, op, operands = insns[i]
@@ -236,7 +242,7 @@ def walk_path(insns, head, tail, wide=is_wide_access, fullest=False):
         if best is None or cost[best] == worst:
             cost[i], nxt[i] = worst, None
         else:
-            cost[i], nxt[i] = (one(i)[0] + cost[best][0], 1 + cost[best][1]), best
+            cost[i], nxt[i] = tuple(a + b for a, b in zip(one(i), cost[best])), best
     path, i = [], head
     while i is not None and cost[i] != worst:
         path.append(insns[i])
@@ -321,8 +327,9 @@ def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False,
 
     def rank(c):
         path = walk_path(insns, c[0], c[1], wide, fullest)
+        vectors = sum(1 for _, _, op, _ in path if is_wide_access(op)) if fullest else 0
         staged = sum(1 for _, _, op, _ in path if wide(op)) if fullest else 0
-        return (-c[2], -staged, sign * len(path))
+        return (-c[2], -vectors, -staged, sign * len(path))
     chosen.sort(key=rank)
     def writes(c):  # global stores of any width (sm_90 stores f32 gradients 8 bytes at a time)
         return any(op.startswith("STG") for _, _, op, _ in insns[c[0]:c[1] + 1])
