@@ -132,6 +132,15 @@ typedef struct xent_vocab_shard {
   int ranks;               /* >= 1 */
   xent_all_gather_fn all_gather;
   void* ctx;               /* passed to all_gather */
+  /* For a framework whose collective is in its own graph (JAX's all_gather
+     under shard_map): the call in two halves around it. xent_ce_shard_records
+     writes this rank's records; the framework gathers every rank's, rank by
+     rank; the call with `gathered` set then skips its first pass and the
+     all_gather (which may be NULL). */
+  const void* gathered;    /* NULL, or [ranks][xent_ce_shard_records_size bytes], as gathered */
+  const int64_t* class_offset_at; /* NULL, or where the device reads class_offset (a value the framework
+                                     computes on the device, as JAX's axis_index): then class_offset is 0
+                                     and the slices are global_classes / ranks classes each */
 } xent_vocab_shard;
 
 /* Shapes. The logits are [outer, C, inner] in memory: the class axis has
@@ -309,6 +318,19 @@ xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* de
    otherwise; XENT_ERROR_COLLECTIVE if it cannot be loaded. */
 xent_status xent_vocab_shard_nccl(const xent_handle* handle, xent_vocab_shard* shard, void* comm,
                                   int64_t class_offset, int64_t global_classes);
+
+/* The first half of a vocabulary-parallel call (xent_vocab_shard's
+   `gathered`): this rank's statistics of every row, `*bytes` of them
+   (xent_ce_shard_records_size), into `records`, enqueued on `stream`. Then
+   the caller gathers every rank's records, rank by rank, and makes the same
+   call with desc->vocab_shard->gathered pointing at them. desc, op and
+   tensors are that call's (the records are wider where it has per-token
+   outputs); the workspace is xent_ce_workspace_size's. */
+xent_status xent_ce_shard_records_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,
+                                       const xent_ce_tensors* tensors, size_t* bytes);
+xent_status xent_ce_shard_records(xent_handle* handle, const xent_ce_desc* desc, xent_op op,
+                                  const xent_ce_tensors* tensors, void* records, void* workspace,
+                                  size_t workspace_bytes, void* stream);
 
 /* The softmax family (ONNX Runtime Softmax/LogSoftmax and their gradients
    SoftmaxGrad/LogSoftmaxGrad, opset 13: any axis), on the same strided

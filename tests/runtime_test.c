@@ -259,21 +259,36 @@ static void test_vocab_shard_errors(void) {
   expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, need, NULL), XENT_ERROR_INVALID_ARGUMENT,
                "log_prob and softmax are not available with desc->vocab_shard", "sharded log_prob");
   t.log_prob = NULL;
+  const int64_t device_offset = 10;
   const struct {
     xent_vocab_shard shard;
     const char* needle;
   } bad[] = {
-      {{10, 30, 0, 0, failing_gather, NULL}, "vocab_shard->ranks is 0"},
-      {{10, 30, 3, 3, failing_gather, NULL}, "vocab_shard->rank is 3, must be in [0, 3)"},
-      {{-1, 30, 0, 3, failing_gather, NULL}, "vocab_shard->class_offset is -1"},
-      {{25, 30, 0, 3, failing_gather, NULL}, "global_classes is 30, must be >= class_offset + desc->classes (25 + 10)"},
-      {{0, 30, 0, 3, NULL, NULL}, "all_gather is NULL"},
+      {{10, 30, 0, 0, failing_gather, NULL, NULL, NULL}, "vocab_shard->ranks is 0"},
+      {{10, 30, 3, 3, failing_gather, NULL, NULL, NULL}, "vocab_shard->rank is 3, must be in [0, 3)"},
+      {{-1, 30, 0, 3, failing_gather, NULL, NULL, NULL}, "vocab_shard->class_offset is -1"},
+      {{25, 30, 0, 3, failing_gather, NULL, NULL, NULL},
+       "global_classes is 30, must be >= class_offset + desc->classes (25 + 10)"},
+      {{0, 30, 0, 3, NULL, NULL, NULL, NULL}, "all_gather is NULL (xent_vocab_shard_nccl fills it in) and so is gathered"},
+      {{0, 40, 0, 3, failing_gather, NULL, NULL, &device_offset},
+       "class_offset_at is set: class_offset must be 0 (it is 0) and global_classes ranks * desc->classes (30, not 40)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     shard = bad[i].shard;
     expect_error(xent_ce_run(h, &d, XENT_OP_FORWARD, &t, workspace, sizeof workspace, NULL),
                  XENT_ERROR_INVALID_ARGUMENT, bad[i].needle, bad[i].needle);
   }
+  /* The two halves of a call whose collective is the caller's. */
+  shard = (xent_vocab_shard){.class_offset = 10, .global_classes = 30, .rank = 1, .ranks = 3};
+  size_t records = 0;
+  expect_error(xent_ce_shard_records(h, &d, XENT_OP_FORWARD, &t, NULL, workspace, sizeof workspace, NULL),
+               XENT_ERROR_INVALID_ARGUMENT, "xent_ce_shard_records: records is NULL", "records NULL");
+  CHECK(xent_ce_shard_records_size(h, &d, XENT_OP_FORWARD, &t, &records) == XENT_OK && records == 4 * 16,
+        "records: 16 bytes a row (4 f32 values)");
+  d.vocab_shard = NULL;
+  expect_error(xent_ce_shard_records_size(h, &d, XENT_OP_FORWARD, &t, &records), XENT_ERROR_INVALID_ARGUMENT,
+               "desc->vocab_shard is NULL: records are a vocabulary-parallel call's", "records without a shard");
+  d.vocab_shard = &shard;
   int comm = 0;
   expect_error(xent_vocab_shard_nccl(h, &shard, &comm, 0, 30), XENT_ERROR_INVALID_ARGUMENT,
                "NCCL and RCCL need a CUDA or HIP handle", "nccl on the cpu backend");

@@ -436,6 +436,83 @@ class TokenStatsVsTorch(unittest.TestCase):
                              smoothing=0.1 if seed % 3 else 0.0, row_tau=True, token_weight="mask")
                     self.check_split(target, c, (0, 40, 97) if seed % 2 else (0, 30, 31, 97))
 
+    def test_vocabulary_split_two_phase(self):
+        """The vocabulary split with the collective the caller's own, as a
+        framework's graph has it (xent_jax under shard_map): each rank's
+        records from xent_ce_shard_records, gathered here, then the call
+        with vocab_shard->gathered and the slice's first class read on the
+        device (class_offset_at): forward, backward and fused, PyTorch's
+        answers and each rank's outputs bit for bit the same as with the
+        all-gather inside the call."""
+        seed = 900
+        for target in TARGETS:
+            for dtype, label_type, reduction, ranks in ((F32, I64, MEAN, 2), (BF16, PROB, SUM, 3), (F64, I32, NONE, 3)):
+                seed += 1
+                c = Case(dtype, label_type, reduction, 11, 96, 0.7, seed, weighted=True, smoothing=0.1,
+                         row_tau=True, token_weight="mask")
+                self.check_two_phase(target, c, ranks)
+
+    def check_two_phase(self, target, c, ranks):
+        soft = c.label_type == PROB
+        xr = raw(c.x)
+        local = c.classes // ranks
+        n_loss = c.rows if c.reduction == NONE else 1
+        h = self.handles[target]
+        for op, label in ((FORWARD, "fwd"), (BACKWARD, "bwd"), (FORWARD_BACKWARD, "fwd_bwd")):
+            ranks_state = []
+            for k in range(ranks):
+                lo = k * local
+                xs = np.ascontiguousarray(xr[:, lo:lo + local, :])
+                lab = np.ascontiguousarray(c.labels[:, lo:lo + local, :]) if soft else c.labels
+                out = {}
+                if op != BACKWARD:
+                    out = {"loss": np.zeros(n_loss, xr.dtype), "lse": np.zeros(c.rows, c.acc),
+                           "entropy": np.full(c.rows, 7.0, c.acc)}
+                if op != FORWARD:
+                    out["grad"] = np.zeros_like(xs)
+                t = Tensors(logits=addr(xs), labels=addr(lab), weights=addr(c.weights))
+                for name, v in list(out.items()) + list(c.per_row().items()):
+                    setattr(t, name, addr(v))
+                if op != FORWARD:
+                    t.dloss, t.dentropy = addr(c.dloss), addr(c.dentropy)
+                if op == BACKWARD:
+                    t.lse_in = addr(c.want["lse"].astype(c.acc))
+                offset = np.array([lo], np.int64)
+                shard = VocabShard(0, c.classes, k, ranks)  # no all_gather: the caller gathers
+                shard.class_offset_at = offset.ctypes.data
+                d = type(c.desc).from_buffer_copy(c.desc)
+                d.classes = local
+                d.vocab_shard = ctypes.pointer(shard)
+                size = ctypes.c_size_t()
+                self.assertEqual(LIB.xent_ce_shard_records_size(h, ctypes.byref(d), op, ctypes.byref(t),
+                                                                ctypes.byref(size)), 0, LIB.xent_last_error())
+                records = np.zeros(max(size.value, 8), np.uint8)
+                ws_bytes = ctypes.c_size_t()
+                self.assertEqual(LIB.xent_ce_workspace_size(h, ctypes.byref(d), op, ctypes.byref(ws_bytes)), 0)
+                ws = np.zeros(max(ws_bytes.value, 8), np.uint8)
+                status = LIB.xent_ce_shard_records(h, ctypes.byref(d), op, ctypes.byref(t), records.ctypes.data_as(P),
+                                                   ws.ctypes.data_as(P), ctypes.c_size_t(ws.size), None)
+                self.assertEqual(status, 0, f"{c.name}: {LIB.xent_last_error().decode()}")
+                ranks_state.append((xs, lab, out, t, offset, shard, d, records[:size.value], ws))
+            gathered = np.concatenate([state[7] for state in ranks_state])
+            what = f"{c.name} {label} two-phase over {ranks}"
+            for k, (xs, lab, out, t, offset, shard, d, _, ws) in enumerate(ranks_state):
+                shard.gathered = gathered.ctypes.data if gathered.size else None
+                status = LIB.xent_ce_run(h, ctypes.byref(d), op, ctypes.byref(t), ws.ctypes.data_as(P),
+                                         ctypes.c_size_t(ws.size), None)
+                self.assertEqual(status, 0, f"{what} rank {k}: {LIB.xent_last_error().decode()}")
+            outs = [state[2] for state in ranks_state]
+            if op != BACKWARD:
+                for k, out in enumerate(outs):
+                    for name in ("loss", "lse", "entropy"):
+                        self.assertEqual(out[name].tobytes(), outs[0][name].tobytes(), f"{what}: {name} of rank {k}")
+                self.close(from_raw(outs[0]["loss"], c.dtype).numpy(), c.want["loss"], TOL[c.dtype], f"loss ({what})", c)
+                self.close(outs[0]["lse"], c.want["lse"], ACC_TOL[c.dtype], f"lse ({what})", c)
+                self.close(outs[0]["entropy"], c.want["entropy"], ACC_TOL[c.dtype], f"entropy ({what})", c)
+            if op != FORWARD:
+                grad = np.concatenate([from_raw(out["grad"], c.dtype).numpy() for out in outs], axis=1)
+                self.close(grad, c.want["grad"], TOL[c.dtype], f"grad ({what})", c)
+
     def test_bad_row_temperature(self):
         """A per-row tau of 0, -1, inf or NaN makes its row NaN (loss, lse,
         gradient) and is reported by xent_check, naming the lowest such row;

@@ -292,7 +292,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   const A* __restrict__ weights = (const A*)a.weights;
   A* ws = (A*)a.workspace;
   const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
-  const int64_t off = a.class_offset, CT = a.global_classes;
+  // (A framework's slice offset may live on the device: a.class_offset_at.)
+  const int64_t off = a.class_offset_at ? *a.class_offset_at : a.class_offset, CT = a.global_classes;
   const A eps = (A)a.label_smoothing, z = (A)a.z_loss, cap = (A)a.softcap;
   const bool smoothing = eps != A(0), capped = cap != A(0);
   A itau = (A)a.inv_temperature;  // 1 / tau: the call's, or (a.row_temperature) the row's

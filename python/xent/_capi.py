@@ -33,6 +33,8 @@ class VocabShard(ctypes.Structure):
         ("ranks", ctypes.c_int),
         ("all_gather", ALL_GATHER),
         ("ctx", P),
+        ("gathered", P),
+        ("class_offset_at", P),
     ]
 
 
@@ -104,7 +106,7 @@ class SoftmaxDesc(ctypes.Structure):
 DESC_LAYOUT = (120, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
-assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 40
+assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 56
 assert ctypes.sizeof(LinearDesc) == 144 and ctypes.sizeof(LinearTensors) == 17 * 8
 
 

@@ -362,6 +362,10 @@ static xent_status ce_run(const char* fn, xent_handle* h, const xent_ce_desc* d,
      statistics again instead (it needs more than the lse). */
   if (c->op == XENT_OP_BACKWARD && has_rows && !t->lse_in && !(d->vocab_shard && soft))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (pass the lse saved by the forward op)", fn);
+  if (d->vocab_shard && !c->shard_records && !d->vocab_shard->all_gather && !d->vocab_shard->gathered)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->vocab_shard->all_gather is NULL (xent_vocab_shard_nccl fills it in) and so is "
+                     "gathered (the records of xent_ce_shard_records, gathered)", fn);
   if (d->vocab_shard && (t->log_prob || t->softmax))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: log_prob and softmax are not available with desc->vocab_shard (they would need the "
@@ -400,6 +404,45 @@ xent_status xent_ce_run(xent_handle* h, const xent_ce_desc* d, xent_op op, const
   const xent_ce_call c = {.op = op, .t = *tensors, .workspace = workspace, .workspace_bytes = workspace_bytes,
                           .stream = stream};
   return ce_run("xent_ce_run", h, d, &c);
+}
+
+/* The records' size of a vocabulary-parallel call, after its checks. */
+static xent_status records_size(const char* fn, const xent_handle* h, const xent_ce_desc* d, xent_op op,
+                                const xent_ce_tensors* t, size_t* bytes) {
+  if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
+  if (!t) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors is NULL", fn);
+  if (op < XENT_OP_FORWARD || op > XENT_OP_FORWARD_BACKWARD)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: op %d is not a xent_op", fn, (int)op);
+  xent_status s = xent_check_ce_desc(fn, h, d);
+  if (s != XENT_OK) return s;
+  if (!d->vocab_shard)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->vocab_shard is NULL: records are a vocabulary-parallel "
+                     "call's", fn);
+  const xent_ce_call c = {.op = op, .t = *t};
+  *bytes = xent_vocab_records_bytes(d, op, xent_ce_uses(&c));
+  return XENT_OK;
+}
+
+xent_status xent_ce_shard_records_size(const xent_handle* h, const xent_ce_desc* d, xent_op op,
+                                       const xent_ce_tensors* t, size_t* bytes) {
+  xent_clear_error();
+  return records_size("xent_ce_shard_records_size", h, d, op, t, bytes);
+}
+
+xent_status xent_ce_shard_records(xent_handle* h, const xent_ce_desc* d, xent_op op, const xent_ce_tensors* t,
+                                  void* records, void* workspace, size_t workspace_bytes, void* stream) {
+  xent_clear_error();
+  const char* fn = "xent_ce_shard_records";
+  size_t bytes = 0;
+  xent_status s = records_size(fn, h, d, op, t, &bytes);
+  if (s != XENT_OK) return s;
+  if (bytes == 0) return XENT_OK;
+  if (!records) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: records is NULL (%zu bytes expected)", fn, bytes);
+  if ((uintptr_t)records % 8)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: records is not 8-byte aligned", fn);
+  const xent_ce_call c = {.op = op, .t = *t, .workspace = workspace, .workspace_bytes = workspace_bytes,
+                          .stream = stream, .shard_records = records};
+  return ce_run(fn, h, d, &c);
 }
 
 xent_status xent_ce_forward(xent_handle* h, const xent_ce_desc* d, const void* logits, const void* labels,

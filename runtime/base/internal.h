@@ -35,6 +35,7 @@ typedef struct xent_ce_call {
   void* stream;
   unsigned long long* bad_label_row;
   int row_group, row_threads; /* the handle's xent_set_row_shape */
+  void* shard_records;        /* xent_ce_shard_records: the first pass alone, into here */
 } xent_ce_call;
 
 /* Records the message for xent_last_error() and returns status. */

@@ -283,6 +283,7 @@ xent_ce_args xent_ce_args_for(const xent_ce_desc* d, const xent_ce_call* call) {
       .classes = d->classes,
       .inner = d->inner,
       .class_offset = d->vocab_shard ? d->vocab_shard->class_offset : 0,
+      .class_offset_at = d->vocab_shard ? d->vocab_shard->class_offset_at : NULL,
       .global_classes = d->vocab_shard ? d->vocab_shard->global_classes : d->classes,
       .logits = t->logits,
       .labels = t->labels,

@@ -22,8 +22,7 @@ size_t xent_ce_op_workspace(const xent_ce_desc* d, xent_op op) {
   return d->vocab_shard ? xent_vocab_workspace(d, bytes) : bytes;
 }
 
-/* The option axes a call's tensors decide (dispatch.h's XENT_USES_*). */
-static int ce_uses(const xent_ce_call* c) {
+int xent_ce_uses(const xent_ce_call* c) {
   const xent_ce_tensors* t = &c->t;
   const int forward = c->op != XENT_OP_BACKWARD, backward = c->op != XENT_OP_FORWARD;
   const int stats = (forward && (t->entropy || t->label_logprob || t->argmax)) || (backward && t->dentropy);
@@ -38,10 +37,10 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
   call.row_threads = h->row_threads;
   if (d->vocab_shard) {
     xent_vocab_kernels k;
-    const xent_status s = xent_vocab_find(h, d, c->op, ce_uses(c), &k);
+    const xent_status s = xent_vocab_find(h, d, c->op, xent_ce_uses(c), &k);
     return s != XENT_OK ? s : xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op), &k);
   }
-  const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, ce_uses(c));
+  const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, xent_ce_uses(c));
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);
   return xent_ce_launch(h, d, c->op, e, &args);

@@ -24,6 +24,11 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
    dispatch.h's XENT_USES_*), and a call run with them. */
 xent_status xent_vocab_check(const char* fn, const xent_ce_desc* desc);
 size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
+/* One rank's records of a vocabulary-parallel call (xent_ce_shard_records):
+   0 where the call gathers nothing (a hard-label backward from the lse). */
+size_t xent_vocab_records_bytes(const xent_ce_desc* desc, xent_op op, int uses);
+/* The option axes a call's tensors decide (dispatch.h's XENT_USES_*). */
+int xent_ce_uses(const xent_ce_call* call);
 typedef struct xent_vocab_kernels {
   const struct xent_dispatch_entry* forward;  /* the shard's statistics and the loss; NULL if unused */
   const struct xent_dispatch_entry* backward; /* the gradient; NULL for a forward */

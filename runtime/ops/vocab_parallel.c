@@ -49,9 +49,12 @@ xent_status xent_vocab_check(const char* fn, const xent_ce_desc* d) {
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->vocab_shard->global_classes is %lld, must be >= class_offset + desc->classes (%lld + %lld)",
                      fn, (long long)s->global_classes, (long long)s->class_offset, (long long)d->classes);
-  if (!s->all_gather)
+  if (s->class_offset_at && (s->class_offset != 0 || s->global_classes != (int64_t)s->ranks * d->classes))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->vocab_shard->all_gather is NULL (xent_vocab_shard_nccl fills it in)", fn);
+                     "%s: desc->vocab_shard->class_offset_at is set: class_offset must be 0 (it is %lld) and "
+                     "global_classes ranks * desc->classes (%lld, not %lld)",
+                     fn, (long long)s->class_offset, (long long)s->ranks * (long long)d->classes,
+                     (long long)s->global_classes);
   if (d->rows > 0 && (size_t)d->rows > SIZE_MAX / 128 / (size_t)s->ranks)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows * vocab_shard->ranks overflows the workspace size", fn);
   return XENT_OK;
@@ -74,6 +77,11 @@ size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
    gathered E_p[z], not only the lse. */
 static int gathers(const xent_ce_desc* d, xent_op op, int wide) {
   return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB || wide;
+}
+
+size_t xent_vocab_records_bytes(const xent_ce_desc* d, xent_op op, int uses) {
+  const int wide = (uses & XENT_USES_TOKEN_STATS) != 0;
+  return gathers(d, op, wide) ? slice_bytes(d, wide) : 0;
 }
 
 xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses,
@@ -103,8 +111,19 @@ xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_
   base.shard_token_stats = wide;
   char* gathered = (char*)call->workspace + gather_offset(launcher_bytes);
   xent_status s;
-  /* Every rank has the same rows, so either all of them gather or none. */
-  if (gather && d->rows > 0) {
+  /* The first half alone (xent_ce_shard_records): this rank's records. */
+  if (call->shard_records) {
+    if (!gather || d->rows == 0) return XENT_OK;
+    xent_ce_args a = base;
+    a.shard_stats = call->shard_records;
+    a.loss = a.lse_out = NULL;
+    return xent_backend_launch(h, fwd, &a);
+  }
+  /* The second half: the caller gathered them. */
+  if (shard->gathered) {
+    gathered = (char*)shard->gathered;
+  } else if (gather && d->rows > 0) {
+    /* Every rank has the same rows, so either all of them gather or none. */
     xent_ce_args a = base;
     a.shard_stats = gathered + (size_t)shard->rank * slice;
     a.loss = a.lse_out = NULL;
