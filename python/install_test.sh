@@ -25,6 +25,7 @@ lib="$work/lib/libxent_shared.so"
 mkdir "$work/python"
 cp -L "$runfiles/python/pyproject.toml" "$runfiles/python/setup.py" "$work/python/"
 cp -rL "$runfiles/python/xent" "$work/python/xent"
+cp -rL "$runfiles/python/xent_jax" "$work/python/xent_jax"
 rm -f "$work/python/xent/_C.so"  # the build's; pip compiles its own
 mkdir "$work/runtime"
 cp -L "$runfiles/runtime/xent.h" "$work/runtime/"

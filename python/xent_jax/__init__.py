@@ -43,7 +43,7 @@ def _register():
     version = getattr(getattr(jaxlib, "version", None), "__version__", None) or jax.__version__
     path = _build.build(jax.ffi.include_dir(), version)
     lib = ctypes.CDLL(path)
-    for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_softmax_fwd", "xent_softmax_bwd", "xent_lce"):
+    for name in ("xent_ce_fwd", "xent_ce_bwd", "xent_ce_records", "xent_softmax_fwd", "xent_softmax_bwd", "xent_lce"):
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_cpu")), platform="cpu")
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_gpu")), platform="CUDA")
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, name + "_rocm")), platform="ROCM")
@@ -74,6 +74,12 @@ def _attrs(o, acc_loss=False):
                 acc_loss=np.bool_(acc_loss))
 
 
+def _axis_size(name):
+    """A mesh axis's size under shard_map (static)."""
+    size = getattr(jax.lax, "axis_size", None)
+    return int(size(name)) if size is not None else int(jax.lax.psum(1, name))
+
+
 def _rows_shape(shape, axis):
     axis %= len(shape)
     return shape[:axis] + shape[axis + 1:]
@@ -85,64 +91,96 @@ def _vmap_method(o):
     return "broadcast_all" if o[1] == _REDUCTIONS["none"] else "sequential"
 
 
-def _forward(logits, labels, weight, tau_rows, token_weight, o, stats):
-    """(loss, lse, entropy, logprob, argmax) from one forward call; the
-    per-token outputs empty unless asked (stats), argmax as int32 (int64
-    with x64)."""
+_NO_VOCAB = (None, 0, 1)  # (mesh axis, global classes, ranks) of a vocabulary split, or none
+
+
+def _record_bytes(dtype, wide):
+    """One row's record in a vocabulary split (xent_shard_record_bytes)."""
+    acc = 8 if dtype == jnp.float64 else 4
+    return 8 * acc + 8 if wide else 4 * acc
+
+
+def _forward(logits, labels, weight, tau_rows, token_weight, offset, o, stats, vocab):
+    """(loss, lse, entropy, logprob, argmax, gathered) from one forward call;
+    the per-token outputs empty unless asked (stats), argmax as int32
+    (int64 with x64). With a vocabulary split (vocab), this slice's records
+    first, gathered over the mesh axis by JAX (the call's one collective)."""
     rows = _rows_shape(logits.shape, o[0])
     acc = _acc(logits.dtype)
     loss_shape = rows if o[1] == _REDUCTIONS["none"] else ()
     want_entropy, want_logprob, want_argmax = stats
+    axis_name, global_classes, ranks = vocab
+    shard = dict(global_classes=np.int64(global_classes), ranks=np.int64(ranks))
+    if axis_name is None:
+        gathered = jnp.zeros((0,), jnp.uint8)
+    else:
+        wide = any(stats)
+        nbytes = int(np.prod(rows, dtype=np.int64)) * _record_bytes(logits.dtype, wide)
+        attrs = {k: v for k, v in _attrs(o).items() if k != "acc_loss"}
+        records = jax.ffi.ffi_call("xent_ce_records", jax.ShapeDtypeStruct((nbytes,), jnp.uint8))(
+            logits, labels, weight, tau_rows, token_weight, offset, **attrs, **shard, wide=np.bool_(wide))
+        gathered = jax.lax.all_gather(records, axis_name).reshape(-1)
     call = jax.ffi.ffi_call("xent_ce_fwd", (jax.ShapeDtypeStruct(loss_shape, logits.dtype),
                                             jax.ShapeDtypeStruct(rows, acc),
                                             jax.ShapeDtypeStruct(rows if want_entropy else (0,), acc),
                                             jax.ShapeDtypeStruct(rows if want_logprob else (0,), acc),
                                             jax.ShapeDtypeStruct(rows + (2,) if want_argmax else (0,), jnp.uint32)),
                             vmap_method=_vmap_method(o))
-    loss, lse, entropy, logprob, words = call(logits, labels, weight, tau_rows, token_weight, **_attrs(o))
+    loss, lse, entropy, logprob, words = call(logits, labels, weight, tau_rows, token_weight, offset, gathered,
+                                              **_attrs(o), **shard)
     # The int64 class index's low word (little-endian), or the whole of it.
     if jax.config.jax_enable_x64:
         argmax = jax.lax.bitcast_convert_type(words, jnp.int64) if want_argmax else words
     else:
         argmax = jax.lax.bitcast_convert_type(words[..., 0], jnp.int32) if want_argmax else words
-    return loss, lse, entropy, logprob, argmax
+    return loss, lse, entropy, logprob, argmax, gathered
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6))
-def _ce(logits, labels, weight, tau_rows, token_weight, o, stats):
-    loss, _, entropy, logprob, argmax = _forward(logits, labels, weight, tau_rows, token_weight, o, stats)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8))
+def _ce(logits, labels, weight, tau_rows, token_weight, offset, o, stats, vocab):
+    loss, _, entropy, logprob, argmax, _ = _forward(logits, labels, weight, tau_rows, token_weight, offset, o, stats,
+                                                    vocab)
     return loss, entropy, logprob, argmax
 
 
-def _ce_fwd(logits, labels, weight, tau_rows, token_weight, o, stats):
-    loss, lse, entropy, logprob, argmax = _forward(logits, labels, weight, tau_rows, token_weight, o, stats)
-    return (loss, entropy, logprob, argmax), (logits, labels, weight, tau_rows, token_weight, lse)
+def _ce_fwd(logits, labels, weight, tau_rows, token_weight, offset, o, stats, vocab):
+    loss, lse, entropy, logprob, argmax, gathered = _forward(logits, labels, weight, tau_rows, token_weight, offset, o,
+                                                             stats, vocab)
+    return (loss, entropy, logprob, argmax), (logits, labels, weight, tau_rows, token_weight, offset, gathered, lse)
 
 
-def _backward(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, o, acc_loss=False):
+def _backward(logits, labels, weight, tau_rows, token_weight, offset, gathered, lse, dloss, dentropy, o, vocab,
+              acc_loss=False):
     soft = jnp.issubdtype(labels.dtype, jnp.floating)
     call = jax.ffi.ffi_call("xent_ce_bwd", (jax.ShapeDtypeStruct(logits.shape, logits.dtype),
                                             jax.ShapeDtypeStruct(labels.shape if soft else (0,), logits.dtype)),
                             vmap_method=_vmap_method(o))
     dloss = dloss.astype(_acc(logits.dtype) if acc_loss else logits.dtype)
-    return call(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, **_attrs(o, acc_loss))
+    return call(logits, labels, weight, tau_rows, token_weight, offset, gathered, lse, dloss, dentropy,
+                **_attrs(o, acc_loss), global_classes=np.int64(vocab[1]), ranks=np.int64(vocab[2]))
 
 
-def _ce_bwd(o, stats, res, cotangents):
-    logits, labels, weight, tau_rows, token_weight, lse = res
+def _ce_bwd(o, stats, vocab, res, cotangents):
+    logits, labels, weight, tau_rows, token_weight, offset, gathered, lse = res
     dloss, dentropy, dlogprob, _ = cotangents
+    if vocab[0] is not None:
+        # Every device's outputs are the same function of every slice: a
+        # slice's gradient takes the cotangents of all of their copies.
+        dloss, dentropy, dlogprob = (jax.lax.psum(v, vocab[0]) for v in (dloss, dentropy, dlogprob))
     soft = jnp.issubdtype(labels.dtype, jnp.floating)
     acc = _acc(logits.dtype)
     dentropy = dentropy.astype(acc) if stats[0] else jnp.zeros((0,), acc)
-    grad, grad_labels = _backward(logits, labels, weight, tau_rows, token_weight, lse, dloss, dentropy, o)
+    grad, grad_labels = _backward(logits, labels, weight, tau_rows, token_weight, offset, gathered, lse, dloss,
+                                  dentropy, o, vocab)
     if stats[1]:
         # d logp_y / dz = onehot(y) - p: the plain loss's gradient (no class
         # weights, smoothing, z-loss or token weights) with dloss = -dlogprob.
         plain = (o[0], _REDUCTIONS["none"], o[2], 0.0, 0.0, o[5], o[6], o[7], o[8], False)
         none = jnp.zeros((0,), acc)
-        extra, _ = _backward(logits, labels, none, tau_rows, none, lse, -dlogprob, none, plain, acc_loss=True)
+        extra, _ = _backward(logits, labels, none, tau_rows, none, offset, gathered, lse, -dlogprob, none, plain,
+                             vocab, acc_loss=True)
         grad = grad + extra
-    return grad, grad_labels if soft else None, None, None, None
+    return grad, grad_labels if soft else None, None, None, None, None
 
 
 _ce.defvjp(_ce_fwd, _ce_bwd)
@@ -151,7 +189,7 @@ _ce.defvjp(_ce_fwd, _ce_bwd)
 def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="none", label_smoothing=0.0,
                   z_loss=0.0, softcap=0.0, temperature=1.0, token_weight=None, token_weight_mean="weights",
                   axis=-1, all_ignored_zero=False, invalid_labels="raise", return_entropy=False,
-                  return_logprob=False, return_argmax=False):
+                  return_logprob=False, return_argmax=False, vocab_axis=None):
     """Softmax cross entropy of logits (float32, float16, bfloat16 or float64;
     the class axis at `axis`, every other axis a row) against integer labels
     (the rows' shape) or probabilities (the logits' shape). reduction: 'none'
@@ -165,7 +203,15 @@ def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="
     integer labels), each rows-shaped and 0 for an ignored row (argmax for
     every row). The entropy and the log-prob are differentiable, their
     gradients joining the loss's in xent's backward. The result is the loss,
-    or a tuple of the loss and what was asked, in that order."""
+    or a tuple of the loss and what was asked, in that order.
+
+    vocab_axis: inside shard_map, the mesh axis the class axis is split
+    over (each device holds an equal slice, in the axis's order): every
+    device gets the loss, lse and per-token outputs of the whole vocabulary
+    and the gradient of its slice, through one all_gather of a few values a
+    row (xent's vocabulary-parallel call, its collective JAX's). Integer
+    labels hold global classes (probabilities: this slice's); weight is the
+    whole vocabulary's."""
     _register()
     logits = jnp.asarray(logits)
     labels = jnp.asarray(labels)
@@ -200,7 +246,17 @@ def cross_entropy(logits, labels, *, weight=None, ignore_index=-100, reduction="
          1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
          token_weight_mean == "count")
     stats = (bool(return_entropy), bool(return_logprob), bool(return_argmax))
-    loss, entropy, logprob, argmax = _ce(logits, labels, weight, tau_rows, tw, o, stats)
+    if vocab_axis is None:
+        vocab, offset = _NO_VOCAB, jnp.zeros((0,), jnp.uint32)
+    else:
+        local = logits.shape[ax]
+        ranks = _axis_size(vocab_axis)
+        vocab = (vocab_axis, local * ranks, ranks)
+        # This slice's first class, as the int64 the kernels read on the
+        # device (two words: JAX without x64 has no int64).
+        first = (jax.lax.axis_index(vocab_axis) * local).astype(jnp.uint32)
+        offset = jnp.stack([first, jnp.zeros((), jnp.uint32)])
+    loss, entropy, logprob, argmax = _ce(logits, labels, weight, tau_rows, tw, offset, o, stats, vocab)
     extra = [v for v, want in zip((entropy, logprob, argmax), stats) if want]
     return (loss, *extra) if extra else loss
 

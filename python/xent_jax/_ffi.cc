@@ -4,10 +4,12 @@
 // Compiled at first use against the installed jaxlib's headers
 // (python/xent_jax/_build.py) and linked to the package's libxent.
 //
-//   xent_ce_fwd(logits, labels, weights, temperature, token_weight)
+//   xent_ce_fwd(logits, labels, weights, temperature, token_weight, offset, gathered)
 //       -> (loss, lse, entropy, label_logprob, argmax)   attributes: the options
-//   xent_ce_bwd(logits, labels, weights, temperature, token_weight, lse, dloss, dentropy)
+//   xent_ce_bwd(logits, labels, weights, temperature, token_weight, offset, gathered, lse, dloss, dentropy)
 //       -> (grad, grad_labels)
+//   xent_ce_records(logits, labels, weights, temperature, token_weight, offset)
+//       -> records                        a vocabulary slice's, for the caller's all_gather
 //   xent_softmax_fwd(x) -> y;  xent_softmax_bwd(y, dy) -> dx
 //                                         attributes: axis, log (log-softmax)
 //   xent_lce(hidden, weight, bias, labels, ce_weight, temperature, token_weight, dloss)
@@ -96,6 +98,23 @@ ffi::Error describe(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& labels, 
   return ffi::Error::Success();
 }
 
+// A vocabulary slice (offset: this slice's first class as an int64 the
+// device holds, from the framework's axis_index; gathered: every rank's
+// records, rank by rank), or none where offset is empty.
+ffi::Error shard_of(const ffi::AnyBuffer& offset, const ffi::AnyBuffer* gathered, int64_t global_classes,
+                    int64_t ranks, xent_ce_desc* d, xent_vocab_shard* vs) {
+  if (offset.element_count() == 0) return ffi::Error::Success();
+  if (offset.size_bytes() != 8 || ranks < 1 || ranks > INT32_MAX)
+    return ffi::Error::InvalidArgument("xent: a vocabulary slice's offset is one int64 and ranks >= 1");
+  memset(vs, 0, sizeof *vs);
+  vs->global_classes = global_classes;
+  vs->ranks = (int)ranks;
+  vs->class_offset_at = (const int64_t*)offset.untyped_data();
+  vs->gathered = gathered && gathered->element_count() ? gathered->untyped_data() : nullptr;
+  d->vocab_shard = vs;
+  return ffi::Error::Success();
+}
+
 // Every buffer of the call the size the descriptor says (a mismatch is a
 // binding's mistake, refused before anything is written).
 bool sized(const ffi::AnyBuffer& b, size_t n, bool optional_input) {
@@ -141,19 +160,23 @@ ffi::Error run(xent_backend_kind kind, void* stream, ffi::ScratchAllocator& scra
 
 ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
                    ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
-                   ffi::AnyBuffer token_weight, ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> lse,
+                   ffi::AnyBuffer token_weight, ffi::AnyBuffer offset, ffi::AnyBuffer gathered,
+                   ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> lse,
                    ffi::Result<ffi::AnyBuffer> entropy, ffi::Result<ffi::AnyBuffer> logprob,
-                   ffi::Result<ffi::AnyBuffer> argmax, int64_t axis, int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss,
-                   double softcap, double tau, bool all_ignored_zero, bool ignore_invalid_labels,
-                   bool token_weight_count, bool acc_loss) {
+                   ffi::Result<ffi::AnyBuffer> argmax, int64_t axis, int64_t reduction, int64_t ignore_index,
+                   double label_smoothing, double z_loss, double softcap, double tau, bool all_ignored_zero,
+                   bool ignore_invalid_labels, bool token_weight_count, bool acc_loss, int64_t global_classes,
+                   int64_t ranks) {
   xent_ce_desc d;
+  xent_vocab_shard vs;
   ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
                           all_ignored_zero, ignore_invalid_labels, token_weight_count, acc_loss, &d);
+  if (e.success()) e = shard_of(offset, &gathered, global_classes, ranks, &d, &vs);
   if (e.failure()) return e;
   const size_t rows = (size_t)d.rows;
   if (!sized(*loss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(*lse, rows, false) ||
-      !sized(weights, (size_t)d.classes, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
-      !sized(*entropy, rows, true) || !sized(*logprob, rows, true) || !sized(*argmax, 2 * rows, true))
+      !sized(weights, (size_t)(d.vocab_shard ? global_classes : d.classes), true) || !sized(temperature, rows, true) ||
+      !sized(token_weight, rows, true) || !sized(*entropy, rows, true) || !sized(*logprob, rows, true) || !sized(*argmax, 2 * rows, true))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
   xent_ce_tensors t;
   memset(&t, 0, sizeof t);
@@ -172,18 +195,22 @@ ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator s
 
 ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
                     ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
-                    ffi::AnyBuffer token_weight, ffi::AnyBuffer lse, ffi::AnyBuffer dloss, ffi::AnyBuffer dentropy,
-                    ffi::Result<ffi::AnyBuffer> grad, ffi::Result<ffi::AnyBuffer> grad_labels, int64_t axis,
-                    int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss, double softcap,
-                    double tau, bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count,
-                    bool acc_loss) {
+                    ffi::AnyBuffer token_weight, ffi::AnyBuffer offset, ffi::AnyBuffer gathered, ffi::AnyBuffer lse,
+                    ffi::AnyBuffer dloss, ffi::AnyBuffer dentropy, ffi::Result<ffi::AnyBuffer> grad,
+                    ffi::Result<ffi::AnyBuffer> grad_labels, int64_t axis, int64_t reduction, int64_t ignore_index,
+                    double label_smoothing, double z_loss, double softcap, double tau, bool all_ignored_zero,
+                    bool ignore_invalid_labels, bool token_weight_count, bool acc_loss, int64_t global_classes,
+                    int64_t ranks) {
   xent_ce_desc d;
+  xent_vocab_shard vs;
   ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
                           all_ignored_zero, ignore_invalid_labels, token_weight_count, acc_loss, &d);
+  if (e.success()) e = shard_of(offset, &gathered, global_classes, ranks, &d, &vs);
   if (e.failure()) return e;
   const size_t rows = (size_t)d.rows;
   if (!sized(*grad, logits.element_count(), false) || !sized(lse, rows, false) ||
-      !sized(dloss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) || !sized(weights, (size_t)d.classes, true) ||
+      !sized(dloss, reduction == XENT_REDUCTION_NONE ? rows : 1, false) ||
+      !sized(weights, (size_t)(d.vocab_shard ? global_classes : d.classes), true) ||
       !sized(temperature, rows, true) || !sized(token_weight, rows, true) || !sized(dentropy, rows, true) ||
       !(grad_labels->element_count() == 0 || grad_labels->element_count() == labels.element_count()))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
@@ -200,6 +227,54 @@ ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator 
   t.grad = grad->untyped_data();
   t.grad_labels = d.label_type == XENT_PROB && grad_labels->element_count() > 0 ? grad_labels->untyped_data() : nullptr;
   return run(kind, stream, scratch, d, XENT_OP_BACKWARD, t);
+}
+
+// A vocabulary slice's records for the caller's all_gather (the first half
+// of the call; xent_ce_shard_records), for the forward op of the call to
+// come, wide where it has per-token outputs.
+ffi::Error records(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer logits,
+                   ffi::AnyBuffer labels, ffi::AnyBuffer weights, ffi::AnyBuffer temperature,
+                   ffi::AnyBuffer token_weight, ffi::AnyBuffer offset, ffi::Result<ffi::AnyBuffer> out, int64_t axis,
+                   int64_t reduction, int64_t ignore_index, double label_smoothing, double z_loss, double softcap,
+                   double tau, bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count,
+                   int64_t global_classes, int64_t ranks, bool wide) {
+  xent_ce_desc d;
+  xent_vocab_shard vs;
+  ffi::Error e = describe(logits, labels, axis, reduction, ignore_index, label_smoothing, z_loss, softcap, tau,
+                          all_ignored_zero, ignore_invalid_labels, token_weight_count, false, &d);
+  if (e.success()) e = shard_of(offset, nullptr, global_classes, ranks, &d, &vs);
+  if (e.failure()) return e;
+  if (!d.vocab_shard) return ffi::Error::InvalidArgument("xent: records are a vocabulary slice's (offset is empty)");
+  const size_t rows = (size_t)d.rows;
+  xent_status s;
+  xent_handle* h = handle_for(kind, &s);
+  if (s != XENT_OK) return xent_error("xent_create");
+  // The loss and (wide) an entropy output name the call's outputs: the
+  // first half writes neither, only the records.
+  const size_t ab = d.dtype == XENT_F64 ? 8 : 4;
+  size_t loss_bytes = (reduction == XENT_REDUCTION_NONE ? rows : 1) * ab, bytes = 0, rec = 0;
+  xent_ce_tensors t;
+  memset(&t, 0, sizeof t);
+  t.logits = logits.untyped_data();
+  t.labels = labels.untyped_data();
+  t.weights = optional(weights);
+  t.temperature = optional(temperature);
+  t.token_weight = optional(token_weight);
+  d.loss_dtype = d.dtype == XENT_F64 ? XENT_F64 : XENT_F32;
+  if (xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &bytes) != XENT_OK) return xent_error("xent_ce_workspace_size");
+  void* ws;
+  std::unique_ptr<unsigned char[]> own;
+  e = workspace(kind, scratch, bytes + loss_bytes + (wide ? rows * ab : 0) + 128, &ws, &own);
+  if (e.failure()) return e;
+  unsigned char* extra = (unsigned char*)ws + ((bytes + 63) & ~(size_t)63);
+  t.loss = extra;
+  if (wide) t.entropy = extra + ((loss_bytes + 63) & ~(size_t)63);
+  if (xent_ce_shard_records_size(h, &d, XENT_OP_FORWARD, &t, &rec) != XENT_OK)
+    return xent_error("xent_ce_shard_records_size");
+  if (out->size_bytes() != rec) return ffi::Error::InvalidArgument("xent: the records' buffer has the wrong size");
+  if (xent_ce_shard_records(h, &d, XENT_OP_FORWARD, &t, out->untyped_data(), ws, bytes, stream) != XENT_OK)
+    return xent_error("xent_ce_shard_records");
+  return ffi::Error::Success();
 }
 
 // The fused linear cross entropy: logits = hidden @ weight^T (+ bias) a
@@ -304,6 +379,8 @@ auto forward_args(B b) {
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
@@ -319,7 +396,9 @@ auto forward_args(B b) {
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
       .template Attr<bool>("token_weight_count")
-      .template Attr<bool>("acc_loss");
+      .template Attr<bool>("acc_loss")
+      .template Attr<int64_t>("global_classes")
+      .template Attr<int64_t>("ranks");
 }
 
 template <class B>
@@ -333,6 +412,8 @@ auto backward_args(B b) {
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
       .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Ret<ffi::AnyBuffer>()
       .template Attr<int64_t>("axis")
@@ -345,7 +426,9 @@ auto backward_args(B b) {
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
       .template Attr<bool>("token_weight_count")
-      .template Attr<bool>("acc_loss");
+      .template Attr<bool>("acc_loss")
+      .template Attr<int64_t>("global_classes")
+      .template Attr<int64_t>("ranks");
 }
 
 }  // namespace
@@ -380,6 +463,31 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_cpu,
                                   .Attr<bool>("log"));
 
 template <class B>
+auto records_args(B b) {
+  return std::move(b).template Ctx<ffi::ScratchAllocator>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int64_t>("axis")
+      .template Attr<int64_t>("reduction")
+      .template Attr<int64_t>("ignore_index")
+      .template Attr<double>("label_smoothing")
+      .template Attr<double>("z_loss")
+      .template Attr<double>("softcap")
+      .template Attr<double>("temperature")
+      .template Attr<bool>("all_ignored_zero")
+      .template Attr<bool>("ignore_invalid_labels")
+      .template Attr<bool>("token_weight_count")
+      .template Attr<int64_t>("global_classes")
+      .template Attr<int64_t>("ranks")
+      .template Attr<bool>("wide");
+}
+
+template <class B>
 auto linear_args(B b) {
   return std::move(b).template Ctx<ffi::ScratchAllocator>()
       .template Arg<ffi::AnyBuffer>()
@@ -406,6 +514,11 @@ auto linear_args(B b) {
       .template Attr<int64_t>("chunk_rows");
 }
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_records_cpu,
+                              [](ffi::ScratchAllocator s, auto... a) {
+                                return records(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
+                              },
+                              records_args(ffi::Ffi::Bind()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_cpu,
                               [](ffi::ScratchAllocator s, auto... a) {
                                 return linear(XENT_BACKEND_CPU, nullptr, std::move(s), a...);
@@ -444,6 +557,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_lce_cpu,
           .Ret<ffi::AnyBuffer>()                                                                          \
           .Attr<int64_t>("axis")                                                                          \
           .Attr<bool>("log"));                                                                            \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
+      xent_ce_records_##platform,                                                                         \
+      [](void* stream, ffi::ScratchAllocator s, auto... a) { return records(backend, stream, std::move(s), a...); }, \
+      records_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()));                                  \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                                          \
       xent_lce_##platform,                                                                                \
       [](void* stream, ffi::ScratchAllocator s, auto... a) { return linear(backend, stream, std::move(s), a...); }, \
