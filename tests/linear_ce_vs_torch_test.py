@@ -520,6 +520,7 @@ class LinearCrossEntropy(unittest.TestCase):
         x, w = torch.randn(4, 3), torch.randn(5, 3)
         y, loss = torch.zeros(4, dtype=torch.int64), torch.zeros(1)
         h = handle()
+        no_gather = ALL_GATHER(lambda ctx, send, recv, nbytes, stream: 0)
         try:
             cases = [
                 ("tensors->hidden is NULL", INVALID_ARGUMENT, dict(hidden=None), {}),
@@ -539,6 +540,12 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("tensors->label_logprob is set, but it is for hard labels", INVALID_ARGUMENT,
                  dict(label_logprob=ptr(torch.zeros(4))), {"ce.label_type": PROB}),
                 ("tensors->entropy overlaps tensors->loss", INVALID_ARGUMENT, dict(entropy=ptr(loss)), {}),
+                # A vocabulary split gathers each chunk's records through
+                # its callback: not a gather of the caller's, nor without one.
+                ("desc->ce.vocab_shard->all_gather is NULL", INVALID_ARGUMENT, {},
+                 {"ce.vocab_shard": ctypes.pointer(VocabShard(0, 5, 0, 1))}),
+                ("desc->ce.vocab_shard->gathered is set", INVALID_ARGUMENT, {},
+                 {"ce.vocab_shard": ctypes.pointer(VocabShard(0, 5, 0, 1, no_gather, None, 8))}),
             ]
             for needle, status, tensor_over, desc_over in cases:
                 with self.subTest(needle=needle):

@@ -33,6 +33,15 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
   if (d->ce.inner != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->ce.inner is %lld, must be 1 (logits [rows, classes])", fn,
                      (long long)d->ce.inner);
+  /* Each chunk gathers its own rows' records: through the callback only. */
+  const xent_vocab_shard* vs = d->ce.vocab_shard;
+  if (vs && !vs->all_gather)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->ce.vocab_shard->all_gather is NULL (xent_vocab_shard_nccl fills it in)", fn);
+  if (vs && (vs->gathered || vs->class_offset_at))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->ce.vocab_shard->%s is set: the fused linear cross entropy gathers each chunk's "
+                     "records through all_gather", fn, vs->gathered ? "gathered" : "class_offset_at");
   /* What the chunks' cross-entropy calls would check, once for all. */
   return xent_check_ce_desc(fn, h, &d->ce);
 }
