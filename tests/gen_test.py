@@ -106,7 +106,8 @@ class SpecErrors(unittest.TestCase):
         self.check(HEADER + AXES + "min_arch { cuda = 7.5 }\n", NEXT, "min_arch.cuda must be an SM number")
         # Upper-case hex passed the DSL and failed in the C half with an
         # internal error naming no spec (the fuzzer's find, stop 52).
-        for bad in ('"gfxB0a"', '"gfx"', '"GFX90A"', "90"):
+        # And a name past the C half's 15 characters (the fuzzer's find, this stop).
+        for bad in ('"gfxB0a"', '"gfx"', '"GFX90A"', "90", '"gfx90a6666666666666"'):
             self.check(HEADER + AXES + f"min_arch {{ hip = {bad} }}\n", NEXT, "min_arch.hip must be a gfx name")
 
     def test_tune_unknown_target(self):

@@ -308,7 +308,9 @@ local function make_env(path, st, lib)
       elseif k == "hip" then
         -- Lower case, as the C half and the compilers take it (%x would
         -- let "gfxB0a" through to an internal error there).
-        if type(v) ~= "string" or not v:match("^gfx[0-9a-f]+$") then
+        -- At most 15 characters: the variant's field in the C half
+        -- (gen/variant.h's min_arch_hip), and longer than any gfx name.
+        if type(v) ~= "string" or not v:match("^gfx[0-9a-f]+$") or #v > 15 then
           fail_at(here, "min_arch.hip must be a gfx name such as \"gfx90a\"")
         end
       else
