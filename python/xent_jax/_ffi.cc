@@ -115,6 +115,19 @@ ffi::Error shard_of(const ffi::AnyBuffer& offset, const ffi::AnyBuffer* gathered
   return ffi::Error::Success();
 }
 
+// A cross-entropy call's inputs, the ones every op reads; the rest NULL.
+xent_ce_tensors inputs(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& labels, const ffi::AnyBuffer& weights,
+                       const ffi::AnyBuffer& temperature, const ffi::AnyBuffer& token_weight) {
+  xent_ce_tensors t;
+  memset(&t, 0, sizeof t);
+  t.logits = logits.untyped_data();
+  t.labels = labels.untyped_data();
+  t.weights = optional(weights);
+  t.temperature = optional(temperature);
+  t.token_weight = optional(token_weight);
+  return t;
+}
+
 // Every buffer of the call the size the descriptor says (a mismatch is a
 // binding's mistake, refused before anything is written).
 bool sized(const ffi::AnyBuffer& b, size_t n, bool optional_input) {
@@ -178,13 +191,7 @@ ffi::Error forward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator s
       !sized(weights, (size_t)(d.vocab_shard ? global_classes : d.classes), true) || !sized(temperature, rows, true) ||
       !sized(token_weight, rows, true) || !sized(*entropy, rows, true) || !sized(*logprob, rows, true) || !sized(*argmax, 2 * rows, true))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
-  xent_ce_tensors t;
-  memset(&t, 0, sizeof t);
-  t.logits = logits.untyped_data();
-  t.labels = labels.untyped_data();
-  t.weights = optional(weights);
-  t.temperature = optional(temperature);
-  t.token_weight = optional(token_weight);
+  xent_ce_tensors t = inputs(logits, labels, weights, temperature, token_weight);
   t.loss = loss->untyped_data();
   t.lse = lse->untyped_data();
   t.entropy = entropy->element_count() ? entropy->untyped_data() : nullptr;
@@ -214,13 +221,7 @@ ffi::Error backward(xent_backend_kind kind, void* stream, ffi::ScratchAllocator 
       !sized(temperature, rows, true) || !sized(token_weight, rows, true) || !sized(dentropy, rows, true) ||
       !(grad_labels->element_count() == 0 || grad_labels->element_count() == labels.element_count()))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match the logits' rows or classes");
-  xent_ce_tensors t;
-  memset(&t, 0, sizeof t);
-  t.logits = logits.untyped_data();
-  t.labels = labels.untyped_data();
-  t.weights = optional(weights);
-  t.temperature = optional(temperature);
-  t.token_weight = optional(token_weight);
+  xent_ce_tensors t = inputs(logits, labels, weights, temperature, token_weight);
   t.lse_in = lse.untyped_data();
   t.dloss = dloss.untyped_data();
   t.dentropy = optional(dentropy);
@@ -253,13 +254,7 @@ ffi::Error records(xent_backend_kind kind, void* stream, ffi::ScratchAllocator s
   // first half writes neither, only the records.
   const size_t ab = d.dtype == XENT_F64 ? 8 : 4;
   size_t loss_bytes = (reduction == XENT_REDUCTION_NONE ? rows : 1) * ab, bytes = 0, rec = 0;
-  xent_ce_tensors t;
-  memset(&t, 0, sizeof t);
-  t.logits = logits.untyped_data();
-  t.labels = labels.untyped_data();
-  t.weights = optional(weights);
-  t.temperature = optional(temperature);
-  t.token_weight = optional(token_weight);
+  xent_ce_tensors t = inputs(logits, labels, weights, temperature, token_weight);
   d.loss_dtype = d.dtype == XENT_F64 ? XENT_F64 : XENT_F32;
   if (xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &bytes) != XENT_OK) return xent_error("xent_ce_workspace_size");
   void* ws;
