@@ -5,7 +5,7 @@ launches, and so how many warps or waves an SM or CU holds.
 
 The generated source carries the spec's tune table as
 `static const xent_row_shape <kernel>_shapes[] = {{classes, threads a row,
-block, on-chip bytes, rows}, ...};` (kernels/device/launch.h), and
+block, on-chip bytes, rows, tile}, ...};` (kernels/device/launch.h), and
 xent_pick_launch takes the first shape that serves C (at most its classes;
 -1 is any) and the call's rows (at least its rows); the last shape serves
 every call. The on-chip shapes serve only the fused and softmax kernels'
@@ -29,7 +29,7 @@ def rows_kernel(source, target, key):
 
 
 def table(source):
-    """[(classes, row_threads, block, on_chip bytes, rows)] of the first
+    """[(classes, row_threads, block, on_chip bytes, rows, tile)] of the first
     `_shapes[]` table in a generated kernel's source."""
     found = re.search(r"_shapes\[\] = \{(.*)\};", source)
     if not found:
@@ -42,7 +42,7 @@ def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False):
     a block) of the shape a call of C classes and `rows` rows launches
     (cluster and shared bytes 0 off chip); on_chip asks for the on-chip
     launch, None where the table has no on-chip shape serving the call."""
-    for i, (classes, _group, threads, chip, fewest) in enumerate(shapes):
+    for i, (classes, _group, threads, chip, fewest, *_tile) in enumerate(shapes):
         if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
             continue
         if chip == 0:

@@ -12,9 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_shapes  # noqa: E402
 
 # As rendered: one line; a row_threads of 0 is a block a row.
-SOURCE = ("static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_i64_mean_shapes[] = {{16, 1, 128, 0, 0}, "
-          "{4096, 32, 256, 0, 0}, {32768, 0, 256, 65536, 0}, {-1, 32, 512, 0, 2048}, {262144, 0, 256, 65536, 0}, "
-          "{-1, 0, 1024, 0, 0}};\n")
+SOURCE = ("static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_i64_mean_shapes[] = {{16, 1, 128, 0, 0, 1}, "
+          "{4096, 32, 256, 0, 0, 0}, {32768, 0, 256, 65536, 0, 0}, {-1, 32, 512, 0, 2048, 0}, "
+          "{262144, 0, 256, 65536, 0, 0}, {-1, 0, 1024, 0, 0, 0}};\n")
 
 
 class LaunchShapesTest(unittest.TestCase):
@@ -24,8 +24,9 @@ class LaunchShapesTest(unittest.TestCase):
 
     def test_table(self):
         self.assertEqual(len(self.shapes), 6)
-        self.assertEqual(self.shapes[3], (-1, 32, 512, 0, 2048))
-        self.assertEqual(self.shapes[5], (-1, 0, 1024, 0, 0))
+        self.assertEqual(self.shapes[0], (16, 1, 128, 0, 0, 1))
+        self.assertEqual(self.shapes[3], (-1, 32, 512, 0, 2048, 0))
+        self.assertEqual(self.shapes[5], (-1, 0, 1024, 0, 0, 0))
 
     def test_no_table(self):
         with self.assertRaises(ValueError):

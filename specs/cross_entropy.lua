@@ -49,13 +49,14 @@ min_arch { cuda = 70, hip = "gfx90a" }
 -- Launch shapes of the row kernels, picked at run time: the first that serves
 -- C (at most its `classes`) and the row count (at least its `rows`). Why
 -- each table is as it is, measured: docs/PERFORMANCE.md, "Launch shapes".
+-- Short rows are staged a tile at a time (tile = true; not yet measured).
 -- f64 first (untuned): its fused gradient with the soft cap spills in
 -- blocks of 512 or 1024.
 tune "cuda" {
   when = { dtype = "f64" },
   strided = 256,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 64, row_threads = 4, block = 256, tile = true },
   { classes = 256, row_threads = 8, block = 256 },
   { classes = 2048, row_threads = 32, block = 256 },
   { row_threads = "block", block = 256 },
@@ -67,9 +68,10 @@ tune "cuda" {
   when = { op = "fwd_bwd" },
   strided = 256,
   loads = 9,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 64, row_threads = 4, block = 256 },
-  { classes = 1024, row_threads = 4, block = 256, rows = 16384 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 64, row_threads = 4, block = 256, tile = true },
+  { classes = 256, row_threads = 8, block = 256, rows = 16384, tile = true },
+  { classes = 1024, row_threads = 32, block = 256, rows = 16384, tile = true },
   { classes = 2048, row_threads = 8, block = 256 },
   { classes = 4096, row_threads = 8, block = 256, rows = 8192 },
   { row_threads = 32, block = 512, rows = 2048 },
@@ -84,9 +86,10 @@ tune "cuda" {
   when = { op = "bwd" },
   strided = 256,
   loads = 10,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 64, row_threads = 4, block = 256 },
-  { classes = 1024, row_threads = 4, block = 256, rows = 16384 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 64, row_threads = 4, block = 256, tile = true },
+  { classes = 256, row_threads = 8, block = 256, rows = 16384, tile = true },
+  { classes = 1024, row_threads = 32, block = 256, rows = 16384, tile = true },
   { classes = 4096, row_threads = 8, block = 256 },
   { row_threads = 32, block = 256, rows = 2048 },
   { classes = 16384, row_threads = "block", block = 256 },
@@ -97,8 +100,10 @@ tune "cuda" {
 tune "cuda" {
   strided = 256,
   loads = 10,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 64, row_threads = 4, block = 256 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 64, row_threads = 4, block = 256, tile = true },
+  { classes = 256, row_threads = 8, block = 256, rows = 16384, tile = true },
+  { classes = 1024, row_threads = 32, block = 256, rows = 16384, tile = true },
   { classes = 16384, row_threads = 4, block = 256, rows = 16384 },
   { classes = 4096, row_threads = 8, block = 256 },
   { classes = 32768, row_threads = 8, block = 256, rows = 8192 },
@@ -112,8 +117,9 @@ tune "cuda" {
 tune "hip" {
   when = { dtype = "f64" },
   strided = 256,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 128, row_threads = 8, block = 256, tile = true },
+  { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
@@ -121,8 +127,9 @@ tune "hip" {
 tune "hip" {
   when = { label = "prob" },
   strided = 256,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 128, row_threads = 8, block = 256, tile = true },
+  { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
@@ -130,8 +137,9 @@ tune "hip" {
 tune "hip" {
   strided = 256,
   loads = 6,
-  { classes = 16, row_threads = 1, block = 256 },
-  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 128, row_threads = 8, block = 256, tile = true },
+  { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
   { classes = 4096, row_threads = 64, block = 256 },
   { classes = 32768, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },

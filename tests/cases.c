@@ -42,6 +42,14 @@ const tu_case tu_cases[] = {
     {3 * 40, 40, 40, 7},
     {8 * 136, 5, 136, 1},
     {65536 + 37, 3, 1, 0}, /* many rows of a thread each (one variant: slow) */
+    /* The tile shapes' rows floor (16384): 8 and 32 threads a row (cuda),
+       64 (hip), staged; the emulator runs them for a few variants (slow) */
+    {16384 + 37, 70, 1, 1},
+    {16384 + 37, 300, 1, 4},
+    /* A short row the tile takes, with the outputs it does not stage (the
+       extras, f32 outputs): those calls take the next shape, from memory */
+    {6, 12, 1, 6},
+    {40, 40, 1, 7},
     /* The spec's launch shapes (tune), each with more tiles of rows than the
        emulator's 3 blocks, so that every shape grid-strides: */
     {500, 20, 1, 1},   /* 4 threads a row (cuda), 8 (hip) */

@@ -27,7 +27,7 @@ HIP_ON_CUDA = os.path.join(RUNFILES, "runtime", "hip_on_cuda")
 
 # Inside the rows kernel (kernels/cross_entropy/cross_entropy.h): row, C, x,
 # a, lane, group, scratch and the atomics are in scope.
-IN_KERNEL = "    const int64_t base = xent_row_base(row, C, inner);\n"
+IN_KERNEL = "    const int64_t base = xent_row_base(row - tile_first, C, inner);\n"
 KERNEL_HEADER = "cross_entropy/cross_entropy.h"
 # The top of the launcher (templates/cross_entropy.tmpl).
 IN_LAUNCHER = 'extern "C" int XENT_LAUNCHER({{ launcher }})(const void* args) {\n'

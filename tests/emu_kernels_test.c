@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "cannot read %s\n", argv[2]);
     return 1;
   }
-  /* The 65K-row case takes minutes under ASan; .ci/run's sanitizer pass
-     skips it (the plain pass runs it). */
+  /* The 16K- and 65K-row cases take minutes under ASan; .ci/run's
+     sanitizer pass skips them (the plain pass runs them). */
   const int skip_huge = getenv("XENT_EMU_SKIP_HUGE") != NULL;
-  if (skip_huge) printf("XENT_EMU_SKIP_HUGE is set: the case with more rows than blocks is not run\n");
+  if (skip_huge) printf("XENT_EMU_SKIP_HUGE is set: the cases of 16K rows and more are not run\n");
   /* Bazel's test sharding (tests/BUILD's shard_count): every other variant
      a shard, so that the shards of both renderings keep both of CI's cores
      busy to the end (one rendering's test ran alone for two minutes at the
@@ -52,15 +52,18 @@ int main(int argc, char** argv) {
     if (argc > 3 && fnmatch(argv[3], keys[k], 0) != 0) continue;
     if (k % shards != shard) continue;
     if (strncmp(keys[k], "ce_fwd_bwd_", 11) == 0 && strstr(keys[k], "_f64_") == NULL) fused++;
-    /* Emulating 65K blocks is slow: three variants run the case of more
-       rows than blocks. The fused bf16 one covers the grid stride; the f16
-       sum (72000, past f16's range: inf, as PyTorch's) and the f32 rows
-       (confident rows of losses near 1e-6, whose error is f32's absolute
-       floor) hold the comparisons to what the first H200 run found. */
+    /* Emulating 16K rows and more is slow: four variants run the cases of
+       that many (more rows than blocks; the tile shapes' rows floor). The
+       fused bf16 one covers the grid stride; the f16 sum (72000, past f16's
+       range: inf, as PyTorch's) and the f32 rows (confident rows of losses
+       near 1e-6, whose error is f32's absolute floor) hold the comparisons
+       to what the first H200 run found; the bf16 backward is the tile
+       shape's third op. */
     const int huge = !skip_huge && (strcmp(keys[k], "ce_fwd_bwd_bf16_i64_mean") == 0 ||
                                     strcmp(keys[k], "ce_fwd_f16_i64_sum") == 0 ||
-                                    strcmp(keys[k], "ce_fwd_f32_i64_none") == 0);
-    failures += tu_check_key(h, keys[k], tag, 7919u * (unsigned)k, huge ? INT64_MAX : 65536, &runs);
+                                    strcmp(keys[k], "ce_fwd_f32_i64_none") == 0 ||
+                                    strcmp(keys[k], "ce_bwd_bf16_i32_none") == 0);
+    failures += tu_check_key(h, keys[k], tag, 7919u * (unsigned)k, huge ? INT64_MAX : 16383, &runs);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%s rendering, shard %d of %d: %d calls in %.1f s\n", argv[1], shard + 1, shards, runs,
@@ -84,6 +87,19 @@ int main(int argc, char** argv) {
   if (target == XENT_BACKEND_CUDA && argc == 3 && fused > 0 && multi == 0) {
     printf("FAIL: no launch ran the on-chip shape in a cluster of several blocks (specs/cross_entropy.lua's on_chip "
            "shapes and the cases in tests/cases.c no longer meet)\n");
+    failures++;
+  }
+  /* The tile shape (short rows staged in shared memory, the spec's `tile`
+     shapes): a whole run must have launched it, in either rendering. */
+  static xent_emu_func_record recs[8192];
+  const int nrecs = xent_emu_func_records(recs, 8192);
+  unsigned long long tiles = 0;
+  for (int i = 0; i < nrecs && i < 8192; ++i)
+    if (strstr(recs[i].name, "<XENT_TILE>") != NULL) tiles += recs[i].launches;
+  printf("tile-shape launches: %llu\n", tiles);
+  if (argc == 3 && tiles == 0) {
+    printf("FAIL: no launch ran the tile shape (specs/cross_entropy.lua's tile shapes and the cases in "
+           "tests/cases.c no longer meet)\n");
     failures++;
   }
   printf("%d passed, %d failed\n", runs - failures, failures);

@@ -176,8 +176,39 @@ class SpecErrors(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(os.path.join(out, "ce_fwd_f32_i64_mean.cu")) as f:
                 text = f.read()
-            self.assertIn("_shapes[] = {{4096, 8, 256, 0, 0}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, "
-                          "{-1, 0, 256, 0, 0}};", text)
+            self.assertIn("_shapes[] = {{4096, 8, 256, 0, 0, 0}, {-1, 32, 512, 0, 2048, 0}, {16384, 0, 256, 0, 0, 0}, "
+                          "{-1, 0, 256, 0, 0, 0}};", text)
+
+    def test_tune_tile_reaches_the_launcher(self):
+        """A tile shape is the sixth field of the launcher's table, and a
+        variant with one launches the tile kernel before the plain one (the
+        same shape from memory, for the calls the tile cannot take). Soft
+        labels' kernels have no tile shape."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ce.lua")
+            with open(spec, "w") as f:
+                f.write(HEADER + AXES.replace('specialize "label" { "i64" }', 'specialize "label" { "i64", "prob" }').replace(
+                    '{ classes = 64, row_threads = 4, block = 256 },',
+                    '{ classes = 64, row_threads = 4, block = 256, tile = true },'))
+            out = os.path.join(tmp, "cuda")
+            r = xentgen("--spec", spec, "--target", "cuda", "--templates", TEMPLATES, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(out, "ce_fwd_f32_i64_mean.cu")) as f:
+                text = f.read()
+            self.assertIn("_shapes[] = {{64, 4, 256, 0, 0, 1}, {-1, 0, 1024, 0, 0, 0}};", text)
+            self.assertIn("XENT_LAUNCH_ROWS_TILE(", text)
+            with open(os.path.join(out, "ce_fwd_f32_prob_mean.cu")) as f:
+                self.assertNotIn("XENT_LAUNCH_ROWS_TILE(", f.read())
+
+    def test_tune_tile_rules(self):
+        self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", "row_threads = 4, block = 256, tile = 1 }"),
+                   TUNE_CUDA, "shape 1: tile must be true or false, got 1")
+        self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", 'row_threads = "block", block = 256, tile = true }'),
+                   TUNE_CUDA, 'shape 1: tile needs row_threads of a power of two, not "block"')
+        spec = ('family "softmax"\nops { "fwd", "bwd" }\nspecialize "dtype" { "f32" }\nspecialize "kind" { "softmax" }\n'
+                'tune "cuda" { strided = 256, { classes = 64, row_threads = 4, block = 256, tile = true }, '
+                '{ row_threads = "block", block = 1024 } }\ntune "hip" { strided = 256, { row_threads = "block", block = 256 } }\n')
+        self.check(spec, 5, "shape 1: tile is not supported by family softmax")
 
     def test_tune_needs_strided(self):
         self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), TUNE_HIP, "missing strided")

@@ -30,19 +30,21 @@ end
 -- launch_shapes() text): the strided block size, the C initializer of the
 -- xent_row_shape table the launcher picks from, the largest block (the
 -- kernel's launch bounds), whether a shape holds rows on chip, the loads in
--- flight per thread, and the threads per SM the launch bounds ask room for
--- (0: not asked).
+-- flight per thread, the threads per SM the launch bounds ask room for
+-- (0: not asked), and whether a shape stages tiles of rows.
 local function launch_shapes(text)
   local strided, loads, resident = text:match("^strided=(%d+) loads=(%d+) resident=(%d+)")
   strided, loads, resident = tonumber(strided), tonumber(loads), tonumber(resident)
-  local shapes, largest, on_chip = {}, 0, false
-  for classes, group, block, bytes, rows in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+):(%d+)") do
-    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. ", " .. rows .. "}"
+  local shapes, largest, on_chip, tile = {}, 0, false, false
+  for classes, group, block, bytes, rows, tiled in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+):(%d+):(%d)") do
+    shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. ", " .. rows .. ", " ..
+      tiled .. "}"
     largest = math.max(largest, tonumber(block))
     on_chip = on_chip or tonumber(bytes) > 0
+    tile = tile or tiled == "1"
   end
   assert(strided and loads and resident and #shapes > 0, "malformed launch shapes: " .. text)
-  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads, resident
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads, resident, tile
 end
 
 -- An option axis as a kernel's traits name it (kernels/device/variant.h):
@@ -91,8 +93,8 @@ function M.for_variant(v, target)
   local sym = M.symbols(target, v.key)
   local tune = v["tune_" .. target]
   local chunk_bytes = tune:match("^chunk=(%d+)$")
-  local strided, shapes, largest, on_chip, loads, resident
-  if not chunk_bytes then strided, shapes, largest, on_chip, loads, resident = launch_shapes(tune) end
+  local strided, shapes, largest, on_chip, loads, resident, tile
+  if not chunk_bytes then strided, shapes, largest, on_chip, loads, resident, tile = launch_shapes(tune) end
   return {
     v = v,
     target = target,
@@ -121,6 +123,9 @@ function M.for_variant(v, target)
     column_threads = strided,
     -- Some shape holds rows in shared memory across a cluster (fused only).
     on_chip = on_chip,
+    -- Some shape stages tiles of short rows (hard labels only: a soft
+    -- label's second row is not staged).
+    tile = tile and v.label ~= "prob",
     -- The 16-byte loads a thread keeps in flight in a contiguous row's walk
     -- (the walks' kInFlight; the spec's tune `loads`).
     row_loads = loads,

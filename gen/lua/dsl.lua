@@ -50,6 +50,8 @@ M.schemas = {
     -- The ops whose kernels can hold a row on chip (tune's on_chip): the
     -- fused kernel, whose gradient pass reads the row again.
     on_chip_ops = { "fwd_bwd" },
+    -- Whose row kernels can stage short rows a tile at a time (tune's tile).
+    tile = true,
     axes = CE_AXES,
   },
   softmax = {
@@ -368,6 +370,12 @@ local function make_env(path, st, lib)
   -- that hold it in n KiB each, so the gradient pass reads it from there
   -- and not again from memory. Where the device cannot (no clusters, too
   -- little shared memory), the launcher takes the next shape.
+  -- tile = true (families with schema.tile; row_threads a power of two):
+  -- the block copies a tile of whole rows into shared memory as one stream
+  -- of 16-byte loads and walks each row from there (short rows, which
+  -- alone cannot fill a thread's loads). A call the tile cannot take (soft
+  -- labels, outputs per element, unaligned buffers, rows too long for
+  -- 32 KiB a pass) runs the same shape from memory, to the same bits.
   -- loads = n (1 to 16; 4 where not given): the 16-byte loads each thread
   -- issues before it uses the first, in a contiguous row's walk. Bytes in
   -- flight per SM are resident threads x n x 16, which Little's law asks of
@@ -437,8 +445,8 @@ local function make_env(path, st, lib)
         local row = what .. ", shape " .. i
         if type(s) ~= "table" then fail_at(here2, row .. " must be { classes = ..., row_threads = ..., block = ... }") end
         for k in pairs(s) do
-          if k ~= "classes" and k ~= "row_threads" and k ~= "block" and k ~= "on_chip" and k ~= "rows" then
-            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, rows, row_threads, block, on_chip)")
+          if k ~= "classes" and k ~= "row_threads" and k ~= "block" and k ~= "on_chip" and k ~= "rows" and k ~= "tile" then
+            fail_at(here2, row .. ": unknown field '" .. tostring(k) .. "' (expected classes, rows, row_threads, block, on_chip, tile)")
           end
         end
         local block = threads(s.block, "shape " .. i .. " block")
@@ -489,8 +497,19 @@ local function make_env(path, st, lib)
           end
           rule.on_chip = true
         end
+        local tile = s.tile
+        if tile ~= nil then
+          if tile ~= true and tile ~= false then
+            fail_at(here2, row .. ": tile must be true or false, got " .. tostring(tile))
+          end
+          if tile and not st.schema.tile then
+            fail_at(here2, row .. ": tile is not supported by family " .. st.family .. " (its row kernels stage no tiles)")
+          end
+          if tile and group == 0 then fail_at(here2, row .. ": tile needs row_threads of a power of two, not \"block\"") end
+          if tile and on_chip ~= nil then fail_at(here2, row .. ": a shape is on_chip or tile, not both") end
+        end
         rule.shapes[i] = { classes = bound or -1, group = group, block = block, on_chip = (on_chip or 0) * 1024,
-                           rows = floor or 0 }
+                           rows = floor or 0, tile = tile and 1 or 0 }
       end
       if rule.resident then
         local widest = 0
@@ -584,8 +603,8 @@ end
 
 -- A variant's launch shapes on one target, as one line of text the C half
 -- carries to the renderer (context.lua reads it back): "strided=<threads>
--- loads=<n> resident=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>:<rows>" per shape;
--- classes -1 = any C, row_threads 0 = the whole block, on_chip 0 = not,
+-- loads=<n> resident=<n>" then "<classes>:<row_threads>:<block>:<on_chip bytes>:<rows>:<tile>" per
+-- shape; classes -1 = any C, row_threads 0 = the whole block, on_chip 0 = not, tile 1 or 0,
 -- rows 0 = any number of rows, resident 0 = not given. For
 -- a chunk tune (linear_cross_entropy): "chunk=<bytes of logits>".
 local function launch_shapes(st, v, target)
@@ -602,7 +621,8 @@ local function launch_shapes(st, v, target)
       local parts = { "strided=" .. rule.strided, "loads=" .. (rule.loads or M.default_loads),
                       "resident=" .. (rule.resident or 0) }
       for _, s in ipairs(rule.shapes) do
-        parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip .. ":" .. s.rows
+        parts[#parts + 1] = s.classes .. ":" .. s.group .. ":" .. s.block .. ":" .. s.on_chip .. ":" .. s.rows .. ":" ..
+          s.tile
       end
       return table.concat(parts, " ")
     end

@@ -284,6 +284,11 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   typedef typename D::A A;
   constexpr int kVec = D::kVec;
   constexpr bool kColumn = kShape == XENT_COLUMN;
+  // The tile shape: rows read from the block's tile in shared memory
+  // (kernels/device/rows.h); its launcher takes it only for hard labels and
+  // calls without the per-element extras or f32 gradients (xent_ce_tile_ok).
+  constexpr bool kTile = kShape == XENT_TILE;
+  static_assert(!kTile || !V::kSoft, "the tile shape reads no second row (soft labels)");
   constexpr int kRowLoads = V::kRowLoads;
   (void)stash, (void)part, (void)ipart;
   const T* x = (const T*)a.logits;
@@ -304,12 +309,18 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   XENT_SHARED_ARRAY(int64_t, iscratch, F::kStats && F::kFwd ? 2 * XENT_MAX_WARPS : 1);
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(T, stage, kColumn ? XENT_COLUMN_STAGE(V::kColumnThreads, T) : 1);
+  // The tile shape's rows, the tile's first row at element 0.
+  XENT_SHARED_ARRAY16(T, staged, kTile ? XENT_TILE_BYTES / (int)sizeof(T) : 1);
+  (void)staged;
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
 
   // The row's scalars: w[c], the logit at element e after the cap, and z,
   // the logit scaled by the temperature (read outside the walks: per row).
   const auto W = [&](int64_t c) { return xent_ce_w<V>(weights, c); };
-  const auto X = [&](int64_t e) { return xent_ce_logit<V>(XENT_LD(x + (e)), capped, cap); };
+  const auto X = [&](int64_t e) {
+    if constexpr (kTile) return xent_ce_logit<V>((T)staged[e], capped, cap);
+    else return xent_ce_logit<V>(XENT_LD(x + (e)), capped, cap);
+  };
   const auto Z = [&](int64_t e) {
     if constexpr (F::kTempered) return X(e) * itau;
     else return X(e);
@@ -330,7 +341,32 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
 
   const xent_row_walk walk = xent_rows<kShape>(row_group);
   const int64_t lane = walk.lane, group = walk.group;
-  for (int64_t tile = walk.first; tile < rows; tile += walk.step) {
+  // A read-only walk of a row (f per scalar, fv per whole 16-byte vector):
+  // from memory, or in the tile shape from the tile.
+  const auto each_vec = [&](int64_t base, int64_t width, auto f, auto fv) XENT_INLINE_LAMBDA {
+    if constexpr (kTile) xent_tile_walk<T>(staged, base, width, lane, group, xent_vec_sink<decltype(fv)>{fv}, f);
+    else xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, f, fv);
+  };
+  // The tile shape walks the passes of its tile (blockDim / group rows
+  // each), rows [tile_first, tile_end) staged in shared memory, then its
+  // next tile, the grid's tiles on; the other shapes step by walk.step.
+  const int64_t per = kTile ? xent_tile_rows(C, group, (int64_t)blockDim.x, (int64_t)sizeof(T)) : 0;
+  int64_t tile_first = 0, tile_end = 0;
+  (void)per, (void)tile_first, (void)tile_end;
+  // (A launch without clusters has a cluster a block: xent_cluster_id() is
+  // the block's index.)
+  for (int64_t tile = kTile ? (int64_t)xent_cluster_id() * per : walk.first; tile < rows;
+       tile = kTile ? xent_tile_next(tile, walk.step, tile_first, tile_end, (int64_t)xent_clusters() * per)
+                    : tile + walk.step) {
+    if constexpr (kTile) {
+      if (tile >= tile_end) {
+        // A new tile: the last one's gradient out, this one's rows in.
+        const int64_t n = xent_min_index(per, rows - tile);
+        xent_tile_next_rows<F::kBwd, kRowLoads>(x, (T*)a.grad, C, tile_first, tile_end - tile_first, tile, n, staged);
+        tile_first = tile;
+        tile_end = tile + n;
+      }
+    }
     // A slot past the last row (live false) reads the last row's label,
     // walks no classes and stores nothing (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, rows, C);
@@ -340,7 +376,9 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     if constexpr (F::kTempered) {
       if (a.row_temperature) itau = xent_ce_row_itau<A>(a, row, lead);
     }
-    const int64_t base = xent_row_base(row, C, inner);
+    // Element 0 of the row: in memory, or in the tile shape in the tile
+    // (tile_first is 0 in the other shapes).
+    const int64_t base = xent_row_base(row - tile_first, C, inner);
     // Hard labels: the row's label, whether it is ignored or out of range,
     // and its class in this slice of the vocabulary, if it is here.
     int64_t y = 0, yl = 0;
@@ -474,7 +512,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           if constexpr (kShape == XENT_ON_CHIP)
             xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash,
                                              xent_vec_sink<decltype(add_vec)>{add_vec}, add);
-          else xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
+          else each_vec(base, width, add, add_vec);
         };
         if (fwd_extras) walk_stats(xent_bool<true>());
         else walk_stats(xent_bool<false>());
@@ -523,7 +561,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         if constexpr (kShape == XENT_ON_CHIP)
           xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash,
                                            xent_vec_sink<decltype(add_vec)>{add_vec}, add);
-        else xent_row_each_vec<kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
+        else each_vec(base, width, add, add_vec);
         xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
         if constexpr (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
       }
@@ -625,7 +663,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       }
       if constexpr (!F::kBwd) {
         // Optional extra outputs (ONNX log_prob, Paddle return_softmax).
-        if (a.log_prob || a.softmax) {
+        if (!kTile && (a.log_prob || a.softmax)) {
           for (int64_t j = lane; j < width; j += group) {
             const int64_t e = base + j * inner;
             const A xj = Z(e);
@@ -659,8 +697,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       A m2 = xent_lowest(A(0)), s2 = 0, t2 = 0, unused_a = 0, unused_b = 0;
       (void)t2;
       const auto second_pass = [&] {
-        xent_row_each_vec<kRowLoads, kColumn>(
-            x, base, again ? width : 0, inner, stage, lane, group,
+        each_vec(
+            base, again ? width : 0,
             [&](int64_t, T raw) {
               A xj = xent_ce_logit<V>(raw, capped, cap);
               if constexpr (F::kTempered) xj = xj * itau;
@@ -846,7 +884,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         }
         return dx;
       };
-      const bool extras = a.grad_bias || (V::kSoft && a.grad_labels) || (F::kFwd && (a.log_prob || a.softmax));
+      const bool extras =
+          !kTile && (a.grad_bias || (V::kSoft && a.grad_labels) || (F::kFwd && (a.log_prob || a.softmax)));
       if constexpr (F::kFwd) {
         // In place, the gradient pass overwrites elements that other threads
         // of the group read before the reduction (x[y], read by the lead; the
@@ -906,6 +945,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         }();
         if constexpr (kShape == XENT_ON_CHIP)
           xent_slice_walk<kRowLoads, false>(x, base, width, lane, group, stash, grad_out, grad);
+        else if constexpr (kTile)
+          xent_tile_walk<T>(staged, base, width, lane, group, grad_out, grad);
         else
           xent_row_walk_io<kRowLoads, kColumn, kCompactWalk>(x, base, width, inner, stage, lane, group, grad_out, grad);
       };
@@ -922,6 +963,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
       else walk_grad(xent_bool<false>(), xent_bool<false>());
     }
   }
+  // The tile shape's last tile's gradient.
+  if constexpr (kTile && F::kBwd) xent_tile_last_rows((T*)a.grad, C, tile_first, tile_end - tile_first, staged);
 }
 
 // The rows kernel's body, its shared memory by shape: the on-chip shape's
@@ -1042,6 +1085,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_reduce(c
       xent_put<typename V::D>(a.loss, 0, mean, a.loss_f32);
     }
   }
+}
+
+// Whether a call may take the tile shape (XENT_TILE): the logits and a
+// gradient 16-byte aligned, the gradient in T, and none of the outputs per
+// element beside it (log_prob, softmax, grad_bias), which the tile does not
+// stage. (Soft labels never take it: their kernels have no tile shape.)
+template <class V>
+static inline bool xent_ce_tile_ok(const xent_ce_args& a) {
+  typedef xent_ce_facts<V> F;
+  if (((uintptr_t)a.logits & 15) != 0) return false;
+  if (F::kBwd && (((uintptr_t)a.grad & 15) != 0 || (V::D::kMixed && a.grad_f32) || a.grad_bias)) return false;
+  return !(F::kFwd && (a.log_prob || a.softmax));
 }
 
 // The launcher: the totals where the call needs them, the rows kernel (the

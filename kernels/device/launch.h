@@ -8,13 +8,15 @@
 // C <= classes (classes < 0: any C) and at least `rows` rows, `group`
 // threads per row (0: the whole block) in blocks of `threads`; with
 // on_chip > 0, the row held in shared memory, at most on_chip bytes of it
-// per block of a cluster.
+// per block of a cluster; with tile, the rows staged a tile at a time in
+// shared memory (XENT_TILE, kernels/device/rows.h) where the call allows.
 struct xent_row_shape {
   int64_t classes;
   int group;
   int threads;
   int64_t on_chip;
   int64_t rows;
+  int tile;
 };
 
 // Host: how a row of C elements of elem_size bytes is launched: its shape,
@@ -31,12 +33,12 @@ struct xent_row_launch {
 #define XENT_STATIC_SMEM 2048
 
 // Host: the first shape that serves C classes in `rows` rows and that this
-// device can run (the spec ends every table with a plain shape that serves
-// any call; the generator checks it). An on-chip shape takes the fewest
-// blocks, a power of two up to max_cluster (0: on-chip shapes are
+// device and call can run (the spec ends every table with a plain shape that
+// serves any call; the generator checks it). An on-chip shape takes the
+// fewest blocks, a power of two up to max_cluster (0: on-chip shapes are
 // skipped), whose slices of the row's 16-byte vectors fit its bytes and the
 // kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare); else
-// the next shape.
+// the next shape. (A tile shape is also a plain one: XENT_LAUNCH_ROWS_TILE.)
 template <int N>
 static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, int64_t rows,
                                                size_t elem_size, unsigned max_cluster, int64_t max_dynamic) {
@@ -150,7 +152,7 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
   int largest = 0;
   for (int i = 0; i < N; ++i) largest = shapes[i].threads > largest ? shapes[i].threads : largest;
   if (threads > largest || threads % XENT_WARP != 0 || group > XENT_WARP) return false;
-  *shape = {-1, group, threads, 0, 0};
+  *shape = {-1, group, threads, 0, 0, 0};
   return true;
 }
 
@@ -173,6 +175,26 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
     } else if ((args).rows > 0) {                                                                                 \
       XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
                   dim3(column_threads), 0, (stream), (args), 1);                                                  \
+    }                                                                                                             \
+  } while (0)
+
+// The tile shape: kernel<XENT_TILE>(args, group) where the table's shape for
+// the call is a tile shape whose tile holds a pass of its rows
+// (xent_tile_rows), the caller chose no shape of its own and `allowed` (the
+// family's rule for the call's buffers and options); then the lambda it is
+// in returns 0. Elsewhere nothing, and the launch goes on to the next
+// macro, which runs the same shape from memory: the same threads on the
+// same elements in the same order, so the same bits.
+#define XENT_LAUNCH_ROWS_TILE(kernel, T, args, shapes, allowed, stream)                                             \
+  do {                                                                                                            \
+    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0 && (allowed)) {                    \
+      const xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, (args).rows, 1, 0, 0).shape;       \
+      const int64_t per_ = shape_.tile ? xent_tile_rows((args).classes, shape_.group, shape_.threads, sizeof(T)) : 0; \
+      if (per_ > 0) {                                                                                             \
+        XENT_LAUNCH(kernel<XENT_TILE>, dim3(xent_grid_blocks(((args).rows + per_ - 1) / per_)),                    \
+                    dim3(shape_.threads), 0, (stream), (args), shape_.group);                                     \
+        return 0;                                                                                                 \
+      }                                                                                                           \
     }                                                                                                             \
   } while (0)
 

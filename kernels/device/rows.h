@@ -27,12 +27,18 @@
 //     neighbouring positions, so every load is coalesced;
 //   XENT_ON_CHIP (contiguous; the fused cross entropy and the softmax
 //     forward, which read the row twice): a cluster of blocks per row, each
-//     holding a slice of it in shared memory (xent_slice_walk).
+//     holding a slice of it in shared memory (xent_slice_walk);
+//   XENT_TILE (contiguous short rows; the cross entropy): XENT_ROW's
+//     threads, but a block first copies a tile of whole rows (xent_tile_rows)
+//     into shared memory as one stream of 16-byte vectors, each row then
+//     walked from there (xent_tile_walk), its gradient written back there
+//     and stored as one stream too: a row of 20 bytes cannot fill a
+//     thread's loads, a block's tile of rows can.
 // The spec's tune statement picks the shape by C (xent_row_shape). Blocks
 // take tiles of blockDim / group rows (a cluster takes one row) and
 // grid-stride over them; every thread of a block runs every tile, so the
 // barriers and full-warp shuffles inside a row are always reached by all.
-enum { XENT_ROW = 0, XENT_COLUMN = 1, XENT_ON_CHIP = 2 };
+enum { XENT_ROW = 0, XENT_COLUMN = 1, XENT_ON_CHIP = 2, XENT_TILE = 3 };
 
 struct xent_row_walk {
   int64_t lane;   // this thread's first class; the class loop steps by group
@@ -54,7 +60,8 @@ XENT_DEVICE xent_row_walk xent_rows(int group) {
   // reached by all (xentgen --check's warp-sync rule reads them so).
   const int64_t tile = kShape == XENT_ON_CHIP ? 1 : (int64_t)blockDim.x / w.group;
   w.first = (int64_t)xent_cluster_id() * tile;
-  w.step = (int64_t)xent_clusters() * tile;
+  // (The tile shape steps a pass of rows at a time within its tile.)
+  w.step = kShape == XENT_TILE ? tile : (int64_t)xent_clusters() * tile;
   return w;
 }
 
@@ -74,6 +81,30 @@ XENT_DEVICE xent_slot xent_tile_slot(const xent_row_walk& w, int64_t tile, int64
   at.row = at.live ? tile + w.slot : rows - 1;
   at.width = at.live ? C : 0;
   return at;
+}
+
+// The tile shape's shared memory: a tile of whole rows, at most this many
+// bytes. 32 KiB is 8 of a 256-thread block's 16-byte loads a thread in
+// flight, and leaves an sm_90 SM (228 KiB) room for 7 blocks, some
+// computing while the others load; an AMD CU has 64 KiB of LDS, so 16 KiB
+// there, for 4.
+#if defined(XENT_TARGET_HIP)
+#define XENT_TILE_BYTES 16384
+#else
+#define XENT_TILE_BYTES 32768
+#endif
+
+// Host and device: the rows of the tile shape's tile for C classes of
+// elem_size bytes, `group` threads a row (0: the block) in blocks of
+// `threads`: as many passes of the block's rows (threads / group) as fit
+// XENT_TILE_BYTES, so that every thread owns a row in each pass. 0 where one
+// pass does not fit, or a tile's bytes are not whole 16-byte vectors (then
+// tiles after the first would start off a vector's boundary).
+static inline __host__ __device__ int64_t xent_tile_rows(int64_t C, int64_t group, int64_t threads,
+                                                         int64_t elem_size) {
+  const int64_t slots = group > 0 ? threads / group : 1, pass = slots * C * elem_size;
+  if (C <= 0 || slots <= 0 || pass > XENT_TILE_BYTES || pass % 16 != 0) return 0;
+  return XENT_TILE_BYTES / pass * slots;
 }
 
 // With inner == 1 (a compile-time 1 in the contiguous shapes) this is row * C.

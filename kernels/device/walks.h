@@ -627,3 +627,106 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   if (rank == k - 1)
     for (int64_t j = head + vecs * kVec + lane; j < C; j += group) out.one(f, j, base + j, XENT_LD(row + j));
 }
+
+// The tile shape (XENT_TILE): `count` elements of a contiguous tensor from
+// x (16-byte aligned) into the block's tile, as 16-byte vectors and a scalar
+// tail, every thread of the block on consecutive vectors. On sm_80 and later
+// cp.async (xent_stash_copy16's), the whole tile in flight in no register;
+// elsewhere kInFlight loads a thread before their stores. The caller's
+// barrier then makes the tile whole for every thread.
+template <int kInFlight, typename T, typename Tile>
+XENT_DEVICE void xent_tile_load(const T* x, int64_t count, Tile tile) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const int64_t vecs = count / kVec, threads = (int64_t)blockDim.x;
+  const xent_vec16<T>* v = (const xent_vec16<T>*)x;
+  int64_t i = (int64_t)threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
+  for (; i < vecs; i += threads) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(&tile[i * kVec]);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(dst), "l"(v + i) : "memory");
+  }
+  asm volatile("cp.async.wait_all;" : : : "memory");
+#else
+  for (; i < vecs; i += kInFlight * threads) {
+    // The last batch's indices past the tile clamped to this thread's last
+    // vector (a second load from cache; xent_row_walk_io's), stored once.
+    const int64_t last = i + (vecs - 1 - i) / threads * threads;
+    xent_vec16<T> chunk[kInFlight];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = xent_load16(v + xent_min_index(i + u * threads, last));
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) {
+      xent_hold16(chunk[u]);
+      if (i + u * threads < vecs) xent_stage_put16<T>(tile, (i + u * threads) * kVec, chunk[u]);
+    }
+  }
+#endif
+  for (int64_t j = vecs * kVec + (int64_t)threadIdx.x; j < count; j += threads) tile[j] = XENT_LD(x + j);
+}
+
+// The tile's first `count` elements back to out (16-byte aligned), as
+// xent_tile_load took them, after the caller's barrier.
+template <typename T, typename Tile>
+XENT_DEVICE void xent_tile_store(T* out, int64_t count, Tile tile) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const int64_t vecs = count / kVec, threads = (int64_t)blockDim.x;
+  for (int64_t i = (int64_t)threadIdx.x; i < vecs; i += threads)
+    xent_store16(out + i * kVec, xent_stage_get16<T>(tile, i * kVec));
+  for (int64_t j = vecs * kVec + (int64_t)threadIdx.x; j < count; j += threads) XENT_ST(out + j, (T)tile[j]);
+}
+
+// A row of the tile shape, at element `base` of the tile: calls f(j, x_j)
+// for the classes this thread (`lane` of `group`) owns, as xent_row_walk_io
+// does for a row in memory: scalars up to the row's first 16-byte boundary
+// in the tile, whole vectors (read from shared memory 16 bytes at a time),
+// a scalar tail. A read-only `out` gets the elements as xent_row_walk_io
+// gives them; an `out` that stores (xent_out) has its results written over
+// the row's own elements of the tile, in T, for xent_tile_store.
+template <typename T, typename Tile, typename Out, typename F>
+XENT_DEVICE void xent_tile_walk(Tile tile, int64_t base, int64_t C, int64_t lane, int64_t group, const Out& out,
+                                F f) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const int64_t off = base % kVec, head = xent_min_index(off == 0 ? 0 : kVec - off, C);
+  const auto one = [&](int64_t j) {
+    const T raw = tile[base + j];
+    if constexpr (Out::kReadOnly) out.one(f, j, base + j, raw);
+    else tile[base + j] = out.value(f, j, raw);
+  };
+  for (int64_t j = lane; j < head; j += group) one(j);
+  const int64_t vecs = (C - head) / kVec;
+  for (int64_t i = lane; i < vecs; i += group) {
+    const int64_t j0 = head + i * kVec;
+    const xent_vec16<T> chunk = xent_stage_get16<T>(tile, base + j0);
+    if constexpr (Out::kReadOnly) out.vec(f, j0, base + j0, chunk);
+    else xent_stage_put16<T>(tile, base + j0, out.values(f, j0, chunk));
+  }
+  for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j);
+}
+
+// The tile shape's steps: the next pass of rows in the tile (`pass` rows
+// on, while below tile_end), else the block's next tile (`jump` rows after
+// this one's first); and between two tiles, after a barrier for the last
+// pass's readers, the last tile's `done` rows' results stored from it where
+// kStore (its gradient) and the next tile's n rows loaded, with a barrier
+// after each. Every argument is the block's, so every thread reaches them.
+XENT_DEVICE int64_t xent_tile_next(int64_t tile, int64_t pass, int64_t tile_first, int64_t tile_end, int64_t jump) {
+  return tile + pass < tile_end ? tile + pass : tile_first + jump;
+}
+template <bool kStore, int kInFlight, typename T, typename Tile>
+XENT_DEVICE void xent_tile_next_rows(const T* x, T* out, int64_t C, int64_t done_first, int64_t done, int64_t first,
+                                     int64_t n, Tile tile) {
+  __syncthreads();
+  if (kStore && done > 0) {
+    xent_tile_store(out + done_first * C, done * C, tile);
+    __syncthreads();
+  }
+  xent_tile_load<kInFlight>(x + first * C, n * C, tile);
+  __syncthreads();
+}
+template <typename T, typename Tile>
+XENT_DEVICE void xent_tile_last_rows(T* out, int64_t C, int64_t done_first, int64_t done, Tile tile) {
+  if (done > 0) {
+    __syncthreads();
+    xent_tile_store(out + done_first * C, done * C, tile);
+  }
+}

@@ -50,14 +50,16 @@ struct xent_cuda_ce_fwd_bf16_i64_mean : xent_cuda_ce_fwd_bf16_int_reduced {
 #line 51 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
-// row (0 = the block), block, on-chip bytes, rows}.
-static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {16384, 4, 256, 0, 16384}, {4096, 8, 256, 0, 0}, {32768, 8, 256, 0, 8192}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, {-1, 0, 128, 0, 0}};
+// row (0 = the block), block, on-chip bytes, rows, tile}.
+static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 256, 0, 0, 1}, {64, 4, 256, 0, 0, 1}, {256, 8, 256, 0, 16384, 1}, {1024, 32, 256, 0, 16384, 1}, {16384, 4, 256, 0, 16384, 0}, {4096, 8, 256, 0, 0, 0}, {32768, 8, 256, 0, 8192, 0}, {-1, 32, 512, 0, 2048, 0}, {16384, 0, 256, 0, 0, 0}, {-1, 0, 128, 0, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_fwd_bf16_i64_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 61 "templates/cross_entropy.tmpl"
+#line 59 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS_TILE(xent_cuda_ce_fwd_bf16_int_reduced_rows, uint16_t, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, xent_ce_tile_ok<xent_cuda_ce_fwd_bf16_i64_mean>(a), stream);
+#line 64 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_int_reduced_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
-#line 63 "templates/cross_entropy.tmpl"
+#line 66 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

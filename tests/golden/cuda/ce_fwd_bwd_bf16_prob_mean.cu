@@ -50,14 +50,14 @@ struct xent_cuda_ce_fwd_bwd_bf16_prob_mean : xent_cuda_ce_fwd_bwd_bf16_prob_redu
 #line 51 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
-// row (0 = the block), block, on-chip bytes, rows}.
-static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0}, {64, 4, 256, 0, 0}, {1024, 4, 256, 0, 16384}, {2048, 8, 256, 0, 0}, {4096, 8, 256, 0, 8192}, {-1, 32, 512, 0, 2048}, {16384, 0, 256, 0, 0}, {262144, 0, 128, 0, 512}, {262144, 0, 256, 65536, 0}, {-1, 0, 256, 0, 0}};
+// row (0 = the block), block, on-chip bytes, rows, tile}.
+static const xent_row_shape xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0, 1}, {64, 4, 256, 0, 0, 1}, {256, 8, 256, 0, 16384, 1}, {1024, 32, 256, 0, 16384, 1}, {2048, 8, 256, 0, 0, 0}, {4096, 8, 256, 0, 8192, 0}, {-1, 32, 512, 0, 2048, 0}, {16384, 0, 256, 0, 0, 0}, {262144, 0, 128, 0, 512, 0}, {262144, 0, 256, 65536, 0, 0}, {-1, 0, 256, 0, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_fwd_bwd_bf16_prob_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
+#line 62 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS_ON_CHIP(xent_cuda_ce_fwd_bwd_bf16_prob_reduced_rows, uint16_t, a, xent_cuda_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 63 "templates/cross_entropy.tmpl"
+#line 66 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

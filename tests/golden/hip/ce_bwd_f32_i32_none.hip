@@ -50,14 +50,16 @@ struct xent_hip_ce_bwd_f32_i32_none : xent_hip_ce_bwd_f32_int_none {
 #line 51 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
-// row (0 = the block), block, on-chip bytes, rows}.
-static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0, 0}, {128, 8, 256, 0, 0}, {4096, 64, 256, 0, 0}, {32768, 0, 256, 0, 0}, {-1, 0, 512, 0, 0}};
+// row (0 = the block), block, on-chip bytes, rows, tile}.
+static const xent_row_shape xent_hip_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 256, 0, 0, 1}, {128, 8, 256, 0, 0, 1}, {1024, 64, 256, 0, 16384, 1}, {4096, 64, 256, 0, 0, 0}, {32768, 0, 256, 0, 0, 0}, {-1, 0, 512, 0, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_bwd_f32_i32_none)(const void* args) {
   return xent_ce_launch<xent_hip_ce_bwd_f32_i32_none>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 61 "templates/cross_entropy.tmpl"
+#line 59 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS_TILE(xent_hip_ce_bwd_f32_int_none_rows, float, a, xent_hip_ce_bwd_f32_i32_none_shapes, xent_ce_tile_ok<xent_hip_ce_bwd_f32_i32_none>(a), stream);
+#line 64 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS(xent_hip_ce_bwd_f32_int_none_rows, a, xent_hip_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 63 "templates/cross_entropy.tmpl"
+#line 66 "templates/cross_entropy.tmpl"
     return 0;
   });
 }
