@@ -182,14 +182,15 @@ class KernelsCompiled(unittest.TestCase):
                 facts[base] = (kernels, ptxas_spills(log), defined_symbols(base + ".pic.o"))
             kernels, spills, symbols = facts[base]
             # Instantiations of the row kernel: contiguous (XENT_ROW) and
-            # strided class axis (XENT_COLUMN), and XENT_ON_CHIP where the
-            # spec's tune table has an on_chip shape for the variant.
+            # strided class axis (XENT_COLUMN), XENT_ON_CHIP where the
+            # spec's tune table has an on_chip shape for the variant, and
+            # XENT_TILE where it has a tile shape (hard labels).
             # The rows kernel is the variant's own or one it shares with the
             # variants of the other reduction or label width
             # (cross_entropy.tmpl's guard names it).
             with open(os.path.join(GEN, "cuda", file)) as f:
                 text = f.read()
-            shapes = 3 if "XENT_LAUNCH_ROWS_ON_CHIP(" in text else 2
+            shapes = 2 + ("XENT_LAUNCH_ROWS_ON_CHIP(" in text) + ("XENT_LAUNCH_ROWS_TILE(" in text)
             rows_name = launch_shapes.rows_kernel(text, "cuda", key)
             if key.startswith("lce_"):
                 # The linear cross entropy's steps (kernels/linear_cross_entropy/

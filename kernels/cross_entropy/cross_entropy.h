@@ -269,6 +269,35 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_ce_totals_f
   }
 }
 
+// The tile shape's per-row inputs of rows [first, first + n): the labels
+// and, for the backward from a saved lse, that lse, into shared memory,
+// four loads a thread issued before their stores (a batch, so that their
+// latencies overlap the tile's copy and one another). The caller's barrier
+// then makes them whole.
+template <class V, class Y, class L>
+XENT_DEVICE void xent_ce_tile_inputs(const xent_ce_args& a, int64_t first, int64_t n, Y staged_y, L staged_lse) {
+  typedef typename V::D::A A;
+  constexpr int kBatch = 4;
+  const int64_t threads = (int64_t)blockDim.x;
+  for (int64_t r = (int64_t)threadIdx.x; r < n; r += kBatch * threads) {
+    int64_t y[kBatch];
+    A lse[kBatch];
+    (void)lse;
+    XENT_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t at = xent_min_index(r + u * threads, n - 1);
+      y[u] = xent_ce_label<V>(a, first + at);
+      if constexpr (V::kOp == XENT_BWD) lse[u] = a.lse_in ? ((const A*)a.lse_in)[first + at] : A(0);
+    }
+    XENT_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      if (r + u * threads >= n) break;
+      staged_y[r + u * threads] = y[u];
+      if constexpr (V::kOp == XENT_BWD) staged_lse[r + u * threads] = lse[u];
+    }
+  }
+}
+
 // Statistics and loss (fwd), then the gradient (bwd) of each row, in any
 // shape of the row walk (kShape, kernels/device/rows.h). XENT_ON_CHIP: a
 // cluster of blocks per row, each keeping its slice of the row in shared
@@ -309,9 +338,13 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   XENT_SHARED_ARRAY(int64_t, iscratch, F::kStats && F::kFwd ? 2 * XENT_MAX_WARPS : 1);
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(T, stage, kColumn ? XENT_COLUMN_STAGE(V::kColumnThreads, T) : 1);
-  // The tile shape's rows, the tile's first row at element 0.
+  // The tile shape's rows, the tile's first row at element 0, and their
+  // labels and (the backward) saved lse, staged with them: each pass of rows
+  // reads them from there, not with a load from memory of its own.
   XENT_SHARED_ARRAY16(T, staged, kTile ? XENT_TILE_BYTES / (int)sizeof(T) : 1);
-  (void)staged;
+  XENT_SHARED_ARRAY(int64_t, staged_y, kTile ? XENT_TILE_MAX_ROWS : 1);
+  XENT_SHARED_ARRAY(A, staged_lse, kTile && !F::kFwd ? XENT_TILE_MAX_ROWS : 1);
+  (void)staged, (void)staged_y, (void)staged_lse;
   const bool first_block = kShape != XENT_ON_CHIP || xent_cluster_rank() == 0;
 
   // The row's scalars: w[c], the logit at element e after the cap, and z,
@@ -360,9 +393,13 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
                     : tile + walk.step) {
     if constexpr (kTile) {
       if (tile >= tile_end) {
-        // A new tile: the last one's gradient out, this one's rows in.
+        // A new tile: the last one's gradient out, this one's rows in, and
+        // their labels and saved lse while the rows are in flight.
         const int64_t n = xent_min_index(per, rows - tile);
         xent_tile_next_rows<F::kBwd, kRowLoads>(x, (T*)a.grad, C, tile_first, tile_end - tile_first, tile, n, staged);
+        xent_ce_tile_inputs<V>(a, tile, n, staged_y, staged_lse);
+        xent_tile_wait();
+        __syncthreads();
         tile_first = tile;
         tile_end = tile + n;
       }
@@ -385,7 +422,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     bool in_range = false, ignored = false, here = false;
     (void)y, (void)yl, (void)in_range, (void)ignored, (void)here;
     if constexpr (!V::kSoft) {
-      y = xent_ce_label<V>(a, row);
+      if constexpr (kTile) y = staged_y[row - tile_first];
+      else y = xent_ce_label<V>(a, row);
       in_range = y >= 0 && y < CT;
       // xent_ce_ignored's rule, written out: called here, it changes how
       // nvcc allocates the rows kernel's registers (docs/PERFORMANCE.md).
@@ -683,7 +721,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         lse = g.lse, m = g.m, lr = g.lr, sum_a = g.sum_a;
         if constexpr (F::kStats) gathered_Em = g.Em;
       } else {
-        lse = m = ((const A*)a.lse_in)[row];
+        if constexpr (kTile) lse = m = staged_lse[row - tile_first];
+        else lse = m = ((const A*)a.lse_in)[row];
       }
       // A saved lse beyond +-64 lost the logits' precision when it was
       // rounded to A (|lse| ulps of p: 2^-18 at 64, everything at 1e8): such a

@@ -84,27 +84,32 @@ XENT_DEVICE xent_slot xent_tile_slot(const xent_row_walk& w, int64_t tile, int64
 }
 
 // The tile shape's shared memory: a tile of whole rows, at most this many
-// bytes. 32 KiB is 8 of a 256-thread block's 16-byte loads a thread in
-// flight, and leaves an sm_90 SM (228 KiB) room for 7 blocks, some
-// computing while the others load; an AMD CU has 64 KiB of LDS, so 16 KiB
-// there, for 4.
+// bytes and rows (whose per-row inputs are staged beside it: the labels,
+// the saved lse). 24 KiB is 6 of a 256-thread block's 16-byte loads a
+// thread in flight, and leaves an sm_90 SM (228 KiB) room for several
+// blocks, some computing while the others load; an AMD CU has 64 KiB of
+// LDS, so 12 KiB there.
 #if defined(XENT_TARGET_HIP)
-#define XENT_TILE_BYTES 16384
+#define XENT_TILE_BYTES 12288
+#define XENT_TILE_MAX_ROWS 512
 #else
-#define XENT_TILE_BYTES 32768
+#define XENT_TILE_BYTES 24576
+#define XENT_TILE_MAX_ROWS 1024
 #endif
 
 // Host and device: the rows of the tile shape's tile for C classes of
 // elem_size bytes, `group` threads a row (0: the block) in blocks of
 // `threads`: as many passes of the block's rows (threads / group) as fit
-// XENT_TILE_BYTES, so that every thread owns a row in each pass. 0 where one
-// pass does not fit, or a tile's bytes are not whole 16-byte vectors (then
-// tiles after the first would start off a vector's boundary).
+// XENT_TILE_BYTES and XENT_TILE_MAX_ROWS, so that every thread owns a row in
+// each pass. 0 where one pass does not fit, or a tile's bytes are not whole
+// 16-byte vectors (then tiles after the first would start off a vector's
+// boundary).
 static inline __host__ __device__ int64_t xent_tile_rows(int64_t C, int64_t group, int64_t threads,
                                                          int64_t elem_size) {
   const int64_t slots = group > 0 ? threads / group : 1, pass = slots * C * elem_size;
-  if (C <= 0 || slots <= 0 || pass > XENT_TILE_BYTES || pass % 16 != 0) return 0;
-  return XENT_TILE_BYTES / pass * slots;
+  if (C <= 0 || slots <= 0 || slots > XENT_TILE_MAX_ROWS || pass > XENT_TILE_BYTES || pass % 16 != 0) return 0;
+  const int64_t by_bytes = XENT_TILE_BYTES / pass, by_rows = XENT_TILE_MAX_ROWS / slots;
+  return (by_bytes < by_rows ? by_bytes : by_rows) * slots;
 }
 
 // With inner == 1 (a compile-time 1 in the contiguous shapes) this is row * C.

@@ -631,9 +631,10 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
 // The tile shape (XENT_TILE): `count` elements of a contiguous tensor from
 // x (16-byte aligned) into the block's tile, as 16-byte vectors and a scalar
 // tail, every thread of the block on consecutive vectors. On sm_80 and later
-// cp.async (xent_stash_copy16's), the whole tile in flight in no register;
-// elsewhere kInFlight loads a thread before their stores. The caller's
-// barrier then makes the tile whole for every thread.
+// cp.async (xent_stash_copy16's), the whole tile in flight in no register,
+// waited for by xent_tile_wait; elsewhere kInFlight loads a thread before
+// their stores. The caller's barrier then makes the tile whole for every
+// thread.
 template <int kInFlight, typename T, typename Tile>
 XENT_DEVICE void xent_tile_load(const T* x, int64_t count, Tile tile) {
   constexpr int64_t kVec = 16 / sizeof(T);
@@ -645,7 +646,6 @@ XENT_DEVICE void xent_tile_load(const T* x, int64_t count, Tile tile) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(&tile[i * kVec]);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(dst), "l"(v + i) : "memory");
   }
-  asm volatile("cp.async.wait_all;" : : : "memory");
 #else
   for (; i < vecs; i += kInFlight * threads) {
     // The last batch's indices past the tile clamped to this thread's last
@@ -703,12 +703,21 @@ XENT_DEVICE void xent_tile_walk(Tile tile, int64_t base, int64_t C, int64_t lane
   for (int64_t j = head + vecs * kVec + lane; j < C; j += group) one(j);
 }
 
+// The wait for this thread's copies of xent_tile_load.
+XENT_DEVICE void xent_tile_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
+  asm volatile("cp.async.wait_all;" : : : "memory");
+#endif
+}
+
 // The tile shape's steps: the next pass of rows in the tile (`pass` rows
 // on, while below tile_end), else the block's next tile (`jump` rows after
 // this one's first); and between two tiles, after a barrier for the last
 // pass's readers, the last tile's `done` rows' results stored from it where
-// kStore (its gradient) and the next tile's n rows loaded, with a barrier
-// after each. Every argument is the block's, so every thread reaches them.
+// kStore (its gradient), with a barrier after, and the next tile's n rows'
+// copies issued: the caller stages the rows' other inputs while they are in
+// flight, then waits (xent_tile_wait) and holds a barrier. Every argument
+// is the block's, so every thread reaches them.
 XENT_DEVICE int64_t xent_tile_next(int64_t tile, int64_t pass, int64_t tile_first, int64_t tile_end, int64_t jump) {
   return tile + pass < tile_end ? tile + pass : tile_first + jump;
 }
@@ -721,7 +730,6 @@ XENT_DEVICE void xent_tile_next_rows(const T* x, T* out, int64_t C, int64_t done
     __syncthreads();
   }
   xent_tile_load<kInFlight>(x + first * C, n * C, tile);
-  __syncthreads();
 }
 template <typename T, typename Tile>
 XENT_DEVICE void xent_tile_last_rows(T* out, int64_t C, int64_t done_first, int64_t done, Tile tile) {
