@@ -79,6 +79,9 @@ def gpu_cases():
     cases += tune_cases([(16384, 131072), (8192, 262144), (32768, 32768), (262144, 4096), (1048576, 1024),
                          (2048, 131072), (512, 131072), (65536, 16384), (524288, 2048),
                          (4096, 16384), (4096, 32768), (1024, 32768)])
+    # Short rows, staged a tile at a time by the tables, beside the same
+    # shapes from memory (issue 60's short rows).
+    cases += tune_cases([(1048576, 10), (1048576, 100), (1048576, 1000)], asked=SHORT_TUNE_SHAPES)
     # The softmax family beside PyTorch eager, and its launch shapes (the
     # fifth run's measured its tables; the last two check a warp a row past
     # 4096 classes and the 16-threads floor).
@@ -95,10 +98,13 @@ def gpu_cases():
 # the spec's tune tables are to be chosen from (docs/PERFORMANCE.md, "Launch
 # shapes").
 TUNE_SHAPES = [None, (4, 256), (8, 256), (16, 256), (32, 256), (32, 512), (0, 128), (0, 256), (0, 512)]
+# Short rows: the table's first (where it stages them, the tile shape), then
+# the same threads from memory (a launch shape asked for is never staged).
+SHORT_TUNE_SHAPES = [None, (1, 256), (4, 256), (8, 256), (32, 256)]
 
 
-def tune_cases(shapes, ops=("fwd", "fwd_bwd", "bwd")):
-    return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False)
+def tune_cases(shapes, ops=("fwd", "fwd_bwd", "bwd"), asked=TUNE_SHAPES):
+    return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False, row_shapes=asked)
             for s in shapes for op in ops]
 
 
@@ -112,6 +118,7 @@ def dry_cases():
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=(4096 // v + 1, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
     cases += tune_cases([(7, 3001)])
+    cases += tune_cases([(4097, 10)], asked=SHORT_TUNE_SHAPES)
     cases += [dict(group="softmax", op=op, dtype="bf16", shape=(7, 3001), axis=1, torch=True) for op in SOFTMAX_OPS]
     cases += tune_cases([(7, 3001)], SOFTMAX_OPS)
     return cases
@@ -443,14 +450,15 @@ def summarize(result, impls, roofline_tbps, peak_tbps):
 def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
     """xent's call checked against PyTorch (checked_errors: one call, its
     errors), then timed, into result; in the tune group, in every launch
-    shape of TUNE_SHAPES on the same tensors. Returns the errors."""
+    shape of the case's row_shapes (TUNE_SHAPES) on the same tensors.
+    Returns the errors."""
     if case["group"] == "tune":
         # Each launch shape on the same tensors, checked, then all timed
         # together, interleaved as the implementations of a case are: timed
         # one after another, the first (None, the tune table's) read up to
         # 10% below the same shape timed later in the sixth GPU run.
         result["shapes"], timed = [], {}
-        for i, asked in enumerate(TUNE_SHAPES):
+        for i, asked in enumerate(case.get("row_shapes", TUNE_SHAPES)):
             one = dict(row_shape=list(asked) if asked else None)
             try:
                 xent.set_row_shape(asked)
