@@ -70,7 +70,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import amdgpu_code  # noqa: E402
 import launch_shapes  # noqa: E402
-from sass_report import STRIDED_PATH, units, write_report  # noqa: E402
+from sass_report import STRIDED_PATH, TILE_NOTE, tile_bytes, units, write_report  # noqa: E402
 
 GPUS = {
     "gfx942": dict(
@@ -87,7 +87,7 @@ GPUS = {
                "latency, assumed as for MI300X"),
 }
 CU = dict(simds=4, valu_cycles=4, regs=512, reg_granule=8, waves_per_simd=8, sgprs_high=100, lds=65536)
-SHAPES = {"ROW": 0, "COLUMN": 1}
+SHAPES = {"ROW": 0, "COLUMN": 1, "TILE": 3}
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
@@ -106,6 +106,11 @@ CASES = [
     ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
     ("ce_fwd_bwd_bf16_i64_mean", "COLUMN", "fused fwd+bwd, bf16, class axis strided", 21, 2, 3),
     ("ce_bwd_bf16_i64_none", "COLUMN", "backward from lse, bf16, class axis strided", 21, 1, 2),
+    # Short rows staged a tile at a time (sass_report.py's TILE rows).
+    ("ce_fwd_bf16_i64_mean", "TILE", "forward, bf16, short rows staged", 10, 1, 1),
+    ("ce_fwd_bf16_i64_mean", "TILE", "forward, bf16, short rows staged", 1000, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "TILE", "fused fwd+bwd, bf16, short rows staged", 10, 2, 2),
+    ("ce_bwd_bf16_i64_none", "TILE", "backward from lse, bf16, short rows staged", 10, 2, 2),
 ]
 
 INSN = re.compile(r"^\s+([a-z_][a-z0-9_]*)\s*(.*?)\s*//\s*([0-9A-Fa-f]+):")
@@ -442,7 +447,7 @@ def report(gen, objects, llvm_bin, arch):
                 lds=sum(1 for _, op, _, _ in path if op.startswith("ds_"))))
         rows.append((what, C, dict(key=key, shape=shape, meta=meta, threads=threads, per_simd=per_simd,
                                    per_cu=per_cu, limit=limit, loops=loop_info, moved=moved,
-                                   size=len(insns)), None))
+                                   size=len(insns), tile=tile_bytes(None, "hip") if shape == "TILE" else 0), None))
     return rows
 
 
@@ -470,6 +475,9 @@ def judge(arch, r):
     m = r["meta"]
     flight = r["loops"][0]["flight"] if r["loops"] else 0
     in_flight = r["per_cu"] * 64 * flight * 16
+    if r["shape"] == "TILE":
+        # A workgroup's tile is in flight while it loads, up to its batch.
+        in_flight = r["per_cu"] // -(-r["threads"] // 64) * min(r["tile"], r["threads"] * flight * 16)
     per_vec = {k: sum(x[k] / x["vecs"] for x in r["loops"] if x["vecs"]) for k in ("valu", "trans", "salu", "lds")}
     # VALU cycles per wave-wide vector: 4 per instruction (a wave64 on a
     # SIMD16), over the CU's 4 SIMDs, at the vectors the roofline moves.
@@ -505,7 +513,7 @@ def render_table(arch, rows):
             f"{m.get('sgpr_count')} | {m.get('private_segment_fixed_size', 0)} | {m.get('group_segment_fixed_size', 0)} | "
             f"{r['threads']} | {r['per_simd']} ({r['limit']}) | {r['per_cu']} | {loops_txt} | {in_flight / 1024:.0f} KB | "
             f"{per_vec['valu']:.0f} / {per_vec['salu']:.0f} / {per_vec['lds']:.0f} | {share:.0%} | "
-            f"{'missed: ' + ', '.join(missed) if missed else 'met'} |")
+            f"{'missed: ' + ', '.join(missed) if missed else 'met'}{f' ({TILE_NOTE})' if r['shape'] == 'TILE' else ''} |")
     return out
 
 

@@ -90,7 +90,7 @@ GPUS = {
                "assumed clock under load below the 1.965 GHz boost clock, as the H100's is below its own; "
                "the H100's ~700 ns of latency, which HBM3e does not shorten"),
 }
-SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2}
+SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2, "TILE": 3}
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
@@ -114,7 +114,25 @@ CASES = [
     ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
     ("ce_fwd_bwd_bf16_i64_mean", "COLUMN", "fused fwd+bwd, bf16, class axis strided", 21, 2, 3),
     ("ce_bwd_bf16_i64_none", "COLUMN", "backward from lse, bf16, class axis strided", 21, 1, 2),
+    # Short rows staged a tile at a time (XENT_TILE): the tile's copy in and
+    # (a gradient's) copy out are the 16-byte loops; each row's walk from
+    # shared memory is per-row work the model does not count (TILE_NOTE).
+    ("ce_fwd_bf16_i64_mean", "TILE", "forward, bf16, short rows staged", 10, 1, 1),
+    ("ce_fwd_bf16_i64_mean", "TILE", "forward, bf16, short rows staged", 1000, 1, 1),
+    ("ce_fwd_bwd_bf16_i64_mean", "TILE", "fused fwd+bwd, bf16, short rows staged", 10, 2, 2),
+    ("ce_bwd_bf16_i64_none", "TILE", "backward from lse, bf16, short rows staged", 10, 2, 2),
 ]
+
+# What a tile row's verdict leaves out, in both reports.
+TILE_NOTE = "copies only: the rows' walk from shared memory not modelled"
+
+
+def tile_bytes(library, target):
+    """XENT_TILE_BYTES of a target ("cuda" or "hip") in kernels/device/rows.h."""
+    header = open(os.path.join(library or LIBRARY, "device", "rows.h")).read()
+    hip, other = re.search(r"#if defined\(XENT_TARGET_HIP\)\s*#define XENT_TILE_BYTES (\d+).*?#else\s*"
+                           r"#define XENT_TILE_BYTES (\d+)", header, re.S).groups()
+    return int(hip if target == "hip" else other)
 
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 
@@ -350,7 +368,8 @@ def ptxas_report(log, function, arch):
     block = log[start:end if end > 0 else len(log)]
     regs = re.search(r"Used (\d+) registers", block)
     spill = re.search(r"(\d+) bytes spill stores", block)
-    return (int(regs.group(1)), int(spill.group(1))) if regs and spill else None
+    smem = re.search(r"(\d+) bytes smem", block)
+    return (int(regs.group(1)), int(spill.group(1)), int(smem.group(1)) if smem else 0) if regs and spill else None
 
 
 def resident_warps(gpu, regs, threads, smem):
@@ -396,7 +415,7 @@ def report(gen, objects, cuobjdump, arch, library=None):
         if not reg_spill:
             rows.append((what, C, None, f"{function} not in ptxas's report for {arch} (not built for it?)"))
             continue
-        regs, spill = reg_spill
+        regs, spill, static_smem = reg_spill
         elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
         if shape == "COLUMN":
             threads = int(re.search(r"kColumnThreads = (\d+)", text).group(1))
@@ -411,6 +430,8 @@ def report(gen, objects, cuobjdump, arch, library=None):
             threads, cluster, smem = launch_shapes.pick(launch_shapes.table(text), C,
                                                         rows=1 if shape == "ON_CHIP" else launch_shapes.ROWS,
                                                         elem_size=elem, on_chip=shape == "ON_CHIP")
+            if shape == "TILE":
+                smem = static_smem  # the tile and its rows' labels and lse
         run = subprocess.run([cuobjdump, "-sass", "-arch", arch, "-fun", function, obj], capture_output=True,
                              text=True)
         if run.returncode != 0:
@@ -430,7 +451,8 @@ def report(gen, objects, cuobjdump, arch, library=None):
             loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
                               sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
         rows.append((what, C, dict(key=key, shape=shape, regs=regs, spill=spill, threads=threads, cluster=cluster,
-                                   smem=smem, warps=warps, loops=loop_info, moved=moved), None))
+                                   smem=smem, warps=warps, loops=loop_info, moved=moved,
+                                   tile=tile_bytes(library, "cuda") if shape == "TILE" else 0), None))
     return rows
 
 
@@ -463,6 +485,9 @@ def render_table(arch, rows):
         loops_txt = "; ".join(f"{n} / {v:g} ({f:g})" for n, v, f, _, _ in r["loops"]) or "no 16-byte loop"
         first_flight = r["loops"][0][2] if r["loops"] else 0
         in_flight = r["warps"] * 32 * first_flight * 16
+        if r["shape"] == "TILE":
+            # cp.async keeps a block's whole tile in flight while it loads.
+            in_flight = r["warps"] // -(-r["threads"] // 32) * r["tile"]
         per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
         rate = vec_rate / r["moved"] * per_vec / 32
         missed = []
@@ -474,9 +499,12 @@ def render_table(arch, rows):
             missed.append("spills")
         shape = r["shape"] + (f", cluster of {r['cluster']}, {r['smem'] // 1024} KB smem" if r["cluster"] else
                               f", {r['smem'] / 1024:.1f} KB smem" if r["smem"] else "")
+        verdict = "missed: " + ", ".join(missed) if missed else "met"
+        if r["shape"] == "TILE":
+            verdict += f" ({TILE_NOTE})"
         out.append(f"| {what} | {C} | `{r['key']}`, {shape} | {r['regs']} | {r['spill']} | {r['threads']} | "
                    f"{r['warps']} | {loops_txt} | {in_flight / 1024:.0f} KB | {per_vec:.0f} | {rate:.2f} | "
-                   f"{'missed: ' + ', '.join(missed) if missed else 'met'} |")
+                   f"{verdict} |")
     return out
 
 
