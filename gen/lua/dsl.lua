@@ -374,8 +374,9 @@ local function make_env(path, st, lib)
   -- the block copies a tile of whole rows into shared memory as one stream
   -- of 16-byte loads and walks each row from there (short rows, which
   -- alone cannot fill a thread's loads). A call the tile cannot take (soft
-  -- labels, outputs per element, unaligned buffers, rows too long for
-  -- 32 KiB a pass) runs the same shape from memory, to the same bits.
+  -- labels, outputs per element, unaligned buffers, a pass of rows past
+  -- the tile: kernels/device/rows.h) runs the same shape from memory, to
+  -- the same bits.
   -- loads = n (1 to 16; 4 where not given): the 16-byte loads each thread
   -- issues before it uses the first, in a contiguous row's walk. Bytes in
   -- flight per SM are resident threads x n x 16, which Little's law asks of
