@@ -53,6 +53,23 @@ class SpecErrors(unittest.TestCase):
             self.assertFalse(os.path.exists(out), "a bad spec must write nothing")
             self.assertEqual(r.stdout, "")
 
+    def rendered(self, text, target, *keys):
+        """{key: the generated source} of variants `keys` of the spec `text`,
+        which must load and render for `target`."""
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "ce.lua")
+            with open(spec, "w") as f:
+                f.write(text)
+            out = os.path.join(tmp, target)
+            r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            ext = ".cu" if target == "cuda" else ".hip"
+            sources = {}
+            for key in keys:
+                with open(os.path.join(out, key + ext)) as f:
+                    sources[key] = f.read()
+            return sources
+
     def test_unknown_value(self):
         self.check(HEADER + AXES.replace('{ "f32" }', '{ "f32", "f8" }'), 3, "unknown dtype 'f8'")
 
@@ -164,41 +181,28 @@ class SpecErrors(unittest.TestCase):
         """A shape's rows floor is the fifth field of the launcher's shape
         table (the emulator's launch rules test runs it); shapes after a
         floored one may have any classes bound."""
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ce.lua")
-            with open(spec, "w") as f:
-                f.write(HEADER + AXES.replace(
-                    '{ classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 }',
-                    '{ classes = 4096, row_threads = 8, block = 256 }, { row_threads = 32, block = 512, rows = 2048 }, '
-                    '{ classes = 16384, row_threads = "block", block = 256 }, { row_threads = "block", block = 256 }'))
-            out = os.path.join(tmp, "cuda")
-            r = xentgen("--spec", spec, "--target", "cuda", "--templates", TEMPLATES, "--out", out)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(out, "ce_fwd_f32_i64_mean.cu")) as f:
-                text = f.read()
-            self.assertIn("_shapes[] = {{4096, 8, 256, 0, 0, 0}, {-1, 32, 512, 0, 2048, 0}, {16384, 0, 256, 0, 0, 0}, "
-                          "{-1, 0, 256, 0, 0, 0}};", text)
+        text = self.rendered(HEADER + AXES.replace(
+            '{ classes = 64, row_threads = 4, block = 256 }, { row_threads = "block", block = 1024 }',
+            '{ classes = 4096, row_threads = 8, block = 256 }, { row_threads = 32, block = 512, rows = 2048 }, '
+            '{ classes = 16384, row_threads = "block", block = 256 }, { row_threads = "block", block = 256 }'),
+            "cuda", "ce_fwd_f32_i64_mean")["ce_fwd_f32_i64_mean"]
+        self.assertIn("_shapes[] = {{4096, 8, 256, 0, 0, 0}, {-1, 32, 512, 0, 2048, 0}, {16384, 0, 256, 0, 0, 0}, "
+                      "{-1, 0, 256, 0, 0, 0}};", text)
 
     def test_tune_tile_reaches_the_launcher(self):
         """A tile shape is the sixth field of the launcher's table, and a
         variant with one launches the tile kernel before the plain one (the
         same shape from memory, for the calls the tile cannot take). Soft
         labels' kernels have no tile shape."""
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ce.lua")
-            with open(spec, "w") as f:
-                f.write(HEADER + AXES.replace('specialize "label" { "i64" }', 'specialize "label" { "i64", "prob" }').replace(
-                    '{ classes = 64, row_threads = 4, block = 256 },',
-                    '{ classes = 64, row_threads = 4, block = 256, tile = true },'))
-            out = os.path.join(tmp, "cuda")
-            r = xentgen("--spec", spec, "--target", "cuda", "--templates", TEMPLATES, "--out", out)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(out, "ce_fwd_f32_i64_mean.cu")) as f:
-                text = f.read()
-            self.assertIn("_shapes[] = {{64, 4, 256, 0, 0, 1}, {-1, 0, 1024, 0, 0, 0}};", text)
-            self.assertIn("XENT_LAUNCH_ROWS_TILE(", text)
-            with open(os.path.join(out, "ce_fwd_f32_prob_mean.cu")) as f:
-                self.assertNotIn("XENT_LAUNCH_ROWS_TILE(", f.read())
+        sources = self.rendered(
+            HEADER + AXES.replace('specialize "label" { "i64" }', 'specialize "label" { "i64", "prob" }').replace(
+                '{ classes = 64, row_threads = 4, block = 256 },',
+                '{ classes = 64, row_threads = 4, block = 256, tile = true },'),
+            "cuda", "ce_fwd_f32_i64_mean", "ce_fwd_f32_prob_mean")
+        text = sources["ce_fwd_f32_i64_mean"]
+        self.assertIn("_shapes[] = {{64, 4, 256, 0, 0, 1}, {-1, 0, 1024, 0, 0, 0}};", text)
+        self.assertIn("XENT_LAUNCH_ROWS_TILE(", text)
+        self.assertNotIn("XENT_LAUNCH_ROWS_TILE(", sources["ce_fwd_f32_prob_mean"])
 
     def test_tune_tile_rules(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", "row_threads = 4, block = 256, tile = 1 }"),
@@ -256,20 +260,12 @@ class SpecErrors(unittest.TestCase):
     def test_tune_loads_reach_the_kernel(self):
         """A tune's loads is the row walks' batch in the rendered kernel (4
         where the tune gives none), per target."""
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = os.path.join(tmp, "ce.lua")
-            with open(spec, "w") as f:
-                f.write(HEADER + AXES.replace("strided = 256, { classes = 64", "strided = 256, loads = 7, { classes = 64"))
-            for target, loads in (("cuda", 7), ("hip", 4)):
-                out = os.path.join(tmp, target)
-                r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                ext = ".cu" if target == "cuda" else ".hip"
-                with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
-                    text = f.read()
-                # The rows kernel's traits (kernels/cross_entropy/cross_entropy.h
-                # walks a row with V::kRowLoads in flight).
-                self.assertIn(f"static constexpr int kRowLoads = {loads};", text)
+        spec = HEADER + AXES.replace("strided = 256, { classes = 64", "strided = 256, loads = 7, { classes = 64")
+        for target, loads in (("cuda", 7), ("hip", 4)):
+            text = self.rendered(spec, target, "ce_fwd_f32_i64_mean")["ce_fwd_f32_i64_mean"]
+            # The rows kernel's traits (kernels/cross_entropy/cross_entropy.h
+            # walks a row with V::kRowLoads in flight).
+            self.assertIn(f"static constexpr int kRowLoads = {loads};", text)
 
     def test_tune_resident_mistakes(self):
         """resident: threads per SM, CUDA's only, a whole number of the
@@ -285,25 +281,17 @@ class SpecErrors(unittest.TestCase):
     def test_tune_resident_reaches_the_launch_bounds(self):
         """A CUDA tune's resident / largest block is the row kernels' minimum
         blocks per SM in __launch_bounds__ (1 without it, and on HIP)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            for resident, blocks in (("", 1), ("resident = 2048, ", 2)):
-                spec = os.path.join(tmp, "ce.lua")
-                with open(spec, "w") as f:
-                    f.write(HEADER + AXES.replace('tune "cuda" { strided = 256, ', 'tune "cuda" { strided = 256, ' + resident))
-                for target, want in (("cuda", blocks), ("hip", 1)):
-                    out = os.path.join(tmp, target + str(blocks))
-                    r = xentgen("--spec", spec, "--target", target, "--templates", TEMPLATES, "--out", out)
-                    self.assertEqual(r.returncode, 0, r.stderr)
-                    ext = ".cu" if target == "cuda" else ".hip"
-                    with open(os.path.join(out, "ce_fwd_f32_i64_mean" + ext)) as f:
-                        text = f.read()
-                    # The rows kernel's traits, which its __launch_bounds__ reads
-                    # (XENT_ROWS_THREADS, XENT_ROWS_MIN_BLOCKS).
-                    self.assertIn("static constexpr int kRowThreads = %d, kRowMinBlocks = %d;"
-                                  % (1024 if target == "cuda" else 256, want), text)
-                    self.assertIn("static constexpr int kColumnThreads = 256, kColumnResident = ", text)
-                    self.assertRegex(text, r"__launch_bounds__\(XENT_ROWS_THREADS\((\w+), kShape\), "
-                                     r"XENT_ROWS_MIN_BLOCKS\(\1, kShape\)\)")
+        for resident, blocks in (("", 1), ("resident = 2048, ", 2)):
+            spec = HEADER + AXES.replace('tune "cuda" { strided = 256, ', 'tune "cuda" { strided = 256, ' + resident)
+            for target, want in (("cuda", blocks), ("hip", 1)):
+                text = self.rendered(spec, target, "ce_fwd_f32_i64_mean")["ce_fwd_f32_i64_mean"]
+                # The rows kernel's traits, which its __launch_bounds__ reads
+                # (XENT_ROWS_THREADS, XENT_ROWS_MIN_BLOCKS).
+                self.assertIn("static constexpr int kRowThreads = %d, kRowMinBlocks = %d;"
+                              % (1024 if target == "cuda" else 256, want), text)
+                self.assertIn("static constexpr int kColumnThreads = 256, kColumnResident = ", text)
+                self.assertRegex(text, r"__launch_bounds__\(XENT_ROWS_THREADS\((\w+), kShape\), "
+                                 r"XENT_ROWS_MIN_BLOCKS\(\1, kShape\)\)")
 
     def test_tune_when_unknown_value(self):
         self.check(HEADER + AXES + 'tune "cuda" { when = { dtype = "f8" }, strided = 256, { row_threads = 1, block = 32 } }\n',
