@@ -47,7 +47,7 @@ const tu_case tu_cases[] = {
     {16384 + 37, 70, 1, 1},
     {16384 + 37, 300, 1, 4},
     /* A short row the tile takes, with the outputs it does not stage (the
-       extras, f32 outputs): those calls take the next shape, from memory */
+       extras, f32 outputs): those calls run the same shape from memory */
     {6, 12, 1, 6},
     {40, 40, 1, 7},
     /* The spec's launch shapes (tune), each with more tiles of rows than the
