@@ -152,6 +152,13 @@ struct xent_same_type<P, P> {
   static constexpr bool value = true;
 };
 
+// Whether the labels are int64 (else int32).
+template <class V>
+XENT_DEVICE bool xent_ce_wide_labels(const xent_ce_args& a) {
+  if constexpr (xent_same_type<typename V::L, xent_int_labels>::value) return a.wide_labels;
+  else return sizeof(typename V::L) == 8;
+}
+
 // Row row's hard label.
 template <class V>
 XENT_DEVICE int64_t xent_ce_label(const xent_ce_args& a, int64_t row) {
@@ -159,6 +166,26 @@ XENT_DEVICE int64_t xent_ce_label(const xent_ce_args& a, int64_t row) {
     return a.wide_labels ? ((const int64_t*)a.labels)[row] : (int64_t)((const int32_t*)a.labels)[row];
   else return (int64_t)((const typename V::L*)a.labels)[row];
 }
+
+// Row row's hard label, loaded now and put together where it is used
+// (value()): as two 32-bit words, each loaded whatever the label width (an
+// i32 label's twice), so that no instruction takes a loaded word before the
+// walk's loads issue. A widening or a move right after a load (the kernel
+// both label widths share) made the thread wait for the label first.
+template <class V>
+struct xent_ce_label_load {
+  int32_t lo = 0, hi = 0;
+  __device__ __forceinline__ xent_ce_label_load() {}
+  __device__ __forceinline__ xent_ce_label_load(const xent_ce_args& a, int64_t row) {
+    const bool wide = xent_ce_wide_labels<V>(a);
+    const int32_t* p = (const int32_t*)a.labels + (wide ? 2 * row : row);
+    lo = p[0];
+    hi = p[wide ? 1 : 0];
+  }
+  __device__ __forceinline__ int64_t value(const xent_ce_args& a) const {
+    return xent_ce_wide_labels<V>(a) ? (int64_t)(((uint64_t)(uint32_t)hi << 32) | (uint32_t)lo) : (int64_t)lo;
+  }
+};
 
 // Whether a hard label's row is left out of the loss: its label is
 // ignore_index (INT64_MIN, XENT_NO_IGNORE_INDEX, matches no label) or, where
@@ -417,44 +444,58 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     // (tile_first is 0 in the other shapes).
     const int64_t base = xent_row_base(row - tile_first, C, inner);
     // Hard labels: the row's label, whether it is ignored or out of range,
-    // and its class in this slice of the vocabulary, if it is here.
+    // and its class in this slice of the vocabulary, if it is here. The
+    // label is loaded here and used after the forward's walk (take_label),
+    // so that the walk's loads are in flight with it: a short row is one
+    // batch of loads, and each load waited on before it is a memory latency
+    // more per row (docs/PERFORMANCE.md, "the waits before a row's loads").
     int64_t y = 0, yl = 0;
     bool in_range = false, ignored = false, here = false;
     (void)y, (void)yl, (void)in_range, (void)ignored, (void)here;
-    if constexpr (!V::kSoft) {
-      if constexpr (kTile) y = staged_y[row - tile_first];
-      else y = xent_ce_label<V>(a, row);
-      in_range = y >= 0 && y < CT;
-      // xent_ce_ignored's rule, written out: called here, it changes how
-      // nvcc allocates the rows kernel's registers (docs/PERFORMANCE.md).
-      if constexpr (V::kIgnoreIndex == XENT_OFF) ignored = a.ignore_invalid_labels && !in_range;
-      else ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
-      yl = y - off;
-      here = in_range && yl >= 0 && yl < C;
-      // A label outside [0, CT) is never used as an index; its row is NaN and
-      // the lowest such row is kept for xent_check() (atomicMin: the same
-      // answer whatever order the blocks run in).
-      if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
-    }
-
-    // The row's statistics: m, lr = log s and lse, the sums of soft labels
-    // and smoothing (sum_a, sum_b), and the per-token ones (T_sum, the T
-    // above; amax; Em for the entropy's gradient).
+    [[maybe_unused]] const xent_ce_label_load<V> label =
+        V::kSoft || kTile ? xent_ce_label_load<V>() : xent_ce_label_load<V>(a, row);
     A m, lr, lse, sum_a = 0, sum_b = 0;
     [[maybe_unused]] A s = 0, T_sum = 0, Em = 0;
     [[maybe_unused]] A xy = 0, r = 0;
     [[maybe_unused]] int64_t amax = 0;
-    if constexpr (F::kFwd) {
+    const auto take_label = [&]() {
       if constexpr (!V::kSoft) {
-        // x[y] is read before the group's reduction: with in-place gradients
-        // the other threads of the group overwrite the row right after it.
-        xy = (lead && !ignored && here) ? Z(base + yl * inner) : A(0);
+        if constexpr (kTile) y = staged_y[row - tile_first];
+        else y = label.value(a);
+        in_range = y >= 0 && y < CT;
+        // xent_ce_ignored's rule, written out: called here, it changes how
+        // nvcc allocates the rows kernel's registers (docs/PERFORMANCE.md).
+        if constexpr (V::kIgnoreIndex == XENT_OFF) ignored = a.ignore_invalid_labels && !in_range;
+        else ignored = (y == a.ignore_index && a.ignore_index != INT64_MIN) || (a.ignore_invalid_labels && !in_range);
+        yl = y - off;
+        here = in_range && yl >= 0 && yl < C;
+        // A label outside [0, CT) is never used as an index; its row is NaN
+        // and the lowest such row is kept for xent_check() (atomicMin: the
+        // same answer whatever order the blocks run in).
+        if (!ignored && !in_range && lead && a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
+        // x[y], just read by the walk (from cache), before the group's
+        // reduction: with in-place gradients the other threads of the group
+        // overwrite the row right after it.
+        if constexpr (F::kFwd) xy = (lead && !ignored && here) ? Z(base + yl * inner) : A(0);
       }
+    };
+    if constexpr (!F::kFwd) take_label();
+
+    // The row's statistics: m, lr = log s and lse, the sums of soft labels
+    // and smoothing (sum_a, sum_b), and the per-token ones (T_sum, the T
+    // above; amax; Em for the entropy's gradient).
+    if constexpr (F::kFwd) {
+      // A vector's sums behind one branch, not one per element: sums() of
+      // hard labels does nothing without smoothing.
+      const bool sums_vec = V::kSoft || V::kSmoothing != XENT_RUNTIME || smoothing;
+      (void)sums_vec;
       if constexpr (V::kSoft || F::kSmooth) {
         // The reference the sums of x are taken from: the row's (or slice's)
         // first logit, 0 where it is not finite. Every thread reads it, and in
-        // place its owner overwrites it after the reduction (the warp sync below).
-        const A r0 = width > 0 ? Z(base) : A(0);
+        // place its owner overwrites it after the reduction (the warp sync
+        // below). Only where there are sums: its wait is a memory latency
+        // before the walk.
+        const A r0 = width > 0 && sums_vec ? Z(base) : A(0);
         r = !(r0 - r0 == A(0)) ? A(0) : r0;
       }
       // One pass: online (max, sum of exp) and the row's other sums.
@@ -474,10 +515,6 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           }
         }
       };
-      // A vector's sums behind one branch, not one per element: sums() of
-      // hard labels does nothing without smoothing.
-      const bool sums_vec = V::kSoft || V::kSmoothing != XENT_RUNTIME || smoothing;
-      (void)sums_vec;
       [[maybe_unused]] int64_t slice_argmax = XENT_NO_INDEX;
       [[maybe_unused]] bool slice_nan = false;
       if constexpr (F::kTempered || F::kStats) {
@@ -554,6 +591,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         };
         if (fwd_extras) walk_stats(xent_bool<true>());
         else walk_stats(xent_bool<false>());
+        take_label();
         const A m_own = m, s_own = s;  // this thread's, for T below
         (void)m_own, (void)s_own;
         xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
@@ -600,6 +638,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash,
                                            xent_vec_sink<decltype(add_vec)>{add_vec}, add);
         else each_vec(base, width, add, add_vec);
+        take_label();
         xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
         if constexpr (kShape == XENT_ON_CHIP) xent_cluster_reduce(m, s, sum_a, sum_b, part);
       }
