@@ -485,17 +485,16 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     // and smoothing (sum_a, sum_b), and the per-token ones (T_sum, the T
     // above; amax; Em for the entropy's gradient).
     if constexpr (F::kFwd) {
-      // A vector's sums behind one branch, not one per element: sums() of
-      // hard labels does nothing without smoothing.
-      const bool sums_vec = V::kSoft || V::kSmoothing != XENT_RUNTIME || smoothing;
-      (void)sums_vec;
       if constexpr (V::kSoft || F::kSmooth) {
         // The reference the sums of x are taken from: the row's (or slice's)
         // first logit, 0 where it is not finite. Every thread reads it, and in
         // place its owner overwrites it after the reduction (the warp sync
-        // below). Only where there are sums: its wait is a memory latency
-        // before the walk.
-        const A r0 = width > 0 && sums_vec ? Z(base) : A(0);
+        // below). Only where there are sums (sums_vec): its wait is a memory
+        // latency before the walk of a short row. (The on-chip shape's rows
+        // are long, and there the test cost sm_100's statistics walk its
+        // branch around the sums: docs/PERFORMANCE.md.)
+        const bool summed = kShape == XENT_ON_CHIP || V::kSoft || V::kSmoothing != XENT_RUNTIME || smoothing;
+        const A r0 = width > 0 && summed ? Z(base) : A(0);
         r = !(r0 - r0 == A(0)) ? A(0) : r0;
       }
       // One pass: online (max, sum of exp) and the row's other sums.
@@ -515,6 +514,10 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           }
         }
       };
+      // A vector's sums behind one branch, not one per element: sums() of
+      // hard labels does nothing without smoothing.
+      const bool sums_vec = V::kSoft || V::kSmoothing != XENT_RUNTIME || smoothing;
+      (void)sums_vec;
       [[maybe_unused]] int64_t slice_argmax = XENT_NO_INDEX;
       [[maybe_unused]] bool slice_nan = false;
       if constexpr (F::kTempered || F::kStats) {
