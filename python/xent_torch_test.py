@@ -717,6 +717,51 @@ class LinearCrossEntropy(unittest.TestCase):
                     for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
                         close(self, g, e, dtype, f"{what} grad of {name}")
 
+    def test_weight_main_grad(self):
+        """weight_main_grad (Megatron-LM's main_grad): the backward adds the
+        weight's gradient to the f32 tensor, over two steps, and weight gets
+        no .grad; hidden's and bias's as without it. Each reduction, and the
+        per-token outputs' extra call (the log-prob with class weights)."""
+        torch.manual_seed(17)
+        for dtype in (torch.float32, torch.bfloat16):
+            for reduction, stats in (("mean", False), ("sum", False), ("none", False), ("mean", True)):
+                h, w, b = linear_inputs(dtype)
+                y = torch.randint(0, 50, (2, 5))
+                y[1, 3] = -100
+                kw = dict(ce_weight=torch.rand(50, dtype=torch.float64) + 0.5, label_smoothing=0.1) if stats else {}
+                main = torch.full((50, 16), 0.25)
+                h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
+                want_w = torch.full((50, 16), 0.25, dtype=torch.float64)
+                for step in range(2):
+                    out = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, chunk_rows=3,
+                                                    return_logprob=stats, weight_main_grad=main, **kw)
+                    loss, logprob = out if stats else (out, None)
+                    up = torch.rand(loss.shape, dtype=torch.float64) + 0.5
+                    obj = (loss.to(torch.float64) * up).sum() + (logprob.sum() * 0.3 if stats else 0)
+                    obj.backward()
+                    got = (h.grad, b.grad)
+                    h.grad = b.grad = None
+                    z = F.linear(h64, w64, b64).reshape(10, 50)
+                    ref_kw = {("weight" if k == "ce_weight" else k): v for k, v in kw.items()}
+                    want = F.cross_entropy(z, y.reshape(10), reduction=reduction, **ref_kw)
+                    want = want.reshape(2, 5) if reduction == "none" else want
+                    ref = (want * up).sum()
+                    if stats:
+                        ref = ref + token_outputs(z, y.reshape(10))[1].sum() * 0.3
+                    wg = torch.autograd.grad(ref, (h64, w64, b64))
+                    want_w += wg[1]
+                    what = f"{dtype} {reduction} stats={stats} step {step}"
+                    self.assertIsNone(w.grad, what)
+                    close(self, got[0], wg[0], dtype, what + " grad of hidden")
+                    close(self, got[1], wg[2], dtype, what + " grad of bias")
+                    close(self, main, want_w, dtype, what + " main_grad")
+        h, w, b = linear_inputs(torch.bfloat16)
+        y = torch.randint(0, 50, (2, 5))
+        with self.assertRaisesRegex(TypeError, "float32 tensor"):
+            xent.linear_cross_entropy(h, w, y, weight_main_grad=torch.zeros(50, 16, dtype=torch.bfloat16))
+        with self.assertRaisesRegex(ValueError, r"weight's \(50, 16\)"):
+            xent.linear_cross_entropy(h, w, y, weight_main_grad=torch.zeros(16, 50))
+
     def test_training_step(self):
         """Two SGD steps of an output layer: the same weights as with PyTorch's
         own loss, and the loss goes down."""

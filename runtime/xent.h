@@ -387,10 +387,13 @@ typedef struct xent_linear_ce_desc {
   int64_t chunk_rows;/* rows per chunk, >= 0; 0: the default, the spec's tune data for the
                         target (specs/linear_cross_entropy.lua: the most rows, a power of two,
                         whose logits over the whole vocabulary fit in chunk_mib MiB), at most N */
-  int accumulate;    /* grad_weight and grad_bias: 0 overwrites them, 1 adds to them */
+  int accumulate;    /* grad_weight (or main_grad) and grad_bias: 0 overwrites them, 1 adds to them */
+  int main_grad;     /* 1: the weight's gradient goes to tensors->main_grad, f32, in place of grad_weight
+                        (Megatron-LM's main_grad): summed there over the chunks, never rounded, and no
+                        O(V * H) workspace; f32, f16 and bf16 only */
 } xent_linear_ce_desc;
 
-/* desc->ce as xent_ce_desc_init, hidden H, chunk_rows 0, accumulate 0. */
+/* desc->ce as xent_ce_desc_init, hidden H, chunk_rows 0, accumulate 0, main_grad 0. */
 void xent_linear_ce_desc_init(xent_linear_ce_desc* desc, int64_t rows, int64_t hidden, int64_t classes,
                               xent_dtype dtype, xent_label_type label_type, xent_reduction reduction);
 
@@ -417,6 +420,8 @@ typedef struct xent_linear_ce_tensors {
   const void* temperature;  /* in, optional: [rows] each row's tau, accumulation type (xent_ce_tensors) */
   const void* token_weight; /* in, optional: [rows] each row's loss weight, accumulation type: it reaches
                                grad_hidden, grad_weight and grad_bias through the logits' gradient */
+  void* main_grad;      /* out, with desc->main_grad (else NULL): [V, H] f32, the weight's gradient written
+                           or (desc->accumulate) added to; grad_weight is then NULL */
 } xent_linear_ce_tensors;
 
 /* Bytes of scratch memory a call needs: a chunk's logits (chunk_rows * V);
@@ -428,7 +433,8 @@ typedef struct xent_linear_ce_tensors {
    of partial sums, two values per chunk): never O(rows * V). One O(V * H):
    an f16/bf16 grad_weight over more than one chunk is summed in f32 here
    (V * H * 4 bytes; none where grad_dtype is f32, grad_weight being that
-   sum), so that it is rounded once rather than at every chunk. */
+   sum, or with desc->main_grad, main_grad being it), so that it is rounded
+   once rather than at every chunk. */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
                                           size_t* bytes);
 

@@ -133,10 +133,12 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
               smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
-              stats=False):
+              stats=False, main_grad=False):
         """One call against the oracle. stats: the per-token outputs too
         (entropy; the label's log-prob and argmax for hard labels) and a
-        dentropy input, whose term joins every gradient."""
+        dentropy input, whose term joins every gradient. main_grad: the
+        weight's gradient into an f32 main_grad (desc.main_grad) instead of
+        grad_weight."""
         torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
         tt = TORCH[dtype]
         hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -156,6 +158,7 @@ class LinearCrossEntropy(unittest.TestCase):
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, dtype, label, reduction)
         d.chunk_rows = chunk
         d.accumulate = int(accumulate)
+        d.main_grad = int(main_grad)
         d.ce.ignore_index = 5 if ignore else NO_IGNORE_INDEX
         d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap, d.ce.temperature = smoothing, z_loss, cap, tau
         if grad_f32:
@@ -167,8 +170,9 @@ class LinearCrossEntropy(unittest.TestCase):
         loss = torch.full((N,) if reduction == NONE else (1,), float("nan"), dtype=loss_t)
         lse = torch.zeros(N, dtype=acc)
         gh = torch.full((N, H), float("nan"), dtype=gt)
-        before_w = torch.randn(V, H, dtype=torch.float64).to(gt) if accumulate else torch.full((V, H), float("nan"),
-                                                                                               dtype=gt)
+        wt = torch.float32 if main_grad else gt
+        before_w = torch.randn(V, H, dtype=torch.float64).to(wt) if accumulate else torch.full((V, H), float("nan"),
+                                                                                               dtype=wt)
         before_b = torch.randn(V, dtype=torch.float64).to(gt) if accumulate else torch.full((V,), float("nan"), dtype=gt)
         gw, gb = before_w.clone(), before_b.clone() if bias else None
         hard = label != PROB
@@ -181,8 +185,9 @@ class LinearCrossEntropy(unittest.TestCase):
         outs = [on(x) for x in (loss, lse, gh, gw, gb, ent, lp, am)]
         t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), bias=ptr(ins[2]), labels=ptr(ins[3]),
                           weights=ptr(ins[4]), dloss=ptr(ins[5]), loss=ptr(outs[0]), lse=ptr(outs[1]),
-                          grad_hidden=ptr(outs[2]), grad_weight=ptr(outs[3]), grad_bias=ptr(outs[4]),
-                          entropy=ptr(outs[5]), label_logprob=ptr(outs[6]), argmax=ptr(outs[7]), dentropy=ptr(ins[6]))
+                          grad_hidden=ptr(outs[2]), grad_weight=None if main_grad else ptr(outs[3]),
+                          grad_bias=ptr(outs[4]), entropy=ptr(outs[5]), label_logprob=ptr(outs[6]),
+                          argmax=ptr(outs[7]), dentropy=ptr(ins[6]), main_grad=ptr(outs[3]) if main_grad else None)
         h = handle(render)
         try:
             s, msg, _ = run(h, d, t)
@@ -196,7 +201,7 @@ class LinearCrossEntropy(unittest.TestCase):
                                                        dent)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
                 f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
-                f"tau={tau}")
+                f"tau={tau} main_grad={main_grad}")
         # The logits are rounded to dtype whatever the outputs' type.
         self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
         self.close(lse, want_lse, dtype, what + ": lse")
@@ -247,6 +252,50 @@ class LinearCrossEntropy(unittest.TestCase):
         for dtype in (F32, BF16):
             with self.subTest(dtype=dtype, what="accumulate into grad_weight and grad_bias"):
                 self.check(dtype, I64, SUM, accumulate=True)
+
+    def test_main_grad(self):
+        """The weight's gradient into a caller's f32 main_grad (Megatron-LM's):
+        written, or added to with accumulate, every dtype but f64, with the
+        options and chunking of the other cases; grad_bias as before."""
+        for dtype in (F32, F16, BF16):
+            for accumulate in (False, True):
+                with self.subTest(dtype=dtype, accumulate=accumulate):
+                    self.check(dtype, I64, MEAN, accumulate=accumulate, main_grad=True)
+        with self.subTest(what="options, dloss, soft labels, one chunk"):
+            self.check(BF16, I32, SUM, weights=True, ignore=True, smoothing=0.1, z_loss=1e-3, cap=20.0, dloss=True,
+                       accumulate=True, main_grad=True)
+            self.check(BF16, PROB, NONE, dloss=True, main_grad=True)
+            self.check(BF16, I64, MEAN, N=4, chunk=8, main_grad=True)
+
+    def test_main_grad_is_the_f32_sum(self):
+        """main_grad over 256 chunks of one row holds the f32 sum: within one
+        bf16 ulp of the float64 gradient (the chunk gradients' own rounding
+        to bf16, no rounding of the sum), added to what it held."""
+        N, H, V = 256, 8, 16
+        torch.manual_seed(11)
+        hid = (torch.rand(N, H, dtype=torch.float64) + 0.5).to(torch.bfloat16)
+        w = (torch.randn(V, H, dtype=torch.float64) * 0.1).to(torch.bfloat16)
+        y = torch.zeros(N, dtype=torch.int64)
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
+        d.chunk_rows, d.accumulate, d.main_grad = 1, 1, 1
+        d.ce.ignore_index = NO_IGNORE_INDEX
+        before = torch.full((V, H), 3.0, dtype=torch.float32)
+        loss = torch.zeros(1, dtype=torch.bfloat16)
+        ins, outs = [on(x) for x in (hid, w, y)], [on(x) for x in (loss, before.clone())]
+        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), labels=ptr(ins[2]), loss=ptr(outs[0]),
+                          main_grad=ptr(outs[1]))
+        h = handle()
+        try:
+            s, msg, _ = run(h, d, t)
+        finally:
+            LIB.xent_destroy(h)
+        self.assertEqual(s, 0, msg)
+        got = outs[1].cpu().to(torch.float64)[1:] - 3.0
+        want = oracle(hid, w, None, y, "sum")[2][1][1:]
+        ulp = 2.0 ** (torch.floor(torch.log2(want.abs())) - 7)
+        err = ((got - want).abs() / ulp).max().item()
+        self.assertLessEqual(err, 1.0, f"main_grad off by {err:.2f} bf16 ulps")
 
     def test_weight_gradient_rounded_once(self):
         """bf16 grad_weight over 256 chunks of one row: summed in f32 and
@@ -464,10 +513,11 @@ class LinearCrossEntropy(unittest.TestCase):
         if GPU:
             self.skipTest("a GPU backend's GEMM workspace (32 MiB) is part of the size: " + CPU_ONLY)
 
-        def size(N, chunk, grad_dtype=None):
+        def size(N, chunk, grad_dtype=None, main_grad=False):
             d = LinearDesc()
             LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, 64, 512, BF16, I64, MEAN)
             d.chunk_rows = chunk
+            d.main_grad = int(main_grad)
             if grad_dtype is not None:
                 d.ce.grad_dtype = grad_dtype
             h = handle()
@@ -497,6 +547,8 @@ class LinearCrossEntropy(unittest.TestCase):
         # One chunk: nothing to sum.
         one = size(32, 32)
         self.assertLess(one, stated - weight_sum + 2 * 8192 + 4096)
+        # main_grad: the caller's f32 buffer is the sum.
+        self.assertEqual(size(256, 32, main_grad=True), wide)
 
     def test_workspace_size_overflow(self):
         """V x H past 64 bits of bytes is an error, not a small size: 2^33
@@ -540,6 +592,16 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("tensors->label_logprob is set, but it is for hard labels", INVALID_ARGUMENT,
                  dict(label_logprob=ptr(torch.zeros(4))), {"ce.label_type": PROB}),
                 ("tensors->entropy overlaps tensors->loss", INVALID_ARGUMENT, dict(entropy=ptr(loss)), {}),
+                # main_grad: the desc's flag and the tensor go together, and
+                # replace grad_weight; an f64 weight's gradient is its own sum.
+                ("desc->main_grad is 1 but tensors->main_grad is NULL", INVALID_ARGUMENT, {}, dict(main_grad=1)),
+                ("tensors->main_grad is set but desc->main_grad is 0", INVALID_ARGUMENT,
+                 dict(main_grad=ptr(torch.zeros(5, 3))), {}),
+                ("tensors->grad_weight is set with desc->main_grad", INVALID_ARGUMENT,
+                 dict(main_grad=ptr(torch.zeros(5, 3)), grad_weight=ptr(torch.zeros(5, 3))), dict(main_grad=1)),
+                ("desc->main_grad is 2", INVALID_ARGUMENT, dict(main_grad=ptr(torch.zeros(5, 3))), dict(main_grad=2)),
+                ("desc->main_grad is for f32, f16 and bf16", INVALID_ARGUMENT,
+                 dict(main_grad=ptr(torch.zeros(5, 3))), {"main_grad": 1, "ce.dtype": F64}),
                 # A vocabulary split gathers each chunk's records through
                 # its callback: not a gather of the caller's, nor without one.
                 ("desc->ce.vocab_shard->all_gather is NULL", INVALID_ARGUMENT, {},

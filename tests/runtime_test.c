@@ -41,7 +41,7 @@ static void test_desc_layout(void) {
             sizeof(xent_ce_tensors) == 18 * sizeof(void*),
         "xent_ce_desc/tensors layout changed: update python/xent/_capi.py (DESC_LAYOUT, Tensors) too");
   CHECK(sizeof(xent_linear_ce_desc) == 144 && offsetof(xent_linear_ce_desc, accumulate) == 136 &&
-            sizeof(xent_linear_ce_tensors) == 17 * sizeof(void*),
+            offsetof(xent_linear_ce_desc, main_grad) == 140 && sizeof(xent_linear_ce_tensors) == 18 * sizeof(void*),
         "xent_linear_ce_desc/tensors layout changed: update python/xent/_capi.py (LinearDesc) too");
 }
 

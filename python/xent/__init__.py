@@ -227,7 +227,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                          label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
                          invalid_labels="raise", loss_dtype=None, chunk_rows=0, temperature=1.0,
                          return_entropy=False, return_logprob=False, return_argmax=False, token_weight=None,
-                         token_weight_mean="weights"):
+                         token_weight_mean="weights", weight_main_grad=None):
     """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
     the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
@@ -242,9 +242,27 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     each shaped like hidden without H); the entropy's and log-prob's
     gradients flow to hidden, weight and bias. A temperature per row and
     token_weight, token_weight_mean are xent.cross_entropy's, shaped like
-    hidden without H; the token weights reach all three gradients."""
+    hidden without H; the token weights reach all three gradients.
+    weight_main_grad: an f32 tensor shaped like weight (Megatron-LM's
+    main_grad) to which the backward adds the weight's gradient, summed in
+    f32 and never rounded, with no [V, H] scratch; weight then gets no
+    .grad. The backward runs the fused call again for it (one more logits
+    GEMM: the incoming gradient's scale is known only then)."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
-    if _fast is not None and not (return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
+    if weight_main_grad is not None:
+        if not isinstance(weight_main_grad, torch.Tensor) or weight_main_grad.dtype != torch.float32:
+            raise TypeError("xent: weight_main_grad must be a float32 tensor")
+        if isinstance(weight, torch.Tensor) and (weight_main_grad.shape != weight.shape or
+                                                 weight_main_grad.device != weight.device):
+            raise ValueError(f"xent: weight_main_grad has shape {tuple(weight_main_grad.shape)} on "
+                             f"{weight_main_grad.device}; weight's {tuple(weight.shape)} on {weight.device} expected")
+        if not weight_main_grad.is_contiguous():
+            raise ValueError("xent: weight_main_grad must be contiguous (the call adds to it in place)")
+        if isinstance(weight, torch.Tensor) and weight.dtype == torch.float64:
+            raise TypeError("xent: weight_main_grad is for float32, float16 and bfloat16 weights; a float64 "
+                            "weight's gradient is its own sum")
+    if _fast is not None and weight_main_grad is None and not (
+            return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
                                              label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
@@ -292,7 +310,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                   None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
         h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o, int(chunk_rows),
-        stats)
+        stats, weight_main_grad)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
     return _results(loss, None, entropy, logprob, argmax, False, stats)

@@ -78,6 +78,7 @@ class LinearDesc(ctypes.Structure):
         ("hidden", ctypes.c_int64),
         ("chunk_rows", ctypes.c_int64),
         ("accumulate", ctypes.c_int),
+        ("main_grad", ctypes.c_int),
     ]
 
 
@@ -86,7 +87,7 @@ class LinearTensors(ctypes.Structure):
 
     _fields_ = [(name, P) for name in (
         "hidden", "weight", "bias", "labels", "weights", "dloss", "loss", "lse", "grad_hidden", "grad_weight",
-        "grad_bias", "entropy", "label_logprob", "argmax", "dentropy", "temperature", "token_weight")]
+        "grad_bias", "entropy", "label_logprob", "argmax", "dentropy", "temperature", "token_weight", "main_grad")]
 
 
 class SoftmaxDesc(ctypes.Structure):
@@ -107,7 +108,7 @@ DESC_LAYOUT = (120, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 56
-assert ctypes.sizeof(LinearDesc) == 144 and ctypes.sizeof(LinearTensors) == 17 * 8
+assert ctypes.sizeof(LinearDesc) == 144 and LinearDesc.main_grad.offset == 140 and ctypes.sizeof(LinearTensors) == 18 * 8
 
 
 class XentError(RuntimeError):

@@ -31,24 +31,31 @@ def _desc(hidden, weight, target, o, chunk_rows):
     return d
 
 
-def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want, stats=A.NO_STATS, dentropy=None):
+def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want, stats=A.NO_STATS, dentropy=None,
+          main_grad=None):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
     entropy, logprob, argmax), the gradients None unless in `want`, the
-    per-token outputs empty unless in stats."""
+    per-token outputs empty unless in stats. With main_grad (f32, weight's
+    shape) the weight's gradient is added to it instead."""
     d = _desc(hidden, weight, target, o, chunk_rows)
     n, dev = hidden.shape[0], hidden.device
     acc = R.accumulation_dtype(hidden.dtype)
     loss = torch.empty((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=dev)
     gh = torch.empty_like(hidden) if "hidden" in want else None
-    gw = torch.empty_like(weight) if "weight" in want else None
-    gb = torch.empty_like(bias) if bias is not None and "bias" in want else None
+    gw = torch.empty_like(weight) if "weight" in want and main_grad is None else None
+    gb = None
+    if bias is not None and "bias" in want:
+        # The call adds to main_grad (accumulate), and so to grad_bias.
+        gb = torch.zeros_like(bias) if main_grad is not None else torch.empty_like(bias)
+    if main_grad is not None:
+        d.main_grad, d.accumulate = 1, 1
     entropy, logprob, argmax = [torch.empty((n,) if wanted else (0,), dtype=dt, device=dev)
                                 for wanted, dt in zip(stats, (acc, acc, torch.int64))]
     t = C.LinearTensors(hidden=hidden.data_ptr(), weight=weight.data_ptr(), bias=R.ptr(bias), labels=target.data_ptr(),
                         weights=R.ptr(ce_weight), dloss=R.ptr(dloss), loss=loss.data_ptr(), grad_hidden=R.ptr(gh),
                         grad_weight=R.ptr(gw), grad_bias=R.ptr(gb), entropy=R.ptr_if(entropy, stats.entropy),
                         label_logprob=R.ptr_if(logprob, stats.logprob), argmax=R.ptr_if(argmax, stats.argmax),
-                        dentropy=R.ptr(dentropy))
+                        dentropy=R.ptr(dentropy), main_grad=R.ptr(main_grad))
     A.set_rows(t, o)
     h = R.handle(dev)
     size = ctypes.c_size_t()
@@ -67,14 +74,18 @@ def _add(a, b):
 
 
 class LinearCrossEntropy(torch.autograd.Function):
-    """(hidden, weight, bias, target, ce_weight, options, chunk_rows, stats)
-    -> (loss, entropy, logprob, argmax), the last three empty unless asked;
-    loss, entropy and logprob differentiable."""
+    """(hidden, weight, bias, target, ce_weight, options, chunk_rows, stats,
+    main_grad) -> (loss, entropy, logprob, argmax), the last three empty
+    unless asked; loss, entropy and logprob differentiable. With main_grad
+    the weight's gradient is added to it in the backward, which makes the
+    call again (the scale of the incoming gradient is known only then), and
+    weight gets none."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, ce_weight, o, chunk_rows, stats):
+    def forward(ctx, hidden, weight, bias, target, ce_weight, o, chunk_rows, stats, main_grad=None):
         want = {name for name, i in (("hidden", 0), ("weight", 1), ("bias", 2)) if ctx.needs_input_grad[i]}
-        ctx.again = o.reduction == "none" or stats.entropy or stats.logprob
+        ctx.main_grad = main_grad if "weight" in want else None
+        ctx.again = o.reduction == "none" or stats.entropy or stats.logprob or ctx.main_grad is not None
         if ctx.again:
             outs = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, set(), stats)
             ctx.save_for_backward(hidden, weight, bias, target, ce_weight)
@@ -91,8 +102,8 @@ class LinearCrossEntropy(torch.autograd.Function):
     @A.once_differentiable("xent.linear_cross_entropy")
     def backward(ctx, dloss, dentropy, dlogprob, _dargmax):
         o = ctx.options
-        rest = (None,) * 5
-        if not ctx.again:
+        rest = (None,) * 6  # target, ce_weight, o, chunk_rows, stats, main_grad
+        if not ctx.again:  # (no main_grad: it makes the call again)
             gh, gw, gb = ctx.saved_tensors
             if dloss is None:
                 return tuple(torch.zeros_like(g) if g is not None else None for g in (gh, gw, gb)) + rest
@@ -108,7 +119,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         def call(opts, dl, ce_w, dent):
             dl = dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous()
             return _call(hidden, weight, bias, target, ce_w, opts, ctx.chunk_rows, dl, ctx.want, A.NO_STATS,
-                         dent)[1:4]
+                         dent, ctx.main_grad)[1:4]
 
         if dlogprob is None:
             grads = call(o, dloss, ce_weight, dentropy)

@@ -25,6 +25,11 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
                      (long long)d->chunk_rows);
   if (d->accumulate != 0 && d->accumulate != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->accumulate is %d, must be 0 or 1", fn, d->accumulate);
+  if (d->main_grad != 0 && d->main_grad != 1)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->main_grad is %d, must be 0 or 1", fn, d->main_grad);
+  if (d->main_grad && d->ce.dtype == XENT_F64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->main_grad is for f32, f16 and bf16 (an f64 grad_weight is its own sum)", fn);
   /* hidden and weight and their gradients are rows x hidden and classes x
      hidden elements of up to 8 bytes: byte counts that must fit 64 bits. */
   xent_status s = xent_check_byte_count(fn, d->ce.rows, "desc->ce.rows", d->hidden, "desc->hidden");
@@ -69,6 +74,7 @@ static xent_status check_buffers(const char* fn, const xent_linear_ce_desc* d, c
       {"tensors->lse", t->lse, rows * ab, ab, 1},
       {"tensors->grad_hidden", t->grad_hidden, rows * hidden * gb, gb, 1},
       {"tensors->grad_weight", t->grad_weight, classes * hidden * gb, gb, 1},
+      {"tensors->main_grad", t->main_grad, classes * hidden * 4, 4, 1},
       {"tensors->grad_bias", t->grad_bias, classes * gb, gb, 1},
       {"tensors->entropy", t->entropy, rows * ab, ab, 1},
       {"tensors->label_logprob", t->label_logprob, rows * ab, ab, 1},
@@ -106,6 +112,14 @@ xent_status xent_linear_ce_run(xent_handle* h, const xent_linear_ce_desc* d, con
   if (!t->loss) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->loss is NULL", fn);
   if (t->grad_bias && !t->bias)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->grad_bias is set but tensors->bias is NULL", fn);
+  if (d->main_grad && !t->main_grad)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->main_grad is 1 but tensors->main_grad is NULL", fn);
+  if (!d->main_grad && t->main_grad)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: tensors->main_grad is set but desc->main_grad is 0", fn);
+  if (d->main_grad && t->grad_weight)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: tensors->grad_weight is set with desc->main_grad: the weight's gradient goes to main_grad",
+                     fn);
   /* The per-token outputs: argmax and the label's log-prob are for hard
      labels only, as xent_ce_run has them. */
   if (d->ce.label_type == XENT_PROB && (t->label_logprob || t->argmax))

@@ -100,7 +100,7 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
      chunk adds to a large one. One chunk needs no sum; an f32 grad_dtype is
      its own. */
   const int half = d->ce.dtype == XENT_F16 || d->ce.dtype == XENT_BF16;
-  L->has_weight_acc = half && d->ce.grad_dtype == d->ce.dtype && chunks > 1;
+  L->has_weight_acc = half && d->ce.grad_dtype == d->ce.dtype && chunks > 1 && !d->main_grad;
   if (L->has_weight_acc && (uint64_t)v * (uint64_t)d->hidden > (SIZE_MAX / 8) / 4)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
   L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)d->hidden * 4) : 0;
@@ -230,14 +230,15 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
     s = gemm(r, &g);
     if (s != XENT_OK) return s;
   }
-  if (t->grad_weight) {
-    /* Into grad_weight, or its f32 sum (the old value is added to that at
-       the end, by WEIGHT_GRAD). */
+  if (t->grad_weight || t->main_grad) {
+    /* Into grad_weight, its f32 sum (the old value is added to that at the
+       end, by WEIGHT_GRAD), or the caller's f32 main_grad. */
     const int acc = L.has_weight_acc;
     const int overwrite = k == 0 && (acc || !r->d->accumulate);
-    const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = acc ? XENT_F32 : gt, .ta = 1, .tb = 0, .m = V,
-                         .n = H, .k = n, .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad, .lda = V, .b = hid,
-                         .ldb = H, .c = acc ? (void*)(r->ws + L.weight_acc) : t->grad_weight, .ldc = H};
+    void* out = t->main_grad ? t->main_grad : acc ? (void*)(r->ws + L.weight_acc) : t->grad_weight;
+    const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = acc || t->main_grad ? XENT_F32 : gt, .ta = 1,
+                         .tb = 0, .m = V, .n = H, .k = n, .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = grad,
+                         .lda = V, .b = hid, .ldb = H, .c = out, .ldc = H};
     s = gemm(r, &g);
     if (s != XENT_OK) return s;
     if (acc && k == L.chunks - 1) {
@@ -254,13 +255,14 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
 }
 
-/* grad_weight and grad_bias when there are no rows (nothing to add). */
+/* grad_weight (or main_grad) and grad_bias when there are no rows (nothing to add). */
 static xent_status zero_outputs(const run_ctx* r) {
   const xent_linear_ce_tensors* t = r->t;
   const size_t gb = xent_dtype_bytes(r->d->ce.grad_dtype);
-  const size_t sizes[2] = {(size_t)r->d->ce.classes * (size_t)r->d->hidden * gb, (size_t)r->d->ce.classes * gb};
-  void* outs[2] = {t->grad_weight, t->grad_bias};
-  for (int i = 0; i < 2; ++i) {
+  const size_t vh = (size_t)r->d->ce.classes * (size_t)r->d->hidden;
+  const size_t sizes[3] = {vh * gb, (size_t)r->d->ce.classes * gb, vh * 4};
+  void* outs[3] = {t->grad_weight, t->grad_bias, t->main_grad};
+  for (int i = 0; i < 3; ++i) {
     if (!outs[i]) continue;
     const xent_status s = r->h->backend->zero(r->h, r->fn, outs[i], sizes[i], r->stream);
     if (s != XENT_OK) return s;
