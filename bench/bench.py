@@ -66,8 +66,10 @@ def gpu_cases():
     for v in (10, 100, 1000):
         cases += [dict(group="small_vocab", op=op, dtype="bf16", shape=(1 << 20, v), axis=1, torch=False)
                   for op in ("fwd", "fwd_bwd")]
-    cases += [dict(group="nd", op=op, dtype="bf16", shape=(16, 21, 512, 512), axis=1, torch=False)
-              for op in ("fwd", "fwd_bwd")]
+    # The class axis in place (issue 60): few classes over many positions,
+    # and many over few.
+    cases += [dict(group="nd", op=op, dtype="bf16", shape=shape, axis=1, torch=False)
+              for shape in ((16, 21, 512, 512), (8, 1000, 32, 32)) for op in ("fwd", "fwd_bwd")]
     for v in (1024, 4096, 16384, 65536, 131072, 262144):
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=((1 << 30) // v, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
@@ -747,6 +749,13 @@ def run_case(case, xent, timer, device, roofline, peak_tbps):
             return errors_of(loss_calls(fn, logits, y, op, axis), ref_loss, g_ref, what)
 
         impls = {"xent": calls(package.cross_entropy), "xent_c": (checked_errors, call)}
+        if x.dim() > 2:
+            # The class axis in place against the layout a transpose makes:
+            # PyTorch's loss (a peer) and xent's own after that copy.
+            def transposed(f):
+                return lambda xg, target: f(xg.movedim(1, -1).reshape(-1, xg.shape[1]), target.reshape(-1))
+            impls["xent_transposed"] = calls(transposed(package.cross_entropy))
+            impls["torch_transposed"] = calls(transposed(F.cross_entropy))
         compare(case, result, impls, calls, F.cross_entropy, PEERS, x, grad, timer, roofline, nbytes, peak_tbps)
     if device == "cuda":
         result["clocks"] = clocks()

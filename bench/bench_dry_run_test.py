@@ -51,11 +51,14 @@ class DryRun(unittest.TestCase):
                 # Every other case: the package (the headline) and its C
                 # call, PyTorch eager and compiled, Liger-Kernel and Quack,
                 # each checked against PyTorch in float64 and timed
-                # together, or named with the reason it did not run.
+                # together, or named with the reason it did not run; an N-d
+                # case also PyTorch's loss and xent's after a transpose.
                 impls = r["impls"]
-                self.assertEqual(set(impls), {"xent", "xent_c", "torch_eager", "torch_compile", "liger", "quack"},
-                                 name)
-                for impl in ("xent", "xent_c", "torch_eager"):
+                nd = len(r["shape"]) > 2
+                transposed = {"xent_transposed", "torch_transposed"} if nd else set()
+                self.assertEqual(set(impls), {"xent", "xent_c", "torch_eager", "torch_compile", "liger", "quack"}
+                                 | transposed, name)
+                for impl in ("xent", "xent_c", "torch_eager") + tuple(sorted(transposed)):
                     one = impls[impl]
                     self.assertGreater(one["s"], 0, f"{name} {impl}")
                     self.assertTrue(one["errors"], f"{name} {impl}")
