@@ -205,7 +205,16 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
           out.vec(f, j0 + c * kVec, base + (j0 + c * kVec) * inner, chunk);
         }
       } else {
-        for (int64_t k = 0; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
+        // A short step (a row of fewer classes than a step, or a row's
+        // last): its whole vectors as vectors too, in a loop, so that a short
+        // row's statistics take no data-dependent branch per element.
+        int64_t k = 0;
+        for (; k + kVec <= mine; k += kVec) {
+          xent_vec16<T> chunk;
+          for (int64_t i = 0; i < kVec; ++i) chunk.e[i] = mine_at(k + i);
+          out.vec(f, j0 + k, base + (j0 + k) * inner, chunk);
+        }
+        for (; k < mine; ++k) out.one(f, j0 + k, base + (j0 + k) * inner, mine_at(k));
       }
     } else {
       // A walk that stores has mine == n in every thread of the loop (its rows
