@@ -193,7 +193,11 @@ XENT_DEVICE void xent_column_walk(const T* x, int64_t base, int64_t C, int64_t i
     const int64_t mine = C - j0 < n ? (C - j0 < 0 ? 0 : C - j0) : n;  // this thread's classes in the step
     const auto mine_at = [&](int64_t k) -> T { return stage[at + k * kVec + sub]; };
     if constexpr (Out::kReadOnly) {
-      if (mine == kK) {
+      // A step is full in every active lane or in none (the groups in the
+      // loop are live rows of one C), but for the backward's second pass,
+      // whose lanes that leave their row alone may then walk a full step
+      // whose statistics they drop: a branch the same in the wavefront.
+      if (xent_same_in_wave(mine == kK)) {
         // Whole vectors of consecutive classes (the vector path's branch-free
         // max and sum); their element offsets are not contiguous, which a
         // read-only `out` never uses. (A short step's whole vectors stay off
