@@ -179,8 +179,9 @@ struct xent_ce_label_load {
   __device__ __forceinline__ xent_ce_label_load(const xent_ce_args& a, int64_t row) {
     const bool wide = xent_ce_wide_labels<V>(a);
     const int32_t* p = (const int32_t*)a.labels + (wide ? 2 * row : row);
+    const int64_t second = wide ? 1 : 0;
     lo = p[0];
-    hi = p[wide ? 1 : 0];
+    hi = p[second];
   }
   __device__ __forceinline__ int64_t value(const xent_ce_args& a) const {
     return xent_ce_wide_labels<V>(a) ? (int64_t)(((uint64_t)(uint32_t)hi << 32) | (uint32_t)lo) : (int64_t)lo;
