@@ -267,44 +267,12 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, PROB, NONE, dloss=True, main_grad=True)
             self.check(BF16, I64, MEAN, N=4, chunk=8, main_grad=True)
 
-    def test_main_grad_is_the_f32_sum(self):
-        """main_grad over 256 chunks of one row holds the f32 sum: within one
-        bf16 ulp of the float64 gradient (the chunk gradients' own rounding
-        to bf16, no rounding of the sum), added to what it held."""
-        N, H, V = 256, 8, 16
-        torch.manual_seed(11)
-        hid = (torch.rand(N, H, dtype=torch.float64) + 0.5).to(torch.bfloat16)
-        w = (torch.randn(V, H, dtype=torch.float64) * 0.1).to(torch.bfloat16)
-        y = torch.zeros(N, dtype=torch.int64)
-        d = LinearDesc()
-        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
-        d.chunk_rows, d.accumulate, d.main_grad = 1, 1, 1
-        d.ce.ignore_index = NO_IGNORE_INDEX
-        before = torch.full((V, H), 3.0, dtype=torch.float32)
-        loss = torch.zeros(1, dtype=torch.bfloat16)
-        ins, outs = [on(x) for x in (hid, w, y)], [on(x) for x in (loss, before.clone())]
-        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), labels=ptr(ins[2]), loss=ptr(outs[0]),
-                          main_grad=ptr(outs[1]))
-        h = handle()
-        try:
-            s, msg, _ = run(h, d, t)
-        finally:
-            LIB.xent_destroy(h)
-        self.assertEqual(s, 0, msg)
-        got = outs[1].cpu().to(torch.float64)[1:] - 3.0
-        want = oracle(hid, w, None, y, "sum")[2][1][1:]
-        ulp = 2.0 ** (torch.floor(torch.log2(want.abs())) - 7)
-        err = ((got - want).abs() / ulp).max().item()
-        self.assertLessEqual(err, 1.0, f"main_grad off by {err:.2f} bf16 ulps")
-
-    def test_weight_gradient_rounded_once(self):
-        """bf16 grad_weight over 256 chunks of one row: summed in f32 and
-        rounded once, within 1.25 bf16 ulps of the float64 gradient (its
-        rounding, and the chunk gradients' own rounding to bf16), where a
-        sum rounded to bf16 at every chunk, as a GEMM into a bf16 grad_weight
-        with beta = 1 makes it, is off by many (checked here too, so the
-        case tells them apart). Every row's label is class 0, hidden is
-        positive: the other classes' sums have no cancellation."""
+    def one_row_chunks(self, main_grad):
+        """bf16 inputs over 256 chunks of one row, every row's label class 0,
+        hidden positive (the other classes' sums have no cancellation): the
+        weight's gradient the call left in grad_weight, or added to a
+        main_grad of 3s, and the float64 one, both less class 0, with the
+        bf16 ulp of each float64 value; and the inputs."""
         N, H, V = 256, 8, 16
         torch.manual_seed(11)
         hid = (torch.rand(N, H, dtype=torch.float64) + 0.5).to(torch.bfloat16)
@@ -314,24 +282,49 @@ class LinearCrossEntropy(unittest.TestCase):
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
         d.chunk_rows = 1
         d.ce.ignore_index = NO_IGNORE_INDEX
+        if main_grad:
+            d.accumulate, d.main_grad = 1, 1
+            out = torch.full((V, H), 3.0, dtype=torch.float32)
+        else:
+            out = torch.full((V, H), float("nan"), dtype=torch.bfloat16)
         loss = torch.zeros(1, dtype=torch.bfloat16)
-        gw = torch.full((V, H), float("nan"), dtype=torch.bfloat16)
-        ins, outs = [on(x) for x in (hid, w, y)], [on(x) for x in (loss, gw)]
-        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), labels=ptr(ins[2]), loss=ptr(outs[0]),
-                          grad_weight=ptr(outs[1]))
+        ins, outs = [on(x) for x in (hid, w, y)], [on(x) for x in (loss, out)]
+        t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), labels=ptr(ins[2]), loss=ptr(outs[0]))
+        if main_grad:
+            t.main_grad = ptr(outs[1])
+        else:
+            t.grad_weight = ptr(outs[1])
         h = handle()
         try:
             s, msg, _ = run(h, d, t)
         finally:
             LIB.xent_destroy(h)
         self.assertEqual(s, 0, msg)
-        gw = outs[1].cpu().to(torch.float64)[1:]
-        _, _, grads, _ = oracle(hid, w, None, y, "sum")
-        want = grads[1][1:]
+        got = outs[1].cpu().to(torch.float64)[1:] - (3.0 if main_grad else 0.0)
+        want = oracle(hid, w, None, y, "sum")[2][1][1:]
         ulp = 2.0 ** (torch.floor(torch.log2(want.abs())) - 7)  # bf16: 8 significant bits
+        return got, want, ulp, (hid, w, y)
+
+    def test_main_grad_is_the_f32_sum(self):
+        """main_grad over 256 chunks of one row holds the f32 sum: within one
+        bf16 ulp of the float64 gradient (the chunk gradients' own rounding
+        to bf16, no rounding of the sum), added to what it held."""
+        got, want, ulp, _ = self.one_row_chunks(main_grad=True)
+        err = ((got - want).abs() / ulp).max().item()
+        self.assertLessEqual(err, 1.0, f"main_grad off by {err:.2f} bf16 ulps")
+
+    def test_weight_gradient_rounded_once(self):
+        """bf16 grad_weight over 256 chunks of one row: summed in f32 and
+        rounded once, within 1.25 bf16 ulps of the float64 gradient (its
+        rounding, and the chunk gradients' own rounding to bf16), where a
+        sum rounded to bf16 at every chunk, as a GEMM into a bf16 grad_weight
+        with beta = 1 makes it, is off by many (checked here too, so the
+        case tells them apart)."""
+        gw, want, ulp, (hid, w, y) = self.one_row_chunks(main_grad=False)
         err = ((gw - want).abs() / ulp).max().item()
         self.assertLessEqual(err, 1.25, f"grad_weight off by {err:.2f} bf16 ulps")
         # The same sum rounded at every chunk.
+        N, V, H = hid.shape[0], w.shape[0], w.shape[1]
         z = (hid.to(torch.float64) @ w.to(torch.float64).T).to(torch.bfloat16).to(torch.float64)
         dl = (torch.softmax(z, 1) - F.one_hot(y, V)).to(torch.bfloat16).to(torch.float64)
         running = torch.zeros(V, H, dtype=torch.float64)
