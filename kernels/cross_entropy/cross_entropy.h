@@ -162,9 +162,7 @@ XENT_DEVICE bool xent_ce_wide_labels(const xent_ce_args& a) {
 // Row row's hard label.
 template <class V>
 XENT_DEVICE int64_t xent_ce_label(const xent_ce_args& a, int64_t row) {
-  if constexpr (xent_same_type<typename V::L, xent_int_labels>::value)
-    return a.wide_labels ? ((const int64_t*)a.labels)[row] : (int64_t)((const int32_t*)a.labels)[row];
-  else return (int64_t)((const typename V::L*)a.labels)[row];
+  return xent_ce_wide_labels<V>(a) ? ((const int64_t*)a.labels)[row] : (int64_t)((const int32_t*)a.labels)[row];
 }
 
 // Row row's hard label, loaded now and put together where it is used
