@@ -133,8 +133,9 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
               smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
-              stats=False, main_grad=False):
-        """One call against the oracle. stats: the per-token outputs too
+              stats=False, main_grad=False, classes=0, dentropy=True):
+        """One call against the oracle. classes: the tiled plan with tiles of
+        that many classes (desc.chunk_classes) and chunk rows. stats: the per-token outputs too
         (entropy; the label's log-prob and argmax for hard labels) and a
         dentropy input, whose term joins every gradient. main_grad: the
         weight's gradient into an f32 main_grad (desc.main_grad) instead of
@@ -159,6 +160,7 @@ class LinearCrossEntropy(unittest.TestCase):
         d.chunk_rows = chunk
         d.accumulate = int(accumulate)
         d.main_grad = int(main_grad)
+        d.chunk_classes = classes
         d.ce.ignore_index = 5 if ignore else NO_IGNORE_INDEX
         d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap, d.ce.temperature = smoothing, z_loss, cap, tau
         if grad_f32:
@@ -179,7 +181,7 @@ class LinearCrossEntropy(unittest.TestCase):
         ent = torch.full((N,), float("nan"), dtype=acc) if stats else None
         lp = torch.full((N,), float("nan"), dtype=acc) if stats and hard else None
         am = torch.full((N,), -7, dtype=torch.int64) if stats and hard else None
-        dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if stats else None
+        dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if stats and dentropy else None
         # The call's tensors, on the device under test; the results come back.
         ins = [on(x) for x in (hid, w, b, target, cw, up, dent)]
         outs = [on(x) for x in (loss, lse, gh, gw, gb, ent, lp, am)]
@@ -201,7 +203,7 @@ class LinearCrossEntropy(unittest.TestCase):
                                                        dent)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
                 f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
-                f"tau={tau} main_grad={main_grad}")
+                f"tau={tau} main_grad={main_grad} classes={classes}")
         # The logits are rounded to dtype whatever the outputs' type.
         self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
         self.close(lse, want_lse, dtype, what + ": lse")
@@ -267,7 +269,7 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, PROB, NONE, dloss=True, main_grad=True)
             self.check(BF16, I64, MEAN, N=4, chunk=8, main_grad=True)
 
-    def one_row_chunks(self, main_grad):
+    def one_row_chunks(self, main_grad, classes=0):
         """bf16 inputs over 256 chunks of one row, every row's label class 0,
         hidden positive (the other classes' sums have no cancellation): the
         weight's gradient the call left in grad_weight, or added to a
@@ -281,6 +283,7 @@ class LinearCrossEntropy(unittest.TestCase):
         d = LinearDesc()
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
         d.chunk_rows = 1
+        d.chunk_classes = classes
         d.ce.ignore_index = NO_IGNORE_INDEX
         if main_grad:
             d.accumulate, d.main_grad = 1, 1
@@ -333,6 +336,44 @@ class LinearCrossEntropy(unittest.TestCase):
         per_chunk = ((running[1:] - want).abs() / ulp).max().item()
         self.assertGreater(per_chunk, 4.0, f"rounding at every chunk is off by only {per_chunk:.2f} ulps")
 
+    def test_tiled_weight_gradient_rounded_once(self):
+        """The tiled plan's grad_weight, tiles of one row and 4 classes:
+        each tile's rows are summed in f32 and rounded once, within 1.25
+        bf16 ulps of the float64 gradient, as the one-pass plan's."""
+        gw, want, ulp, _ = self.one_row_chunks(main_grad=False, classes=4)
+        err = ((gw - want).abs() / ulp).max().item()
+        self.assertLessEqual(err, 1.25, f"tiled grad_weight off by {err:.2f} bf16 ulps")
+
+    def test_tiled_plan(self):
+        """The tiled plan (desc.chunk_classes): tiles of 8 classes and 4 rows
+        over V = 37 and N = 9 (the last tile and chunk ragged), f16 and bf16,
+        both hard label types, every reduction, the options, temperature,
+        accumulate, no bias, and the per-token outputs without dentropy
+        (which the tiled plan refuses with grad_weight: test_errors); one
+        tile wider than V, and tiles of a 9000-class vocabulary."""
+        for dtype in (BF16, F16):
+            for label in (I64, I32):
+                for reduction in (NONE, SUM, MEAN):
+                    with self.subTest(dtype=dtype, label=label, reduction=reduction):
+                        self.check(dtype, label, reduction, classes=8)
+        for reduction in (NONE, MEAN, SUM):
+            with self.subTest(reduction=reduction, what="weights, ignore_index, smoothing"):
+                self.check(BF16, I64, reduction, weights=True, ignore=True, smoothing=0.1, classes=8)
+            with self.subTest(reduction=reduction, what="soft cap, z-loss, dloss"):
+                self.check(BF16, I64, reduction, z_loss=1e-2, cap=3.0, dloss=True, classes=8)
+        with self.subTest(what="temperature, weights, soft cap"):
+            self.check(BF16, I64, MEAN, weights=True, cap=3.0, dloss=True, tau=0.6, classes=8)
+        with self.subTest(what="accumulate, no bias"):
+            self.check(BF16, I64, SUM, accumulate=True, classes=8)
+            self.check(F16, I64, MEAN, bias=False, classes=8)
+        with self.subTest(what="per-token outputs"):
+            self.check(BF16, I64, MEAN, stats=True, dentropy=False, tau=0.7, weights=True, ignore=True,
+                       smoothing=0.1, dloss=True, classes=8)
+            self.check(F16, I32, NONE, N=11, chunk=4, stats=True, dentropy=False, tau=1.3, classes=16)
+        with self.subTest(what="one tile, one chunk; many tiles"):
+            self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64)
+            self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024)
+
     def test_per_token_outputs(self):
         """Entropy with its gradient (dentropy), the label's log-prob and
         argmax, chunk by chunk, under temperature, with weights, smoothing,
@@ -360,6 +401,7 @@ class LinearCrossEntropy(unittest.TestCase):
             self.skipTest("the emulated HIP rendering: " + CPU_ONLY)
         self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1)
         self.check(F32, PROB, NONE, render=BACKEND_HIP)
+        self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1, classes=8)
 
     def test_vocabulary_parallel(self):
         """weight's rows split over 3 ranks (threads, each its own handle, an
@@ -371,7 +413,9 @@ class LinearCrossEntropy(unittest.TestCase):
         if GPU:
             self.skipTest("an all-gather between host buffers: " + CPU_ONLY)
         N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
-        for dtype, reduction in ((F32, MEAN), (F64, NONE), (BF16, SUM)):
+        # The last: the tiled plan, tiles of 4 classes within each rank's
+        # slice (without dentropy, which it refuses with grad_weight).
+        for dtype, reduction, tile in ((F32, MEAN, 0), (F64, NONE, 0), (BF16, SUM, 0), (BF16, MEAN, 4)):
             torch.manual_seed(3)
             tt = TORCH[dtype]
             hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -380,7 +424,7 @@ class LinearCrossEntropy(unittest.TestCase):
             y = torch.randint(0, V, (N,))
             y[2] = -100
             acc = torch.float64 if dtype == F64 else torch.float32
-            dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc)
+            dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if not tile else None
             ranks = len(cuts) - 1
             parts, barrier, out = [None] * ranks, threading.Barrier(ranks, timeout=120), [None] * ranks
 
@@ -403,6 +447,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 d = LinearDesc()
                 LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, hi - lo, dtype, I64, reduction)
                 d.chunk_rows = 3
+                d.chunk_classes = tile
                 d.ce.label_smoothing = 0.1
                 d.ce.temperature = 0.8
                 d.ce.vocab_shard = ctypes.pointer(shard)
@@ -427,7 +472,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 th.join()
             want_loss, _, grads, (want_ent, want_lp, z) = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1,
                                                                  tau=0.8, dentropy=dent)
-            what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel"
+            what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel, tiles of {tile}"
             for k, (s, msg, loss, gh, gw, gb, _, ent, lp, am) in enumerate(out):
                 self.assertEqual(s, 0, f"rank {k}: {msg}")
                 self.close(loss.reshape(want_loss.shape), want_loss, dtype, f"{what} rank {k}: loss")
@@ -543,6 +588,49 @@ class LinearCrossEntropy(unittest.TestCase):
         # main_grad: the caller's f32 buffer is the sum.
         self.assertEqual(size(256, 32, main_grad=True), wide)
 
+    def workspace_size(self, N, H, V, **over):
+        """xent_linear_ce_workspace_size of a bf16 mean: (status, bytes, message)."""
+        d = LinearDesc()
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
+        for k, v in over.items():
+            setattr(d, k, v)
+        h = handle()
+        try:
+            n = ctypes.c_size_t()
+            s = LIB.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(n))
+            return s, n.value, LIB.xent_last_error().decode()
+        finally:
+            LIB.xent_destroy(h)
+
+    def test_default_memory_bound(self):
+        """By default a bf16 call's workspace is at most
+        XENT_LINEAR_CE_MEMORY_MIB (64 MiB; Liger-Kernel's is 128 and 64 MiB
+        at the first two shapes) on this backend, at the issue's shapes and
+        with 8 times the rows or twice the features; the rows add only their
+        lse (4 bytes a row; 12 a chunk of steps' words). A budget that fits the one-pass plan takes it,
+        grad_weight's f32 sum included; one that fits nothing is refused."""
+        MiB = 1 << 20
+        shapes = ((16384, 4096, 131072), (8192, 4096, 262144), (16384, 2048, 248320), (131072, 4096, 131072),
+                  (16384, 8192, 131072))
+        for N, H, V in shapes:
+            with self.subTest(N=N, H=H, V=V):
+                s, n, msg = self.workspace_size(N, H, V)
+                self.assertEqual(s, 0, msg)
+                self.assertLessEqual(n, 64 * MiB)
+        small, large = self.workspace_size(16384, 4096, 131072)[1], self.workspace_size(131072, 4096, 131072)[1]
+        self.assertLessEqual(large - small, (131072 - 16384) * 4 + 12 * 128 + 64)  # + a word and a sum a chunk
+        # The package's test of the tiled plan (xent_torch_test.py,
+        # test_linear_memory_mib) fits 1 MiB.
+        s, n, msg = self.workspace_size(64, 64, 8192, chunk_rows=16, memory_mib=1)
+        self.assertEqual(s, 0, msg)
+        self.assertLessEqual(n, MiB)
+        s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=8192)
+        self.assertEqual(s, 0, msg)
+        self.assertGreater(n, 131072 * 4096 * 4)
+        s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=1)
+        self.assertEqual(s, INVALID_ARGUMENT)
+        self.assertIn("desc->memory_mib is 1: the call needs at least", msg)
+
     def test_workspace_size_overflow(self):
         """V x H past 64 bits of bytes is an error, not a small size: 2^33
         classes of 2^31 features, four rows, once answered XENT_OK."""
@@ -573,6 +661,20 @@ class LinearCrossEntropy(unittest.TestCase):
                  dict(grad_bias=ptr(torch.zeros(5))), {}),
                 ("desc->hidden is 0", INVALID_ARGUMENT, {}, dict(hidden=0)),
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
+                ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
+                ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
+                # The tiled plan: f16/bf16 with gradients in that dtype and
+                # hard labels; no dentropy where grad_weight needs it.
+                ("desc->chunk_classes is 2: the tiled plan is for f16 and bf16 only", INVALID_ARGUMENT, {},
+                 dict(chunk_classes=2)),
+                ("desc->chunk_classes is 2: the tiled plan is for hard labels only", INVALID_ARGUMENT, {},
+                 {"chunk_classes": 2, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
+                  "ce.label_type": PROB}),
+                ("desc->chunk_classes is 2: the tiled plan is for gradients in dtype", INVALID_ARGUMENT, {},
+                 {"chunk_classes": 2, "ce.dtype": BF16}),
+                ("tensors->dentropy is set and the call takes the tiled plan", INVALID_ARGUMENT,
+                 dict(dentropy=ptr(torch.zeros(4)), grad_weight=ptr(torch.zeros(5, 3))),
+                 {"chunk_classes": 2, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},
@@ -614,7 +716,7 @@ class LinearCrossEntropy(unittest.TestCase):
                     if short:
                         s, msg, _ = run(h, dd, t, extra_bytes=-8)
                     else:
-                        n = ctypes.c_size_t(4096)
+                        n = ctypes.c_size_t((1 << 16) - 64)
                         ws = torch.empty(1 << 16, dtype=torch.uint8)
                         base = (ws.data_ptr() + 63) // 64 * 64
                         s = LIB.xent_linear_ce_run(h, ctypes.byref(dd), ctypes.byref(t), base, n.value, None)

@@ -557,7 +557,7 @@ py::object linear_cross_entropy(py::handle hidden_obj, py::handle weight_obj, py
                                 py::handle bias_obj, py::handle ce_weight_obj, py::handle ignore_index,
                                 py::handle reduction, double label_smoothing, double z_loss, double softcap,
                                 bool all_ignored_zero, py::handle invalid_labels, py::handle loss_dtype,
-                                int64_t chunk_rows, double temperature) {
+                                int64_t chunk_rows, double temperature, int64_t memory_mib) {
   at::Tensor hidden, weight, target, bias, ce_weight;
   xent_dtype dtype;
   if (!tensor(hidden_obj, &hidden) || !tensor(weight_obj, &weight) || !tensor(target_obj, &target) ||
@@ -600,6 +600,7 @@ py::object linear_cross_entropy(py::handle hidden_obj, py::handle weight_obj, py
   lib.linear_ce_desc_init(&desc, h2.size(0), width, classes, dtype, label, ce.reduction);
   desc.ce = ce;
   desc.chunk_rows = chunk_rows;
+  desc.memory_mib = memory_mib;
   bool grad = at::GradMode::is_enabled();
   Wanted want{grad && hidden.requires_grad(), grad && weight.requires_grad(),
               grad && bias.defined() && bias.requires_grad()};

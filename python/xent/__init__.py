@@ -227,7 +227,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                          label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
                          invalid_labels="raise", loss_dtype=None, chunk_rows=0, temperature=1.0,
                          return_entropy=False, return_logprob=False, return_argmax=False, token_weight=None,
-                         token_weight_mean="weights", weight_main_grad=None):
+                         token_weight_mean="weights", weight_main_grad=None, memory_mib=0):
     """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
     the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
@@ -247,7 +247,13 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     main_grad) to which the backward adds the weight's gradient, summed in
     f32 and never rounded, with no [V, H] scratch; weight then gets no
     .grad. The backward runs the fused call again for it (one more logits
-    GEMM: the incoming gradient's scale is known only then)."""
+    GEMM: the incoming gradient's scale is known only then).
+    memory_mib: the scratch memory the call may take (0: xent's default, 64
+    MiB). Where the one-pass plan (each chunk's logits over the whole
+    vocabulary, and an f16/bf16 weight gradient's f32 sum) needs more, an
+    f16/bf16 call with class indices takes the tiled plan: two more logits
+    GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). The entropy's gradient
+    takes the one-pass plan whatever it says."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
     if weight_main_grad is not None:
         if not isinstance(weight_main_grad, torch.Tensor) or weight_main_grad.dtype != torch.float32:
@@ -266,7 +272,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         try:
             out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
                                              label_smoothing, z_loss, softcap, all_ignored_zero, invalid_labels,
-                                             loss_dtype, chunk_rows, temperature)
+                                             loss_dtype, chunk_rows, temperature, int(memory_mib))
         except TypeError:  # an argument of another type: the Python path says what is wrong
             out = None
         if out is not None:
@@ -309,8 +315,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                   loss_dtype if loss_dtype is not None else hidden.dtype, False, None, tau,
                   None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
-        h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o, int(chunk_rows),
-        stats, weight_main_grad)
+        h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o,
+        (int(chunk_rows), int(memory_mib)), stats, weight_main_grad)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
     return _results(loss, None, entropy, logprob, argmax, False, stats)

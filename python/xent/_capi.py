@@ -79,6 +79,8 @@ class LinearDesc(ctypes.Structure):
         ("chunk_rows", ctypes.c_int64),
         ("accumulate", ctypes.c_int),
         ("main_grad", ctypes.c_int),
+        ("chunk_classes", ctypes.c_int64),
+        ("memory_mib", ctypes.c_int64),
     ]
 
 
@@ -108,7 +110,8 @@ DESC_LAYOUT = (120, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 56
-assert ctypes.sizeof(LinearDesc) == 144 and LinearDesc.main_grad.offset == 140 and ctypes.sizeof(LinearTensors) == 18 * 8
+assert (ctypes.sizeof(LinearDesc), LinearDesc.main_grad.offset, LinearDesc.memory_mib.offset) == (160, 140, 152)
+assert ctypes.sizeof(LinearTensors) == 18 * 8
 
 
 class XentError(RuntimeError):

@@ -17,7 +17,7 @@ from . import _capi as C
 from . import _run as R
 
 
-def _desc(hidden, weight, target, o, chunk_rows):
+def _desc(hidden, weight, target, o, plan):
     n, h = hidden.shape
     d = C.LinearDesc()
     label = C.PROB if target.is_floating_point() else (C.I64 if target.dtype == torch.int64 else C.I32)
@@ -27,17 +27,21 @@ def _desc(hidden, weight, target, o, chunk_rows):
                  target.dtype, o)
     ce.rows = n
     d.ce = ce
-    d.chunk_rows = chunk_rows
+    d.chunk_rows, d.memory_mib = plan
     return d
 
 
-def _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, dloss, want, stats=A.NO_STATS, dentropy=None,
+def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A.NO_STATS, dentropy=None,
           main_grad=None):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
     entropy, logprob, argmax), the gradients None unless in `want`, the
-    per-token outputs empty unless in stats. With main_grad (f32, weight's
-    shape) the weight's gradient is added to it instead."""
-    d = _desc(hidden, weight, target, o, chunk_rows)
+    per-token outputs empty unless in stats. plan: (chunk_rows, memory_mib).
+    With main_grad (f32, weight's shape) the weight's gradient is added to it
+    instead. dentropy takes the one-pass plan (the tiled plan has no
+    entropy gradient for weight and bias: xent.h)."""
+    d = _desc(hidden, weight, target, o, plan)
+    if dentropy is not None:
+        d.memory_mib = 1 << 40
     n, dev = hidden.shape[0], hidden.device
     acc = R.accumulation_dtype(hidden.dtype)
     loss = torch.empty((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=dev)
@@ -74,7 +78,7 @@ def _add(a, b):
 
 
 class LinearCrossEntropy(torch.autograd.Function):
-    """(hidden, weight, bias, target, ce_weight, options, chunk_rows, stats,
+    """(hidden, weight, bias, target, ce_weight, options, plan, stats,
     main_grad) -> (loss, entropy, logprob, argmax), the last three empty
     unless asked; loss, entropy and logprob differentiable. With main_grad
     the weight's gradient is added to it in the backward, which makes the
@@ -82,17 +86,17 @@ class LinearCrossEntropy(torch.autograd.Function):
     weight gets none."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, ce_weight, o, chunk_rows, stats, main_grad=None):
+    def forward(ctx, hidden, weight, bias, target, ce_weight, o, plan, stats, main_grad=None):
         want = {name for name, i in (("hidden", 0), ("weight", 1), ("bias", 2)) if ctx.needs_input_grad[i]}
         ctx.main_grad = main_grad if "weight" in want else None
         ctx.again = o.reduction == "none" or stats.entropy or stats.logprob or ctx.main_grad is not None
         if ctx.again:
-            outs = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, set(), stats)
+            outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, set(), stats)
             ctx.save_for_backward(hidden, weight, bias, target, ce_weight)
         else:
-            outs = _call(hidden, weight, bias, target, ce_weight, o, chunk_rows, None, want, stats)
+            outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, want, stats)
             ctx.save_for_backward(*outs[1:4])
-        ctx.options, ctx.chunk_rows, ctx.want = o, chunk_rows, want
+        ctx.options, ctx.plan, ctx.want = o, plan, want
         loss, entropy, logprob, argmax = outs[0], *outs[4:]
         ctx.mark_non_differentiable(argmax)
         ctx.set_materialize_grads(False)
@@ -102,7 +106,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     @A.once_differentiable("xent.linear_cross_entropy")
     def backward(ctx, dloss, dentropy, dlogprob, _dargmax):
         o = ctx.options
-        rest = (None,) * 6  # target, ce_weight, o, chunk_rows, stats, main_grad
+        rest = (None,) * 6  # target, ce_weight, o, plan, stats, main_grad
         if not ctx.again:  # (no main_grad: it makes the call again)
             gh, gw, gb = ctx.saved_tensors
             if dloss is None:
@@ -118,7 +122,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
         def call(opts, dl, ce_w, dent):
             dl = dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous()
-            return _call(hidden, weight, bias, target, ce_w, opts, ctx.chunk_rows, dl, ctx.want, A.NO_STATS,
+            return _call(hidden, weight, bias, target, ce_w, opts, ctx.plan, dl, ctx.want, A.NO_STATS,
                          dent, ctx.main_grad)[1:4]
 
         if dlogprob is None:

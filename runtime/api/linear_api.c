@@ -23,6 +23,13 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
   if (d->chunk_rows < 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_rows is %lld, must be >= 0 (0 = the default)", fn,
                      (long long)d->chunk_rows);
+  if (d->chunk_classes < 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_classes is %lld, must be >= 0 (0 = the default)",
+                     fn, (long long)d->chunk_classes);
+  if (d->memory_mib < 0 || d->memory_mib > ((int64_t)1 << 40))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->memory_mib is %lld, must be in [0, 2^40] (0 = XENT_LINEAR_CE_MEMORY_MIB)", fn,
+                     (long long)d->memory_mib);
   if (d->accumulate != 0 && d->accumulate != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->accumulate is %d, must be 0 or 1", fn, d->accumulate);
   if (d->main_grad != 0 && d->main_grad != 1)

@@ -78,36 +78,106 @@ static xent_status chunk_rows(const xent_handle* h, const xent_linear_ce_desc* d
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
-                                   xent_linear_ce_plan* L) {
-  int64_t n = 0;
-  xent_status s = chunk_rows(h, d, &n);
-  if (s != XENT_OK) return s;
-  const int64_t v = d->ce.classes;
+/* The tiled plan's GEMMs are small: they take at most this much of the GEMM
+   library's workspace (a preference: cuBLASLt and hipBLASLt pick algorithms
+   within it). */
+#define TILED_GEMM_WORKSPACE ((size_t)4 << 20)
+
+static int64_t ranks_of(const xent_linear_ce_desc* d) { return d->ce.vocab_shard ? d->ce.vocab_shard->ranks : 1; }
+
+/* The regions of a plan of n rows a chunk and (tiled) tile classes a tile.
+   Sizes are bounded before: n * V (the caller's chunk_rows, or the PLAN
+   step's) and V * H by the API's byte-count checks. */
+static xent_status layout(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, int64_t n,
+                          int64_t tile, xent_linear_ce_plan* L) {
+  const int64_t v = d->ce.classes, H = d->hidden;
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
-  if ((uint64_t)n * (uint64_t)v > (SIZE_MAX / 16) / 8)
+  const int64_t width = tile > 0 ? tile : v;
+  if ((uint64_t)n * (uint64_t)width > (SIZE_MAX / 16) / 8)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
-  const xent_ce_desc c = chunk_desc(d, n);
-  const size_t ce_bytes = xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
+  xent_ce_desc c = chunk_desc(d, n);
+  c.classes = width;
+  const size_t ce_bytes = tile > 0 ? xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD)
+                                   : xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
+  memset(L, 0, sizeof *L);
   size_t at = 0;
   L->chunk = n;
   L->chunks = chunks;
-  L->logits = at, at += round64((size_t)n * v * eb);
-  /* An f16/bf16 grad_weight is summed over the chunks in f32 and rounded
-     once (WEIGHT_GRAD): rounded at every chunk, as a GEMM into it with beta
-     = 1 would, bf16 keeps 8 bits of the running sum and drops what a small
-     chunk adds to a large one. One chunk needs no sum; an f32 grad_dtype is
-     its own. */
-  const int half = d->ce.dtype == XENT_F16 || d->ce.dtype == XENT_BF16;
-  L->has_weight_acc = half && d->ce.grad_dtype == d->ce.dtype && chunks > 1 && !d->main_grad;
-  if (L->has_weight_acc && (uint64_t)v * (uint64_t)d->hidden > (SIZE_MAX / 8) / 4)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
-  L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)d->hidden * 4) : 0;
-  L->gemm = at, at += round64(h->backend->gemm_workspace);
+  L->tile = tile;
+  L->tiles = tile > 0 ? (v + tile - 1) / tile : 0;
+  L->logits = at, at += round64((size_t)n * width * eb);
+  if (tile > 0) {
+    const int64_t wide = n > tile ? n : tile;
+    L->weight_acc = at, at += round64((size_t)wide * (size_t)H * 4);
+    L->records = at, at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)n * xent_shard_record_bytes(ab, 1));
+    L->lse = at, at += round64((size_t)d->ce.rows * ab);
+  } else {
+    /* An f16/bf16 grad_weight is summed over the chunks in f32 and rounded
+       once (WEIGHT_GRAD): rounded at every chunk, as a GEMM into it with
+       beta = 1 would, bf16 keeps 8 bits of the running sum and drops what a
+       small chunk adds to a large one. One chunk needs no sum; an f32
+       grad_dtype is its own. */
+    const int half = d->ce.dtype == XENT_F16 || d->ce.dtype == XENT_BF16;
+    L->has_weight_acc = half && d->ce.grad_dtype == d->ce.dtype && chunks > 1 && !d->main_grad;
+    if (L->has_weight_acc && (uint64_t)v * (uint64_t)H > (SIZE_MAX / 8) / 4)
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
+    L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)H * 4) : 0;
+  }
+  const size_t gemm_ws = h->backend->gemm_workspace;
+  L->gemm_bytes = tile > 0 && gemm_ws > TILED_GEMM_WORKSPACE ? TILED_GEMM_WORKSPACE : gemm_ws;
+  L->gemm = at, at += round64(L->gemm_bytes);
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
   L->total = at;
+  return XENT_OK;
+}
+
+/* Whether the call can take the tiled plan, and if not why (xent.h). */
+static const char* untileable(const xent_linear_ce_desc* d) {
+  if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16) return "f16 and bf16 only";
+  if (d->ce.grad_dtype != d->ce.dtype)
+    return "gradients in dtype (desc->ce.grad_dtype is f32: such a grad_weight is its own f32 sum)";
+  if (d->ce.label_type == XENT_PROB) return "hard labels only";
+  if (d->main_grad) return "calls without desc->main_grad (main_grad is the weight gradient's f32 sum)";
+  return NULL;
+}
+
+static int64_t min_tile(const xent_linear_ce_desc* d, int64_t p, int64_t* n) {
+  const int64_t rows = d->ce.rows > 0 ? d->ce.rows : 1;
+  *n = d->chunk_rows > 0 ? min64(d->chunk_rows, rows) : min64(p, rows);
+  return min64(p, d->ce.classes);
+}
+
+xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                                   xent_linear_ce_plan* L) {
+  const char* why = untileable(d);
+  int64_t n = 0;
+  if (d->chunk_classes > 0) {
+    if (why)
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_classes is %lld: the tiled plan is for %s", fn,
+                       (long long)d->chunk_classes, why);
+    const int64_t tile = min_tile(d, d->chunk_classes, &n);
+    return layout(fn, h, d, n, tile, L);
+  }
+  xent_status s = chunk_rows(h, d, &n);
+  if (s == XENT_OK) s = layout(fn, h, d, n, 0, L);
+  if (s != XENT_OK) return s;
+  const size_t budget = (size_t)(d->memory_mib > 0 ? d->memory_mib : XENT_LINEAR_CE_MEMORY_MIB) << 20;
+  if (L->total <= budget || why) return XENT_OK;
+  /* The largest square tiles (a power of two) whose plan fits. */
+  xent_linear_ce_plan t;
+  for (int64_t p = 4096; p >= 128; p /= 2) {
+    const int64_t tile = min_tile(d, p, &n);
+    if ((s = layout(fn, h, d, n, tile, &t)) != XENT_OK) return s;
+    if (t.total <= budget || p == 128) break;
+  }
+  if (t.total > budget && d->memory_mib > 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (tiles of %lld rows x %lld "
+                     "classes)", fn, (long long)d->memory_mib, (t.total + ((size_t)1 << 20) - 1) >> 20,
+                     (long long)t.chunk, (long long)t.tile);
+  if (t.total < L->total) *L = t;
   return XENT_OK;
 }
 
@@ -193,7 +263,7 @@ static xent_status chunk_bias_grad(const run_ctx* r, int64_t k, const void* grad
 }
 
 static xent_status gemm(const run_ctx* r, const xent_gemm* g) {
-  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, r->h->backend->gemm_workspace, r->stream);
+  return r->h->backend->gemm(r->h, r->fn, g, r->ws + r->L->gemm, r->L->gemm_bytes, r->stream);
 }
 
 /* One chunk of rows, r0 .. r0 + n: logits = hidden @ weight^T (+ bias, in
@@ -255,6 +325,208 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
 }
 
+/* The tiled plan (xent.h). Tile (k, j) is chunk k's rows r0 .. r0 + n
+   against tile j's classes v0 .. v0 + w: its logits come from a GEMM of
+   those rows of hidden and rows of weight. The tiles of a chunk are the
+   slices of a vocabulary-parallel call (vocab_parallel.c), ranks * tiles of
+   them: each writes its row records, the chunk's loss, lse and per-token
+   outputs come from all of them (the combine), and each tile's gradient from
+   them too. Three sweeps over the tiles:
+     1. chunk by chunk, each tile's records, then the combine;
+     2. (grad_hidden) chunk by chunk, each tile's gradient, whose product
+        with its weight rows is summed over the tiles in f32 and rounded;
+     3. (grad_weight, grad_bias) tile by tile, each chunk's gradient from its
+        rows' lse, whose product with its hidden rows is summed over the
+        chunks in f32 and rounded, the bias's column sums likewise. */
+typedef struct tile_call {
+  xent_vocab_shard shard;
+  xent_ce_desc desc;
+  xent_ce_call call;
+} tile_call;
+
+static int64_t tile_width(const xent_linear_ce_plan* L, int64_t v, int64_t j) { return min64(L->tile, v - j * L->tile); }
+
+/* Tile (k, j)'s logits into the workspace: hidden[chunk] @ weight[tile]^T (+ bias[tile]). */
+static xent_status tile_logits(const run_ctx* r, int64_t r0, int64_t n, int64_t v0, int64_t w) {
+  const xent_dtype dt = r->d->ce.dtype;
+  const int64_t H = r->d->hidden;
+  const size_t eb = xent_dtype_bytes(dt);
+  const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = dt, .ta = 0, .tb = 1, .m = n, .n = w, .k = H,
+                       .alpha = 1.0, .beta = 0.0, .a = (const char*)r->t->hidden + (size_t)r0 * H * eb, .lda = H,
+                       .b = (const char*)r->t->weight + (size_t)v0 * H * eb, .ldb = H, .c = r->ws + r->L->logits,
+                       .ldc = w, .bias = r->t->bias ? (const char*)r->t->bias + (size_t)v0 * eb : NULL};
+  return gemm(r, &g);
+}
+
+/* The cross-entropy call over tile (k, j) as a slice of the vocabulary:
+   chunk k's rows of every per-row tensor, the tile's classes at its offset
+   in the whole vocabulary, and gathered (when set) the chunk's records. */
+static void tile_setup(const run_ctx* r, int64_t k, int64_t j, xent_op op, tile_call* tc) {
+  const xent_ce_desc* c = &r->d->ce;
+  const xent_linear_ce_plan* L = r->L;
+  const xent_linear_ce_tensors* t = r->t;
+  const int64_t r0 = k * L->chunk, n = min64(L->chunk, c->rows - r0), v0 = j * L->tile;
+  const size_t ab = xent_acc_bytes(c->dtype), lsz = xent_dtype_bytes(c->loss_dtype);
+  const size_t lb = c->label_type == XENT_I32 ? 4 : 8;
+  char* steps_ws = r->ws + L->steps;
+  const char* lse = t->lse ? (char*)t->lse : r->ws + L->lse;
+  memset(tc, 0, sizeof *tc);
+  const xent_vocab_shard* user = c->vocab_shard;
+  tc->shard.class_offset = (user ? user->class_offset : 0) + v0;
+  tc->shard.global_classes = user ? user->global_classes : c->classes;
+  tc->shard.ranks = (int)(ranks_of(r->d) * L->tiles);
+  tc->shard.rank = (int)((user ? user->rank : 0) * L->tiles + j);
+  tc->desc = chunk_desc(r->d, n);
+  tc->desc.classes = tile_width(L, c->classes, j);
+  tc->desc.vocab_shard = &tc->shard;
+  xent_ce_call* call = &tc->call;
+  call->op = op;
+  call->t.logits = r->ws + L->logits;
+  call->t.grad = r->ws + L->logits;
+  call->t.labels = (const char*)t->labels + (size_t)r0 * lb;
+  call->t.weights = t->weights;
+  call->t.lse = (char*)lse + (size_t)r0 * ab;
+  call->t.lse_in = (char*)lse + (size_t)r0 * ab;
+  call->t.entropy = t->entropy ? (char*)t->entropy + (size_t)r0 * ab : NULL;
+  call->t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
+  call->t.argmax = t->argmax ? t->argmax + r0 : NULL;
+  call->t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
+  call->t.temperature = t->temperature ? (const char*)t->temperature + (size_t)r0 * ab : NULL;
+  call->t.token_weight = t->token_weight ? (const char*)t->token_weight + (size_t)r0 * ab : NULL;
+  if (c->reduction == XENT_REDUCTION_NONE) {
+    call->t.loss = (char*)t->loss + (size_t)r0 * lsz;
+    call->t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
+  } else {
+    call->t.loss = steps_ws + xent_lce_sum_offset(L->chunks, k, ab);
+    call->t.dloss = steps_ws + xent_lce_dloss_offset(L->chunks, ab);
+  }
+  call->workspace = r->ws + L->ce;
+  call->workspace_bytes = r->ws_bytes - L->ce;
+  call->stream = r->stream;
+  call->bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+  call->row_group = r->h->row_group;
+  call->row_threads = r->h->row_threads;
+}
+
+/* A chunk's records, [ranks * tiles][n], and one tile's among them. */
+static char* chunk_records(const run_ctx* r) { return r->ws + r->L->records; }
+static size_t record_bytes(const run_ctx* r, int64_t n) {
+  return (size_t)n * xent_shard_record_bytes(xent_acc_bytes(r->d->ce.dtype), r->vocab.token_stats);
+}
+
+/* Sweep 1 for chunk k: each tile's records; every rank's (all_gather); the
+   combine: the chunk's loss (or sum), lse and per-token outputs. */
+static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
+  const xent_linear_ce_plan* L = r->L;
+  const int64_t n = min64(L->chunk, r->d->ce.rows - k * L->chunk);
+  const size_t slice = record_bytes(r, n);
+  char* records = chunk_records(r);
+  tile_call tc;
+  xent_status s;
+  for (int64_t j = 0; j < L->tiles; ++j) {
+    if ((s = tile_logits(r, k * L->chunk, n, j * L->tile, tile_width(L, r->d->ce.classes, j))) != XENT_OK) return s;
+    tile_setup(r, k, j, XENT_OP_FORWARD_BACKWARD, &tc);
+    xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
+    a.shard_token_stats = r->vocab.token_stats;
+    a.shard_stats = records + (size_t)tc.shard.rank * slice;
+    a.loss = a.lse_out = NULL;
+    if ((s = xent_backend_launch(r->h, r->vocab.forward, &a)) != XENT_OK) return s;
+  }
+  const xent_vocab_shard* user = r->d->ce.vocab_shard;
+  if (user && user->ranks > 1) {
+    const size_t bytes = (size_t)L->tiles * slice;
+    const int rc = user->all_gather(user->ctx, records + (size_t)user->rank * bytes, records, bytes, r->stream);
+    if (rc != 0)
+      return xent_fail(XENT_ERROR_COLLECTIVE,
+                       "%s: desc->ce.vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes per rank)", r->fn,
+                       rc, user->rank, user->ranks, bytes);
+  }
+  tile_setup(r, k, 0, XENT_OP_FORWARD_BACKWARD, &tc);
+  xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
+  a.shard_token_stats = r->vocab.token_stats;
+  a.gathered = records;
+  a.shards = tc.shard.ranks;
+  return xent_backend_launch(r->h, r->vocab.forward, &a);
+}
+
+/* Tile (k, j)'s gradient in place of its logits: from the chunk's records
+   (sweep 2), or from its rows' lse (sweep 3, when the records are another
+   chunk's). */
+static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int from_records) {
+  tile_call tc;
+  tile_setup(r, k, j, from_records ? XENT_OP_FORWARD_BACKWARD : XENT_OP_BACKWARD, &tc);
+  xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
+  a.shard_token_stats = r->vocab.token_stats;
+  a.gathered = from_records ? chunk_records(r) : NULL;
+  a.shards = tc.shard.ranks;
+  a.loss = a.lse_out = NULL;
+  return xent_backend_launch(r->h, r->vocab.backward, &a);
+}
+
+/* Rounds an f32 sum of rows x H into an f16/bf16 matrix (WEIGHT_GRAD). */
+static xent_status round_sum(const run_ctx* r, int64_t rows, void* out, int accumulate) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_WEIGHT_GRAD;
+  a.classes = rows;
+  a.weight_acc = (const float*)(r->ws + r->L->weight_acc);
+  a.grad_weight = out;
+  a.hidden = r->d->hidden;
+  a.accumulate = accumulate;
+  return step(r, &a);
+}
+
+static xent_status tiled(const run_ctx* r) {
+  const xent_linear_ce_plan* L = r->L;
+  const xent_linear_ce_tensors* t = r->t;
+  const xent_dtype dt = r->d->ce.dtype;
+  const int64_t N = r->d->ce.rows, V = r->d->ce.classes, H = r->d->hidden;
+  const size_t eb = xent_dtype_bytes(dt);
+  void* tile = r->ws + L->logits;
+  void* acc = r->ws + L->weight_acc;
+  xent_status s = XENT_OK;
+  for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
+    const int64_t r0 = k * L->chunk, n = min64(L->chunk, N - r0);
+    s = tiled_statistics(r, k);
+    for (int64_t j = 0; j < L->tiles && s == XENT_OK && t->grad_hidden; ++j) {
+      const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
+      s = tile_logits(r, r0, n, v0, w);
+      if (s == XENT_OK) s = tile_gradient(r, k, j, 1);
+      const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 0, .tb = 0, .m = n, .n = H,
+                           .k = w, .alpha = 1.0, .beta = j == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
+                           .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H, .c = acc, .ldc = H};
+      if (s == XENT_OK) s = gemm(r, &g);
+    }
+    if (s == XENT_OK && t->grad_hidden) s = round_sum(r, n, (char*)t->grad_hidden + (size_t)r0 * H * eb, 0);
+  }
+  for (int64_t j = 0; j < L->tiles && s == XENT_OK && (t->grad_weight || t->grad_bias); ++j) {
+    const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
+    for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
+      const int64_t r0 = k * L->chunk, n = min64(L->chunk, N - r0);
+      s = tile_logits(r, r0, n, v0, w);
+      if (s == XENT_OK) s = tile_gradient(r, k, j, 0);
+      if (s == XENT_OK && t->grad_weight) {
+        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 1, .tb = 0, .m = w, .n = H,
+                             .k = n, .alpha = 1.0, .beta = k == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
+                             .b = (const char*)t->hidden + (size_t)r0 * H * eb, .ldb = H, .c = acc, .ldc = H};
+        s = gemm(r, &g);
+      }
+      if (s == XENT_OK && t->grad_bias) {
+        xent_lce_args a = step_args(r->d, L->chunk, r->ws + L->steps, r->stream);
+        a.step = XENT_LCE_BIAS_GRAD;
+        a.chunk = k;
+        a.classes = w;
+        a.grad = tile;
+        a.grad_bias = (char*)t->grad_bias + (size_t)v0 * eb;
+        a.accumulate = r->d->accumulate;
+        s = step(r, &a);
+      }
+    }
+    if (s == XENT_OK && t->grad_weight)
+      s = round_sum(r, w, (char*)t->grad_weight + (size_t)v0 * H * eb, r->d->accumulate);
+  }
+  return s;
+}
+
 /* grad_weight (or main_grad) and grad_bias when there are no rows (nothing to add). */
 static xent_status zero_outputs(const run_ctx* r) {
   const xent_linear_ce_tensors* t = r->t;
@@ -294,7 +566,22 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   const xent_ce_desc chunk_ce = chunk_desc(d, L.chunk);
   const xent_dispatch_entry* loss = NULL;
   xent_vocab_kernels vocab = {NULL, NULL, 0};
-  if (L.chunks > 0 && d->ce.vocab_shard) {
+  if (L.chunks > 0 && L.tile > 0) {
+    /* The tiles are slices of the vocabulary (their kernels' key does not
+       depend on the slice). The entropy's gradient needs E_p[z], which
+       sweep 3's lse does not give. */
+    if (t->dentropy && (t->grad_weight || t->grad_bias))
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: tensors->dentropy is set and the call takes the tiled plan (desc->memory_mib %lld, "
+                       "desc->chunk_classes %lld), which has no entropy gradient for grad_weight and grad_bias: "
+                       "raise desc->memory_mib",
+                       fn, (long long)d->memory_mib, (long long)d->chunk_classes);
+    const run_ctx probe = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes};
+    tile_call tc;
+    tile_setup(&probe, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
+    const xent_status s = xent_vocab_find(h, &tc.desc, XENT_OP_FORWARD_BACKWARD, uses, &vocab);
+    if (s != XENT_OK) return s;
+  } else if (L.chunks > 0 && d->ce.vocab_shard) {
     const xent_status s = xent_vocab_find(h, &chunk_ce, XENT_OP_FORWARD_BACKWARD, uses, &vocab);
     if (s != XENT_OK) return s;
   } else if (L.chunks > 0) {
@@ -313,7 +600,8 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   a.token_weight_count = d->ce.token_weight_mean == XENT_TOKEN_WEIGHT_MEAN_COUNT;
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
-  for (int64_t k = 0; s == XENT_OK && k < L.chunks; ++k) s = chunk(&r, k);
+  if (s == XENT_OK && L.tile > 0 && L.chunks > 0) s = tiled(&r);
+  for (int64_t k = 0; s == XENT_OK && L.tile == 0 && k < L.chunks; ++k) s = chunk(&r, k);
   if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;
   /* FINISH: the loss from the chunks' sums, and the bad-label rows. */

@@ -39,15 +39,22 @@ xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* desc, xent
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes,
                            const xent_vocab_kernels* kernels);
 
-/* The fused linear cross entropy (linear_ce.c). Its plan: the rows per
-   chunk, and the workspace's regions, each 64-byte aligned, in this order. */
+/* The fused linear cross entropy (linear_ce.c). Its plan (xent.h: one pass
+   or tiled): the rows per chunk, and the workspace's regions, each 64-byte
+   aligned, in this order. */
 typedef struct xent_linear_ce_plan {
   int64_t chunk;   /* rows per chunk */
   int64_t chunks;
-  size_t logits;   /* chunk * V, dtype: the CE kernel's input and (in place) its gradient */
-  size_t weight_acc; /* V * H f32: an f16/bf16 grad_weight's sum over the chunks (has_weight_acc) */
+  int64_t tile;    /* tiled: classes per tile; 0: one pass */
+  int64_t tiles;   /* tiled: tiles across the vocabulary (of this rank) */
+  size_t logits;   /* one pass: chunk * V, tiled: chunk * tile, dtype: the logits and (in place) their gradient */
+  size_t weight_acc; /* one pass: V * H f32, an f16/bf16 grad_weight's sum over the chunks (has_weight_acc);
+                        tiled: max(chunk, tile) * H f32, a tile's grad_hidden or grad_weight sum */
   int has_weight_acc;
-  size_t gemm;     /* the GEMM library's workspace (backend.h, gemm_workspace) */
+  size_t records;  /* tiled: a chunk's records, [ranks * tiles][chunk], wide */
+  size_t lse;      /* tiled: the rows' lse, accumulation type (unless the call keeps it) */
+  size_t gemm;     /* the GEMM library's workspace, gemm_bytes */
+  size_t gemm_bytes;
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */
   size_t total;
