@@ -176,10 +176,14 @@ class DryRun(unittest.TestCase):
                     self.assertIsNone(methods[m]["peak_extra_bytes"], name)
                 self.assertGreater(methods["gemms"]["s"], 0, name)
                 self.assertGreater(r["xent_over_gemms"], 0, name)
-                self.assertEqual([c["chunk_rows"] for c in r["chunk_sweep"]], [16, 40] if r["dtype"] == "bf16" else [],
-                                 name)
-                for c in r["chunk_sweep"]:
+                # The one-pass plan in chunks of 16 rows, and the tiled plan
+                # (tiles of 40 rows x 64 classes): each checked, then timed.
+                self.assertEqual([(c.get("memory_mib"), c.get("chunk_rows"), c.get("chunk_classes"))
+                                  for c in r["sweep"]],
+                                 [(1 << 40, 16, None), (None, 40, 64)] if r["dtype"] == "bf16" else [], name)
+                for c in r["sweep"]:
                     self.assertGreater(c["s"], 0, name)
+                    self.assertLess(max(c["errors"].values()), 0.03, f"{name} {c}")
                 self.assertTrue("s" in methods["torch_compile"] or "error" in methods["torch_compile"], name)
                 # Liger-Kernel and Cut Cross-Entropy need a GPU: each named
                 # with the reason, never dropped.

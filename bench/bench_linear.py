@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fused linear cross entropy's benchmark (issue 18): the loss of
+"""The fused linear cross entropy's benchmark (issue 62): the loss of
 hidden @ weight^T and the gradients of hidden and weight, one forward and
 backward step, timed and its peak memory measured side by side with the
 three GEMMs alone, PyTorch (eager and torch.compile, the [N, V] logits
@@ -18,11 +18,16 @@ Lines, each a method on the same case:
                 forward, scaled by the incoming gradient in the backward)
   gemms         the three GEMMs alone, unchunked: hidden @ weight^T, then
                 [N, V] @ weight and [N, V]^T @ hidden: the time the targets
-                compare xent with (within 1.15x)
+                compare xent with (issue 62: within 1.05x)
   torch_eager   F.cross_entropy(F.linear(hidden, weight), target).backward()
   torch_compile the same function under torch.compile
   liger         LigerFusedLinearCrossEntropyLoss (CUDA only: Triton)
   cce           cut_cross_entropy.linear_cross_entropy (CUDA only: Triton)
+
+Then xent's call under other plans (each case's `sweep`): the one-pass
+plan in chunks of several sizes, and memory budgets (desc.memory_mib) from
+the default 64 MiB to the one-pass plan's: the memory-for-speed curve of
+docs/LINEAR_CE.md. Each is checked as the methods are.
 
 Memory: the peak of PyTorch's allocator during one step beyond what was
 allocated before it, less the step's own outputs (the loss and the two
@@ -54,26 +59,41 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 TOL = {"bf16": 3e-2, "f16": 5e-3, "f32": 1e-4}
 
 
-# Each case; `sweep`: the chunk sizes (rows) xent is also timed at, for the
-# tune data of specs/linear_cross_entropy.lua (0 is the spec's default).
+# Each case; `sweep`: the chunk sizes (rows) xent's one-pass plan is also
+# timed at, for the tune data of specs/linear_cross_entropy.lua; `memory`:
+# the desc settings of the memory-for-speed curve (memory_mib: the budget,
+# 2^40 the one-pass plan whatever it needs; chunk_classes: tiles of that
+# many classes). The `xent` line is the default (64 MiB).
+ONE_PASS = 1 << 40
+
+
 def gpu_cases():
-    return [dict(n=16384, h=4096, v=131072, dtype="bf16", sweep=[256, 512, 1024, 2048, 4096, 8192]),
-            dict(n=8192, h=4096, v=262144, dtype="bf16", sweep=[])]
+    # (The fifth run swept the one pass's chunks from 256 to 8192 rows; the
+    # profile stage gives this step 140 s.)
+    curve = [dict(memory_mib=m) for m in (128, 512, 1024, ONE_PASS)]  # tiles of 4096, 8192, 16384
+    short = [dict(memory_mib=m) for m in (512, ONE_PASS)]
+    return [dict(n=16384, h=4096, v=131072, dtype="bf16", sweep=curve + [dict(memory_mib=ONE_PASS, chunk_rows=4096)]),
+            dict(n=8192, h=4096, v=262144, dtype="bf16", sweep=short),
+            dict(n=16384, h=2048, v=248320, dtype="bf16", sweep=short)]
 
 
 def dry_cases():
-    return [dict(n=96, h=16, v=300, dtype="bf16", sweep=[16, 40]), dict(n=70, h=24, v=257, dtype="f32", sweep=[])]
+    return [dict(n=96, h=16, v=300, dtype="bf16",
+                 sweep=[dict(memory_mib=ONE_PASS, chunk_rows=16), dict(chunk_classes=64, chunk_rows=40)]),
+            dict(n=70, h=24, v=257, dtype="f32", sweep=[])]
 
 
-def xent_call(xent, hidden, weight, target, chunk_rows=0):
-    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight)."""
+def xent_call(xent, hidden, weight, target, **desc):
+    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight); desc: fields
+    of xent_linear_ce_desc (chunk_rows, memory_mib, chunk_classes)."""
     C = xent._capi
     n, h = hidden.shape
     dt = {torch.bfloat16: C.BF16, torch.float16: C.F16, torch.float32: C.F32}[hidden.dtype]
     d = C.LinearDesc()
     C.lib.xent_linear_ce_desc_init(ctypes.byref(d), n, h, weight.shape[0], dt, C.I64, C.MEAN)
     d.ce.loss_dtype = C.F32
-    d.chunk_rows = chunk_rows
+    for k, v in desc.items():
+        setattr(d, k, v)
     loss = torch.empty((), dtype=torch.float32, device=hidden.device)
     gh, gw = torch.empty_like(hidden), torch.empty_like(weight)
     t = C.LinearTensors(hidden=hidden.data_ptr(), weight=weight.data_ptr(), labels=target.data_ptr(),
@@ -198,11 +218,26 @@ def run_case(case, xent, methods, timer, device):
             result["methods"][name] = dict(errors=err)
         except Exception as e:  # noqa: BLE001 -- a method's failure is reported, not fatal
             result["methods"][name] = dict(error=f"{type(e).__name__}: {e}"[:500])
+    args = (hidden, weight, target)
+    # The sweep's plans, each checked like a method before it is timed.
+    sweep = []
+    for desc in case["sweep"] if "xent" in checked else []:
+        def step(h, w, y, desc=desc):
+            return xent_call(xent, h, w, y, **desc)
+        try:
+            got = step(*args)
+            sync(device)
+            err = errors(got, want)
+            del got
+            if any(e > TOL[dtype] for e in err.values()):
+                raise RuntimeError(f"disagrees with PyTorch: {err}")
+            sweep.append((desc, step, dict(desc, errors=err)))
+        except Exception as e:  # noqa: BLE001 -- reported, and the case is not ok
+            sweep.append((desc, None, dict(desc, error=f"{type(e).__name__}: {e}"[:500])))
     del want
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
-    args = (hidden, weight, target)
     for name, step in checked.items():
         m = result["methods"][name]
         try:
@@ -212,12 +247,16 @@ def run_case(case, xent, methods, timer, device):
             m["error"] = f"{type(e).__name__}: {e}"[:500]
     ms = result["methods"]
     if "s" in ms["xent"]:
-        result["chunk_sweep"] = []
-        for rows in case["sweep"]:
-            def step(h, w, y, rows=rows):
-                return xent_call(xent, h, w, y, chunk_rows=rows)
-            result["chunk_sweep"].append(dict(chunk_rows=rows, peak_extra_bytes=peak_extra_bytes(step, args, device),
-                                              s=timer(lambda: step(*args))))
+        result["sweep"] = []
+        for desc, step, entry in sweep:
+            result["sweep"].append(entry)
+            if step is None:
+                continue
+            try:
+                entry["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
+                entry["s"] = timer(lambda: step(*args))
+            except Exception as e:  # noqa: BLE001 -- out of memory, say
+                entry["error"] = f"{type(e).__name__}: {e}"[:500]
     xs = ms["xent"].get("s")
     if xs:
         for name, m in ms.items():
@@ -227,7 +266,8 @@ def run_case(case, xent, methods, timer, device):
             result["xent_over_gemms"] = xs / ms["gemms"]["s"]
         if ms["xent"].get("peak_extra_bytes") is not None:
             result["xent_extra_over_logits"] = ms["xent"]["peak_extra_bytes"] / result["logits_bytes"]
-    result["ok"] = "s" in ms["xent"] and "error" not in ms["xent"]
+    result["ok"] = "s" in ms["xent"] and "error" not in ms["xent"] and not any(
+        "error" in c for c in result.get("sweep", []))
     del hidden, weight, target
     return result
 
@@ -264,9 +304,14 @@ def main():
                                                                    else "")
             else:
                 line += f"\n  {name:14s} did not run: {m['error']}"
-        for c in r.get("chunk_sweep", []):
+        for c in r.get("sweep", []):
+            what = ", ".join(f"{k} {'one pass' if v == ONE_PASS else v}" for k, v in c.items()
+                             if k in ("memory_mib", "chunk_rows", "chunk_classes"))
+            if "error" in c:
+                line += f"\n  xent, {what}: did not run: {c['error']}"
+                continue
             mem = c["peak_extra_bytes"]
-            line += f"\n  xent, chunks of {c['chunk_rows']:5d} rows: {c['s'] * 1e3:9.3f} ms" + (
+            line += f"\n  xent, {what}: {c['s'] * 1e3:9.3f} ms" + (
                 f", {mem / 2**20:9.1f} MiB extra" if mem is not None else "")
         if "xent_over_gemms" in r:
             line += f"\n  xent / gemms: {r['xent_over_gemms']:.3f}"

@@ -167,7 +167,7 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   if (L->total <= budget || why) return XENT_OK;
   /* The largest square tiles (a power of two) whose plan fits. */
   xent_linear_ce_plan t;
-  for (int64_t p = 4096; p >= 128; p /= 2) {
+  for (int64_t p = 16384; p >= 128; p /= 2) {
     const int64_t tile = min_tile(d, p, &n);
     if ((s = layout(fn, h, d, n, tile, &t)) != XENT_OK) return s;
     if (t.total <= budget || p == 128) break;
