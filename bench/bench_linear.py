@@ -62,15 +62,19 @@ TOL = {"bf16": 3e-2, "f16": 5e-3, "f32": 1e-4}
 # Each case; `sweep`: the chunk sizes (rows) xent's one-pass plan is also
 # timed at, for the tune data of specs/linear_cross_entropy.lua; `memory`:
 # the desc settings of the memory-for-speed curve (memory_mib: the budget,
-# 2^40 the one-pass plan whatever it needs; chunk_classes: tiles of that
-# many classes). The `xent` line is the default (64 MiB).
+# 2^40 the one-pass plan whatever it needs; plan: xent_linear_ce_plan_kind;
+# chunk_classes: tiles of that many classes). The `xent` line is the
+# default (64 MiB: TILED in tiles of 2048).
 ONE_PASS = 1 << 40
 
 
 def gpu_cases():
     # (The fifth run swept the one pass's chunks from 256 to 8192 rows; the
     # profile stage gives this step 140 s.)
-    curve = [dict(memory_mib=m) for m in (128, 512, 1024, ONE_PASS)]  # tiles of 4096, 8192, 16384
+    # At 16384 x 4096 x 131072: TILED in tiles of 4096 and (plan 3 asked
+    # for) 8192; TILED_HIDDEN_SUM in tiles of 4096 and 8192; the one pass.
+    curve = [dict(memory_mib=128), dict(memory_mib=512, plan=3), dict(memory_mib=512), dict(memory_mib=1024),
+             dict(memory_mib=ONE_PASS)]
     short = [dict(memory_mib=m) for m in (512, ONE_PASS)]
     return [dict(n=16384, h=4096, v=131072, dtype="bf16", sweep=curve + [dict(memory_mib=ONE_PASS, chunk_rows=4096)]),
             dict(n=8192, h=4096, v=262144, dtype="bf16", sweep=short),
@@ -79,7 +83,8 @@ def gpu_cases():
 
 def dry_cases():
     return [dict(n=96, h=16, v=300, dtype="bf16",
-                 sweep=[dict(memory_mib=ONE_PASS, chunk_rows=16), dict(chunk_classes=64, chunk_rows=40)]),
+                 sweep=[dict(memory_mib=ONE_PASS, chunk_rows=16), dict(chunk_classes=64, chunk_rows=40),
+                        dict(chunk_classes=64, chunk_rows=40, plan=3)]),
             dict(n=70, h=24, v=257, dtype="f32", sweep=[])]
 
 
@@ -306,7 +311,7 @@ def main():
                 line += f"\n  {name:14s} did not run: {m['error']}"
         for c in r.get("sweep", []):
             what = ", ".join(f"{k} {'one pass' if v == ONE_PASS else v}" for k, v in c.items()
-                             if k in ("memory_mib", "chunk_rows", "chunk_classes"))
+                             if k in ("memory_mib", "plan", "chunk_rows", "chunk_classes"))
             if "error" in c:
                 line += f"\n  xent, {what}: did not run: {c['error']}"
                 continue

@@ -763,43 +763,43 @@ class LinearCrossEntropy(unittest.TestCase):
             xent.linear_cross_entropy(h, w, y, weight_main_grad=torch.zeros(16, 50))
 
     def test_linear_memory_mib(self):
-        """memory_mib=1 over [64, 64] x [8192, 64] bf16 in chunks of 16
-        rows: the one-pass plan's 2 MiB f32 weight-gradient sum does not fit,
-        so the call takes the tiled plan (linear_ce_vs_torch_test checks its
-        size); its three gradients under a temperature per row and token
-        weights, for a mean and per row, and with the entropy in the
-        objective (whose gradient takes the one-pass plan)."""
+        """memory_mib=1 in chunks of 16 rows of bf16, a vocabulary of 8192:
+        the one pass's f32 weight-gradient sum does not fit, so [64, 64]
+        takes the TILED_HIDDEN_SUM plan and [1024, 256] the TILED plan
+        (linear_ce_vs_torch_test checks which). Their three gradients under
+        a temperature per row and token weights, for a mean and per row, and
+        with the entropy in the objective (whose gradient takes the one
+        pass)."""
         torch.manual_seed(5)
-        V, H = 8192, 64
-        h = torch.randn(4, 16, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
-        w = (torch.randn(V, H, dtype=torch.float64) / 4).to(torch.bfloat16).requires_grad_()
-        b = (torch.randn(V, dtype=torch.float64) / 4).to(torch.bfloat16).requires_grad_()
-        y = torch.randint(0, V, (4, 16))
-        y[1, 2] = -100
-        tau = torch.rand(4, 16, dtype=torch.float64) + 0.5
-        u = torch.rand(4, 16, dtype=torch.float64)
-        for reduction, entropy in (("mean", False), ("none", False), ("mean", True)):
-            out = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, chunk_rows=16, memory_mib=1,
-                                            temperature=tau, token_weight=u, return_entropy=entropy)
-            loss, ent = out if entropy else (out, None)
-            up = torch.rand_like(loss, dtype=torch.float64) + 0.5
-            objective = (loss.to(torch.float64) * up).sum() + (ent.sum() * 0.3 if entropy else 0)
-            got = torch.autograd.grad(objective, (h, w, b))
-            h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
-            tau32, u32 = [v.to(torch.float32).to(torch.float64).reshape(64) for v in (tau, u)]
-            z = F.linear(h64, w64, b64).reshape(64, V) / tau32.unsqueeze(1)
-            want = weighted_oracle(z, y.reshape(64), u32, reduction)
-            want = want.reshape(4, 16) if reduction == "none" else want
-            objective = (want * up).sum()
-            if entropy:
-                h_row = -(torch.softmax(z, 1) * torch.log_softmax(z, 1)).sum(1)
-                counted = y.reshape(64) != -100
-                objective = objective + torch.where(counted, h_row, torch.zeros_like(h_row)).sum() * 0.3
-            wg = torch.autograd.grad(objective, (h64, w64, b64))
-            what = f"tiled {reduction} entropy={entropy}"
-            close(self, loss, want.detach(), torch.bfloat16, what + " loss")
-            for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
-                close(self, g, e, torch.bfloat16, f"{what} grad of {name}")
+        V = 8192
+        shapes = ((64, 64, (("mean", False), ("none", False), ("mean", True))), (1024, 256, (("sum", False),)))
+        for N, H, cases in shapes:
+            h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
+            w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
+            b = (torch.randn(V, dtype=torch.float64) / 4).to(torch.bfloat16).requires_grad_()
+            y = torch.randint(0, V, (N,))
+            y[2] = -100
+            tau = torch.rand(N, dtype=torch.float64) + 0.5
+            u = torch.rand(N, dtype=torch.float64)
+            for reduction, entropy in cases:
+                out = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, chunk_rows=16, memory_mib=1,
+                                                temperature=tau, token_weight=u, return_entropy=entropy)
+                loss, ent = out if entropy else (out, None)
+                up = torch.rand_like(loss, dtype=torch.float64) + 0.5
+                objective = (loss.to(torch.float64) * up).sum() + (ent.sum() * 0.3 if entropy else 0)
+                got = torch.autograd.grad(objective, (h, w, b))
+                h64, w64, b64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w, b)]
+                tau32, u32 = [v.to(torch.float32).to(torch.float64) for v in (tau, u)]
+                z = F.linear(h64, w64, b64) / tau32.unsqueeze(1)
+                objective = (weighted_oracle(z, y, u32, reduction) * up).sum()
+                if entropy:
+                    h_row = -(torch.softmax(z, 1) * torch.log_softmax(z, 1)).sum(1)
+                    objective = objective + torch.where(y != -100, h_row, torch.zeros_like(h_row)).sum() * 0.3
+                wg = torch.autograd.grad(objective, (h64, w64, b64))
+                what = f"[{N}, {H}] {reduction} entropy={entropy}"
+                close(self, loss, weighted_oracle(z, y, u32, reduction).detach(), torch.bfloat16, what + " loss")
+                for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
+                    close(self, g, e, torch.bfloat16, f"{what} grad of {name}")
 
     def test_training_step(self):
         """Two SGD steps of an output layer: the same weights as with PyTorch's

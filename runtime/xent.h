@@ -391,30 +391,45 @@ typedef struct xent_linear_ce_desc {
   int main_grad;     /* 1: the weight's gradient goes to tensors->main_grad, f32, in place of grad_weight
                         (Megatron-LM's main_grad): summed there over the chunks, never rounded, and no
                         O(V * H) workspace; f32, f16 and bf16 only */
-  int64_t chunk_classes; /* > 0: the tiled plan (below) with tiles of this many classes (and chunk_rows
-                            rows, or as many as classes); 0: the plan memory_mib chooses */
-  int64_t memory_mib;    /* the workspace the call may take, in MiB; 0: XENT_LINEAR_CE_MEMORY_MIB. Where
-                            the one-pass plan needs more, a call that can be tiled takes the tiled plan */
+  int64_t chunk_classes; /* a tiled plan's classes per tile, >= 0 (0: the largest square tiles that fit,
+                            chunk_rows rows, or as many as classes) */
+  int64_t memory_mib;    /* the workspace the call may take, in MiB, >= 0; 0: XENT_LINEAR_CE_MEMORY_MIB */
+  int plan;              /* xent_linear_ce_plan_kind: XENT_LINEAR_CE_PLAN_AUTO (0) picks by memory_mib */
 } xent_linear_ce_desc;
 
-/* The default bound on a fused linear cross entropy's workspace. Two plans:
-   - one pass (3 GEMMs): each chunk of rows' logits over the whole vocabulary
-     (chunk_rows * V), and for an f16/bf16 grad_weight over several chunks
-     its f32 sum (V * H * 4 bytes: 2 GiB at V = 128K, H = 4096);
-   - tiled (5 GEMMs): tiles of rows x classes; each tile's logits are made
-     once for the row statistics, again for grad_hidden (summed over the
-     tiles in f32, n * H * 4), and again for grad_weight and grad_bias
-     (summed over the rows in f32, classes * H * 4). Its workspace grows with
-     neither the rows nor V * H (the rows' lse and V's tile records aside).
-   A call takes the one-pass plan where it fits memory_mib, else the tiled
-   plan with the largest square tiles that fit (at least 128 x 128). Tiled
-   calls are f16/bf16 with grad_dtype = dtype, hard labels, no main_grad, and
-   no dentropy with grad_weight or grad_bias; the others take the one-pass
-   plan whatever memory_mib says. */
+/* How a fused linear cross entropy makes its logits (docs/LINEAR_CE.md):
+   - ONE_PASS (3 GEMMs): chunk_rows rows at a time, each chunk's logits over
+     the whole vocabulary (chunk_rows * V), and for an f16/bf16 grad_weight
+     over several chunks its f32 sum (V * H * 4 bytes: 2 GiB at V = 128K,
+     H = 4096);
+   - TILED_HIDDEN_SUM (4 GEMMs): tiles of rows x classes; each tile's logits
+     made once for the rows' statistics, then again for all three gradients:
+     grad_weight and grad_bias summed over the rows in f32 (classes * H * 4),
+     grad_hidden over the tiles in f32 for every row (N * H * 4: 256 MiB at
+     N = 16384, H = 4096);
+   - TILED (5 GEMMs): as TILED_HIDDEN_SUM, but grad_hidden's tiles made in a
+     sweep of their own, chunk by chunk (chunk_rows * H * 4): a workspace
+     that grows with neither the rows nor V * H (the rows' lse, 4 bytes a
+     row, and V's tile records aside).
+   AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
+   with tiles of at least 2048 x 2048, TILED with the largest square tiles
+   that fit (at least 128 x 128). The tiled plans are for f16/bf16 with
+   grad_dtype = dtype, hard labels and no main_grad; the others take
+   ONE_PASS under AUTO (an f32 gradient or a main_grad is its own sum) and
+   are refused by name when a tiled plan is asked for. dentropy is refused
+   where a sweep from the rows' lse makes a gradient it reaches (TILED:
+   grad_weight, grad_bias; TILED_HIDDEN_SUM: all three). */
+typedef enum xent_linear_ce_plan_kind {
+  XENT_LINEAR_CE_PLAN_AUTO = 0,
+  XENT_LINEAR_CE_PLAN_ONE_PASS = 1,
+  XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM = 2,
+  XENT_LINEAR_CE_PLAN_TILED = 3
+} xent_linear_ce_plan_kind;
+/* The default bound on the workspace. */
 #define XENT_LINEAR_CE_MEMORY_MIB 64
 
 /* desc->ce as xent_ce_desc_init, hidden H, chunk_rows 0, accumulate 0, main_grad 0, chunk_classes 0,
-   memory_mib 0. */
+   memory_mib 0, plan AUTO. */
 void xent_linear_ce_desc_init(xent_linear_ce_desc* desc, int64_t rows, int64_t hidden, int64_t classes,
                               xent_dtype dtype, xent_label_type label_type, xent_reduction reduction);
 
@@ -456,10 +471,10 @@ typedef struct xent_linear_ce_tensors {
    an f16/bf16 grad_weight over more than one chunk is summed in f32 here
    (V * H * 4 bytes; none where grad_dtype is f32, grad_weight being that
    sum, or with desc->main_grad, main_grad being it), so that it is rounded
-   once rather than at every chunk. Tiled: a tile's logits, the f32 sum of
-   its grad_hidden or grad_weight rows, every tile's statistics for a chunk of
-   rows (V / tile classes records), the rows' lse, the GEMM library's
-   workspace (at most 4 MiB) and the steps' and cross-entropy calls'. */
+   once rather than at every chunk. Tiled: a tile's logits, the f32 sums
+   (above), every tile's statistics for a chunk of rows (V / tile classes
+   records), the rows' lse, the GEMM library's workspace (at most 4 MiB)
+   and the steps' and cross-entropy calls'. */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
                                           size_t* bytes);
 

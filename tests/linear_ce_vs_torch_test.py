@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP
 from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors, ALL_GATHER, VocabShard
+from xent_ctypes import PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED
 from torch_oracle import TORCH, TOL, P, load_lib
 
 LIB = load_lib()
@@ -133,9 +134,11 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
               smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
-              stats=False, main_grad=False, classes=0, dentropy=True):
-        """One call against the oracle. classes: the tiled plan with tiles of
-        that many classes (desc.chunk_classes) and chunk rows. stats: the per-token outputs too
+              stats=False, main_grad=False, classes=0, dentropy=True, plan=0, hidden_only=False):
+        """One call against the oracle. classes: a tiled plan (desc.plan, or
+        under AUTO the first that fits) with tiles of that many classes
+        (desc.chunk_classes) and chunk rows. hidden_only: grad_hidden alone
+        is asked for. stats: the per-token outputs too
         (entropy; the label's log-prob and argmax for hard labels) and a
         dentropy input, whose term joins every gradient. main_grad: the
         weight's gradient into an f32 main_grad (desc.main_grad) instead of
@@ -161,6 +164,7 @@ class LinearCrossEntropy(unittest.TestCase):
         d.accumulate = int(accumulate)
         d.main_grad = int(main_grad)
         d.chunk_classes = classes
+        d.plan = plan
         d.ce.ignore_index = 5 if ignore else NO_IGNORE_INDEX
         d.ce.label_smoothing, d.ce.z_loss, d.ce.softcap, d.ce.temperature = smoothing, z_loss, cap, tau
         if grad_f32:
@@ -187,8 +191,9 @@ class LinearCrossEntropy(unittest.TestCase):
         outs = [on(x) for x in (loss, lse, gh, gw, gb, ent, lp, am)]
         t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), bias=ptr(ins[2]), labels=ptr(ins[3]),
                           weights=ptr(ins[4]), dloss=ptr(ins[5]), loss=ptr(outs[0]), lse=ptr(outs[1]),
-                          grad_hidden=ptr(outs[2]), grad_weight=None if main_grad else ptr(outs[3]),
-                          grad_bias=ptr(outs[4]), entropy=ptr(outs[5]), label_logprob=ptr(outs[6]),
+                          grad_hidden=ptr(outs[2]),
+                          grad_weight=None if main_grad or hidden_only else ptr(outs[3]),
+                          grad_bias=None if hidden_only else ptr(outs[4]), entropy=ptr(outs[5]), label_logprob=ptr(outs[6]),
                           argmax=ptr(outs[7]), dentropy=ptr(ins[6]), main_grad=ptr(outs[3]) if main_grad else None)
         h = handle(render)
         try:
@@ -203,13 +208,14 @@ class LinearCrossEntropy(unittest.TestCase):
                                                        dent)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
                 f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
-                f"tau={tau} main_grad={main_grad} classes={classes}")
+                f"tau={tau} main_grad={main_grad} classes={classes} plan={plan}")
         # The logits are rounded to dtype whatever the outputs' type.
         self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
         self.close(lse, want_lse, dtype, what + ": lse")
         self.close(gh, grads[0], dtype, what + ": grad_hidden")
-        self.close(gw, grads[1] + (before_w.to(torch.float64) if accumulate else 0), dtype, what + ": grad_weight")
-        if bias:
+        if not hidden_only:
+            self.close(gw, grads[1] + (before_w.to(torch.float64) if accumulate else 0), dtype, what + ": grad_weight")
+        if bias and not hidden_only:
             self.close(gb, grads[2] + (before_b.to(torch.float64) if accumulate else 0), dtype, what + ": grad_bias")
         if stats:
             want_ent, want_lp, z = per_token
@@ -269,7 +275,7 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, PROB, NONE, dloss=True, main_grad=True)
             self.check(BF16, I64, MEAN, N=4, chunk=8, main_grad=True)
 
-    def one_row_chunks(self, main_grad, classes=0):
+    def one_row_chunks(self, main_grad, classes=0, plan=0):
         """bf16 inputs over 256 chunks of one row, every row's label class 0,
         hidden positive (the other classes' sums have no cancellation): the
         weight's gradient the call left in grad_weight, or added to a
@@ -284,6 +290,7 @@ class LinearCrossEntropy(unittest.TestCase):
         LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
         d.chunk_rows = 1
         d.chunk_classes = classes
+        d.plan = plan
         d.ce.ignore_index = NO_IGNORE_INDEX
         if main_grad:
             d.accumulate, d.main_grad = 1, 1
@@ -337,42 +344,49 @@ class LinearCrossEntropy(unittest.TestCase):
         self.assertGreater(per_chunk, 4.0, f"rounding at every chunk is off by only {per_chunk:.2f} ulps")
 
     def test_tiled_weight_gradient_rounded_once(self):
-        """The tiled plan's grad_weight, tiles of one row and 4 classes:
-        each tile's rows are summed in f32 and rounded once, within 1.25
-        bf16 ulps of the float64 gradient, as the one-pass plan's."""
-        gw, want, ulp, _ = self.one_row_chunks(main_grad=False, classes=4)
-        err = ((gw - want).abs() / ulp).max().item()
-        self.assertLessEqual(err, 1.25, f"tiled grad_weight off by {err:.2f} bf16 ulps")
+        """The tiled plans' grad_weight, tiles of one row and 4 classes: each
+        tile's rows are summed in f32 and rounded once, within 1.25 bf16 ulps
+        of the float64 gradient, as the one pass's."""
+        for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            gw, want, ulp, _ = self.one_row_chunks(main_grad=False, classes=4, plan=plan)
+            err = ((gw - want).abs() / ulp).max().item()
+            self.assertLessEqual(err, 1.25, f"plan {plan}: grad_weight off by {err:.2f} bf16 ulps")
 
     def test_tiled_plan(self):
-        """The tiled plan (desc.chunk_classes): tiles of 8 classes and 4 rows
-        over V = 37 and N = 9 (the last tile and chunk ragged), f16 and bf16,
-        both hard label types, every reduction, the options, temperature,
-        accumulate, no bias, and the per-token outputs without dentropy
-        (which the tiled plan refuses with grad_weight: test_errors); one
-        tile wider than V, and tiles of a 9000-class vocabulary."""
-        for dtype in (BF16, F16):
-            for label in (I64, I32):
-                for reduction in (NONE, SUM, MEAN):
-                    with self.subTest(dtype=dtype, label=label, reduction=reduction):
-                        self.check(dtype, label, reduction, classes=8)
-        for reduction in (NONE, MEAN, SUM):
-            with self.subTest(reduction=reduction, what="weights, ignore_index, smoothing"):
-                self.check(BF16, I64, reduction, weights=True, ignore=True, smoothing=0.1, classes=8)
-            with self.subTest(reduction=reduction, what="soft cap, z-loss, dloss"):
-                self.check(BF16, I64, reduction, z_loss=1e-2, cap=3.0, dloss=True, classes=8)
-        with self.subTest(what="temperature, weights, soft cap"):
-            self.check(BF16, I64, MEAN, weights=True, cap=3.0, dloss=True, tau=0.6, classes=8)
-        with self.subTest(what="accumulate, no bias"):
-            self.check(BF16, I64, SUM, accumulate=True, classes=8)
-            self.check(F16, I64, MEAN, bias=False, classes=8)
-        with self.subTest(what="per-token outputs"):
-            self.check(BF16, I64, MEAN, stats=True, dentropy=False, tau=0.7, weights=True, ignore=True,
-                       smoothing=0.1, dloss=True, classes=8)
-            self.check(F16, I32, NONE, N=11, chunk=4, stats=True, dentropy=False, tau=1.3, classes=16)
-        with self.subTest(what="one tile, one chunk; many tiles"):
-            self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64)
-            self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024)
+        """Both tiled plans (desc.plan, desc.chunk_classes): tiles of 8
+        classes and 4 rows over V = 37 and N = 9 (the last tile and chunk
+        ragged), f16 and bf16, both hard label types, every reduction, the
+        options, temperature, accumulate, no bias, and the per-token outputs
+        without dentropy (which they refuse where a gradient comes from the
+        lse: test_errors); one tile wider than V, and tiles of a 9000-class
+        vocabulary; AUTO with a tile size takes TILED_HIDDEN_SUM here."""
+        for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            for dtype in (BF16, F16):
+                for label in (I64, I32):
+                    for reduction in (NONE, SUM, MEAN):
+                        with self.subTest(plan=plan, dtype=dtype, label=label, reduction=reduction):
+                            self.check(dtype, label, reduction, classes=8, plan=plan)
+            for reduction in (NONE, MEAN, SUM):
+                with self.subTest(plan=plan, reduction=reduction, what="weights, ignore_index, smoothing"):
+                    self.check(BF16, I64, reduction, weights=True, ignore=True, smoothing=0.1, classes=8, plan=plan)
+                with self.subTest(plan=plan, reduction=reduction, what="soft cap, z-loss, dloss"):
+                    self.check(BF16, I64, reduction, z_loss=1e-2, cap=3.0, dloss=True, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="temperature, weights, soft cap"):
+                self.check(BF16, I64, MEAN, weights=True, cap=3.0, dloss=True, tau=0.6, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="accumulate, no bias"):
+                self.check(BF16, I64, SUM, accumulate=True, classes=8, plan=plan)
+                self.check(F16, I64, MEAN, bias=False, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="per-token outputs"):
+                self.check(BF16, I64, MEAN, stats=True, dentropy=False, tau=0.7, weights=True, ignore=True,
+                           smoothing=0.1, dloss=True, classes=8, plan=plan)
+                self.check(F16, I32, NONE, N=11, chunk=4, stats=True, dentropy=False, tau=1.3, classes=16, plan=plan)
+            with self.subTest(plan=plan, what="one tile, one chunk; many tiles"):
+                self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64, plan=plan)
+                self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024, plan=plan)
+        with self.subTest(what="AUTO with a tile size"):
+            self.check(BF16, I64, MEAN, weights=True, smoothing=0.1, classes=8)
+        with self.subTest(what="TILED's sweep 2 takes dentropy when only grad_hidden is asked"):
+            self.check(BF16, I64, MEAN, stats=True, classes=8, plan=PLAN_TILED, hidden_only=True)
 
     def test_per_token_outputs(self):
         """Entropy with its gradient (dentropy), the label's log-prob and
@@ -413,9 +427,10 @@ class LinearCrossEntropy(unittest.TestCase):
         if GPU:
             self.skipTest("an all-gather between host buffers: " + CPU_ONLY)
         N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
-        # The last: the tiled plan, tiles of 4 classes within each rank's
-        # slice (without dentropy, which it refuses with grad_weight).
-        for dtype, reduction, tile in ((F32, MEAN, 0), (F64, NONE, 0), (BF16, SUM, 0), (BF16, MEAN, 4)):
+        # The last two: the tiled plans, tiles of 4 classes within each
+        # rank's slice (without dentropy, which they refuse with grad_weight).
+        for dtype, reduction, tile, plan in ((F32, MEAN, 0, 0), (F64, NONE, 0, 0), (BF16, SUM, 0, 0),
+                                             (BF16, MEAN, 4, PLAN_TILED_HIDDEN_SUM), (BF16, NONE, 4, PLAN_TILED)):
             torch.manual_seed(3)
             tt = TORCH[dtype]
             hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -448,6 +463,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, hi - lo, dtype, I64, reduction)
                 d.chunk_rows = 3
                 d.chunk_classes = tile
+                d.plan = plan
                 d.ce.label_smoothing = 0.1
                 d.ce.temperature = 0.8
                 d.ce.vocab_shard = ctypes.pointer(shard)
@@ -472,7 +488,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 th.join()
             want_loss, _, grads, (want_ent, want_lp, z) = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1,
                                                                  tau=0.8, dentropy=dent)
-            what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel, tiles of {tile}"
+            what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel, tiles of {tile}, plan {plan}"
             for k, (s, msg, loss, gh, gw, gb, _, ent, lp, am) in enumerate(out):
                 self.assertEqual(s, 0, f"rank {k}: {msg}")
                 self.close(loss.reshape(want_loss.shape), want_loss, dtype, f"{what} rank {k}: loss")
@@ -619,17 +635,26 @@ class LinearCrossEntropy(unittest.TestCase):
                 self.assertLessEqual(n, 64 * MiB)
         small, large = self.workspace_size(16384, 4096, 131072)[1], self.workspace_size(131072, 4096, 131072)[1]
         self.assertLessEqual(large - small, (131072 - 16384) * 4 + 12 * 128 + 64)  # + a word and a sum a chunk
-        # The package's test of the tiled plan (xent_torch_test.py,
-        # test_linear_memory_mib) fits 1 MiB.
-        s, n, msg = self.workspace_size(64, 64, 8192, chunk_rows=16, memory_mib=1)
+        # A budget between: four GEMMs, grad_hidden's f32 sum of every row.
+        s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=512)
         self.assertEqual(s, 0, msg)
-        self.assertLessEqual(n, MiB)
+        self.assertEqual(n, self.workspace_size(16384, 4096, 131072, memory_mib=512, plan=PLAN_TILED_HIDDEN_SUM)[1])
+        self.assertGreater(n, 16384 * 4096 * 4)
+        # The package's tests of the tiled plans (xent_torch_test.py,
+        # test_linear_memory_mib) fit 1 MiB: the first in TILED_HIDDEN_SUM,
+        # the second (more rows, wider) in TILED.
+        for N, H, plan in ((64, 64, PLAN_TILED_HIDDEN_SUM), (1024, 256, PLAN_TILED)):
+            s, n, msg = self.workspace_size(N, H, 8192, chunk_rows=16, memory_mib=1)
+            self.assertEqual(s, 0, msg)
+            self.assertLessEqual(n, MiB)
+            self.assertEqual(n, self.workspace_size(N, H, 8192, chunk_rows=16, memory_mib=1, plan=plan)[1], plan)
         s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=8192)
         self.assertEqual(s, 0, msg)
         self.assertGreater(n, 131072 * 4096 * 4)
-        s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=1)
-        self.assertEqual(s, INVALID_ARGUMENT)
-        self.assertIn("desc->memory_mib is 1: the call needs at least", msg)
+        for plan in (0, PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=1, plan=plan)
+            self.assertEqual(s, INVALID_ARGUMENT)
+            self.assertIn("desc->memory_mib is 1: the call needs at least", msg)
 
     def test_workspace_size_overflow(self):
         """V x H past 64 bits of bytes is an error, not a small size: 2^33
@@ -665,16 +690,27 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
                 # The tiled plan: f16/bf16 with gradients in that dtype and
                 # hard labels; no dentropy where grad_weight needs it.
-                ("desc->chunk_classes is 2: the tiled plan is for f16 and bf16 only", INVALID_ARGUMENT, {},
+                ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
+                ("desc->chunk_classes is 2: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
                  dict(chunk_classes=2)),
-                ("desc->chunk_classes is 2: the tiled plan is for hard labels only", INVALID_ARGUMENT, {},
-                 {"chunk_classes": 2, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
+                ("desc->plan is TILED: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
+                 dict(plan=PLAN_TILED)),
+                ("desc->plan is TILED_HIDDEN_SUM: the tiled plans are for hard labels only", INVALID_ARGUMENT, {},
+                 {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
                   "ce.label_type": PROB}),
-                ("desc->chunk_classes is 2: the tiled plan is for gradients in dtype", INVALID_ARGUMENT, {},
+                ("desc->chunk_classes is 2: the tiled plans are for gradients in dtype", INVALID_ARGUMENT, {},
                  {"chunk_classes": 2, "ce.dtype": BF16}),
-                ("tensors->dentropy is set and the call takes the tiled plan", INVALID_ARGUMENT,
+                ("desc->plan is TILED: the tiled plans are for calls without desc->main_grad", INVALID_ARGUMENT,
+                 dict(main_grad=ptr(torch.zeros(5, 3))),
+                 {"plan": PLAN_TILED, "main_grad": 1, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
+                # dentropy where a gradient comes from the rows' lse: TILED's
+                # grad_weight, TILED_HIDDEN_SUM's grad_hidden too.
+                ("tensors->dentropy is set and the call takes plan TILED ", INVALID_ARGUMENT,
                  dict(dentropy=ptr(torch.zeros(4)), grad_weight=ptr(torch.zeros(5, 3))),
-                 {"chunk_classes": 2, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
+                 {"plan": PLAN_TILED, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
+                ("tensors->dentropy is set and the call takes plan TILED_HIDDEN_SUM", INVALID_ARGUMENT,
+                 dict(dentropy=ptr(torch.zeros(4)), grad_hidden=ptr(torch.zeros(4, 3))),
+                 {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

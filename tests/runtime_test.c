@@ -40,8 +40,9 @@ static void test_desc_layout(void) {
             offsetof(xent_ce_desc, temperature) == 104 && offsetof(xent_ce_desc, token_weight_mean) == 112 &&
             sizeof(xent_ce_tensors) == 18 * sizeof(void*),
         "xent_ce_desc/tensors layout changed: update python/xent/_capi.py (DESC_LAYOUT, Tensors) too");
-  CHECK(sizeof(xent_linear_ce_desc) == 160 && offsetof(xent_linear_ce_desc, accumulate) == 136 &&
+  CHECK(sizeof(xent_linear_ce_desc) == 168 && offsetof(xent_linear_ce_desc, accumulate) == 136 &&
             offsetof(xent_linear_ce_desc, main_grad) == 140 && offsetof(xent_linear_ce_desc, memory_mib) == 152 &&
+            offsetof(xent_linear_ce_desc, plan) == 160 &&
             sizeof(xent_linear_ce_tensors) == 18 * sizeof(void*),
         "xent_linear_ce_desc/tensors layout changed: update python/xent/_capi.py (LinearDesc) too");
 }

@@ -251,9 +251,9 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     memory_mib: the scratch memory the call may take (0: xent's default, 64
     MiB). Where the one-pass plan (each chunk's logits over the whole
     vocabulary, and an f16/bf16 weight gradient's f32 sum) needs more, an
-    f16/bf16 call with class indices takes the tiled plan: two more logits
-    GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). The entropy's gradient
-    takes the one-pass plan whatever it says."""
+    f16/bf16 call with class indices takes a tiled plan: one or two more
+    logits GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). The entropy's
+    gradient takes the one-pass plan whatever it says."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
     if weight_main_grad is not None:
         if not isinstance(weight_main_grad, torch.Tensor) or weight_main_grad.dtype != torch.float32:

@@ -70,6 +70,10 @@ class Tensors(ctypes.Structure):
         "grad_labels", "entropy", "label_logprob", "argmax", "dentropy", "temperature", "token_weight")]
 
 
+# xent_linear_ce_plan_kind
+PLAN_AUTO, PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED = 0, 1, 2, 3
+
+
 class LinearDesc(ctypes.Structure):
     """xent_linear_ce_desc."""
 
@@ -81,6 +85,7 @@ class LinearDesc(ctypes.Structure):
         ("main_grad", ctypes.c_int),
         ("chunk_classes", ctypes.c_int64),
         ("memory_mib", ctypes.c_int64),
+        ("plan", ctypes.c_int),
     ]
 
 
@@ -110,7 +115,7 @@ DESC_LAYOUT = (120, 64, 80, 96, 104)
 assert (ctypes.sizeof(Desc), Desc.all_ignored_zero.offset, Desc.softcap.offset,
         Desc.vocab_shard.offset, Desc.temperature.offset) == DESC_LAYOUT
 assert ctypes.sizeof(Tensors) == 18 * 8 and ctypes.sizeof(VocabShard) == 56
-assert (ctypes.sizeof(LinearDesc), LinearDesc.main_grad.offset, LinearDesc.memory_mib.offset) == (160, 140, 152)
+assert (ctypes.sizeof(LinearDesc), LinearDesc.main_grad.offset, LinearDesc.plan.offset) == (168, 140, 160)
 assert ctypes.sizeof(LinearTensors) == 18 * 8
 
 

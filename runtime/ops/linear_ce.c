@@ -85,31 +85,35 @@ static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static int64_t ranks_of(const xent_linear_ce_desc* d) { return d->ce.vocab_shard ? d->ce.vocab_shard->ranks : 1; }
 
-/* The regions of a plan of n rows a chunk and (tiled) tile classes a tile.
-   Sizes are bounded before: n * V (the caller's chunk_rows, or the PLAN
-   step's) and V * H by the API's byte-count checks. */
-static xent_status layout(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, int64_t n,
-                          int64_t tile, xent_linear_ce_plan* L) {
+/* The regions of a plan of its kind, n rows a chunk and (tiled) tile
+   classes a tile. Sizes are bounded before: n * V (the caller's chunk_rows,
+   or the PLAN step's) and V * H, N * H by the API's byte-count checks. */
+static xent_status layout(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                          xent_linear_ce_plan_kind kind, int64_t n, int64_t tile, xent_linear_ce_plan* L) {
   const int64_t v = d->ce.classes, H = d->hidden;
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
-  const int64_t width = tile > 0 ? tile : v;
+  const int tiled = kind != XENT_LINEAR_CE_PLAN_ONE_PASS;
+  const int64_t width = tiled ? tile : v;
   if ((uint64_t)n * (uint64_t)width > (SIZE_MAX / 16) / 8)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: the workspace's byte count overflows", fn);
   xent_ce_desc c = chunk_desc(d, n);
   c.classes = width;
-  const size_t ce_bytes = tile > 0 ? xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD)
-                                   : xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
+  const size_t ce_bytes = tiled ? xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD)
+                                : xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
   memset(L, 0, sizeof *L);
   size_t at = 0;
+  L->kind = kind;
   L->chunk = n;
   L->chunks = chunks;
-  L->tile = tile;
-  L->tiles = tile > 0 ? (v + tile - 1) / tile : 0;
+  L->tile = tiled ? tile : 0;
+  L->tiles = tiled ? (v + tile - 1) / tile : 0;
   L->logits = at, at += round64((size_t)n * width * eb);
-  if (tile > 0) {
-    const int64_t wide = n > tile ? n : tile;
-    L->weight_acc = at, at += round64((size_t)wide * (size_t)H * 4);
+  if (tiled) {
+    const int64_t acc_rows = kind == XENT_LINEAR_CE_PLAN_TILED && n > tile ? n : tile;
+    L->weight_acc = at, at += round64((size_t)acc_rows * (size_t)H * 4);
+    if (kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM)
+      L->hidden_acc = at, at += round64((size_t)d->ce.rows * (size_t)H * 4);
     L->records = at, at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)n * xent_shard_record_bytes(ab, 1));
     L->lse = at, at += round64((size_t)d->ce.rows * ab);
   } else {
@@ -125,7 +129,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
     L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)H * 4) : 0;
   }
   const size_t gemm_ws = h->backend->gemm_workspace;
-  L->gemm_bytes = tile > 0 && gemm_ws > TILED_GEMM_WORKSPACE ? TILED_GEMM_WORKSPACE : gemm_ws;
+  L->gemm_bytes = tiled && gemm_ws > TILED_GEMM_WORKSPACE ? TILED_GEMM_WORKSPACE : gemm_ws;
   L->gemm = at, at += round64(L->gemm_bytes);
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
@@ -133,7 +137,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
   return XENT_OK;
 }
 
-/* Whether the call can take the tiled plan, and if not why (xent.h). */
+/* Whether the call can take a tiled plan, and if not why (xent.h). */
 static const char* untileable(const xent_linear_ce_desc* d) {
   if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16) return "f16 and bf16 only";
   if (d->ce.grad_dtype != d->ce.dtype)
@@ -143,41 +147,63 @@ static const char* untileable(const xent_linear_ce_desc* d) {
   return NULL;
 }
 
-static int64_t min_tile(const xent_linear_ce_desc* d, int64_t p, int64_t* n) {
+static const char* plan_name(xent_linear_ce_plan_kind kind) {
+  return kind == XENT_LINEAR_CE_PLAN_TILED              ? "TILED"
+         : kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM ? "TILED_HIDDEN_SUM"
+                                                        : "ONE_PASS";
+}
+
+/* A tiled plan of its kind: the caller's tile (chunk_classes, chunk_rows),
+   or the largest square tiles (a power of two, 16384 down to `smallest`)
+   whose workspace fits the budget, else the smallest. */
+static xent_status tiled_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
+                              xent_linear_ce_plan_kind kind, size_t budget, int64_t smallest, xent_linear_ce_plan* L) {
   const int64_t rows = d->ce.rows > 0 ? d->ce.rows : 1;
-  *n = d->chunk_rows > 0 ? min64(d->chunk_rows, rows) : min64(p, rows);
-  return min64(p, d->ce.classes);
+  for (int64_t p = d->chunk_classes > 0 ? d->chunk_classes : 16384;; p /= 2) {
+    const int64_t n = d->chunk_rows > 0 ? min64(d->chunk_rows, rows) : min64(p, rows);
+    const xent_status s = layout(fn, h, d, kind, n, min64(p, d->ce.classes), L);
+    if (s != XENT_OK || d->chunk_classes > 0 || L->total <= budget || p / 2 < smallest) return s;
+  }
 }
 
 xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
                                    xent_linear_ce_plan* L) {
-  const char* why = untileable(d);
-  int64_t n = 0;
-  if (d->chunk_classes > 0) {
-    if (why)
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_classes is %lld: the tiled plan is for %s", fn,
-                       (long long)d->chunk_classes, why);
-    const int64_t tile = min_tile(d, d->chunk_classes, &n);
-    return layout(fn, h, d, n, tile, L);
-  }
-  xent_status s = chunk_rows(h, d, &n);
-  if (s == XENT_OK) s = layout(fn, h, d, n, 0, L);
-  if (s != XENT_OK) return s;
   const size_t budget = (size_t)(d->memory_mib > 0 ? d->memory_mib : XENT_LINEAR_CE_MEMORY_MIB) << 20;
-  if (L->total <= budget || why) return XENT_OK;
-  /* The largest square tiles (a power of two) whose plan fits. */
-  xent_linear_ce_plan t;
-  for (int64_t p = 16384; p >= 128; p /= 2) {
-    const int64_t tile = min_tile(d, p, &n);
-    if ((s = layout(fn, h, d, n, tile, &t)) != XENT_OK) return s;
-    if (t.total <= budget || p == 128) break;
+  const char* why = untileable(d);
+  const xent_linear_ce_plan_kind kind = (xent_linear_ce_plan_kind)d->plan;
+  if (why && (kind == XENT_LINEAR_CE_PLAN_TILED || kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM))
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->plan is %s: the tiled plans are for %s", fn,
+                     plan_name(kind), why);
+  if (why && d->chunk_classes > 0)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_classes is %lld: the tiled plans are for %s", fn,
+                     (long long)d->chunk_classes, why);
+  xent_status s = XENT_OK;
+  if (kind == XENT_LINEAR_CE_PLAN_ONE_PASS || (kind == XENT_LINEAR_CE_PLAN_AUTO && d->chunk_classes == 0)) {
+    int64_t n = 0;
+    s = chunk_rows(h, d, &n);
+    if (s == XENT_OK) s = layout(fn, h, d, XENT_LINEAR_CE_PLAN_ONE_PASS, n, 0, L);
+    if (s != XENT_OK || kind == XENT_LINEAR_CE_PLAN_ONE_PASS || L->total <= budget || why) return s;
   }
+  if (kind != XENT_LINEAR_CE_PLAN_AUTO) {
+    s = tiled_plan(fn, h, d, kind, budget, 128, L);
+    if (s == XENT_OK && L->total > budget && d->memory_mib > 0 && d->chunk_classes == 0)
+      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                       "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan %s, tiles of %lld rows "
+                       "x %lld classes)", fn, (long long)d->memory_mib, (L->total + ((size_t)1 << 20) - 1) >> 20,
+                       plan_name(kind), (long long)L->chunk, (long long)L->tile);
+    return s;
+  }
+  /* AUTO, past the one pass: four GEMMs where tiles of 2048 fit, else five. */
+  xent_linear_ce_plan t;
+  s = tiled_plan(fn, h, d, XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM, budget, 2048, &t);
+  if (s == XENT_OK && t.total > budget) s = tiled_plan(fn, h, d, XENT_LINEAR_CE_PLAN_TILED, budget, 128, &t);
+  if (s != XENT_OK) return s;
   if (t.total > budget && d->memory_mib > 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (tiles of %lld rows x %lld "
-                     "classes)", fn, (long long)d->memory_mib, (t.total + ((size_t)1 << 20) - 1) >> 20,
+                     "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan TILED, tiles of %lld rows "
+                     "x %lld classes)", fn, (long long)d->memory_mib, (t.total + ((size_t)1 << 20) - 1) >> 20,
                      (long long)t.chunk, (long long)t.tile);
-  if (t.total < L->total) *L = t;
+  if (d->chunk_classes > 0 || t.total < L->total) *L = t;
   return XENT_OK;
 }
 
@@ -344,7 +370,9 @@ typedef struct tile_call {
   xent_ce_call call;
 } tile_call;
 
-static int64_t tile_width(const xent_linear_ce_plan* L, int64_t v, int64_t j) { return min64(L->tile, v - j * L->tile); }
+static int64_t tile_width(const xent_linear_ce_plan* L, int64_t v, int64_t j) {
+  return min64(L->tile, v - j * L->tile);
+}
 
 /* Tile (k, j)'s logits into the workspace: hidden[chunk] @ weight[tile]^T (+ bias[tile]). */
 static xent_status tile_logits(const run_ctx* r, int64_t r0, int64_t n, int64_t v0, int64_t w) {
@@ -464,11 +492,11 @@ static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int fro
 }
 
 /* Rounds an f32 sum of rows x H into an f16/bf16 matrix (WEIGHT_GRAD). */
-static xent_status round_sum(const run_ctx* r, int64_t rows, void* out, int accumulate) {
+static xent_status round_sum(const run_ctx* r, int64_t rows, const float* sum, void* out, int accumulate) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
   a.step = XENT_LCE_WEIGHT_GRAD;
   a.classes = rows;
-  a.weight_acc = (const float*)(r->ws + r->L->weight_acc);
+  a.weight_acc = sum;
   a.grad_weight = out;
   a.hidden = r->d->hidden;
   a.accumulate = accumulate;
@@ -481,13 +509,16 @@ static xent_status tiled(const run_ctx* r) {
   const xent_dtype dt = r->d->ce.dtype;
   const int64_t N = r->d->ce.rows, V = r->d->ce.classes, H = r->d->hidden;
   const size_t eb = xent_dtype_bytes(dt);
+  const int hidden_sum = L->kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM;
   void* tile = r->ws + L->logits;
   void* acc = r->ws + L->weight_acc;
+  float* hacc = (float*)(r->ws + L->hidden_acc);
   xent_status s = XENT_OK;
+  /* Sweep 1, and TILED's sweep 2 (grad_hidden from the chunk's records). */
   for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
     const int64_t r0 = k * L->chunk, n = min64(L->chunk, N - r0);
     s = tiled_statistics(r, k);
-    for (int64_t j = 0; j < L->tiles && s == XENT_OK && t->grad_hidden; ++j) {
+    for (int64_t j = 0; j < L->tiles && s == XENT_OK && t->grad_hidden && !hidden_sum; ++j) {
       const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
       s = tile_logits(r, r0, n, v0, w);
       if (s == XENT_OK) s = tile_gradient(r, k, j, 1);
@@ -496,9 +527,14 @@ static xent_status tiled(const run_ctx* r) {
                            .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H, .c = acc, .ldc = H};
       if (s == XENT_OK) s = gemm(r, &g);
     }
-    if (s == XENT_OK && t->grad_hidden) s = round_sum(r, n, (char*)t->grad_hidden + (size_t)r0 * H * eb, 0);
+    if (s == XENT_OK && t->grad_hidden && !hidden_sum)
+      s = round_sum(r, n, (float*)acc, (char*)t->grad_hidden + (size_t)r0 * H * eb, 0);
   }
-  for (int64_t j = 0; j < L->tiles && s == XENT_OK && (t->grad_weight || t->grad_bias); ++j) {
+  /* The last sweep, tile by tile (each chunk's gradient from its rows' lse):
+     grad_weight and grad_bias, summed over the chunks; TILED_HIDDEN_SUM's
+     grad_hidden too, summed over the tiles for every row. */
+  const int wanted = t->grad_weight || t->grad_bias || (hidden_sum && t->grad_hidden);
+  for (int64_t j = 0; j < L->tiles && s == XENT_OK && wanted; ++j) {
     const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
     for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
       const int64_t r0 = k * L->chunk, n = min64(L->chunk, N - r0);
@@ -508,6 +544,13 @@ static xent_status tiled(const run_ctx* r) {
         const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 1, .tb = 0, .m = w, .n = H,
                              .k = n, .alpha = 1.0, .beta = k == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
                              .b = (const char*)t->hidden + (size_t)r0 * H * eb, .ldb = H, .c = acc, .ldc = H};
+        s = gemm(r, &g);
+      }
+      if (s == XENT_OK && hidden_sum && t->grad_hidden) {
+        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 0, .tb = 0, .m = n, .n = H,
+                             .k = w, .alpha = 1.0, .beta = j == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
+                             .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H,
+                             .c = hacc + (size_t)r0 * H, .ldc = H};
         s = gemm(r, &g);
       }
       if (s == XENT_OK && t->grad_bias) {
@@ -522,8 +565,9 @@ static xent_status tiled(const run_ctx* r) {
       }
     }
     if (s == XENT_OK && t->grad_weight)
-      s = round_sum(r, w, (char*)t->grad_weight + (size_t)v0 * H * eb, r->d->accumulate);
+      s = round_sum(r, w, (float*)acc, (char*)t->grad_weight + (size_t)v0 * H * eb, r->d->accumulate);
   }
+  if (s == XENT_OK && hidden_sum && t->grad_hidden) s = round_sum(r, N, hacc, t->grad_hidden, 0);
   return s;
 }
 
@@ -566,16 +610,17 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   const xent_ce_desc chunk_ce = chunk_desc(d, L.chunk);
   const xent_dispatch_entry* loss = NULL;
   xent_vocab_kernels vocab = {NULL, NULL, 0};
-  if (L.chunks > 0 && L.tile > 0) {
+  if (L.chunks > 0 && L.kind != XENT_LINEAR_CE_PLAN_ONE_PASS) {
     /* The tiles are slices of the vocabulary (their kernels' key does not
        depend on the slice). The entropy's gradient needs E_p[z], which
        sweep 3's lse does not give. */
-    if (t->dentropy && (t->grad_weight || t->grad_bias))
+    const int from_lse = t->grad_weight || t->grad_bias || (L.kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM &&
+                                                             t->grad_hidden);
+    if (t->dentropy && from_lse)
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "%s: tensors->dentropy is set and the call takes the tiled plan (desc->memory_mib %lld, "
-                       "desc->chunk_classes %lld), which has no entropy gradient for grad_weight and grad_bias: "
-                       "raise desc->memory_mib",
-                       fn, (long long)d->memory_mib, (long long)d->chunk_classes);
+                       "%s: tensors->dentropy is set and the call takes plan %s (desc->memory_mib %lld, desc->plan "
+                       "%d), whose gradients from the rows' lse have no entropy term: take plan ONE_PASS", fn,
+                       plan_name(L.kind), (long long)d->memory_mib, d->plan);
     const run_ctx probe = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes};
     tile_call tc;
     tile_setup(&probe, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
@@ -600,8 +645,9 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   a.token_weight_count = d->ce.token_weight_mean == XENT_TOKEN_WEIGHT_MEAN_COUNT;
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
-  if (s == XENT_OK && L.tile > 0 && L.chunks > 0) s = tiled(&r);
-  for (int64_t k = 0; s == XENT_OK && L.tile == 0 && k < L.chunks; ++k) s = chunk(&r, k);
+  const int is_tiled = L.kind != XENT_LINEAR_CE_PLAN_ONE_PASS;
+  if (s == XENT_OK && is_tiled && L.chunks > 0) s = tiled(&r);
+  for (int64_t k = 0; s == XENT_OK && !is_tiled && k < L.chunks; ++k) s = chunk(&r, k);
   if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;
   /* FINISH: the loss from the chunks' sums, and the bad-label rows. */

@@ -43,14 +43,17 @@ xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_
    or tiled): the rows per chunk, and the workspace's regions, each 64-byte
    aligned, in this order. */
 typedef struct xent_linear_ce_plan {
+  xent_linear_ce_plan_kind kind; /* never AUTO */
   int64_t chunk;   /* rows per chunk */
   int64_t chunks;
   int64_t tile;    /* tiled: classes per tile; 0: one pass */
   int64_t tiles;   /* tiled: tiles across the vocabulary (of this rank) */
   size_t logits;   /* one pass: chunk * V, tiled: chunk * tile, dtype: the logits and (in place) their gradient */
   size_t weight_acc; /* one pass: V * H f32, an f16/bf16 grad_weight's sum over the chunks (has_weight_acc);
-                        tiled: max(chunk, tile) * H f32, a tile's grad_hidden or grad_weight sum */
+                        TILED: max(chunk, tile) * H f32, a chunk's grad_hidden or a tile's grad_weight sum;
+                        TILED_HIDDEN_SUM: tile * H f32, a tile's grad_weight sum */
   int has_weight_acc;
+  size_t hidden_acc; /* TILED_HIDDEN_SUM: rows * H f32, grad_hidden's sum over the tiles */
   size_t records;  /* tiled: a chunk's records, [ranks * tiles][chunk], wide */
   size_t lse;      /* tiled: the rows' lse, accumulation type (unless the call keeps it) */
   size_t gemm;     /* the GEMM library's workspace, gemm_bytes */
