@@ -284,6 +284,21 @@ class VsOptax(unittest.TestCase):
                 close(self, got, want, dtype, what + " loss")
                 for name, g, e in zip(("hidden", "weight", "bias"), grads, wgrads):
                     close(self, g, e, dtype, f"{what} gradient of {name}")
+        # bf16 in 1 MiB: a tiled plan (tests/linear_ce_vs_torch_test.py).
+        h = jnp.asarray(self.rng.standard_normal((64, 64))).astype(jnp.bfloat16)
+        w = jnp.asarray(self.rng.standard_normal((8192, 64)) / 8).astype(jnp.bfloat16)
+        b = jnp.asarray(self.rng.standard_normal(8192) / 4).astype(jnp.bfloat16)
+        y = jnp.asarray(self.rng.integers(0, 8192, 64)).at[3].set(-100)
+        # (A sum: a mean's gradients, 1/64 of these, would sit under the
+        # tolerance's floor.)
+        fn = lambda h, w, b: xent_jax.linear_cross_entropy(h, w, y, b, chunk_rows=16, memory_mib=1, reduction="sum",
+                                                           label_smoothing=0.1).astype(jnp.float64)
+        got, grads = jax.value_and_grad(fn, argnums=(0, 1, 2))(h, w, b)
+        ref = lambda h, w, b: oracle(h @ w.T + b, y, smoothing=0.1, reduction="sum")
+        want, wgrads = jax.value_and_grad(ref, argnums=(0, 1, 2))(*(v.astype(jnp.float64) for v in (h, w, b)))
+        close(self, got, want, jnp.bfloat16, "bf16 in 1 MiB: loss")
+        for name, g, e in zip(("hidden", "weight", "bias"), grads, wgrads):
+            close(self, g, e, jnp.bfloat16, f"bf16 in 1 MiB: gradient of {name}")
         h = jnp.asarray(self.rng.standard_normal((6, 8)))
         w = jnp.asarray(self.rng.standard_normal((20, 8)) / 3)
         t = jax.nn.softmax(jnp.asarray(self.rng.standard_normal((6, 20))))

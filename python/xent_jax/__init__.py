@@ -314,14 +314,14 @@ def _lce_call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, d
               jax.ShapeDtypeStruct(hidden.shape, hidden.dtype) if "hidden" in want else empty(hidden),
               jax.ShapeDtypeStruct(weight.shape, weight.dtype) if "weight" in want else empty(weight),
               jax.ShapeDtypeStruct(bias.shape, bias.dtype) if "bias" in want and bias.size else empty(hidden))
-    reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count, chunk = o
+    reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count, chunk, mib = o
     call = jax.ffi.ffi_call("xent_lce", shapes, vmap_method="sequential")
     return call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, dloss,
                 reduction=np.int64(reduction), ignore_index=np.int64(ignore_index),
                 label_smoothing=np.float64(smoothing), z_loss=np.float64(z_loss), softcap=np.float64(softcap),
                 temperature=np.float64(tau), all_ignored_zero=np.bool_(all_ignored_zero),
                 ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count),
-                chunk_rows=np.int64(chunk))
+                chunk_rows=np.int64(chunk), memory_mib=np.int64(mib))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
@@ -361,10 +361,14 @@ _lce.defvjp(_lce_fwd, _lce_bwd)
 
 def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, ignore_index=-100, reduction="mean",
                          label_smoothing=0.0, z_loss=0.0, softcap=0.0, temperature=1.0, token_weight=None,
-                         token_weight_mean="weights", all_ignored_zero=False, invalid_labels="raise", chunk_rows=0):
+                         token_weight_mean="weights", all_ignored_zero=False, invalid_labels="raise", chunk_rows=0,
+                         memory_mib=0):
     """cross_entropy(hidden @ weight.T + bias, labels), fused: the [N, V]
     logits are made a chunk of rows at a time (chunk_rows; 0 = xent's
-    default) and never held whole. hidden [..., H], weight [V, H], bias
+    default) and never held whole; the scratch memory is at most memory_mib
+    (0: xent's default, 64 MiB), where f16/bf16 calls with class indices
+    make tiles of logits again rather than keep a [V, H] f32 sum (xent.h's
+    plans, as xent.linear_cross_entropy). hidden [..., H], weight [V, H], bias
     [V]; labels integer [...] or probabilities [..., V]; ce_weight: class
     weights [V]. The other options are cross_entropy's (a temperature per
     row and token_weight shaped like labels' rows). Gradients flow to
@@ -394,5 +398,5 @@ def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, i
     tw = _optional(token_weight, rows, acc, "token_weight")
     o = (_REDUCTIONS[reduction], int(ignore_index), float(label_smoothing), float(z_loss), float(softcap),
          1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
-         token_weight_mean == "count", int(chunk_rows))
+         token_weight_mean == "count", int(chunk_rows), int(memory_mib))
     return _lce(hidden, weight, bias, labels, ce_weight, tau_rows, tw, o)

@@ -281,7 +281,8 @@ ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator sc
                   ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> grad_hidden,
                   ffi::Result<ffi::AnyBuffer> grad_weight, ffi::Result<ffi::AnyBuffer> grad_bias, int64_t reduction,
                   int64_t ignore_index, double label_smoothing, double z_loss, double softcap, double tau,
-                  bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, int64_t chunk_rows) {
+                  bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, int64_t chunk_rows,
+                  int64_t memory_mib) {
   xent_dtype dtype;
   if (!dtype_of(hidden.element_type(), &dtype) || weight.element_type() != hidden.element_type())
     return ffi::Error::InvalidArgument("xent: hidden and weight must be one float type");
@@ -305,6 +306,7 @@ ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator sc
   d.ce.invalid_labels = ignore_invalid_labels ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
   d.ce.token_weight_mean = token_weight_count ? XENT_TOKEN_WEIGHT_MEAN_COUNT : XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
   d.chunk_rows = chunk_rows;
+  d.memory_mib = memory_mib;
   const size_t rows = (size_t)N, n_loss = reduction == XENT_REDUCTION_NONE ? rows : 1;
   if (!sized(labels, label == XENT_PROB ? rows * (size_t)V : rows, false) || !sized(bias, (size_t)V, true) ||
       !sized(ce_weight, (size_t)V, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
@@ -506,7 +508,8 @@ auto linear_args(B b) {
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
       .template Attr<bool>("token_weight_count")
-      .template Attr<int64_t>("chunk_rows");
+      .template Attr<int64_t>("chunk_rows")
+      .template Attr<int64_t>("memory_mib");
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_records_cpu,
