@@ -78,9 +78,10 @@ static xent_status chunk_rows(const xent_handle* h, const xent_linear_ce_desc* d
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-/* The tiled plan's GEMMs are small: they take at most this much of the GEMM
-   library's workspace (a preference: cuBLASLt and hipBLASLt pick algorithms
-   within it). */
+/* The tiled plans' GEMMs are small: they take at most this much of the
+   GEMM library's workspace, and at most a sixteenth of the budget (a
+   preference: cuBLASLt and hipBLASLt pick algorithms within it, and some
+   need none). */
 #define TILED_GEMM_WORKSPACE ((size_t)4 << 20)
 
 static int64_t ranks_of(const xent_linear_ce_desc* d) { return d->ce.vocab_shard ? d->ce.vocab_shard->ranks : 1; }
@@ -89,7 +90,8 @@ static int64_t ranks_of(const xent_linear_ce_desc* d) { return d->ce.vocab_shard
    classes a tile. Sizes are bounded before: n * V (the caller's chunk_rows,
    or the PLAN step's) and V * H, N * H by the API's byte-count checks. */
 static xent_status layout(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
-                          xent_linear_ce_plan_kind kind, int64_t n, int64_t tile, xent_linear_ce_plan* L) {
+                          xent_linear_ce_plan_kind kind, int64_t n, int64_t tile, size_t budget,
+                          xent_linear_ce_plan* L) {
   const int64_t v = d->ce.classes, H = d->hidden;
   const size_t eb = xent_dtype_bytes(d->ce.dtype), ab = xent_acc_bytes(d->ce.dtype);
   const int64_t chunks = d->ce.rows > 0 ? (d->ce.rows + n - 1) / n : 0;
@@ -129,7 +131,8 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
     L->weight_acc = at, at += L->has_weight_acc ? round64((size_t)v * (size_t)H * 4) : 0;
   }
   const size_t gemm_ws = h->backend->gemm_workspace;
-  L->gemm_bytes = tiled && gemm_ws > TILED_GEMM_WORKSPACE ? TILED_GEMM_WORKSPACE : gemm_ws;
+  const size_t cap = TILED_GEMM_WORKSPACE < budget / 16 ? TILED_GEMM_WORKSPACE : (budget / 16) & ~(size_t)255;
+  L->gemm_bytes = tiled && gemm_ws > cap ? cap : gemm_ws;
   L->gemm = at, at += round64(L->gemm_bytes);
   L->steps = at, at += round64(xent_lce_workspace_bytes(chunks, v, ab));
   L->ce = at, at += round64(ce_bytes);
@@ -161,7 +164,7 @@ static xent_status tiled_plan(const char* fn, const xent_handle* h, const xent_l
   const int64_t rows = d->ce.rows > 0 ? d->ce.rows : 1;
   for (int64_t p = d->chunk_classes > 0 ? d->chunk_classes : 16384;; p /= 2) {
     const int64_t n = d->chunk_rows > 0 ? min64(d->chunk_rows, rows) : min64(p, rows);
-    const xent_status s = layout(fn, h, d, kind, n, min64(p, d->ce.classes), L);
+    const xent_status s = layout(fn, h, d, kind, n, min64(p, d->ce.classes), budget, L);
     if (s != XENT_OK || d->chunk_classes > 0 || L->total <= budget || p / 2 < smallest) return s;
   }
 }
@@ -181,7 +184,7 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   if (kind == XENT_LINEAR_CE_PLAN_ONE_PASS || (kind == XENT_LINEAR_CE_PLAN_AUTO && d->chunk_classes == 0)) {
     int64_t n = 0;
     s = chunk_rows(h, d, &n);
-    if (s == XENT_OK) s = layout(fn, h, d, XENT_LINEAR_CE_PLAN_ONE_PASS, n, 0, L);
+    if (s == XENT_OK) s = layout(fn, h, d, XENT_LINEAR_CE_PLAN_ONE_PASS, n, 0, budget, L);
     if (s != XENT_OK || kind == XENT_LINEAR_CE_PLAN_ONE_PASS || L->total <= budget || why) return s;
   }
   if (kind != XENT_LINEAR_CE_PLAN_AUTO) {
