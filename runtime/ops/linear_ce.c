@@ -354,19 +354,23 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   return t->grad_bias ? chunk_bias_grad(r, k, grad) : XENT_OK;
 }
 
-/* The tiled plan (xent.h). Tile (k, j) is chunk k's rows r0 .. r0 + n
-   against tile j's classes v0 .. v0 + w: its logits come from a GEMM of
-   those rows of hidden and rows of weight. The tiles of a chunk are the
-   slices of a vocabulary-parallel call (vocab_parallel.c), ranks * tiles of
-   them: each writes its row records, the chunk's loss, lse and per-token
-   outputs come from all of them (the combine), and each tile's gradient from
-   them too. Three sweeps over the tiles:
+/* The tiled plans (xent.h, docs/LINEAR_CE.md). Tile (k, j) is chunk k's
+   rows r0 .. r0 + n against tile j's classes v0 .. v0 + w: its logits come
+   from a GEMM of those rows of hidden and rows of weight. The tiles of a
+   chunk are the slices of a vocabulary-parallel call (vocab_parallel.c),
+   ranks * tiles of them: each writes its row records, the chunk's loss, lse
+   and per-token outputs come from all of them (the combine), and each
+   tile's gradient from them too. The sweeps over the tiles:
      1. chunk by chunk, each tile's records, then the combine;
-     2. (grad_hidden) chunk by chunk, each tile's gradient, whose product
-        with its weight rows is summed over the tiles in f32 and rounded;
-     3. (grad_weight, grad_bias) tile by tile, each chunk's gradient from its
-        rows' lse, whose product with its hidden rows is summed over the
-        chunks in f32 and rounded, the bias's column sums likewise. */
+     2. (TILED, grad_hidden) chunk by chunk, each tile's gradient, whose
+        product with its weight rows is summed over the tiles in f32 and
+        rounded;
+     3. (grad_weight, grad_bias; TILED_HIDDEN_SUM's grad_hidden) tile by
+        tile, each chunk's gradient from its rows' lse, whose product with
+        its hidden rows is summed over the chunks in f32 and rounded, the
+        bias's column sums likewise; TILED_HIDDEN_SUM's product with the
+        tile's weight rows summed into every row's grad_hidden in f32,
+        rounded after the last tile. */
 typedef struct tile_call {
   xent_vocab_shard shard;
   xent_ce_desc desc;
@@ -439,7 +443,7 @@ static void tile_setup(const run_ctx* r, int64_t k, int64_t j, xent_op op, tile_
   call->row_threads = r->h->row_threads;
 }
 
-/* A chunk's records, [ranks * tiles][n], and one tile's among them. */
+/* The chunk's records, [ranks * tiles][n], and the bytes of one slice's. */
 static char* chunk_records(const run_ctx* r) { return r->ws + r->L->records; }
 static size_t record_bytes(const run_ctx* r, int64_t n) {
   return (size_t)n * xent_shard_record_bytes(xent_acc_bytes(r->d->ce.dtype), r->vocab.token_stats);
