@@ -176,6 +176,16 @@ class DryRun(unittest.TestCase):
                     self.assertIsNone(methods[m]["peak_extra_bytes"], name)
                 self.assertGreater(methods["gemms"]["s"], 0, name)
                 self.assertGreater(r["xent_over_gemms"], 0, name)
+                # Timed interleaved, each with its spread; the package is
+                # the headline, every ratio to it.
+                self.assertGreater(r["package_over_gemms"], 0, name)
+                for m in ("xent_package", "xent", "gemms", "torch_eager"):
+                    t = methods[m]["spread"]
+                    self.assertTrue(0 < t["min"] <= t["median"] <= t["max"], f"{name} {m}: {t}")
+                    self.assertEqual(t["n"], report["environment"]["timing"]["reps"], f"{name} {m}")
+                    if m != "xent_package":
+                        self.assertGreater(methods[m]["over_package"], 0, f"{name} {m}")
+                        self.assertIn("level_with_package", methods[m], f"{name} {m}")
                 # The one-pass plan in chunks of 16 rows, and the tiled plans
                 # (tiles of 40 rows x 64 classes; AUTO takes
                 # TILED_HIDDEN_SUM): each checked, then timed.
@@ -185,6 +195,7 @@ class DryRun(unittest.TestCase):
                                  if r["dtype"] == "bf16" else [], name)
                 for c in r["sweep"]:
                     self.assertGreater(c["s"], 0, name)
+                    self.assertLessEqual(c["spread"]["min"], c["spread"]["max"], name)
                     self.assertLess(max(c["errors"].values()), 0.03, f"{name} {c}")
                 self.assertTrue("s" in methods["torch_compile"] or "error" in methods["torch_compile"], name)
                 # Liger-Kernel and Cut Cross-Entropy need a GPU: each named

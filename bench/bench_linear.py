@@ -7,27 +7,35 @@ materialized), Liger-Kernel's fused linear cross entropy and Apple's Cut
 Cross-Entropy, in one process, on the same tensors. A peer that cannot run
 is named in the result with the reason.
 
-Each method is checked first against PyTorch in float32 on the same
-(rounded) inputs: the loss, grad_hidden and grad_weight.
+Each method is checked first against the step in float64 on the same
+(rounded) inputs, a chunk of rows at a time: the loss, grad_hidden and
+grad_weight, each's largest error relative to its largest value. Then the
+methods that agree are timed interleaved (bench.py's Timer.many: each
+repetition calls every one once, the order rotated), and each keeps the
+spread of its calls (min, p10, median, p90, max).
 
 Lines, each a method on the same case:
+  xent_package  xent.linear_cross_entropy(...).backward(), what a user
+                calls (the headline; the other methods' ratios are to it):
+                the autograd function (the gradients of a loss of 1
+                computed in the forward, scaled by the incoming gradient in
+                the backward)
   xent          one xent_linear_ce_run: the loss and both gradients
                 (workspace from PyTorch's allocator, as the package takes it)
-  xent_package  xent.linear_cross_entropy(...).backward(): the autograd
-                function (the gradients of a loss of 1 computed in the
-                forward, scaled by the incoming gradient in the backward)
   gemms         the three GEMMs alone, unchunked: hidden @ weight^T, then
                 [N, V] @ weight and [N, V]^T @ hidden: the time the targets
                 compare xent with (issue 62: within 1.05x)
   torch_eager   F.cross_entropy(F.linear(hidden, weight), target).backward()
-  torch_compile the same function under torch.compile
+  torch_compile the same function under torch.compile, built for each
+                case's shape (dynamic=False), compiled in its check
   liger         LigerFusedLinearCrossEntropyLoss (CUDA only: Triton)
   cce           cut_cross_entropy.linear_cross_entropy (CUDA only: Triton)
 
 Then xent's call under other plans (each case's `sweep`): the one-pass
 plan in chunks of several sizes, and memory budgets (desc.memory_mib) from
 the default 64 MiB to the one-pass plan's: the memory-for-speed curve of
-docs/LINEAR_CE.md. Each is checked as the methods are.
+docs/LINEAR_CE.md. Each is checked as the methods are, and they are timed
+interleaved with each other and the default.
 
 Memory: the peak of PyTorch's allocator during one step beyond what was
 allocated before it, less the step's own outputs (the loss and the two
@@ -50,13 +58,15 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from bench import Timer, environment, write_json  # noqa: E402
+from bench import Timer, compiled, environment, level, write_json  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-# Against PyTorch in float32 on the same inputs, relative to the largest
+# Against the step in float64 on the same inputs, relative to the largest
 # magnitude of each expected tensor: the logits and gradients are rounded to
-# the dtype once per GEMM (and grad_weight once per chunk as it accumulates).
+# the dtype once per GEMM.
 TOL = {"bf16": 3e-2, "f16": 5e-3, "f32": 1e-4}
+# The float64 reference's rows at a time (its logits: 4 GiB at V = 262144).
+REFERENCE_ROWS = 2048
 
 
 # Each case; `sweep`: the chunk sizes (rows) xent's one-pass plan is also
@@ -130,19 +140,19 @@ def torch_loss(hidden, weight, target):
 
 def make_methods(xent, device):
     """name -> a step of (hidden, weight, target), or the reason it cannot
-    run here."""
-    methods = {"xent": lambda h, w, y: xent_call(xent, h, w, y),
-               "xent_package": with_autograd(lambda h, w, y: xent.linear_cross_entropy(h, w, y))}
+    run here; made for each case (torch.compile's graph is the case's)."""
+    methods = {"xent_package": with_autograd(lambda h, w, y: xent.linear_cross_entropy(h, w, y)),
+               "xent": lambda h, w, y: xent_call(xent, h, w, y)}
 
     def gemms(h, w, y):
         logits = h @ w.t()
         return None, logits @ w, logits.t() @ h
     methods["gemms"] = gemms
     methods["torch_eager"] = with_autograd(torch_loss)
-    if hasattr(torch, "compile"):
-        methods["torch_compile"] = with_autograd(torch.compile(torch_loss))
-    else:
-        methods["torch_compile"] = f"torch {torch.__version__} has no torch.compile"
+    try:
+        methods["torch_compile"] = with_autograd(compiled(torch_loss))
+    except RuntimeError as e:  # no torch.compile
+        methods["torch_compile"] = str(e)
     if device != "cuda":
         methods["liger"] = "Liger-Kernel is Triton: CUDA only"
         methods["cce"] = "Cut Cross-Entropy is Triton: CUDA only"
@@ -162,8 +172,27 @@ def make_methods(xent, device):
 
 
 def reference(hidden, weight, target):
-    """PyTorch in float32 on the same rounded inputs."""
-    return with_autograd(torch_loss)(hidden.float(), weight.float(), target)
+    """The step in float64 on the same rounded inputs, REFERENCE_ROWS rows
+    at a time: (the mean loss, grad_hidden, grad_weight), from the
+    definitions (every target counts)."""
+    n = hidden.shape[0]
+    w64 = weight.double()
+    loss = torch.zeros((), dtype=torch.float64, device=hidden.device)
+    gh = torch.empty(hidden.shape, dtype=torch.float64, device=hidden.device)
+    gw = torch.zeros(weight.shape, dtype=torch.float64, device=hidden.device)
+    for r0 in range(0, n, REFERENCE_ROWS):
+        h64, y = hidden[r0:r0 + REFERENCE_ROWS].double(), target[r0:r0 + REFERENCE_ROWS]
+        z = h64 @ w64.T
+        lse = torch.logsumexp(z, 1)
+        rows = torch.arange(len(y), device=y.device)
+        loss += (lse - z[rows, y]).sum()
+        g = torch.exp(z - lse[:, None])  # softmax, then less the one-hot target
+        del z
+        g[rows, y] -= 1
+        gh[r0:r0 + REFERENCE_ROWS] = g @ w64
+        gw += g.T @ h64
+        del g
+    return loss / n, gh / n, gw / n
 
 
 def errors(got, want):
@@ -171,7 +200,7 @@ def errors(got, want):
     for name, g, w in zip(("loss", "grad_hidden", "grad_weight"), got, want):
         if g is None:
             continue
-        g, w = g.float(), w.float()
+        g = g.double()
         out[name] = ((g - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
     return out
 
@@ -199,6 +228,14 @@ def peak_extra_bytes(step, args, device):
     return peak - outputs
 
 
+def keep_times(entries, spreads):
+    """Into each entry of {name: entry}: the median, spread and host time
+    of its calls from Timer.many's {name: (calls, host)}."""
+    for name, (calls, host) in spreads.items():
+        if name in entries:
+            entries[name].update(s=calls["median"], spread=calls, host_s=host["median"])
+
+
 def run_case(case, xent, methods, timer, device):
     n, h, v, dtype = case["n"], case["h"], case["v"], case["dtype"]
     gen = torch.Generator(device=device).manual_seed(1234)
@@ -218,7 +255,7 @@ def run_case(case, xent, methods, timer, device):
             err = errors(got, want) if name != "gemms" else {}
             del got
             if any(e > TOL[dtype] for e in err.values()):
-                raise RuntimeError(f"disagrees with PyTorch: {err}")
+                raise RuntimeError(f"disagrees with the float64 step: {err}")
             checked[name] = step
             result["methods"][name] = dict(errors=err)
         except Exception as e:  # noqa: BLE001 -- a method's failure is reported, not fatal
@@ -235,7 +272,7 @@ def run_case(case, xent, methods, timer, device):
             err = errors(got, want)
             del got
             if any(e > TOL[dtype] for e in err.values()):
-                raise RuntimeError(f"disagrees with PyTorch: {err}")
+                raise RuntimeError(f"disagrees with the float64 step: {err}")
             sweep.append((desc, step, dict(desc, errors=err)))
         except Exception as e:  # noqa: BLE001 -- reported, and the case is not ok
             sweep.append((desc, None, dict(desc, error=f"{type(e).__name__}: {e}"[:500])))
@@ -243,35 +280,47 @@ def run_case(case, xent, methods, timer, device):
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
-    for name, step in checked.items():
-        m = result["methods"][name]
-        try:
-            m["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
-            m["s"] = timer(lambda: step(*args))
-        except Exception as e:  # noqa: BLE001 -- out of memory, say
-            m["error"] = f"{type(e).__name__}: {e}"[:500]
     ms = result["methods"]
+    timed = {}
+    for name, step in checked.items():
+        try:
+            ms[name]["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
+            timed[name] = (lambda step=step: step(*args))
+        except Exception as e:  # noqa: BLE001 -- out of memory, say
+            ms[name]["error"] = f"{type(e).__name__}: {e}"[:500]
+    keep_times(ms, timer.many(timed) if timed else {})
     if "s" in ms["xent"]:
         result["sweep"] = []
-        for desc, step, entry in sweep:
+        timed = {"default": lambda: xent_call(xent, *args)}
+        for i, (desc, step, entry) in enumerate(sweep):
             result["sweep"].append(entry)
             if step is None:
                 continue
             try:
                 entry["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
-                entry["s"] = timer(lambda: step(*args))
+                timed[i] = (lambda step=step: step(*args))
             except Exception as e:  # noqa: BLE001 -- out of memory, say
                 entry["error"] = f"{type(e).__name__}: {e}"[:500]
+        spreads = timer.many(timed)
+        keep_times({i: result["sweep"][i] for i in timed if i != "default"}, spreads)
+        result["sweep_default_spread"] = spreads["default"][0]
+    # The package is the headline: every ratio is to it (above 1: the
+    # package is faster), level where the p10-p90 ranges overlap.
+    head = ms["xent_package"]
+    if "s" in head:
+        for name, m in ms.items():
+            if "s" in m and name != "xent_package":
+                m["over_package"] = m["s"] / head["s"]
+                m["level_with_package"] = level(m["spread"], head["spread"])
+        if "s" in ms["gemms"]:
+            result["package_over_gemms"] = head["s"] / ms["gemms"]["s"]
     xs = ms["xent"].get("s")
     if xs:
-        for name, m in ms.items():
-            if "s" in m and name != "xent":
-                m["over_xent"] = m["s"] / xs
         if "s" in ms["gemms"]:
             result["xent_over_gemms"] = xs / ms["gemms"]["s"]
         if ms["xent"].get("peak_extra_bytes") is not None:
             result["xent_extra_over_logits"] = ms["xent"]["peak_extra_bytes"] / result["logits_bytes"]
-    result["ok"] = "s" in ms["xent"] and "error" not in ms["xent"] and not any(
+    result["ok"] = all("s" in ms[m] and "error" not in ms[m] for m in ("xent", "xent_package")) and not any(
         "error" in c for c in result.get("sweep", []))
     del hidden, weight, target
     return result
@@ -283,7 +332,7 @@ def main():
     p.add_argument("--out", required=True, help="output prefix: writes OUT.json")
     p.add_argument("--dry-run", action="store_true", help="CPU backend, tiny shapes")
     p.add_argument("--commit", default=os.environ.get("XENT_COMMIT", "unknown"))
-    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--reps", type=int, default=8)
     args = p.parse_args()
     os.environ["XENT_LIBRARY"] = args.lib
     import xent
@@ -292,14 +341,13 @@ def main():
     if device == "cuda" and not torch.cuda.is_available():
         print("SKIPPED: no CUDA device for the benchmark (use --dry-run on a CPU)")
         return 0
-    timer = Timer(device, warmup=1 if args.dry_run else 3, reps=2 if args.dry_run else args.reps)
+    timer = Timer(device, warmup=1 if args.dry_run else 2, reps=2 if args.dry_run else args.reps)
     env = environment(device, args.commit)
-    env["timing"] = dict(warmup=timer.warmup, reps=timer.reps, statistic="median",
+    env["timing"] = dict(warmup=timer.warmup, reps=timer.reps, statistic="median and spread, interleaved",
                          clock="CUDA events" if device == "cuda" else "wall clock")
-    methods = make_methods(xent, device)
     results = []
     for case in dry_cases() if args.dry_run else gpu_cases():
-        r = run_case(case, xent, methods, timer, device)
+        r = run_case(case, xent, make_methods(xent, device), timer, device)
         results.append(r)
         line = f"N {r['n']} H {r['h']} V {r['v']} {r['dtype']}:"
         for name, m in r["methods"].items():
@@ -318,8 +366,8 @@ def main():
             mem = c["peak_extra_bytes"]
             line += f"\n  xent, {what}: {c['s'] * 1e3:9.3f} ms" + (
                 f", {mem / 2**20:9.1f} MiB extra" if mem is not None else "")
-        if "xent_over_gemms" in r:
-            line += f"\n  xent / gemms: {r['xent_over_gemms']:.3f}"
+        if "package_over_gemms" in r:
+            line += f"\n  package / gemms: {r['package_over_gemms']:.3f}"
         print(line, flush=True)
         # After every case: a run stopped by its time limit keeps what it
         # measured ("complete": false).

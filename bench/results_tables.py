@@ -114,7 +114,71 @@ def comparison_table(data, title):
     return lines
 
 
+PLAN_NAMES = {1: "ONE_PASS", 2: "TILED_HIDDEN_SUM", 3: "TILED"}
+
+
+def linear_cell(m):
+    """A method's median (its min-max) and peak memory, or '-'."""
+    if "s" not in m:
+        return "-"
+    t = m["spread"]
+    mem = m.get("peak_extra_bytes")
+    return (f"{1e3 * t['median']:.1f} ms ({1e3 * t['min']:.1f}-{1e3 * t['max']:.1f})"
+            + (f", {mem / 2**20:.0f} MiB" if mem is not None else ""))
+
+
+def linear_plan(entry):
+    """A sweep entry's desc fields in words."""
+    words = []
+    mib = entry.get("memory_mib")
+    if mib is not None:
+        words.append("one pass" if mib >= 1 << 40 else f"{mib} MiB")
+    if entry.get("plan"):
+        words.append(PLAN_NAMES[entry["plan"]])
+    for k in ("chunk_rows", "chunk_classes"):
+        if entry.get(k):
+            words.append(f"{k} {entry[k]}")
+    return ", ".join(words)
+
+
+def linear_table_spread(data):
+    """bench_linear.py's files since the package became the headline: each
+    method's median and min-max, every ratio to the package; then each
+    case's sweep of plans and budgets beside its default."""
+    env = data["environment"]
+    lines = [
+        f"**Fused linear cross entropy**, one forward and backward step: {env['device']}, commit "
+        f"{env['commit'][:7]}, {env['date'][:10]}; milliseconds, median (min-max) of the run's interleaved calls, "
+        "and the allocator's peak beyond inputs and outputs",
+        "",
+        "| N x H x V | xent (package) | xent (C call) | the GEMMs alone | PyTorch eager | torch.compile | "
+        "Liger-Kernel | Cut Cross-Entropy | package / GEMMs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["results"]:
+        cells = [linear_cell(r["methods"].get(m, {}))
+                 for m in ("xent_package", "xent", "gemms", "torch_eager", "torch_compile", "liger", "cce")]
+        ratio = f"{r['package_over_gemms']:.2f}" if "package_over_gemms" in r else "-"
+        lines.append(f"| {r['n']} x {r['h']} x {r['v']} {r['dtype']} | " + " | ".join(cells) + f" | {ratio} |")
+    sweeps = [r for r in data["results"] if any("s" in c for c in r.get("sweep", []))]
+    if sweeps:
+        lines += ["", "| N x H x V | xent's plan and budget | time, peak | over the default |", "|---|---|---|---|"]
+        for r in sweeps:
+            # The default's calls interleaved with the sweep's: the base.
+            base = r["sweep_default_spread"]["median"]
+            default = dict(s=base, spread=r["sweep_default_spread"],
+                           peak_extra_bytes=r["methods"]["xent"].get("peak_extra_bytes"))
+            lines.append(f"| {r['n']} x {r['h']} x {r['v']} {r['dtype']} | default (64 MiB) | "
+                         f"{linear_cell(default)} | 1.00 |")
+            for c in r["sweep"]:
+                lines.append(f"| | {linear_plan(c)} | {linear_cell(c)} | "
+                             + (f"{c['s'] / base:.2f} |" if "s" in c else "- |"))
+    return lines
+
+
 def linear_table(data):
+    if any("package_over_gemms" in r for r in data["results"]):
+        return linear_table_spread(data)
     env = data["environment"]
     lines = [
         f"**Fused linear cross entropy**, one forward and backward step: {env['device']}, commit "

@@ -98,6 +98,30 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) |", text)
         self.assertIn("| bwd | 16x4096 | **1.00** | - | refused |", text)
 
+    def test_linear_table(self):
+        """bench_linear.py's table, from a linear.json made here: the
+        package first, each method's median (min-max) and peak, a peer that
+        did not run as '-', the package over the GEMMs; then the sweep
+        beside the default's interleaved calls, a failed plan as '-'."""
+        env = dict(device="GPU X", commit="abcdef0123", date="2026-01-02T00:00:00")
+        t = lambda med, lo, hi, mib=None: dict(  # noqa: E731
+            s=med, spread=dict(min=lo, median=med, max=hi), peak_extra_bytes=None if mib is None else mib << 20)
+        methods = dict(xent_package=t(0.1, 0.09, 0.12, 48), xent=t(0.095, 0.09, 0.1, 48), gemms=t(0.08, 0.08, 0.081),
+                       torch_eager=t(0.09, 0.089, 0.091, 4096), liger=dict(error="not installed"))
+        sweep = [dict(memory_mib=512, plan=3, **t(0.09, 0.089, 0.092, 300)), dict(memory_mib=1 << 40, error="OOM")]
+        results = [dict(n=16, h=8, v=32, dtype="bf16", methods=methods, package_over_gemms=1.25, sweep=sweep,
+                        sweep_default_spread=dict(min=0.099, median=0.1, max=0.11))]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "linear.json"), "w") as f:
+                json.dump(dict(environment=env, complete=True, results=results), f)
+            text = results_tables.tables(d)
+        self.assertIn("| N x H x V | xent (package) | xent (C call) | the GEMMs alone |", text)
+        self.assertIn("| 16 x 8 x 32 bf16 | 100.0 ms (90.0-120.0), 48 MiB | 95.0 ms (90.0-100.0), 48 MiB | "
+                      "80.0 ms (80.0-81.0) | 90.0 ms (89.0-91.0), 4096 MiB | - | - | - | 1.25 |", text)
+        self.assertIn("| 16 x 8 x 32 bf16 | default (64 MiB) | 100.0 ms (99.0-110.0), 48 MiB | 1.00 |", text)
+        self.assertIn("| | 512 MiB, TILED | 90.0 ms (89.0-92.0), 300 MiB | 0.90 |", text)
+        self.assertIn("| | one pass | - | - |", text)
+
     def test_comparison_table(self):
         """A run measured as users call it: the package's TB/s and fractions,
         the best peer, each ratio with its p10-p90 range and 'level' where the

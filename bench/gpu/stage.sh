@@ -312,7 +312,7 @@ case "$STAGE" in
     run_step ncu 120 --gpu bench/ncu_gpu.sh --prebuilt "$BIN" --out "$RESULTS/ncu.txt" --source "$RESULTS/ncu-source.csv.xz"
     run_step sweep 140 --gpu "$PYTHON" bench/bench.py --lib "$BIN/libxent_shared.so" \
       --roofline "$BIN/libxent_roofline.so" --out "$RESULTS/sweep" --groups sweep
-    run_step bench_linear 140 --gpu "$PYTHON" bench/bench_linear.py --lib "$BIN/libxent_shared.so" \
+    run_step bench_linear 160 --gpu "$PYTHON" bench/bench_linear.py --lib "$BIN/libxent_shared.so" \
       --out "$RESULTS/linear"
     ;;
   wheels) ;;
