@@ -183,6 +183,8 @@ class DryRun(unittest.TestCase):
                     t = methods[m]["spread"]
                     self.assertTrue(0 < t["min"] <= t["median"] <= t["max"], f"{name} {m}: {t}")
                     self.assertEqual(t["n"], report["environment"]["timing"]["reps"], f"{name} {m}")
+                    self.assertAlmostEqual(methods[m]["gemm_tflops"], r["gemm_flops"] / methods[m]["s"] / 1e12,
+                                           msg=f"{name} {m}")
                     if m != "xent_package":
                         self.assertGreater(methods[m]["over_package"], 0, f"{name} {m}")
                         self.assertIn("level_with_package", methods[m], f"{name} {m}")

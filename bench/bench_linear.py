@@ -58,7 +58,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from bench import Timer, compiled, environment, level, write_json  # noqa: E402
+from bench import Timer, clocks, compiled, environment, level, write_json  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # Against the step in float64 on the same inputs, relative to the largest
@@ -289,6 +289,14 @@ def run_case(case, xent, methods, timer, device):
         except Exception as e:  # noqa: BLE001 -- out of memory, say
             ms[name]["error"] = f"{type(e).__name__}: {e}"[:500]
     keep_times(ms, timer.many(timed) if timed else {})
+    # The clocks right after (a GEMM-bound step at the power limit clocks
+    # down: what the GEMMs' TFLOP/s is read against), and each method's
+    # rate in the three GEMMs' flops.
+    if device == "cuda":
+        result["clocks"] = clocks()
+    for m in ms.values():
+        if "s" in m:
+            m["gemm_tflops"] = result["gemm_flops"] / m["s"] / 1e12
     if "s" in ms["xent"]:
         result["sweep"] = []
         timed = {"default": lambda: xent_call(xent, *args)}
