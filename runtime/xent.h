@@ -461,11 +461,9 @@ typedef struct xent_linear_ce_tensors {
 } xent_linear_ce_tensors;
 
 /* Bytes of scratch memory a call needs, by its plan (above). One pass: a
-   chunk's logits (chunk_rows * V);
-   on the cpu backend their f32 copy, a chunk of hidden and of its gradient
-   in f32 (chunk_rows * H each, f16/bf16 only) and a block of at most 4096
-   weight rows and of their gradient in f32 (f16/bf16 only); on a GPU the
-   GEMM library's workspace (32 MiB); V accumulation-type values,
+   chunk's logits (chunk_rows * V); on a GPU the GEMM library's workspace
+   (32 MiB; the cpu backend's GEMM allocates its own f32 copies of f16/bf16
+   operands, a block at a time, outside it); V accumulation-type values,
    the cross-entropy call's own workspace, and the chunk loop's steps' (8 KiB
    of partial sums, two values per chunk): never O(rows * V). One O(V * H):
    an f16/bf16 grad_weight over more than one chunk is summed in f32 here
@@ -473,8 +471,8 @@ typedef struct xent_linear_ce_tensors {
    sum, or with desc->main_grad, main_grad being it), so that it is rounded
    once rather than at every chunk. Tiled: a tile's logits, the f32 sums
    (above), every tile's statistics for a chunk of rows (V / tile classes
-   records), the rows' lse, the GEMM library's workspace (at most 4 MiB)
-   and the steps' and cross-entropy calls'. */
+   records), the rows' lse, the GEMM library's workspace (at most 4 MiB,
+   and a sixteenth of the budget) and the steps' and cross-entropy calls'. */
 xent_status xent_linear_ce_workspace_size(const xent_handle* handle, const xent_linear_ce_desc* desc,
                                           size_t* bytes);
 
