@@ -5,6 +5,7 @@ result as a table that names each case with its medians."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,10 @@ def render(path):
 
 class CpuBenchTable(unittest.TestCase):
     def test_the_page_holds_the_newest_result(self):
-        results = sorted(glob.glob(os.path.join(ROOT, "bench", "results", "*-cpu-*.json")))
+        # bench/cpu_bench.py's files are <date>-cpu-<commit>.json (not the
+        # host-overhead files, <date>-cpu-host-overhead*.json).
+        results = sorted(p for p in glob.glob(os.path.join(ROOT, "bench", "results", "*-cpu-*.json"))
+                         if re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-[0-9a-f]+\.json", os.path.basename(p)))
         self.assertTrue(results, "no committed CPU result")
         with open(os.path.join(ROOT, "docs", "PERFORMANCE.md")) as f:
             page = f.read()
