@@ -146,6 +146,21 @@ exchange_racecheck() {
   echo "racecheck: the shim's exchange clean, the planted race found"
 }
 
+# --- The fused linear cross entropy under memcheck ---------------------------
+
+# Its vocabulary split (the one pass and both tiled plans, ranks as threads
+# on the GPU; cuBLASLt's GEMMs, the steps, the shard records, the combine,
+# the backward from records and from the lse) under compute-sanitizer's
+# memcheck, its report into sanitizer.log (issue 62).
+memcheck_linear_ce() {
+  local sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
+  echo "== memcheck: tests/linear_ce_vs_torch_test.py LinearCrossEntropy.test_vocabulary_parallel" >> "$RESULTS/sanitizer.log"
+  env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$PYTHON" tests/linear_ce_vs_torch_test.py \
+    LinearCrossEntropy.test_vocabulary_parallel 2>&1 | tee -a "$RESULTS/sanitizer.log"
+  return "${PIPESTATUS[0]}"
+}
+
 # --- The peers: wheels joined, checked and installed ------------------------
 
 # Join the parts, check every wheel against SHA256SUMS, install them into
@@ -214,7 +229,7 @@ EOF
 export LD_LIBRARY_PATH="$BIN:${CUDA_HOME:-/usr/local/cuda}/lib64:$wheel_lib_dirs${LD_LIBRARY_PATH:-}"
 export ARCHIVES BIN STASH PYTHON
 export RESULTS
-export -f unpack stash install_peers exchange_racecheck
+export -f unpack stash install_peers exchange_racecheck memcheck_linear_ce
 run_step stash 10 stash
 if [ "$STAGE" != wheels ]; then
   XENT_GPU_ONLY='' run_step unpack 20 unpack
@@ -293,6 +308,8 @@ case "$STAGE" in
           --only "$test" "$tool"
       done
       [ "$tool" != racecheck ] || run_step racecheck-exchange 40 --gpu exchange_racecheck
+      # (Not timed under memcheck yet: XENT_GPU_LIMIT_MEMCHECK_LINEAR_CE raises it.)
+      [ "$tool" != memcheck ] || run_step memcheck-linear_ce 30 --gpu memcheck_linear_ce
     done
     ;;
   bench)
