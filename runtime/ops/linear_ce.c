@@ -169,6 +169,17 @@ static xent_status tiled_plan(const char* fn, const xent_handle* h, const xent_l
   }
 }
 
+/* A tiled plan past a budget the caller set (desc->memory_mib) is refused,
+   naming what it needs; past the default, it is the best there is. */
+static xent_status over_budget(const char* fn, const xent_linear_ce_desc* d, size_t budget,
+                               const xent_linear_ce_plan* L) {
+  if (L->total <= budget || d->memory_mib == 0) return XENT_OK;
+  return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                   "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan %s, tiles of %lld rows x "
+                   "%lld classes)", fn, (long long)d->memory_mib, (L->total + ((size_t)1 << 20) - 1) >> 20,
+                   plan_name(L->kind), (long long)L->chunk, (long long)L->tile);
+}
+
 xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
                                    xent_linear_ce_plan* L) {
   const size_t budget = (size_t)(d->memory_mib > 0 ? d->memory_mib : XENT_LINEAR_CE_MEMORY_MIB) << 20;
@@ -189,25 +200,15 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   }
   if (kind != XENT_LINEAR_CE_PLAN_AUTO) {
     s = tiled_plan(fn, h, d, kind, budget, 128, L);
-    if (s == XENT_OK && L->total > budget && d->memory_mib > 0 && d->chunk_classes == 0)
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan %s, tiles of %lld rows "
-                       "x %lld classes)", fn, (long long)d->memory_mib, (L->total + ((size_t)1 << 20) - 1) >> 20,
-                       plan_name(kind), (long long)L->chunk, (long long)L->tile);
-    return s;
+    return s == XENT_OK && d->chunk_classes == 0 ? over_budget(fn, d, budget, L) : s;
   }
   /* AUTO, past the one pass: four GEMMs where tiles of 2048 fit, else five. */
   xent_linear_ce_plan t;
   s = tiled_plan(fn, h, d, XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM, budget, 2048, &t);
   if (s == XENT_OK && t.total > budget) s = tiled_plan(fn, h, d, XENT_LINEAR_CE_PLAN_TILED, budget, 128, &t);
-  if (s != XENT_OK) return s;
-  if (t.total > budget && d->memory_mib > 0)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                     "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan TILED, tiles of %lld rows "
-                     "x %lld classes)", fn, (long long)d->memory_mib, (t.total + ((size_t)1 << 20) - 1) >> 20,
-                     (long long)t.chunk, (long long)t.tile);
-  if (d->chunk_classes > 0 || t.total < L->total) *L = t;
-  return XENT_OK;
+  if (s == XENT_OK) s = over_budget(fn, d, budget, &t);
+  if (s == XENT_OK && (d->chunk_classes > 0 || t.total < L->total)) *L = t;
+  return s;
 }
 
 /* One call's state, shared by the chunk loop's pieces. */
@@ -227,44 +228,55 @@ typedef struct run_ctx {
 
 static xent_status step(const run_ctx* r, xent_lce_args* a) { return xent_backend_launch(r->h, r->steps, a); }
 
-/* The fused kernel over the chunk's logits (rows r0 .. r0 + n): the loss (or
-   the chunk's sum), the lse, and the gradient into grad; a bad label's row
-   goes to the chunk's own word, counted from its first row. */
-static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n, void* logits, void* grad) {
+/* The cross-entropy call over chunk k's rows (from r0): every per-row tensor
+   of the call at r0, the logits and gradient at `logits` (in place), the lse
+   written to `lse`'s rows (NULL: not kept); a sum or a mean into the chunk's
+   slot, with the dloss BEGIN left; bad labels into the chunk's word. */
+static void chunk_call(const run_ctx* r, int64_t k, int64_t r0, xent_op op, void* logits, char* lse,
+                       xent_ce_call* call) {
   const xent_ce_desc* c = &r->d->ce;
   const xent_linear_ce_tensors* t = r->t;
   const size_t ab = xent_acc_bytes(c->dtype), lsz = xent_dtype_bytes(c->loss_dtype);
-  const size_t lb = c->label_type == XENT_I32 ? 4 : c->label_type == XENT_I64 ? 8 : (size_t)c->classes * xent_dtype_bytes(c->dtype);
+  const size_t lb = c->label_type == XENT_I32   ? 4
+                    : c->label_type == XENT_I64 ? 8
+                                                : (size_t)c->classes * xent_dtype_bytes(c->dtype);
   char* steps_ws = r->ws + r->L->steps;
-  xent_ce_desc cd = chunk_desc(r->d, n);
-  xent_ce_call call;
-  memset(&call, 0, sizeof call);
-  call.op = XENT_OP_FORWARD_BACKWARD;
-  call.t.logits = logits;
-  call.t.labels = (const char*)t->labels + (size_t)r0 * lb;
-  call.t.weights = t->weights;
-  call.t.lse = t->lse ? (char*)t->lse + (size_t)r0 * ab : NULL;
-  call.t.entropy = t->entropy ? (char*)t->entropy + (size_t)r0 * ab : NULL;
-  call.t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
-  call.t.argmax = t->argmax ? t->argmax + r0 : NULL;
-  call.t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
-  call.t.temperature = t->temperature ? (const char*)t->temperature + (size_t)r0 * ab : NULL;
-  call.t.token_weight = t->token_weight ? (const char*)t->token_weight + (size_t)r0 * ab : NULL;
+  memset(call, 0, sizeof *call);
+  call->op = op;
+  call->t.logits = logits;
+  call->t.grad = logits;
+  call->t.labels = (const char*)t->labels + (size_t)r0 * lb;
+  call->t.weights = t->weights;
+  call->t.lse = lse ? lse + (size_t)r0 * ab : NULL;
+  call->t.entropy = t->entropy ? (char*)t->entropy + (size_t)r0 * ab : NULL;
+  call->t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
+  call->t.argmax = t->argmax ? t->argmax + r0 : NULL;
+  call->t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
+  call->t.temperature = t->temperature ? (const char*)t->temperature + (size_t)r0 * ab : NULL;
+  call->t.token_weight = t->token_weight ? (const char*)t->token_weight + (size_t)r0 * ab : NULL;
   if (c->reduction == XENT_REDUCTION_NONE) {
-    call.t.loss = (char*)t->loss + (size_t)r0 * lsz;
-    call.t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
+    call->t.loss = (char*)t->loss + (size_t)r0 * lsz;
+    call->t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
   } else {
-    call.t.loss = steps_ws + xent_lce_sum_offset(r->L->chunks, k, ab);
-    call.t.dloss = steps_ws + xent_lce_dloss_offset(r->L->chunks, ab);
+    call->t.loss = steps_ws + xent_lce_sum_offset(r->L->chunks, k, ab);
+    call->t.dloss = steps_ws + xent_lce_dloss_offset(r->L->chunks, ab);
   }
-  call.t.grad = grad;
-  call.workspace = r->ws + r->L->ce;
-  call.workspace_bytes = r->ws_bytes - r->L->ce;
-  call.stream = r->stream;
-  call.bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
-  call.row_group = r->h->row_group;
-  call.row_threads = r->h->row_threads;
-  if (c->vocab_shard)
+  call->workspace = r->ws + r->L->ce;
+  call->workspace_bytes = r->ws_bytes - r->L->ce;
+  call->stream = r->stream;
+  call->bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
+  call->row_group = r->h->row_group;
+  call->row_threads = r->h->row_threads;
+}
+
+/* The fused kernel over the chunk's logits (rows r0 .. r0 + n): the loss (or
+   the chunk's sum), the lse, and the gradient in place; a bad label's row
+   goes to the chunk's own word, counted from its first row. */
+static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n, void* logits) {
+  const xent_ce_desc cd = chunk_desc(r->d, n);
+  xent_ce_call call;
+  chunk_call(r, k, r0, XENT_OP_FORWARD_BACKWARD, logits, (char*)r->t->lse, &call);
+  if (r->d->ce.vocab_shard)
     return xent_vocab_run(r->h, &cd, &call, xent_ce_launcher_workspace(&cd, XENT_OP_FORWARD_BACKWARD), &r->vocab);
   const xent_ce_args args = xent_ce_args_for(&cd, &call);
   return xent_ce_launch(r->h, &cd, XENT_OP_FORWARD_BACKWARD, r->loss, &args);
@@ -320,7 +332,7 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
     s = chunk_bias(r, k, logits);
     if (s != XENT_OK) return s;
   }
-  s = chunk_loss(r, k, r0, n, logits, grad);
+  s = chunk_loss(r, k, r0, n, logits);
   if (s != XENT_OK) return s;
   if (t->grad_hidden) {
     const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = gt, .ta = 0, .tb = 0, .m = n, .n = H, .k = V,
@@ -394,53 +406,26 @@ static xent_status tile_logits(const run_ctx* r, int64_t r0, int64_t n, int64_t 
 }
 
 /* The cross-entropy call over tile (k, j) as a slice of the vocabulary:
-   chunk k's rows of every per-row tensor, the tile's classes at its offset
-   in the whole vocabulary, and gathered (when set) the chunk's records. */
+   chunk k's rows (chunk_call), the tile's classes at their offset in the
+   whole vocabulary, among ranks * tiles slices. */
 static void tile_setup(const run_ctx* r, int64_t k, int64_t j, xent_op op, tile_call* tc) {
   const xent_ce_desc* c = &r->d->ce;
   const xent_linear_ce_plan* L = r->L;
-  const xent_linear_ce_tensors* t = r->t;
-  const int64_t r0 = k * L->chunk, n = min64(L->chunk, c->rows - r0), v0 = j * L->tile;
-  const size_t ab = xent_acc_bytes(c->dtype), lsz = xent_dtype_bytes(c->loss_dtype);
-  const size_t lb = c->label_type == XENT_I32 ? 4 : 8;
-  char* steps_ws = r->ws + L->steps;
-  const char* lse = t->lse ? (char*)t->lse : r->ws + L->lse;
-  memset(tc, 0, sizeof *tc);
+  const int64_t r0 = k * L->chunk, n = min64(L->chunk, c->rows - r0);
   const xent_vocab_shard* user = c->vocab_shard;
-  tc->shard.class_offset = (user ? user->class_offset : 0) + v0;
+  memset(tc, 0, sizeof *tc);
+  tc->shard.class_offset = (user ? user->class_offset : 0) + j * L->tile;
   tc->shard.global_classes = user ? user->global_classes : c->classes;
   tc->shard.ranks = (int)(ranks_of(r->d) * L->tiles);
   tc->shard.rank = (int)((user ? user->rank : 0) * L->tiles + j);
   tc->desc = chunk_desc(r->d, n);
   tc->desc.classes = tile_width(L, c->classes, j);
   tc->desc.vocab_shard = &tc->shard;
-  xent_ce_call* call = &tc->call;
-  call->op = op;
-  call->t.logits = r->ws + L->logits;
-  call->t.grad = r->ws + L->logits;
-  call->t.labels = (const char*)t->labels + (size_t)r0 * lb;
-  call->t.weights = t->weights;
-  call->t.lse = (char*)lse + (size_t)r0 * ab;
-  call->t.lse_in = (char*)lse + (size_t)r0 * ab;
-  call->t.entropy = t->entropy ? (char*)t->entropy + (size_t)r0 * ab : NULL;
-  call->t.label_logprob = t->label_logprob ? (char*)t->label_logprob + (size_t)r0 * ab : NULL;
-  call->t.argmax = t->argmax ? t->argmax + r0 : NULL;
-  call->t.dentropy = t->dentropy ? (const char*)t->dentropy + (size_t)r0 * ab : NULL;
-  call->t.temperature = t->temperature ? (const char*)t->temperature + (size_t)r0 * ab : NULL;
-  call->t.token_weight = t->token_weight ? (const char*)t->token_weight + (size_t)r0 * ab : NULL;
-  if (c->reduction == XENT_REDUCTION_NONE) {
-    call->t.loss = (char*)t->loss + (size_t)r0 * lsz;
-    call->t.dloss = t->dloss ? (const char*)t->dloss + (size_t)r0 * lsz : NULL;
-  } else {
-    call->t.loss = steps_ws + xent_lce_sum_offset(L->chunks, k, ab);
-    call->t.dloss = steps_ws + xent_lce_dloss_offset(L->chunks, ab);
-  }
-  call->workspace = r->ws + L->ce;
-  call->workspace_bytes = r->ws_bytes - L->ce;
-  call->stream = r->stream;
-  call->bad_label_row = (unsigned long long*)(steps_ws + xent_lce_bad_offset(k));
-  call->row_group = r->h->row_group;
-  call->row_threads = r->h->row_threads;
+  /* The rows' lse: the call's, or the workspace's, written by the combine
+     and read by sweep 3. */
+  char* lse = r->t->lse ? (char*)r->t->lse : r->ws + L->lse;
+  chunk_call(r, k, r0, op, r->ws + L->logits, lse, &tc->call);
+  tc->call.t.lse_in = tc->call.t.lse;
 }
 
 /* The chunk's records, [ranks * tiles][n], and the bytes of one slice's. */
