@@ -244,50 +244,51 @@ def run_case(case, xent, methods, timer, device):
     target = torch.randint(0, v, (n,), generator=gen, device=device)
     want = reference(hidden, weight, target)
     result = dict(case, logits_bytes=n * v * hidden.element_size(), gemm_flops=3 * 2 * n * h * v, methods={})
-    checked = {}
-    for name, step in methods.items():
-        if isinstance(step, str):
-            result["methods"][name] = dict(error=step)
-            continue
+    args = (hidden, weight, target)
+
+    def check(step, compare=True):
+        """{"errors": ...} of one step against the float64 one, or
+        {"error": why} (a failure is reported, not fatal)."""
         try:
-            got = step(hidden, weight, target)
+            got = step(*args)
             sync(device)
-            err = errors(got, want) if name != "gemms" else {}
+            err = errors(got, want) if compare else {}
             del got
             if any(e > TOL[dtype] for e in err.values()):
                 raise RuntimeError(f"disagrees with the float64 step: {err}")
+            return dict(errors=err)
+        except Exception as e:  # noqa: BLE001 -- reported with its reason
+            return dict(error=f"{type(e).__name__}: {e}"[:500])
+
+    checked = {}
+    for name, step in methods.items():
+        result["methods"][name] = dict(error=step) if isinstance(step, str) else check(step, name != "gemms")
+        if "errors" in result["methods"][name]:
             checked[name] = step
-            result["methods"][name] = dict(errors=err)
-        except Exception as e:  # noqa: BLE001 -- a method's failure is reported, not fatal
-            result["methods"][name] = dict(error=f"{type(e).__name__}: {e}"[:500])
-    args = (hidden, weight, target)
     # The sweep's plans, each checked like a method before it is timed.
     sweep = []
     for desc in case["sweep"] if "xent" in checked else []:
         def step(h, w, y, desc=desc):
             return xent_call(xent, h, w, y, **desc)
-        try:
-            got = step(*args)
-            sync(device)
-            err = errors(got, want)
-            del got
-            if any(e > TOL[dtype] for e in err.values()):
-                raise RuntimeError(f"disagrees with the float64 step: {err}")
-            sweep.append((desc, step, dict(desc, errors=err)))
-        except Exception as e:  # noqa: BLE001 -- reported, and the case is not ok
-            sweep.append((desc, None, dict(desc, error=f"{type(e).__name__}: {e}"[:500])))
+        entry = dict(desc, **check(step))
+        sweep.append((step if "errors" in entry else None, entry))
     del want
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
+    def measure_memory(timed, key, step, entry):
+        """Into entry its peak memory, and step into timed[key]; or the
+        error (out of memory, say)."""
+        try:
+            entry["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
+            timed[key] = (lambda: step(*args))
+        except Exception as e:  # noqa: BLE001 -- reported with its reason
+            entry["error"] = f"{type(e).__name__}: {e}"[:500]
+
     ms = result["methods"]
     timed = {}
     for name, step in checked.items():
-        try:
-            ms[name]["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
-            timed[name] = (lambda step=step: step(*args))
-        except Exception as e:  # noqa: BLE001 -- out of memory, say
-            ms[name]["error"] = f"{type(e).__name__}: {e}"[:500]
+        measure_memory(timed, name, step, ms[name])
     keep_times(ms, timer.many(timed) if timed else {})
     # The clocks right after (a GEMM-bound step at the power limit clocks
     # down: what the GEMMs' TFLOP/s is read against), and each method's
@@ -300,15 +301,10 @@ def run_case(case, xent, methods, timer, device):
     if "s" in ms["xent"]:
         result["sweep"] = []
         timed = {"default": lambda: xent_call(xent, *args)}
-        for i, (desc, step, entry) in enumerate(sweep):
+        for i, (step, entry) in enumerate(sweep):
             result["sweep"].append(entry)
-            if step is None:
-                continue
-            try:
-                entry["peak_extra_bytes"] = peak_extra_bytes(step, args, device)
-                timed[i] = (lambda step=step: step(*args))
-            except Exception as e:  # noqa: BLE001 -- out of memory, say
-                entry["error"] = f"{type(e).__name__}: {e}"[:500]
+            if step is not None:
+                measure_memory(timed, i, step, entry)
         spreads = timer.many(timed)
         keep_times({i: result["sweep"][i] for i in timed if i != "default"}, spreads)
         result["sweep_default_spread"] = spreads["default"][0]
