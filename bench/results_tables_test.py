@@ -17,6 +17,15 @@ sys.path.insert(0, HERE)
 import results_tables  # noqa: E402
 
 
+def render(tables, name, env, results):
+    """tables() or headline() of a folder holding one file, `name`, made
+    here from env and results."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(dict(environment=env, complete=True, results=results), f)
+        return tables(d)
+
+
 class ResultsTables(unittest.TestCase):
     def check_block(self, doc_path, marker, render, flag=""):
         """The block between doc_path's marker lines, against render() of
@@ -64,10 +73,7 @@ class ResultsTables(unittest.TestCase):
             dict(group="softmax", op="sm_fwd", dtype="bf16", shape=[8, 16], model_bytes=4e12,
                  impls=dict(xent=ok(1.0))),
         ]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "bench.json"), "w") as f:
-                json.dump(dict(environment=env, complete=True, results=results), f)
-            text = results_tables.headline(d)
+        text = render(results_tables.headline, "bench.json", env, results)
         self.assertIn("GPU X, commit abcdef0, 2026-01-02, PyTorch 2.11; TB/s of model bytes, the median of 25 calls "
                       "of each, interleaved", text)
         self.assertIn("| fwd | bf16 | 16x4096 | 4.00 | 3.20 | - | 1.00 | 2.00 | 1.25x (1.25-1.25) (Quack) |", text)
@@ -89,10 +95,7 @@ class ResultsTables(unittest.TestCase):
                                                          ([0, 512], False, 3.0))),
             dict(op="bwd", shape=[16, 4096], shapes=shapes((None, True, 1.0), ([0, 512], False, None))),
         ]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "tune.json"), "w") as f:
-                json.dump(dict(environment=env, complete=True, results=results), f)
-            text = results_tables.tables(d)
+        text = render(results_tables.tables, "tune.json", env, results)
         self.assertIn("**Launch shapes** (bf16): GPU X, commit abcdef0, 2026-01-02", text)
         self.assertIn("| pass | shape | table's | 32 a row, 256 | a row a block of 512 |", text)
         self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) |", text)
@@ -111,10 +114,7 @@ class ResultsTables(unittest.TestCase):
         sweep = [dict(memory_mib=512, plan=3, **t(0.09, 0.089, 0.092, 300)), dict(memory_mib=1 << 40, error="OOM")]
         results = [dict(n=16, h=8, v=32, dtype="bf16", methods=methods, package_over_gemms=1.25, sweep=sweep,
                         sweep_default_spread=dict(min=0.099, median=0.1, max=0.11))]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "linear.json"), "w") as f:
-                json.dump(dict(environment=env, complete=True, results=results), f)
-            text = results_tables.tables(d)
+        text = render(results_tables.tables, "linear.json", env, results)
         self.assertIn("| N x H x V | xent (package) | xent (C call) | the GEMMs alone |", text)
         self.assertIn("| 16 x 8 x 32 bf16 | 100.0 ms (90.0-120.0), 48 MiB | 95.0 ms (90.0-100.0), 48 MiB | "
                       "80.0 ms (80.0-81.0) | 90.0 ms (89.0-91.0), 4096 MiB | - | - | - | 1.25 |", text)
@@ -144,10 +144,7 @@ class ResultsTables(unittest.TestCase):
             dict(group="nd", op="fwd", dtype="bf16", shape=[2, 3, 4], fraction_of_roofline=0.5, best_peer=None,
                  impls=dict(xent=dict(error="disagrees"), xent_c=impl(1.0, 1.0, 1.0, 1.0))),
         ]
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "bench.json"), "w") as f:
-                json.dump(dict(environment=env, complete=True, results=results), f)
-            text = results_tables.tables(d)
+        text = render(results_tables.tables, "bench.json", env, results)
         self.assertIn("the package through C++ (xent._C); 25 calls of each implementation interleaved", text)
         self.assertIn("| large | fwd | bf16 | 16x4096 | 3.00 | 90% | 75% | 2.73 (quack) | 1.10x (1.08-1.12) | 3.06 "
                       "| 1.12x (1.10-1.14) |", text)
