@@ -273,6 +273,19 @@ xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
    handle. */
 xent_status xent_set_row_shape(xent_handle* handle, int threads_per_row, int block_threads);
 
+/* For tuning and tests: how many slices a cross entropy whose class axis is
+   strided (desc->inner > 1) cuts that axis into, each slice run by its own
+   threads in one launch as a vocabulary-parallel call runs its ranks
+   (docs/PERFORMANCE.md, "The class axis in slices"). 0 (the default): the
+   runtime's choice on a GPU (slices where the rows alone would leave the
+   device's threads idle), none on the cpu backend's own code; 1: never;
+   2 to 64: that many (fewer where C is small: slices of ceil(C / slices)
+   classes). A call's workspace grows with its slices (xent_ce_workspace_size
+   asks the handle: set this first). Not for vocabulary-parallel calls, nor
+   calls with log_prob or softmax outputs (they keep one slice). Else
+   XENT_ERROR_INVALID_ARGUMENT. Set it between calls, as xent_set_row_shape. */
+xent_status xent_set_column_slices(xent_handle* handle, int slices);
+
 /* The kernels a handle can run: the variant keys of its backend's dispatch
    table (the cpu backend: of the rendering it emulates), sorted, e.g.
    "ce_fwd_bf16_i64_mean". A library built from your own specs
@@ -283,7 +296,8 @@ xent_status xent_kernel_key(const xent_handle* handle, size_t index, const char*
 
 /* Bytes of scratch device memory a call needs (0 is possible). The
    workspace holds O(rows) values, never O(rows * classes) (a vocabulary-
-   parallel call: O(rows * ranks), the gathered statistics). */
+   parallel call: O(rows * ranks), the gathered statistics; a strided call
+   cut into slices, O(rows * slices): xent_set_column_slices). */
 xent_status xent_ce_workspace_size(const xent_handle* handle, const xent_ce_desc* desc, xent_op op,
                                    size_t* bytes);
 

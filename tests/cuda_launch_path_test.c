@@ -60,6 +60,33 @@ static xent_status fused(xent_handle* h, int64_t rows, int64_t C) {
   return s;
 }
 
+/* One bf16 forward (mean over hard labels) of [outer, C, inner] logits,
+   the class axis in place, on fake memory. */
+static xent_status strided_forward(xent_handle* h, int64_t outer, int64_t C, int64_t inner) {
+  xent_ce_desc d;
+  xent_ce_desc_init(&d, outer * inner, C, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
+  d.inner = inner;
+  void *logits = calloc((size_t)(outer * C * inner), 2), *labels = calloc((size_t)(outer * inner), 8),
+       *loss = calloc(1, 4);
+  size_t ws_bytes = 0;
+  xent_status s = xent_ce_workspace_size(h, &d, XENT_OP_FORWARD, &ws_bytes);
+  void* ws = calloc(ws_bytes ? ws_bytes : 1, 1);
+  if (s == XENT_OK) s = xent_ce_forward(h, &d, logits, labels, NULL, loss, NULL, ws, ws_bytes, NULL);
+  free(logits);
+  free(labels);
+  free(loss);
+  free(ws);
+  return s;
+}
+
+/* The largest grid.y of the launches from index `from` on. */
+static int most_grid_y(int from) {
+  int y = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i)
+    if (fake_cuda.calls[i].kind == FAKE_LAUNCH && fake_cuda.calls[i].value > y) y = fake_cuda.calls[i].value;
+  return y;
+}
+
 /* The recorded calls from index `from` on. */
 static int count(int from, fake_call_kind kind) {
   int n = 0;
@@ -187,6 +214,21 @@ int main(void) {
   expect(fused(h, 2, 49152) == XENT_OK, "C = 49152 bf16 (2 blocks of 49,152 bytes)");
   expect(launches_with(from, 49152, 2) == 1, "C = 49152: a cluster of 2 blocks of 49,152 bytes");
   expect(count(from, FAKE_SET_ATTRIBUTE) == 0, "no second set of the attribute (once per kernel and device)");
+
+  /* The class axis in slices (runtime/ops/column_split.c): 8192 positions
+     of 1000 classes fill 3% of the fake's 132 SMs of 2048 threads, so the
+     strided kernel runs 16 slices of 64 classes (one launch with a grid 16
+     blocks high); 4M positions of 21 fill it alone; 1 asks for none. */
+  from = fake_cuda.ncalls;
+  expect(strided_forward(h, 8, 1000, 1024) == XENT_OK && most_grid_y(from) == 16,
+         "[8, 1000, 32, 32]: the strided forward in 16 class slices");
+  from = fake_cuda.ncalls;
+  expect(strided_forward(h, 16, 21, 512 * 512) == XENT_OK && most_grid_y(from) == 1,
+         "[16, 21, 512, 512]: the strided forward in one slice");
+  from = fake_cuda.ncalls;
+  expect(xent_set_column_slices(h, 1) == XENT_OK && strided_forward(h, 8, 1000, 1024) == XENT_OK &&
+             most_grid_y(from) == 1 && xent_set_column_slices(h, 0) == XENT_OK,
+         "xent_set_column_slices(1): one slice");
 
   /* Another thread's (or library's) pending error is not xent's. */
   fake_cuda_set_last_error(cudaErrorInvalidValue);

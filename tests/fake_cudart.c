@@ -84,6 +84,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrComputeCapabilityMinor: *value = (fake_cuda.cc[device] ? fake_cuda.cc[device] : 90) % 10; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = fake_cuda.optin[device]; break;
     case cudaDevAttrClusterLaunch: *value = fake_cuda.clusters[device]; break;
+    case cudaDevAttrMultiProcessorCount: *value = 132; break;             /* an H100 SXM's */
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
     default: return fail(cudaErrorInvalidValue);
   }
   return cudaSuccess;
@@ -195,7 +197,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   const fake_func* f = func_of(func);
   const int max_dynamic = f->max_dynamic;
   pthread_mutex_unlock(&lock);
-  record(FAKE_LAUNCH, func, config->dynamicSmemBytes, cluster, 0);
+  record(FAKE_LAUNCH, func, config->dynamicSmemBytes, cluster, (int)config->gridDim.y);
   if (config->dynamicSmemBytes > (size_t)max_dynamic) return fail(cudaErrorInvalidValue);
   if (cluster > 1 && (!fake_cuda.clusters[current] || fake_cuda.ptx_version < 90)) return fail(cudaErrorInvalidValue);
   return cudaSuccess;

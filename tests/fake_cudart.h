@@ -19,7 +19,7 @@ typedef enum fake_call_kind {
   FAKE_SYNC,          /* cudaDeviceSynchronize */
   FAKE_STREAM_SYNC,   /* cudaStreamSynchronize; stream: the stream */
   FAKE_SET_ATTRIBUTE, /* cudaFuncAttributeMaxDynamicSharedMemorySize = value */
-  FAKE_LAUNCH         /* bytes: dynamic shared memory; cluster: blocks per cluster */
+  FAKE_LAUNCH         /* bytes: dynamic shared memory; cluster: blocks per cluster; value: the grid's y */
 } fake_call_kind;
 
 typedef struct fake_call {

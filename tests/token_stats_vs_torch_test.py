@@ -48,11 +48,12 @@ class Case:
 
     def __init__(self, dtype, label_type, reduction, rows, classes, tau, seed, inner=1, softcap=0.0, weighted=False,
                  smoothing=0.0, ignore_index=-100, scale=3.0, x=None, labels=None, masked=0.0, row_tau=False,
-                 token_weight=None, count_mean=False):
+                 token_weight=None, count_mean=False, stats=True):
         """row_tau: each row's tau drawn from [tau/2, 2*tau] and passed per
         row. token_weight: None, "mask" (0 or a weight in [0.2, 2]) or
         "signed" (in [-1, 1], some 0); count_mean: the mean's divisor leaves
-        them out."""
+        them out. stats False: a call without the per-token outputs and
+        without the entropy's gradient."""
         rng = np.random.default_rng(seed)
         self.dtype, self.label_type, self.reduction = dtype, label_type, reduction
         self.rows, self.classes, self.inner, self.tau = rows, classes, inner, tau
@@ -130,10 +131,12 @@ class Case:
         entropy = (torch.logsumexp(z, 1) - (p * z_safe).sum(1)) * counted
         n_loss = rows if reduction == NONE else 1
         self.dloss = raw(torch.from_numpy(rng.uniform(0.5, 1.5, n_loss)).to(TORCH[dtype]))
-        self.dentropy = rng.uniform(-1.0, 1.0, rows).astype(acc)
+        self.stats = stats
+        self.dentropy = rng.uniform(-1.0, 1.0, rows).astype(acc) if stats else None
         dl = from_raw(self.dloss, dtype)
-        objective = (loss * (dl if reduction == NONE else dl[0])).sum() + (entropy * torch.from_numpy(
-            self.dentropy.astype(np.float64))).sum()
+        objective = (loss * (dl if reduction == NONE else dl[0])).sum()
+        if stats:
+            objective = objective + (entropy * torch.from_numpy(self.dentropy.astype(np.float64))).sum()
         objective.backward()
         grad = x64.grad.reshape(outer, inner, classes).permute(0, 2, 1)
         self.want = {
@@ -184,16 +187,17 @@ class TokenStatsVsTorch(unittest.TestCase):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(scale, 1.0), equal_nan=True,
                                    err_msg=f"{c.name}: {what}")
 
-    def check(self, target, c):
+    def check(self, target, c, fused_lse=True):
+        """fused_lse False: the fused call keeps no lse."""
         h = self.handles[target]
         hard = c.label_type != PROB
         xr = raw(c.x)
         n_loss = c.rows if c.reduction == NONE else 1
         outputs = lambda: {
             "loss": np.zeros(n_loss, xr.dtype), "lse": np.zeros(c.rows, c.acc),
-            "entropy": np.full(c.rows, 7.0, c.acc),
-            "label_logprob": np.full(c.rows, 7.0, c.acc) if hard else None,
-            "argmax": np.full(c.rows, -5, np.int64) if hard else None,
+            "entropy": np.full(c.rows, 7.0, c.acc) if c.stats else None,
+            "label_logprob": np.full(c.rows, 7.0, c.acc) if hard and c.stats else None,
+            "argmax": np.full(c.rows, -5, np.int64) if hard and c.stats else None,
         }
 
         def tensors(out, **extra):
@@ -204,7 +208,10 @@ class TokenStatsVsTorch(unittest.TestCase):
 
         def check_outputs(out, op):
             self.close(from_raw(out["loss"], c.dtype).numpy(), c.want["loss"], TOL[c.dtype], f"loss ({op})", c)
-            self.close(out["lse"], c.want["lse"], ACC_TOL[c.dtype], f"lse ({op})", c)
+            if out["lse"] is not None:
+                self.close(out["lse"], c.want["lse"], ACC_TOL[c.dtype], f"lse ({op})", c)
+            if not c.stats:
+                return
             self.close(out["entropy"], c.want["entropy"], ACC_TOL[c.dtype], f"entropy ({op})", c)
             if hard:
                 self.close(out["label_logprob"], c.want["label_logprob"], ACC_TOL[c.dtype], f"label_logprob ({op})", c)
@@ -220,6 +227,8 @@ class TokenStatsVsTorch(unittest.TestCase):
         self.close(from_raw(grad, c.dtype).numpy(), c.want["grad"], TOL[c.dtype], "grad (bwd)", c)
         # fused, every output and the gradient in one pass
         both = outputs()
+        if not fused_lse:
+            both["lse"] = None
         grad2 = np.zeros_like(xr)
         self.run_op(h, c, FORWARD_BACKWARD, tensors(both, grad=grad2, dloss=c.dloss, dentropy=c.dentropy))
         check_outputs(both, "fwd_bwd")
@@ -435,6 +444,55 @@ class TokenStatsVsTorch(unittest.TestCase):
                     c = Case(dtype, label_type, reduction, 11, 97, 0.7, seed, weighted=seed % 2 == 0,
                              smoothing=0.1 if seed % 3 else 0.0, row_tau=True, token_weight="mask")
                     self.check_split(target, c, (0, 40, 97) if seed % 2 else (0, 30, 31, 97))
+
+    def test_class_axis_in_slices(self):
+        """A strided class axis cut into 2, 3 and 7 slices
+        (xent_set_column_slices), on both renderings: every dtype, hard and
+        soft labels, every reduction, 70, 301 and 5 classes (a slice of one
+        class: 5 slices), the 16-byte path (inner = 8) and the scalar one
+        (inner = 3), with and without the per-token outputs and the
+        entropy's gradient, a fused call keeping no lse, class weights,
+        smoothing, masked classes, a soft cap, a temperature per row and
+        token weights. The workspace grows with the slices, so the call did
+        run in them."""
+        targets = [t for t in (BACKEND_CUDA, BACKEND_HIP) if t in self.handles]
+        if not targets:
+            self.skipTest("the slices run the renderings' kernels: this run is the cpu backend's own code alone")
+        seed = 1000
+        for target in targets:
+            h = self.handles[target]
+            for slices in (2, 3, 7):
+                self.assertEqual(LIB.xent_set_column_slices(h, slices), 0, LIB.xent_last_error().decode())
+                try:
+                    for dtype in (F32, F16, BF16, F64):
+                        for label_type, reduction in ((I64, MEAN), (I32, NONE), (PROB, SUM), (PROB, MEAN)):
+                            seed += 1
+                            hard = label_type != PROB
+                            classes, inner = ((70, 8), (301, 8), (5, 3), (70, 3))[seed % 4]
+                            c = Case(dtype, label_type, reduction, 2 * inner, classes, 0.8, seed, inner=inner,
+                                     weighted=seed % 2 == 0, smoothing=0.1 if seed % 3 == 0 else 0.0,
+                                     masked=0.3 if hard and seed % 2 else 0.0, softcap=5.0 if seed % 5 == 0 else 0.0,
+                                     row_tau=seed % 3 == 1, token_weight="mask" if seed % 4 == 1 else None,
+                                     stats=seed % 2 == 1)
+                            self.check(target, c, fused_lse=seed % 3 != 2)
+                finally:
+                    LIB.xent_set_column_slices(h, 0)
+            # The slices' records are in the workspace: it grows with them.
+            c = Case(BF16, I64, MEAN, 16, 301, 1.0, 1, inner=8)
+            sizes = []
+            for slices in (1, 2, 7):
+                self.assertEqual(LIB.xent_set_column_slices(h, slices), 0)
+                ws = ctypes.c_size_t()
+                self.assertEqual(LIB.xent_ce_workspace_size(h, ctypes.byref(c.desc), FORWARD, ctypes.byref(ws)), 0)
+                sizes.append(ws.value)
+            LIB.xent_set_column_slices(h, 0)
+            self.assertLess(sizes[0], sizes[1], sizes)
+            self.assertLess(sizes[1], sizes[2], sizes)
+        for bad in (-1, 65):
+            self.assertNotEqual(LIB.xent_set_column_slices(self.handles[targets[0]], bad), 0)
+            self.assertIn("slices", LIB.xent_last_error().decode())
+        self.assertNotEqual(LIB.xent_set_column_slices(None, 2), 0)
+        self.assertIn("handle", LIB.xent_last_error().decode())
 
     def test_vocabulary_split_two_phase(self):
         """The vocabulary split with the collective the caller's own, as a

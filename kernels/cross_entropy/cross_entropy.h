@@ -441,7 +441,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     }
     // Element 0 of the row: in memory, or in the tile shape in the tile
     // (tile_first is 0 in the other shapes).
-    const int64_t base = xent_row_base(row - tile_first, C, inner);
+    // (A column slice's rows are the whole axis apart: xent_ce_column_slice.)
+    const int64_t base = xent_row_base(row - tile_first, kColumn && a.column_slices > 1 ? CT : C, inner);
     // Hard labels: the row's label, whether it is ignored or out of range,
     // and its class in this slice of the vocabulary, if it is here. The
     // label is loaded here and used after the forward's walk (take_label),
@@ -1047,9 +1048,39 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   if constexpr (kTile && F::kBwd) xent_tile_last_rows((T*)a.grad, C, tile_first, tile_end - tile_first, staged);
 }
 
+// A strided call cut along its class axis (a.column_slices > 1; the grid's
+// y is the slice, runtime/ops/column_split.c): this block's classes [first,
+// first + per) of every row, seen as one slice of a vocabulary-parallel call
+// sees its own: its per-element tensors moved to them, its records to the
+// slice's [rows] of shard_stats, labels, weights and global_classes the
+// whole axis's (whose stride the rows keep: xent_ce_rows_body's base).
+template <class V>
+XENT_DEVICE xent_ce_args xent_ce_column_slice(const xent_ce_args& a) {
+  typedef typename V::D::T T;
+  typedef typename V::D::A A;
+  xent_ce_args s = a;
+  if (a.column_slices <= 1) return s;
+  const int64_t per = (a.classes + a.column_slices - 1) / a.column_slices, first = (int64_t)blockIdx.y * per;
+  const int64_t skip = first * a.inner;  // elements
+  const int64_t grad_bytes = V::D::kMixed && a.grad_f32 ? 4 : (int64_t)sizeof(T);
+  s.classes = a.classes - first < per ? (a.classes > first ? a.classes - first : 0) : per;
+  s.class_offset = first;
+  s.logits = (const T*)a.logits + skip;
+  if (V::kSoft) s.labels = (const T*)a.labels + skip;
+  if (a.grad) s.grad = (char*)a.grad + skip * grad_bytes;
+  if (a.grad_bias) s.grad_bias = (const char*)a.grad_bias + skip * grad_bytes;
+  if (a.grad_labels) s.grad_labels = (T*)a.grad_labels + skip;
+  if (a.log_prob) s.log_prob = (T*)a.log_prob + skip;
+  if (a.softmax) s.softmax = (T*)a.softmax + skip;
+  if (a.shard_stats)
+    s.shard_stats = (A*)a.shard_stats + xent_shard_record<A>(a.shard_token_stats) * a.rows * (int64_t)blockIdx.y;
+  return s;
+}
+
 // The rows kernel's body, its shared memory by shape: the on-chip shape's
 // slice of the row (16-byte vectors) and its partial statistics for the
-// other blocks of the cluster.
+// other blocks of the cluster; the strided shape's block moved to its class
+// slice.
 template <class V, int kShape>
 XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
   XENT_BLOCK_BEGIN();
@@ -1058,6 +1089,8 @@ XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
     XENT_SHARED_ARRAY(typename V::D::A, part, 4);
     XENT_SHARED_ARRAY(int64_t, ipart, 2);
     xent_ce_rows_body<V, kShape>(a, row_group, stash, part, ipart);
+  } else if constexpr (kShape == XENT_COLUMN) {
+    xent_ce_rows_body<V, kShape>(xent_ce_column_slice<V>(a), row_group, nullptr, nullptr, nullptr);
   } else {
     xent_ce_rows_body<V, kShape>(a, row_group, nullptr, nullptr, nullptr);
   }
@@ -1177,6 +1210,11 @@ static inline bool xent_ce_tile_ok(const xent_ce_args& a) {
   if (((uintptr_t)a.logits & 15) != 0) return false;
   if (F::kBwd && (((uintptr_t)a.grad & 15) != 0 || (V::D::kMixed && a.grad_f32) || a.grad_bias)) return false;
   return !(F::kFwd && (a.log_prob || a.softmax));
+}
+
+// The strided launch's rows of blocks: one per class slice.
+static inline unsigned xent_column_grid_y(const xent_ce_args& a) {
+  return a.column_slices > 1 ? (unsigned)a.column_slices : 1u;
 }
 
 // The launcher: the totals where the call needs them, the rows kernel (the

@@ -156,10 +156,19 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
   return true;
 }
 
+// The strided launch's grid along y: one row of blocks per class slice of
+// a family whose arguments say so (the cross entropy's column_slices,
+// kernels/cross_entropy/cross_entropy.h), one elsewhere.
+template <class Args>
+static inline unsigned xent_column_grid_y(const Args&) {
+  return 1;
+}
+
 // Launches kernel<XENT_ROW>(args, group) in the shape `shapes` picks for C
 // (or the caller's, above) when the class axis is contiguous, else
 // kernel<XENT_COLUMN>(args, 1) with a thread per row in blocks of
-// column_threads; nothing for no rows. The table's on-chip shapes are
+// column_threads (and xent_column_grid_y rows of them); nothing for no
+// rows. The table's on-chip shapes are
 // skipped. A refused shape returns XENT_REFUSED_SHAPE from the launcher.
 // (clang-format would misread these two macros' arithmetic as casts.)
 // clang-format off
@@ -173,7 +182,8 @@ static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group
       XENT_LAUNCH(kernel<XENT_ROW>, dim3(xent_grid_blocks(((args).rows + tile_ - 1) / tile_)),                     \
                   dim3(shape_.threads), 0, (stream), (args), shape_.group);                                       \
     } else if ((args).rows > 0) {                                                                                 \
-      XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads))), \
+      XENT_LAUNCH(kernel<XENT_COLUMN>, dim3(xent_grid_blocks(((args).rows + (column_threads) - 1) / (column_threads)), \
+                                           xent_column_grid_y(args)),                                             \
                   dim3(column_threads), 0, (stream), (args), 1);                                                  \
     }                                                                                                             \
   } while (0)

@@ -278,7 +278,7 @@ xent_status xent_ce_workspace_size(const xent_handle* h, const xent_ce_desc* d, 
   if (op < XENT_OP_FORWARD || op > XENT_OP_FORWARD_BACKWARD)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: op %d is not a xent_op", (int)op);
   if (!bytes) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_ce_workspace_size: bytes is NULL");
-  *bytes = xent_ce_op_workspace(d, op);
+  *bytes = xent_ce_op_workspace(h, d, op);
   return XENT_OK;
 }
 
@@ -385,7 +385,7 @@ static xent_status ce_run(const char* fn, xent_handle* h, const xent_ce_desc* d,
   if (backward && has_rows && !t->grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
   if (c->op == XENT_OP_FORWARD_BACKWARD && has_rows && t->grad == t->logits && d->grad_dtype != d->dtype)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad == logits (in place) needs desc->grad_dtype == desc->dtype", fn);
-  const size_t need = xent_ce_op_workspace(d, c->op);
+  const size_t need = xent_ce_op_workspace(h, d, c->op);
   s = check_buffers(fn, d, c, need);
   if (s != XENT_OK) return s;
   if (c->workspace_bytes < need)

@@ -1,4 +1,5 @@
-/* xent_set_row_shape (xent.h): a handle's launch shape for contiguous rows,
+/* The handle's launch settings for tuning and tests.
+   xent_set_row_shape (xent.h): a handle's launch shape for contiguous rows,
    chosen by the caller instead of the specs' tune tables, so that a
    benchmark can time each candidate shape on the same build
    (bench/bench.py's `tune` group). The ops copy it into every launch's
@@ -33,5 +34,18 @@ xent_status xent_set_row_shape(xent_handle* h, int threads_per_row, int block_th
                      threads_per_row);
   h->row_group = threads_per_row;
   h->row_threads = block_threads;
+  return XENT_OK;
+}
+
+/* xent_set_column_slices (xent.h): the ops read it when they size and run a
+   strided call (runtime/ops/column_split.c). */
+xent_status xent_set_column_slices(xent_handle* h, int slices) {
+  xent_clear_error();
+  if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_set_column_slices: handle is NULL");
+  if (slices < 0 || slices > XENT_MAX_COLUMN_SLICES)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                     "xent_set_column_slices: slices must be 0 (the runtime's choice), 1 (none) or up to %d, got %d",
+                     XENT_MAX_COLUMN_SLICES, slices);
+  h->column_slices = slices;
   return XENT_OK;
 }

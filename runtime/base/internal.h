@@ -22,9 +22,17 @@ struct xent_handle {
      row_threads; row_threads 0: the tune tables' shapes. */
   int row_group;
   int row_threads;
+  /* xent_set_column_slices: 0 the runtime's choice, else at most this many. */
+  int column_slices;
+  /* Threads the device keeps resident (SMs or CUs times their threads; 0 on
+     the cpu backend): what a strided call's rows must fill
+     (runtime/ops/column_split.c). */
+  int64_t resident_threads;
 };
 
 #define XENT_NO_BAD_ROW (~0ull)
+/* The most slices xent_set_column_slices takes. */
+#define XENT_MAX_COLUMN_SLICES 64
 
 /* One call: the op, its tensors, and what api.c adds. */
 typedef struct xent_ce_call {

@@ -1,5 +1,6 @@
 /* Cross entropy, validated (runtime/api): its workspace, and its run on the
-   handle's kernel, or over the split vocabulary (vocab_parallel.c). */
+   handle's kernel, over the split vocabulary (vocab_parallel.c), or with a
+   strided class axis in slices (column_split.c). */
 #include "runtime/dispatch/dispatch.h"
 #include "runtime/ops/ops.h"
 
@@ -16,10 +17,13 @@ size_t xent_ce_launcher_workspace(const xent_ce_desc* d, xent_op op) {
   return xent_ce_workspace_bytes(d->rows, xent_acc_bytes(d->dtype), reduced, reduced || totals);
 }
 
-/* A vocabulary-parallel call also holds every rank's row statistics. */
-size_t xent_ce_op_workspace(const xent_ce_desc* d, xent_op op) {
+/* A vocabulary-parallel call also holds every rank's row statistics, a
+   strided call in slices every slice's. */
+size_t xent_ce_op_workspace(const xent_handle* h, const xent_ce_desc* d, xent_op op) {
   const size_t bytes = xent_ce_launcher_workspace(d, op);
-  return d->vocab_shard ? xent_vocab_workspace(d, bytes) : bytes;
+  if (d->vocab_shard) return xent_vocab_workspace(d, bytes);
+  const int slices = xent_column_slices(h, d);
+  return slices > 1 ? xent_column_workspace(d, slices, bytes) : bytes;
 }
 
 int xent_ce_uses(const xent_ce_call* c) {
@@ -40,6 +44,9 @@ xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call
     const xent_status s = xent_vocab_find(h, d, c->op, xent_ce_uses(c), &k);
     return s != XENT_OK ? s : xent_vocab_run(h, d, &call, xent_ce_launcher_workspace(d, c->op), &k);
   }
+  /* Per-element outputs need the lse before their pass: one slice. */
+  const int slices = c->op != XENT_OP_BACKWARD && (c->t.log_prob || c->t.softmax) ? 1 : xent_column_slices(h, d);
+  if (slices > 1) return xent_column_run(h, d, &call, slices, xent_ce_launcher_workspace(d, c->op));
   const xent_dispatch_entry* e = xent_ce_find(h, d, c->op, xent_ce_uses(c));
   if (!e) return XENT_ERROR_NOT_GENERATED;
   const xent_ce_args args = xent_ce_args_for(d, &call);

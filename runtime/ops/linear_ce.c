@@ -102,7 +102,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
   xent_ce_desc c = chunk_desc(d, n);
   c.classes = width;
   const size_t ce_bytes = tiled ? xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD)
-                                : xent_ce_op_workspace(&c, XENT_OP_FORWARD_BACKWARD);
+                                : xent_ce_op_workspace(h, &c, XENT_OP_FORWARD_BACKWARD);
   memset(L, 0, sizeof *L);
   size_t at = 0;
   L->kind = kind;

@@ -11,7 +11,7 @@
 /* Cross entropy (ce.c). The workspace a call needs: the launchers' alone,
    and with a vocabulary-parallel call's gathered statistics. */
 size_t xent_ce_launcher_workspace(const xent_ce_desc* d, xent_op op);
-size_t xent_ce_op_workspace(const xent_ce_desc* d, xent_op op);
+size_t xent_ce_op_workspace(const xent_handle* h, const xent_ce_desc* d, xent_op op);
 /* A validated call: the vocabulary-parallel path, or the handle's kernel
    for it (XENT_ERROR_NOT_GENERATED naming the spec where there is none).
    call->bad_label_row NULL records bad labels in the handle's word. */
@@ -38,6 +38,14 @@ xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* desc, xent
                             xent_vocab_kernels* kernels);
 xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, size_t launcher_bytes,
                            const xent_vocab_kernels* kernels);
+
+/* A strided call with its class axis in slices (column_split.c): how many
+   the handle and the desc give it (1: none), its workspace after the
+   launchers' bytes, and its run. */
+int xent_column_slices(const xent_handle* h, const xent_ce_desc* desc);
+size_t xent_column_workspace(const xent_ce_desc* desc, int slices, size_t launcher_bytes);
+xent_status xent_column_run(xent_handle* h, const xent_ce_desc* desc, const xent_ce_call* call, int slices,
+                            size_t launcher_bytes);
 
 /* The fused linear cross entropy (linear_ce.c). Its plan (xent.h: one pass
    or tiled): the rows per chunk, and the workspace's regions, each 64-byte

@@ -53,6 +53,7 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cu
 struct cudaDeviceProp {
   char name[256];
   int major, minor;
+  int multiProcessorCount, maxThreadsPerMultiProcessor;
 };
 struct cudaLaunchConfig_t {
   dim3 gridDim, blockDim;

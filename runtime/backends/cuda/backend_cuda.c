@@ -33,6 +33,10 @@ xent_status xent_cuda_open(xent_handle* h) {
     return xent_fail(XENT_ERROR_DEVICE, "cuda backend: cannot query device %d", h->device);
   }
   h->arch = major * 10 + minor;
+  int sms = 0, threads = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, h->device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, h->device) == cudaSuccess)
+    h->resident_threads = (int64_t)sms * threads;
   return code_fits(h->device, h->arch);
 }
 

@@ -33,6 +33,7 @@ xent_status xent_hip_open(xent_handle* h) {
     return xent_fail(XENT_ERROR_DEVICE, "hip backend: cannot query device %d", h->device);
   /* "gfx90a:sramecc+:xnack-" -> 0x90a */
   h->arch = strncmp(prop.gcnArchName, "gfx", 3) == 0 ? (int)strtol(prop.gcnArchName + 3, NULL, 16) : 0;
+  h->resident_threads = (int64_t)prop.multiProcessorCount * prop.maxThreadsPerMultiProcessor;
   return XENT_OK;
 }
 

@@ -21,12 +21,15 @@ typedef cudaStream_t hipStream_t;
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 
-/* The one field xent reads. gcnArchName names the AMD target whose
+/* The fields xent reads. gcnArchName names the AMD target whose
    rendering runs here: gfx90a (wave64, what the HIP kernels are written
-   for), followed by the NVIDIA device that emulates it. */
+   for), followed by the NVIDIA device that emulates it; the device's SMs
+   stand for its CUs. */
 typedef struct hipDeviceProp_t {
   char name[256];
   char gcnArchName[256];
+  int multiProcessorCount;
+  int maxThreadsPerMultiProcessor;
 } hipDeviceProp_t;
 
 static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int device) {
@@ -35,6 +38,8 @@ static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int devic
   if (err != cudaSuccess) return err;
   snprintf(prop->name, sizeof prop->name, "%s", p.name);
   snprintf(prop->gcnArchName, sizeof prop->gcnArchName, "gfx90a:hip-on-cuda:sm_%d%d", p.major, p.minor);
+  prop->multiProcessorCount = p.multiProcessorCount;
+  prop->maxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
   return cudaSuccess;
 }
 
