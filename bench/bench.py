@@ -84,6 +84,9 @@ def gpu_cases():
     # Short rows, staged a tile at a time by the tables, beside the same
     # shapes from memory (issue 60's short rows).
     cases += tune_cases([(1048576, 10), (1048576, 100), (1048576, 1000)], asked=SHORT_TUNE_SHAPES)
+    # The class axis in place in slices, the runtime's choice first (issue
+    # 60's strided shapes; docs/PERFORMANCE.md, "The class axis in slices").
+    cases += tune_cases([(8, 1000, 32, 32), (16, 21, 512, 512)], slices=TUNE_SLICES)
     # The softmax family beside PyTorch eager, and its launch shapes (the
     # fifth run's measured its tables; the last two check a warp a row past
     # 4096 classes and the 16-threads floor).
@@ -103,10 +106,16 @@ TUNE_SHAPES = [None, (4, 256), (8, 256), (16, 256), (32, 256), (32, 512), (0, 12
 # Short rows: the table's first (where it stages them, the tile shape), then
 # the same threads from memory (a launch shape asked for is never staged).
 SHORT_TUNE_SHAPES = [None, (1, 256), (4, 256), (8, 256), (32, 256)]
+# A strided class axis: the runtime's slices (None), then 1 (none) to 32
+# (xent_set_column_slices).
+TUNE_SLICES = [None, 1, 2, 4, 8, 16, 32]
 
 
-def tune_cases(shapes, ops=("fwd", "fwd_bwd", "bwd"), asked=TUNE_SHAPES):
-    return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False, row_shapes=asked)
+def tune_cases(shapes, ops=("fwd", "fwd_bwd", "bwd"), asked=TUNE_SHAPES, slices=None):
+    """Tune cases timed in each launch shape of `asked`, or, given
+    `slices`, in each count of class slices."""
+    knob = dict(column_slices=slices) if slices else dict(row_shapes=asked)
+    return [dict(group="tune", op=op, dtype="bf16", shape=s, axis=1, torch=False, **knob)
             for s in shapes for op in ops]
 
 
@@ -121,6 +130,7 @@ def dry_cases():
                   for op in ("fwd", "fwd_bwd")]
     cases += tune_cases([(7, 3001)])
     cases += tune_cases([(4097, 10)], asked=SHORT_TUNE_SHAPES)
+    cases += tune_cases([(2, 300, 4, 8)], slices=[None, 1, 3])
     cases += [dict(group="softmax", op=op, dtype="bf16", shape=(7, 3001), axis=1, torch=True) for op in SOFTMAX_OPS]
     cases += tune_cases([(7, 3001)], SOFTMAX_OPS)
     return cases
@@ -253,15 +263,28 @@ class Xent:
                    "xent_ce_desc_init_nd")
         return d
 
-    def workspace(self, d, op, device):
-        n = ctypes.c_size_t()
-        self.check(self.lib.xent_ce_workspace_size(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(n)), "workspace")
-        return torch.empty(max(n.value, 16), dtype=torch.uint8, device=device)
+    def workspace(self, d, op, device, slices=(None,)):
+        """The call's workspace, the largest of its counts of class slices
+        (a tune case times several on one)."""
+        n, most = ctypes.c_size_t(), 16
+        for asked in slices:
+            self.set_column_slices(asked)
+            try:
+                self.check(self.lib.xent_ce_workspace_size(self.handle, ctypes.byref(d), OPS[op], ctypes.byref(n)),
+                           "workspace")
+            finally:
+                self.set_column_slices(None)
+            most = max(most, n.value)
+        return torch.empty(most, dtype=torch.uint8, device=device)
 
     def set_row_shape(self, asked):
         """(threads a row, block) for every row kernel, or None: the tune tables'."""
         group, threads = asked if asked else (0, 0)
         self.check(self.lib.xent_set_row_shape(self.handle, group, threads), "xent_set_row_shape")
+
+    def set_column_slices(self, asked):
+        """The slices of a strided class axis, or None: the runtime's."""
+        self.check(self.lib.xent_set_column_slices(self.handle, asked or 0), "xent_set_column_slices")
 
     def softmax_desc(self, shape, axis, dtype):
         d = SoftmaxDesc()
@@ -452,25 +475,29 @@ def summarize(result, impls, roofline_tbps, peak_tbps):
 def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
     """xent's call checked against PyTorch (checked_errors: one call, its
     errors), then timed, into result; in the tune group, in every launch
-    shape of the case's row_shapes (TUNE_SHAPES) on the same tensors.
-    Returns the errors."""
+    shape of the case's row_shapes (TUNE_SHAPES), or every count of its
+    column_slices, on the same tensors. Returns the errors."""
     if case["group"] == "tune":
         # Each launch shape on the same tensors, checked, then all timed
         # together, interleaved as the implementations of a case are: timed
         # one after another, the first (None, the tune table's) read up to
         # 10% below the same shape timed later in the sixth GPU run.
+        if "column_slices" in case:
+            knob, choices, setter = "column_slices", case["column_slices"], xent.set_column_slices
+        else:
+            knob, choices, setter = "row_shape", case.get("row_shapes", TUNE_SHAPES), xent.set_row_shape
         result["shapes"], timed = [], {}
-        for i, asked in enumerate(case.get("row_shapes", TUNE_SHAPES)):
-            one = dict(row_shape=list(asked) if asked else None)
+        for i, asked in enumerate(choices):
+            one = {knob: list(asked) if isinstance(asked, tuple) else asked}
             try:
-                xent.set_row_shape(asked)
+                setter(asked)
                 one["errors"] = checked_errors()
                 one["ok"] = all(e <= TOL[case["dtype"]] for e in one["errors"].values())
-                timed[i] = lambda asked=asked: (xent.set_row_shape(asked), call())
+                timed[i] = lambda asked=asked: (setter(asked), call())
             except RuntimeError as e:  # a shape the kernel refuses: reported, not timed
                 one.update(error=str(e)[:300], ok=False)
             finally:
-                xent.set_row_shape(None)
+                setter(None)
             result["shapes"].append(one)
         try:
             for i, (calls, _) in timer.many(timed).items():
@@ -478,7 +505,7 @@ def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
                 one["xent_s"], one["spread"] = calls["median"], calls
                 one["xent_tbps"] = nbytes / one["xent_s"] / 1e12
         finally:
-            xent.set_row_shape(None)
+            setter(None)
         table = result["shapes"][0]
         errors = table.get("errors", {})
         # Wrong results fail the run; a refused shape is only reported.
@@ -690,7 +717,7 @@ def run_case(case, xent, timer, device, roofline, peak_tbps):
     loss = torch.empty((), dtype=tdtype, device=device)
     lse = torch.empty(label_shape, dtype=torch.float32, device=device)
     grad = torch.empty_like(x) if op != "fwd" else None
-    ws = xent.workspace(d, op, device)
+    ws = xent.workspace(d, op, device, case.get("column_slices", (None,)))
     stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
     t = Tensors()
     t.logits, t.labels = x.data_ptr(), y.data_ptr()
@@ -913,7 +940,7 @@ def main():
         for name, peer in r.get("peers", {}).items():
             line += f", {peer['speedup']:.2f}x {name}" if "speedup" in peer else f", no {name}"
         for one in r.get("shapes", [])[1:]:
-            asked = "x".join(map(str, one["row_shape"]))
+            asked = f"{one['column_slices']} slices" if "column_slices" in one else "x".join(map(str, one["row_shape"]))
             line += f"; {asked}: {one['xent_tbps']:.4g}" if "xent_tbps" in one else f"; {asked}: {one['error'][:60]}"
             line += "" if one["ok"] or "error" in one else f" WRONG {one.get('errors')}"
         print(line + ("" if r["ok"] else f"  WRONG: {r['errors']}"), flush=True)

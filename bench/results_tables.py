@@ -200,27 +200,44 @@ def linear_table(data):
     return lines
 
 
+def knob(one):
+    """What a tune entry asked for: a launch shape (threads a row, block),
+    a count of class slices ("slices", n), or the tables' choice (None, or
+    ("slices", None): the runtime's)."""
+    if "column_slices" in one:
+        return ("slices", one["column_slices"])
+    return tuple(one["row_shape"]) if one["row_shape"] else None
+
+
+def knob_name(k):
+    if k is None:
+        return "table's"
+    if k[0] == "slices":
+        return "runtime's slices" if k[1] is None else f"{k[1]} slices"
+    return f"{k[0]} a row, {k[1]}" if k[0] else f"a row a block of {k[1]}"
+
+
 def tune_table(data):
-    """The `tune` group: each shape and pass in every launch shape it was
-    timed in, TB/s of model bytes, the tune table's first."""
+    """The `tune` group: each shape and pass in every launch shape (or
+    count of class slices) it was timed in, TB/s of model bytes, the tune
+    table's (or the runtime's) first."""
     env = data["environment"]
     asked = []
     for c in data["results"]:
         for one in c.get("shapes", []):
-            key = tuple(one["row_shape"]) if one["row_shape"] else None
-            if key not in asked:
-                asked.append(key)
-    name = lambda k: "table's" if k is None else (f"{k[0]} a row, {k[1]}" if k[0] else f"a row a block of {k[1]}")  # noqa: E731
+            if knob(one) not in asked:
+                asked.append(knob(one))
     lines = [
         f"**Launch shapes** (bf16): {env['device']}, commit {env['commit'][:7]}, {env['date'][:10]}; TB/s of "
-        "model bytes in each launch shape (threads a row, block; `xent_set_row_shape`), the best in bold"
+        "model bytes in each launch shape (threads a row, block; `xent_set_row_shape`) or count of class "
+        "slices (`xent_set_column_slices`), the best in bold"
         + ("" if data.get("complete") else " (the run stopped before its last case)"),
         "",
-        "| pass | shape | " + " | ".join(name(k) for k in asked) + " |",
+        "| pass | shape | " + " | ".join(knob_name(k) for k in asked) + " |",
         "|---|---|" + "---|" * len(asked),
     ]
     for c in data["results"]:
-        got = {(tuple(o["row_shape"]) if o["row_shape"] else None): o for o in c.get("shapes", [])}
+        got = {knob(o): o for o in c.get("shapes", [])}
         best = max((o.get("xent_tbps", 0) for o in got.values() if o.get("ok")), default=None)
         cells = []
         for k in asked:

@@ -84,9 +84,9 @@ class ResultsTables(unittest.TestCase):
 
     def test_tune_table(self):
         """The `tune` group's table, from a tune.json made here: a column per
-        launch shape in the order first met, the table's first, the best
-        correct shape of a row in bold, a wrong one marked, a refused one
-        named, a shape a row lacks as '-'."""
+        launch shape (or count of class slices) in the order first met, the
+        table's first, the best correct shape of a row in bold, a wrong one
+        marked, a refused one named, a shape a row lacks as '-'."""
         env = dict(device="GPU X", commit="abcdef0123", date="2026-01-02T00:00:00")
         shapes = lambda *cells: [dict(row_shape=k, ok=ok, **({"xent_tbps": t} if t else {"error": "refused"}))  # noqa: E731
                                  for k, ok, t in cells]
@@ -94,12 +94,16 @@ class ResultsTables(unittest.TestCase):
             dict(op="fwd", shape=[16, 4096], shapes=shapes((None, True, 1.5), ([32, 256], True, 2.25),
                                                          ([0, 512], False, 3.0))),
             dict(op="bwd", shape=[16, 4096], shapes=shapes((None, True, 1.0), ([0, 512], False, None))),
+            dict(op="fwd", shape=[8, 1000, 32, 32], shapes=[dict(column_slices=k, ok=True, xent_tbps=t)
+                                                          for k, t in ((None, 2.0), (1, 0.5), (16, 2.5))]),
         ]
         text = render(results_tables.tables, "tune.json", env, results)
         self.assertIn("**Launch shapes** (bf16): GPU X, commit abcdef0, 2026-01-02", text)
-        self.assertIn("| pass | shape | table's | 32 a row, 256 | a row a block of 512 |", text)
-        self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) |", text)
-        self.assertIn("| bwd | 16x4096 | **1.00** | - | refused |", text)
+        self.assertIn("| pass | shape | table's | 32 a row, 256 | a row a block of 512 | runtime's slices | 1 slices "
+                      "| 16 slices |", text)
+        self.assertIn("| fwd | 16x4096 | 1.50 | **2.25** | wrong (3.00) | - | - | - |", text)
+        self.assertIn("| bwd | 16x4096 | **1.00** | - | refused | - | - | - |", text)
+        self.assertIn("| fwd | 8x1000x32x32 | - | - | - | 2.00 | 0.50 | **2.50** |", text)
 
     def test_linear_table(self):
         """bench_linear.py's table, from a linear.json made here: the
