@@ -324,6 +324,25 @@ XENT_DEVICE void xent_ce_tile_inputs(const xent_ce_args& a, int64_t first, int64
   }
 }
 
+// A strided call cut along its class axis (a.column_slices > 1; the grid's
+// y is the slice, runtime/ops/column_split.c): this block's classes [first,
+// first + classes) of every row, `skip` elements on from the row's first,
+// seen as one slice of a vocabulary-parallel call sees its own (its records
+// the slice's [rows] of shard_stats; labels, weights and global_classes the
+// whole axis's). Else the whole row. (The body moves its pointers by these
+// offsets rather than taking a moved copy of the arguments: from a copy
+// nvcc no longer knows they are global memory, and every load is generic.)
+struct xent_ce_cut {
+  int64_t slice, first, classes, skip;
+};
+template <int kShape>
+XENT_DEVICE xent_ce_cut xent_ce_cut_of(const xent_ce_args& a) {
+  if (kShape != XENT_COLUMN || a.column_slices <= 1) return {0, 0, a.classes, 0};
+  const int64_t per = (a.classes + a.column_slices - 1) / a.column_slices, slice = (int64_t)blockIdx.y;
+  const int64_t first = slice * per, left = a.classes > first ? a.classes - first : 0;
+  return {slice, first, left < per ? left : per, first * a.inner};
+}
+
 // Statistics and loss (fwd), then the gradient (bwd) of each row, in any
 // shape of the row walk (kShape, kernels/device/rows.h). XENT_ON_CHIP: a
 // cluster of blocks per row, each keeping its slice of the row in shared
@@ -346,14 +365,15 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   static_assert(!kTile || !V::kSoft, "the tile shape reads no second row (soft labels)");
   constexpr int kRowLoads = V::kRowLoads;
   (void)stash, (void)part, (void)ipart;
-  const T* x = (const T*)a.logits;
+  const xent_ce_cut cut = xent_ce_cut_of<kShape>(a);
+  const T* x = (const T*)a.logits + cut.skip;
   // The labels: a distribution t (soft) or a class per row.
-  [[maybe_unused]] const T* __restrict__ t = V::kSoft ? (const T*)a.labels : nullptr;
+  [[maybe_unused]] const T* __restrict__ t = V::kSoft ? (const T*)a.labels + cut.skip : nullptr;
   const A* __restrict__ weights = (const A*)a.weights;
   A* ws = (A*)a.workspace;
-  const int64_t rows = a.rows, C = a.classes, inner = kColumn ? a.inner : 1;
+  const int64_t rows = a.rows, C = cut.classes, inner = kColumn ? a.inner : 1;
   // (A framework's slice offset may live on the device: a.class_offset_at.)
-  const int64_t off = a.class_offset_at ? *a.class_offset_at : a.class_offset, CT = a.global_classes;
+  const int64_t off = (a.class_offset_at ? *a.class_offset_at : a.class_offset) + cut.first, CT = a.global_classes;
   const A eps = (A)a.label_smoothing, z = (A)a.z_loss, cap = (A)a.softcap;
   const bool smoothing = eps != A(0), capped = cap != A(0);
   A itau = (A)a.inv_temperature;  // 1 / tau: the call's, or (a.row_temperature) the row's
@@ -441,8 +461,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
     }
     // Element 0 of the row: in memory, or in the tile shape in the tile
     // (tile_first is 0 in the other shapes).
-    // (A column slice's rows are the whole axis apart: xent_ce_column_slice.)
-    const int64_t base = xent_row_base(row - tile_first, kColumn && a.column_slices > 1 ? CT : C, inner);
+    // (A column slice's rows are the whole axis apart: xent_ce_cut.)
+    const int64_t base = xent_row_base(row - tile_first, kColumn ? a.classes : C, inner);
     // Hard labels: the row's label, whether it is ignored or out of range,
     // and its class in this slice of the vocabulary, if it is here. The
     // label is loaded here and used after the forward's walk (take_label),
@@ -656,7 +676,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           // its max (0 where no logit is finite) and b relative to it, so that
           // its share of the row's loss is a*(lse - ref) - b (xent_gathered_row).
           const A ref = s == A(0) ? A(0) : m;
-          A* st = (A*)a.shard_stats + xent_shard_record<A>(a.shard_token_stats) * row;
+          A* st = (A*)a.shard_stats + xent_shard_record<A>(a.shard_token_stats) * (row + cut.slice * rows);
           st[0] = ref;
           st[1] = s;
           if constexpr (V::kSoft) {
@@ -945,7 +965,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             A keep = 1;
             if constexpr (V::kSmoothing == XENT_ON) keep = 1 - eps;
             else if constexpr (V::kSmoothing == XENT_RUNTIME) keep = smoothing ? 1 - eps : A(1);
-            ((T*)a.grad_labels)[e] = D::store(scale * keep * wj * ((m - xj) + lr));
+            ((T*)a.grad_labels + cut.skip)[e] = D::store(scale * keep * wj * ((m - xj) + lr));
           }
         } else {
           // Whether j is the label's class: in the plain walk on the low 32
@@ -958,7 +978,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           if constexpr (F::kStats) dx = dx - (kPlain ? A(0) : dent_term(p, xj));
           dx = dx * dcap;
         }
-        if (kExtras && a.grad_bias) dx += xent_get<D>(a.grad_bias, e, a.grad_f32);
+        if (kExtras && a.grad_bias) dx += xent_get<D>(a.grad_bias, e + cut.skip, a.grad_f32);
         if constexpr (F::kFwd) {
           if (kExtras && a.log_prob) ((T*)a.log_prob)[e] = D::store((xj - m) - lr);
           if (kExtras && a.softmax) ((T*)a.softmax)[e] = D::store(p);
@@ -975,7 +995,9 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
         // order memory. (The emulator's global race detector checks this.)
         if (group <= XENT_WARP) xent_warp_sync();
       }
-      const auto grad_out = xent_output<T>(a.grad, D::kMixed && a.grad_f32 != 0, typename D::to());
+      const bool grad_f32 = D::kMixed && a.grad_f32 != 0;
+      const auto grad_out = xent_output<T>((char*)a.grad + cut.skip * (grad_f32 ? 4 : (int64_t)sizeof(T)), grad_f32,
+                                           typename D::to());
       const auto walk_grad = [&](auto extras_flag, auto plain_flag) XENT_INLINE_LAMBDA {
         // The optional outputs' walk is for rare calls: one copy of its code
         // (xent_row_walk_io's kCompact), the same loads in flight.
@@ -1048,39 +1070,9 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   if constexpr (kTile && F::kBwd) xent_tile_last_rows((T*)a.grad, C, tile_first, tile_end - tile_first, staged);
 }
 
-// A strided call cut along its class axis (a.column_slices > 1; the grid's
-// y is the slice, runtime/ops/column_split.c): this block's classes [first,
-// first + per) of every row, seen as one slice of a vocabulary-parallel call
-// sees its own: its per-element tensors moved to them, its records to the
-// slice's [rows] of shard_stats, labels, weights and global_classes the
-// whole axis's (whose stride the rows keep: xent_ce_rows_body's base).
-template <class V>
-XENT_DEVICE xent_ce_args xent_ce_column_slice(const xent_ce_args& a) {
-  typedef typename V::D::T T;
-  typedef typename V::D::A A;
-  xent_ce_args s = a;
-  if (a.column_slices <= 1) return s;
-  const int64_t per = (a.classes + a.column_slices - 1) / a.column_slices, first = (int64_t)blockIdx.y * per;
-  const int64_t skip = first * a.inner;  // elements
-  const int64_t grad_bytes = V::D::kMixed && a.grad_f32 ? 4 : (int64_t)sizeof(T);
-  s.classes = a.classes - first < per ? (a.classes > first ? a.classes - first : 0) : per;
-  s.class_offset = first;
-  s.logits = (const T*)a.logits + skip;
-  if (V::kSoft) s.labels = (const T*)a.labels + skip;
-  if (a.grad) s.grad = (char*)a.grad + skip * grad_bytes;
-  if (a.grad_bias) s.grad_bias = (const char*)a.grad_bias + skip * grad_bytes;
-  if (a.grad_labels) s.grad_labels = (T*)a.grad_labels + skip;
-  if (a.log_prob) s.log_prob = (T*)a.log_prob + skip;
-  if (a.softmax) s.softmax = (T*)a.softmax + skip;
-  if (a.shard_stats)
-    s.shard_stats = (A*)a.shard_stats + xent_shard_record<A>(a.shard_token_stats) * a.rows * (int64_t)blockIdx.y;
-  return s;
-}
-
 // The rows kernel's body, its shared memory by shape: the on-chip shape's
 // slice of the row (16-byte vectors) and its partial statistics for the
-// other blocks of the cluster; the strided shape's block moved to its class
-// slice.
+// other blocks of the cluster.
 template <class V, int kShape>
 XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
   XENT_BLOCK_BEGIN();
@@ -1089,8 +1081,6 @@ XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
     XENT_SHARED_ARRAY(typename V::D::A, part, 4);
     XENT_SHARED_ARRAY(int64_t, ipart, 2);
     xent_ce_rows_body<V, kShape>(a, row_group, stash, part, ipart);
-  } else if constexpr (kShape == XENT_COLUMN) {
-    xent_ce_rows_body<V, kShape>(xent_ce_column_slice<V>(a), row_group, nullptr, nullptr, nullptr);
   } else {
     xent_ce_rows_body<V, kShape>(a, row_group, nullptr, nullptr, nullptr);
   }
