@@ -423,16 +423,16 @@ typedef struct xent_linear_ce_desc {
      N = 16384, H = 4096);
    - TILED (5 GEMMs): as TILED_HIDDEN_SUM, but grad_hidden's tiles made in a
      sweep of their own, chunk by chunk (chunk_rows * H * 4): a workspace
-     that grows with neither the rows nor V * H (the rows' lse, 4 bytes a
-     row, and V's tile records aside).
+     that grows with neither the rows nor V * H (the rows' lse and entropy,
+     8 bytes a row, and V's tile records aside).
    AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
    with tiles of at least 2048 x 2048, TILED with the largest square tiles
    that fit (at least 128 x 128). The tiled plans are for f16/bf16 with
    grad_dtype = dtype, hard labels and no main_grad; the others take
    ONE_PASS under AUTO (an f32 gradient or a main_grad is its own sum) and
-   are refused by name when a tiled plan is asked for. dentropy is refused
-   where a sweep from the rows' lse makes a gradient it reaches (TILED:
-   grad_weight, grad_bias; TILED_HIDDEN_SUM: all three). */
+   are refused by name when a tiled plan is asked for. With dentropy, the
+   sweep from the rows' lse also reads their entropy (the call's, or the
+   workspace's). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,

@@ -362,9 +362,10 @@ class LinearCrossEntropy(unittest.TestCase):
         classes and 4 rows over V = 37 and N = 9 (the last tile and chunk
         ragged), f16 and bf16, both hard label types, every reduction, the
         options, temperature, accumulate, no bias, and the per-token outputs
-        without dentropy (which they refuse where a gradient comes from the
-        lse: test_errors); one tile wider than V, and tiles of a 9000-class
-        vocabulary; AUTO with a tile size takes TILED_HIDDEN_SUM here."""
+        with and without dentropy (sweep 3's gradients from the lse take
+        E_p[z] from the rows' entropy); one tile wider than V, and tiles of
+        a 9000-class vocabulary; AUTO with a tile size takes
+        TILED_HIDDEN_SUM here."""
         for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
             for dtype in (BF16, F16):
                 for label in (I64, I32):
@@ -385,6 +386,11 @@ class LinearCrossEntropy(unittest.TestCase):
                 self.check(BF16, I64, MEAN, stats=True, dentropy=False, tau=0.7, weights=True, ignore=True,
                            smoothing=0.1, dloss=True, classes=8, plan=plan)
                 self.check(F16, I32, NONE, N=11, chunk=4, stats=True, dentropy=False, tau=1.3, classes=16, plan=plan)
+            with self.subTest(plan=plan, what="the entropy's gradient"):
+                self.check(BF16, I64, MEAN, stats=True, tau=0.7, weights=True, ignore=True, smoothing=0.1,
+                           dloss=True, classes=8, plan=plan)
+                self.check(F16, I32, NONE, N=11, chunk=4, stats=True, tau=1.3, cap=3.0, classes=16, plan=plan)
+                self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, stats=True, classes=1024, plan=plan)
             with self.subTest(plan=plan, what="one tile, one chunk; many tiles"):
                 self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64, plan=plan)
                 self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024, plan=plan)
@@ -432,7 +438,7 @@ class LinearCrossEntropy(unittest.TestCase):
         rank) and dentropy's term in every gradient."""
         N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
         # The last two: the tiled plans, tiles of 4 classes within each
-        # rank's slice (without dentropy, which they refuse with grad_weight).
+        # rank's slice.
         for dtype, reduction, tile, plan in ((F32, MEAN, 0, 0), (F64, NONE, 0, 0), (BF16, SUM, 0, 0),
                                              (BF16, MEAN, 4, PLAN_TILED_HIDDEN_SUM), (BF16, NONE, 4, PLAN_TILED)):
             torch.manual_seed(3)
@@ -443,7 +449,7 @@ class LinearCrossEntropy(unittest.TestCase):
             y = torch.randint(0, V, (N,))
             y[2] = -100
             acc = torch.float64 if dtype == F64 else torch.float32
-            dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if not tile else None
+            dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc)
             ranks = len(cuts) - 1
             parts, out = [None] * ranks, [None] * ranks
             barrier = threading.Barrier(ranks, timeout=20 if GPU else 120)  # (the GPU step's limit is 30 s)
@@ -638,7 +644,7 @@ class LinearCrossEntropy(unittest.TestCase):
         XENT_LINEAR_CE_MEMORY_MIB (64 MiB; Liger-Kernel's is 128 and 64 MiB
         at the first two shapes) on this backend, at the issue's shapes and
         with 8 times the rows or twice the features; the rows add only their
-        lse (4 bytes a row; 12 a chunk of steps' words). A budget that fits the one-pass plan takes it,
+        lse and entropy (8 bytes a row; 12 a chunk of steps' words). A budget that fits the one-pass plan takes it,
         grad_weight's f32 sum included; one that fits nothing is refused."""
         MiB = 1 << 20
         shapes = ((16384, 4096, 131072), (8192, 4096, 262144), (16384, 2048, 248320), (131072, 4096, 131072),
@@ -649,7 +655,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 self.assertEqual(s, 0, msg)
                 self.assertLessEqual(n, 64 * MiB)
         small, large = self.workspace_size(16384, 4096, 131072)[1], self.workspace_size(131072, 4096, 131072)[1]
-        self.assertLessEqual(large - small, (131072 - 16384) * 4 + 12 * 128 + 64)  # + a word and a sum a chunk
+        self.assertLessEqual(large - small, (131072 - 16384) * 8 + 12 * 128 + 64)  # + a word and a sum a chunk
         # A budget between: four GEMMs, grad_hidden's f32 sum of every row.
         s, n, msg = self.workspace_size(16384, 4096, 131072, memory_mib=512)
         self.assertEqual(s, 0, msg)
@@ -704,7 +710,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
                 # The tiled plan: f16/bf16 with gradients in that dtype and
-                # hard labels; no dentropy where grad_weight needs it.
+                # hard labels.
                 ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
                 ("desc->chunk_classes is 2: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
                  dict(chunk_classes=2)),
@@ -718,14 +724,6 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->plan is TILED: the tiled plans are for calls without desc->main_grad", INVALID_ARGUMENT,
                  dict(main_grad=ptr(torch.zeros(5, 3))),
                  {"plan": PLAN_TILED, "main_grad": 1, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
-                # dentropy where a gradient comes from the rows' lse: TILED's
-                # grad_weight, TILED_HIDDEN_SUM's grad_hidden too.
-                ("tensors->dentropy is set and the call takes plan TILED ", INVALID_ARGUMENT,
-                 dict(dentropy=ptr(torch.zeros(4)), grad_weight=ptr(torch.zeros(5, 3))),
-                 {"plan": PLAN_TILED, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
-                ("tensors->dentropy is set and the call takes plan TILED_HIDDEN_SUM", INVALID_ARGUMENT,
-                 dict(dentropy=ptr(torch.zeros(4)), grad_hidden=ptr(torch.zeros(4, 3))),
-                 {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

@@ -166,6 +166,28 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_lce_weight_grad(const xent_l
   }
 }
 
+// ROW_RECORDS (the tiled plans' gradients from the rows' lse, with the
+// entropy's gradient): chunk `chunk`'s rows as the wide records of one
+// vocabulary slice (kernels/cross_entropy/vocab_parallel.h) whose
+// reference is the row's lse and sum 1, so that lse is the gathered lse,
+// and whose entropy share t = -H gives E_p[z] - lse = -H, E_p[z] being
+// lse - H. The backward's gathered path then has both.
+template <class V>
+static XENT_GLOBAL void __launch_bounds__(256) xent_lce_row_records(const xent_lce_args a, int64_t n) {
+  typedef typename V::D::A A;
+  const int64_t rec = xent_shard_record<A>(true), r0 = a.chunk * a.chunk_rows;
+  const A* lse = (const A*)a.lse + r0;
+  const A* entropy = (const A*)a.entropy + r0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    A* st = (A*)a.records + i * rec;
+    st[0] = lse[i];
+    st[1] = 1;
+    st[2] = st[3] = st[5] = st[6] = st[7] = 0;
+    st[4] = -entropy[i];
+    *(int64_t*)(st + 8) = XENT_NO_INDEX;
+  }
+}
+
 // FINISH (one block): the loss, and the bad-label rows.
 template <class V>
 static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_finish(const xent_lce_args a, int64_t chunks) {
@@ -226,6 +248,10 @@ static int xent_lce_launch(const void* args) {
       break;
     case XENT_LCE_FINISH:
       XENT_LAUNCH(xent_lce_finish<V>, dim3(1), dim3(XENT_PARTIAL_THREADS), 0, stream, a, chunks);
+      break;
+    case XENT_LCE_ROW_RECORDS:
+      if (n > 0)
+        XENT_LAUNCH(xent_lce_row_records<V>, dim3(xent_grid_blocks((n + 255) / 256)), dim3(256), 0, stream, a, n);
       break;
     case XENT_LCE_WEIGHT_GRAD:
       if constexpr (V::D::kMixed) {

@@ -37,11 +37,8 @@ def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A
     entropy, logprob, argmax), the gradients None unless in `want`, the
     per-token outputs empty unless in stats. plan: (chunk_rows, memory_mib).
     With main_grad (f32, weight's shape) the weight's gradient is added to it
-    instead. dentropy takes the one-pass plan (the tiled plan has no
-    entropy gradient for weight and bias: xent.h)."""
+    instead."""
     d = _desc(hidden, weight, target, o, plan)
-    if dentropy is not None:
-        d.memory_mib = 1 << 40
     n, dev = hidden.shape[0], hidden.device
     acc = R.accumulation_dtype(hidden.dtype)
     loss = torch.empty((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=dev)

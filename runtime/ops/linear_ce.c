@@ -118,6 +118,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
       L->hidden_acc = at, at += round64((size_t)d->ce.rows * (size_t)H * 4);
     L->records = at, at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)n * xent_shard_record_bytes(ab, 1));
     L->lse = at, at += round64((size_t)d->ce.rows * ab);
+    L->entropy = at, at += round64((size_t)d->ce.rows * ab);
   } else {
     /* An f16/bf16 grad_weight is summed over the chunks in f32 and rounded
        once (WEIGHT_GRAD): rounded at every chunk, as a GEMM into it with
@@ -434,6 +435,21 @@ static size_t record_bytes(const run_ctx* r, int64_t n) {
   return (size_t)n * xent_shard_record_bytes(xent_acc_bytes(r->d->ce.dtype), r->vocab.token_stats);
 }
 
+/* The rows' entropy: the call's, or the workspace's. */
+static char* entropy_of(const run_ctx* r) { return r->t->entropy ? (char*)r->t->entropy : r->ws + r->L->entropy; }
+
+/* Chunk k's rows as one wide record each, from their lse and entropy (into
+   the chunk's records, free in sweep 3). */
+static xent_status row_records(const run_ctx* r, int64_t k) {
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_ROW_RECORDS;
+  a.chunk = k;
+  a.lse = r->t->lse ? (const char*)r->t->lse : r->ws + r->L->lse;
+  a.entropy = entropy_of(r);
+  a.records = chunk_records(r);
+  return step(r, &a);
+}
+
 /* Sweep 1 for chunk k: each tile's records; every rank's (all_gather); the
    combine: the chunk's loss (or sum), lse and per-token outputs. */
 static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
@@ -462,6 +478,9 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
                        rc, user->rank, user->ranks, bytes);
   }
   tile_setup(r, k, 0, XENT_OP_FORWARD_BACKWARD, &tc);
+  /* Sweep 3's records need each row's entropy (row_records). */
+  if (r->t->dentropy && !r->t->entropy)
+    tc.call.t.entropy = entropy_of(r) + (size_t)k * L->chunk * xent_acc_bytes(r->d->ce.dtype);
   xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
   a.shard_token_stats = r->vocab.token_stats;
   a.gathered = records;
@@ -471,7 +490,8 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
 
 /* Tile (k, j)'s gradient in place of its logits: from the chunk's records
    (sweep 2), or from its rows' lse (sweep 3, when the records are another
-   chunk's). */
+   chunk's); with dentropy, from one record a row made of the rows' lse and
+   entropy (ROW_RECORDS), which give E_p[z] too. */
 static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int from_records) {
   tile_call tc;
   tile_setup(r, k, j, from_records ? XENT_OP_FORWARD_BACKWARD : XENT_OP_BACKWARD, &tc);
@@ -480,6 +500,12 @@ static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int fro
   a.gathered = from_records ? chunk_records(r) : NULL;
   a.shards = tc.shard.ranks;
   a.loss = a.lse_out = NULL;
+  if (!from_records && r->t->dentropy) {
+    const xent_status s = row_records(r, k);
+    if (s != XENT_OK) return s;
+    a.gathered = chunk_records(r);
+    a.shards = 1;
+  }
   return xent_backend_launch(r->h, r->vocab.backward, &a);
 }
 
@@ -604,15 +630,7 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   xent_vocab_kernels vocab = {NULL, NULL, 0};
   if (L.chunks > 0 && L.kind != XENT_LINEAR_CE_PLAN_ONE_PASS) {
     /* The tiles are slices of the vocabulary (their kernels' key does not
-       depend on the slice). The entropy's gradient needs E_p[z], which
-       sweep 3's lse does not give. */
-    const int from_lse = t->grad_weight || t->grad_bias || (L.kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM &&
-                                                             t->grad_hidden);
-    if (t->dentropy && from_lse)
-      return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "%s: tensors->dentropy is set and the call takes plan %s (desc->memory_mib %lld, desc->plan "
-                       "%d), whose gradients from the rows' lse have no entropy term: take plan ONE_PASS", fn,
-                       plan_name(L.kind), (long long)d->memory_mib, d->plan);
+       depend on the slice). */
     const run_ctx probe = {.fn = fn, .h = h, .d = d, .t = t, .L = &L, .ws = workspace, .ws_bytes = workspace_bytes};
     tile_call tc;
     tile_setup(&probe, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);

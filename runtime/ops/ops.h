@@ -64,6 +64,7 @@ typedef struct xent_linear_ce_plan {
   size_t hidden_acc; /* TILED_HIDDEN_SUM: rows * H f32, grad_hidden's sum over the tiles */
   size_t records;  /* tiled: a chunk's records, [ranks * tiles][chunk], wide */
   size_t lse;      /* tiled: the rows' lse, accumulation type (unless the call keeps it) */
+  size_t entropy;  /* tiled: the rows' entropy, for dentropy's term in sweep 3 (unless the call keeps it) */
   size_t gemm;     /* the GEMM library's workspace, gemm_bytes */
   size_t gemm_bytes;
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
