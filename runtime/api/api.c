@@ -261,10 +261,12 @@ xent_status xent_check_ce_desc(const char* fn, const xent_handle* h, const xent_
                      (int)d->token_weight_mean);
   s = d->vocab_shard ? xent_vocab_check(fn, d) : XENT_OK;
   if (s != XENT_OK) return s;
-  /* The workspace holds a few accumulation-type values per row and rank
-     (a record is at most 9 eight-byte values: xent_shard_record_bytes); its
-     size must not wrap around. */
-  const uint64_t per_row = 2 + 9 * (uint64_t)(d->vocab_shard && d->vocab_shard->ranks > 0 ? d->vocab_shard->ranks : 0);
+  /* The workspace holds a few accumulation-type values per row and rank,
+     or per row and class slice of a strided call (a record is at most 9
+     eight-byte values: xent_shard_record_bytes; the slices' lse one more);
+     its size must not wrap around. */
+  const uint64_t ranks = d->vocab_shard && d->vocab_shard->ranks > 0 ? (uint64_t)d->vocab_shard->ranks : 0;
+  const uint64_t per_row = 2 + 9 * ranks + (d->inner > 1 ? 9 * XENT_MAX_COLUMN_SLICES + 1 : 0);
   if ((uint64_t)d->rows > (SIZE_MAX / 8 - 65536) / (per_row + 2))
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->rows is %lld: the workspace's byte count overflows", fn,
                      (long long)d->rows);
