@@ -391,6 +391,9 @@ class LinearCrossEntropy(unittest.TestCase):
                            dloss=True, classes=8, plan=plan)
                 self.check(F16, I32, NONE, N=11, chunk=4, stats=True, tau=1.3, cap=3.0, classes=16, plan=plan)
                 self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, stats=True, classes=1024, plan=plan)
+                # More chunks (20) than tiles (5): each chunk's records made
+                # again for each tile, not all of them once.
+                self.check(BF16, I64, MEAN, N=40, chunk=2, stats=True, weights=True, classes=8, plan=plan)
             with self.subTest(plan=plan, what="one tile, one chunk; many tiles"):
                 self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64, plan=plan)
                 self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024, plan=plan)

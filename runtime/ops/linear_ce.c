@@ -438,15 +438,25 @@ static size_t record_bytes(const run_ctx* r, int64_t n) {
 /* The rows' entropy: the call's, or the workspace's. */
 static char* entropy_of(const run_ctx* r) { return r->t->entropy ? (char*)r->t->entropy : r->ws + r->L->entropy; }
 
-/* Chunk k's rows as one wide record each, from their lse and entropy (into
-   the chunk's records, free in sweep 3). */
+/* Sweep 3 with dentropy: each chunk's rows as one wide record each, made
+   from their lse and entropy into the records region (free by then): every
+   chunk's once where the region holds them all (it holds ranks * tiles
+   chunks' worth: V >= N at square tiles), else chunk k's before each of its
+   tiles. row_records_at: where chunk k's are. */
+static int row_records_once(const run_ctx* r) {
+  return r->L->chunks <= ranks_of(r->d) * r->L->tiles;
+}
+static char* row_records_at(const run_ctx* r, int64_t k) {
+  const size_t rec = xent_shard_record_bytes(xent_acc_bytes(r->d->ce.dtype), 1);
+  return chunk_records(r) + (row_records_once(r) ? (size_t)k * (size_t)r->L->chunk * rec : 0);
+}
 static xent_status row_records(const run_ctx* r, int64_t k) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
   a.step = XENT_LCE_ROW_RECORDS;
   a.chunk = k;
   a.lse = r->t->lse ? (const char*)r->t->lse : r->ws + r->L->lse;
   a.entropy = entropy_of(r);
-  a.records = chunk_records(r);
+  a.records = row_records_at(r, k);
   return step(r, &a);
 }
 
@@ -501,9 +511,9 @@ static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int fro
   a.shards = tc.shard.ranks;
   a.loss = a.lse_out = NULL;
   if (!from_records && r->t->dentropy) {
-    const xent_status s = row_records(r, k);
+    const xent_status s = row_records_once(r) ? XENT_OK : row_records(r, k);
     if (s != XENT_OK) return s;
-    a.gathered = chunk_records(r);
+    a.gathered = row_records_at(r, k);
     a.shards = 1;
   }
   return xent_backend_launch(r->h, r->vocab.backward, &a);
@@ -552,6 +562,8 @@ static xent_status tiled(const run_ctx* r) {
      grad_weight and grad_bias, summed over the chunks; TILED_HIDDEN_SUM's
      grad_hidden too, summed over the tiles for every row. */
   const int wanted = t->grad_weight || t->grad_bias || (hidden_sum && t->grad_hidden);
+  for (int64_t k = 0; k < L->chunks && s == XENT_OK && wanted && t->dentropy && row_records_once(r); ++k)
+    s = row_records(r, k);
   for (int64_t j = 0; j < L->tiles && s == XENT_OK && wanted; ++j) {
     const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
     for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
