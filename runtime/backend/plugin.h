@@ -24,8 +24,9 @@
    schema rows change in a way the sizes below would not show. 2: tables
    carry their key schema. 3: xent_ce_args.shard_token_stats (it fills the
    padding after shards: the size does not show it). 4:
-   xent_ce_args.wide_labels (padding again). 6: xent_ce_args.column_slices
-   and the handle's column_slices and resident_threads. (A test builds a
+   xent_ce_args.wide_labels (padding again). 6: xent_ce_args.column_slices,
+   xent_lce_args' ROW_RECORDS fields, the handle's column_slices and
+   resident_threads. (A test builds a
    plugin with another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
 #define XENT_PLUGIN_ABI_VERSION 6u
