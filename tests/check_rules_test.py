@@ -27,7 +27,7 @@ HIP_ON_CUDA = os.path.join(RUNFILES, "runtime", "hip_on_cuda")
 
 # Inside the rows kernel (kernels/cross_entropy/cross_entropy.h): row, C, x,
 # a, lane, group, scratch and the atomics are in scope.
-IN_KERNEL = "    const int64_t base = xent_row_base(row - tile_first, C, inner);\n"
+IN_KERNEL = "    const int64_t base = xent_row_base(row - tile_first, kColumn ? a.classes : C, inner);\n"
 KERNEL_HEADER = "cross_entropy/cross_entropy.h"
 # The top of the launcher (templates/cross_entropy.tmpl).
 IN_LAUNCHER = 'extern "C" int XENT_LAUNCHER({{ launcher }})(const void* args) {\n'
@@ -208,6 +208,11 @@ class Rules(unittest.TestCase):
     def test_warp_sync_cluster_sync_in_block_branch(self):
         # A cluster sync needs every block of the cluster: a branch on the
         # block's rank is not uniform enough, one on the cluster's size is.
+        # So is one on the grid's row, the same in a cluster along x.
+        self.expect("cuda", IN_KERNEL, "if (blockIdx.x == 0) XENT_CLUSTER_SYNC();",
+                    "if (xent_grid_row() == 0) XENT_CLUSTER_SYNC();", "warp-sync",
+                    "xent_cluster_sync is reached under a condition that differs between the threads of a cluster "
+                    "('blockIdx . x == 0' varies by block)", kernel="ce_fwd_bwd_f32_i64_none")
         self.expect("cuda", IN_KERNEL, "if (xent_cluster_rank() == 0) XENT_CLUSTER_SYNC();",
                     "if (xent_cluster_size() > 1) XENT_CLUSTER_SYNC();", "warp-sync",
                     "xent_cluster_sync is reached under a condition that differs between the threads of a cluster "

@@ -14,7 +14,8 @@
    everywhere) up to the thread:
      grid     constants, template parameters, kernel arguments, blockDim,
               gridDim, the cluster size;
-     cluster  xent_cluster_id() (the cluster's index in the grid);
+     cluster  xent_cluster_id() (the cluster's index in the grid),
+              xent_grid_row() (blockIdx.y: clusters run along x);
      block    blockIdx, the cluster rank, a block-wide vote (__syncthreads_or);
      warp     a HIP wavefront's vote (__any, __all, __ballot);
      thread   threadIdx, the lane id, and whatever any of these reach.
@@ -232,7 +233,7 @@ static int barrier_need(const char* name) {
    level: the wavefront is HIP's warp), whatever they are given; so does
    the HIP-on-CUDA headers' vote over the wavefront's two warps. */
 static int source_level(const char* name) {
-  if (strcmp(name, "xent_cluster_id") == 0) return L_CLUSTER;
+  if (strcmp(name, "xent_cluster_id") == 0 || strcmp(name, "xent_grid_row") == 0) return L_CLUSTER;
   if (strcmp(name, "__any") == 0 || strcmp(name, "__all") == 0 || strcmp(name, "__ballot") == 0 ||
       strcmp(name, "xent_hip_on_cuda_any") == 0)
     return L_WARP;

@@ -338,7 +338,7 @@ struct xent_ce_cut {
 template <int kShape>
 XENT_DEVICE xent_ce_cut xent_ce_cut_of(const xent_ce_args& a) {
   if (kShape != XENT_COLUMN || a.column_slices <= 1) return {0, 0, a.classes, 0};
-  const int64_t per = (a.classes + a.column_slices - 1) / a.column_slices, slice = (int64_t)blockIdx.y;
+  const int64_t per = (a.classes + a.column_slices - 1) / a.column_slices, slice = (int64_t)xent_grid_row();
   const int64_t first = slice * per, left = a.classes > first ? a.classes - first : 0;
   return {slice, first, left < per ? left : per, first * a.inner};
 }

@@ -40,6 +40,11 @@
 // barriers and full-warp shuffles inside a row are always reached by all.
 enum { XENT_ROW = 0, XENT_COLUMN = 1, XENT_ON_CHIP = 2, XENT_TILE = 3 };
 
+// The block's row of the grid (blockIdx.y; the strided shape's class slice):
+// the same in every block of a cluster, since clusters run along x
+// (XENT_LAUNCH_CLUSTER), which xentgen --check's barrier rule knows by name.
+XENT_DEVICE unsigned xent_grid_row() { return blockIdx.y; }
+
 struct xent_row_walk {
   int64_t lane;   // this thread's first class; the class loop steps by group
   int64_t group;  // threads sharing a row (in each block of a cluster)
