@@ -281,9 +281,10 @@ xent_status xent_set_row_shape(xent_handle* handle, int threads_per_row, int blo
    device's threads idle), none on the cpu backend's own code; 1: never;
    2 to 64: that many (fewer where C is small: slices of ceil(C / slices)
    classes). A call's workspace grows with its slices (xent_ce_workspace_size
-   asks the handle: set this first). Not for vocabulary-parallel calls, nor
-   calls with log_prob or softmax outputs (they keep one slice). Else
-   XENT_ERROR_INVALID_ARGUMENT. Set it between calls, as xent_set_row_shape. */
+   asks the handle: set this first). Vocabulary-parallel calls and calls
+   with log_prob or softmax outputs keep one slice. A count outside 0 to 64
+   is XENT_ERROR_INVALID_ARGUMENT. Set it between calls, as
+   xent_set_row_shape. */
 xent_status xent_set_column_slices(xent_handle* handle, int slices);
 
 /* The kernels a handle can run: the variant keys of its backend's dispatch
