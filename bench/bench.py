@@ -102,7 +102,10 @@ def gpu_cases():
 # a row, block), 0 threads a row = a row a block (xent_set_row_shape). What
 # the spec's tune tables are to be chosen from (docs/PERFORMANCE.md, "Launch
 # shapes").
-TUNE_SHAPES = [None, (4, 256), (8, 256), (16, 256), (32, 256), (32, 512), (0, 128), (0, 256), (0, 512)]
+# (-1, 0): the row on chip (XENT_ROW_SHAPE_ON_CHIP), where the kernel has
+# such a shape for C (the fused pass and the softmax forward; the others
+# refuse it, reported as such).
+TUNE_SHAPES = [None, (4, 256), (8, 256), (16, 256), (32, 256), (32, 512), (0, 128), (0, 256), (0, 512), (-1, 0)]
 # Short rows: the table's first (where it stages them, the tile shape), then
 # the same threads from memory (a launch shape asked for is never staged).
 SHORT_TUNE_SHAPES = [None, (1, 256), (4, 256), (8, 256), (32, 256)]
@@ -129,6 +132,8 @@ def dry_cases():
         cases += [dict(group="sweep", op=op, dtype="bf16", shape=(4096 // v + 1, v), axis=1, torch=True)
                   for op in ("fwd", "fwd_bwd")]
     cases += tune_cases([(7, 3001)])
+    # The row on chip, asked for (a cluster of 2 in the emulator).
+    cases += tune_cases([(3, 20000)], ops=("fwd_bwd",), asked=[None, (-1, 0)])
     cases += tune_cases([(4097, 10)], asked=SHORT_TUNE_SHAPES)
     cases += tune_cases([(2, 300, 4, 8)], slices=[None, 1, 3])
     cases += [dict(group="softmax", op=op, dtype="bf16", shape=(7, 3001), axis=1, torch=True) for op in SOFTMAX_OPS]
@@ -495,7 +500,7 @@ def time_xent(case, result, call, checked_errors, xent, timer, nbytes):
                 one["ok"] = all(e <= TOL[case["dtype"]] for e in one["errors"].values())
                 timed[i] = lambda asked=asked: (setter(asked), call())
             except RuntimeError as e:  # a shape the kernel refuses: reported, not timed
-                one.update(error=str(e)[:300], ok=False)
+                one.update(error=str(e)[:500], ok=False)
             finally:
                 setter(None)
             result["shapes"].append(one)

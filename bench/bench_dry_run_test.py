@@ -116,17 +116,26 @@ class DryRun(unittest.TestCase):
                     # bench.py's SHORT_TUNE_SHAPES: the table's (the tile
                     # shape on a GPU), then 1 to 32 threads a row.
                     self.assertEqual(asked, [None, [1, 256], [4, 256], [8, 256], [32, 256]])
+                elif list(r["shape"]) == [3, 20000]:
+                    # The fused pass's row on chip, asked for: it runs.
+                    self.assertEqual(asked, [None, [-1, 0]])
                 else:
                     # bench.py's TUNE_SHAPES: the table's, 4 to 32 threads a
-                    # row, a row a block of 128 to 512.
+                    # row, a row a block of 128 to 512, the row on chip.
                     self.assertEqual(asked, [None, [4, 256], [8, 256], [16, 256], [32, 256], [32, 512],
-                                             [0, 128], [0, 256], [0, 512]])
+                                             [0, 128], [0, 256], [0, 512], [-1, 0]])
                 # A block past the row kernel's launch bounds is refused at
                 # the launch, as on a GPU (xent_set_row_shape), reported and
                 # not timed: the softmax forward's are 256 (specs/softmax.lua:
                 # resident = 768), the others' 512.
                 bound = 256 if r["op"] == "sm_fwd" else 512
                 for o in r["shapes"]:
+                    if o["row_shape"] == [-1, 0] and r["op"] not in ("fwd_bwd", "sm_fwd"):
+                        # Only the fused pass and the softmax forward have
+                        # an on-chip shape: the others refuse the row on chip.
+                        self.assertFalse(o["ok"], f"tune {r['op']} {o}")
+                        self.assertIn("the row on chip where no on-chip shape serves", o.get("error", ""))
+                        continue
                     if o["row_shape"] and o["row_shape"][1] > bound:
                         self.assertFalse(o["ok"], f"tune {r['op']} {o}")
                         self.assertIn("past the kernel's launch bounds", o.get("error", ""), f"tune {r['op']} {o}")

@@ -52,7 +52,7 @@ def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False):
         vecs = C // (16 // elem_size)
         k = 1
         while k <= 8:
-            nbytes = -(-vecs // k) * 16
+            nbytes = 2 * (-(-vecs // k) * 16)  # two halves: one row walked, the next loading
             if nbytes <= chip:
                 return threads, k, nbytes
             k *= 2

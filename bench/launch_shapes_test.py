@@ -46,12 +46,15 @@ class LaunchShapesTest(unittest.TestCase):
         self.assertEqual(launch_shapes.pick(self.shapes, 1 << 20, rows=1), (1024, 0, 0))
 
     def test_on_chip(self):
-        # 8192 bf16 classes: 1024 vectors, 16 KB, one block's 64 KiB holds them.
-        self.assertEqual(launch_shapes.pick(self.shapes, 8192, elem_size=2, on_chip=True), (256, 1, 16384))
-        # 131072 bf16 classes with few rows: 256 KB, a cluster of 4.
-        self.assertEqual(launch_shapes.pick(self.shapes, 131072, rows=1, elem_size=2, on_chip=True), (256, 4, 65536))
-        # f32: 512 KB, 8 blocks.
-        self.assertEqual(launch_shapes.pick(self.shapes, 131072, rows=1, elem_size=4, on_chip=True), (256, 8, 65536))
+        # A block holds two halves (one row walked, the next loading).
+        # 8192 bf16 classes: 1024 vectors, 16 KB, twice in one block's 64 KiB.
+        self.assertEqual(launch_shapes.pick(self.shapes, 8192, elem_size=2, on_chip=True), (256, 1, 32768))
+        # 16384: 32 KB, twice fills one block.
+        self.assertEqual(launch_shapes.pick(self.shapes, 16384, elem_size=2, on_chip=True), (256, 1, 65536))
+        # 131072 bf16 classes with few rows: 256 KB, a cluster of 8.
+        self.assertEqual(launch_shapes.pick(self.shapes, 131072, rows=1, elem_size=2, on_chip=True), (256, 8, 65536))
+        # f32: 512 KB, twice 64 KB a block would take 16 blocks: not on chip.
+        self.assertIsNone(launch_shapes.pick(self.shapes, 131072, rows=1, elem_size=4, on_chip=True))
         # Enough rows for a warp each: that shape comes first, no on-chip launch.
         self.assertIsNone(launch_shapes.pick(self.shapes, 131072, rows=4096, elem_size=2, on_chip=True))
         # Too long for any cluster: the last shape, which is not on chip.

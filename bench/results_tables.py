@@ -214,6 +214,8 @@ def knob_name(k):
         return "table's"
     if k[0] == "slices":
         return "runtime's slices" if k[1] is None else f"{k[1]} slices"
+    if k[0] == -1:
+        return "the row on chip"
     return f"{k[0]} a row, {k[1]}" if k[0] else f"a row a block of {k[1]}"
 
 

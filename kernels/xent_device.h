@@ -9,6 +9,7 @@
 #include "device/launch.h"
 #include "device/vectors.h"
 #include "device/walks.h"
+#include "device/pipeline.h"
 #include "device/convert.h"
 #include "device/exp_log.h"
 #include "device/reduce.h"

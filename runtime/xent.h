@@ -270,7 +270,13 @@ xent_status xent_cpu_emulate(xent_handle* handle, xent_backend_kind target);
    for f64 and the softmax forward), a block that is not whole warps (32 lanes; 64 on HIP) or more threads a
    row than a warp make the call fail with XENT_ERROR_DEVICE, naming the
    kernel. Set it between calls, not while another thread calls on the
-   handle. */
+   handle.
+   XENT_ROW_SHAPE_ON_CHIP, 0 asks instead for the rows held on chip
+   (docs/PERFORMANCE.md, "Rows on chip") wherever a kernel's table has an
+   on-chip shape for C that fits the device, whatever the row count; a call
+   of a kernel, class count or device without one fails with
+   XENT_ERROR_DEVICE, naming the kernel. */
+#define XENT_ROW_SHAPE_ON_CHIP (-1)
 xent_status xent_set_row_shape(xent_handle* handle, int threads_per_row, int block_threads);
 
 /* For tuning and tests: how many slices a cross entropy whose class axis is

@@ -178,3 +178,22 @@ int tu_check_on_chip_boundary(xent_handle* h, const char* tag, unsigned seed, in
   }
   return failures;
 }
+
+int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_t max_rows, int* runs) {
+  int failures = 0;
+  const int64_t C = 20001, table_rows = max_rows < 500 ? max_rows : 500, asked_rows = max_rows < 2048 ? max_rows : 2048;
+  for (int k = 0; k < TU_ON_CHIP_KEYS; ++k) {
+    failures += tu_check_key_at(h, tu_on_chip_keys[k], table_rows, C, seed + (unsigned)k, tag);
+    ++*runs;
+  }
+  char asked[160];
+  snprintf(asked, sizeof asked, "%s [the row on chip, asked for]", tag);
+  if (xent_set_row_shape(h, XENT_ROW_SHAPE_ON_CHIP, 0) != XENT_OK) {
+    printf("FAIL xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0): %s\n", xent_last_error());
+    return failures + 1;
+  }
+  failures += tu_check_key_at(h, tu_on_chip_keys[0], asked_rows, C, seed + 100u, asked);
+  ++*runs;
+  xent_set_row_shape(h, 0, 0);
+  return failures;
+}

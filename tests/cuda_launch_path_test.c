@@ -79,6 +79,17 @@ static xent_status strided_forward(xent_handle* h, int64_t outer, int64_t C, int
   return s;
 }
 
+/* The largest grid.x of the launches from index `from` on with `bytes` of
+   dynamic shared memory (the on-chip ones). */
+static unsigned most_grid_x(int from, size_t bytes) {
+  unsigned most = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i) {
+    const fake_call* c = &fake_cuda.calls[i];
+    if (c->kind == FAKE_LAUNCH && c->bytes == bytes && c->grid_x > most) most = c->grid_x;
+  }
+  return most;
+}
+
 /* The largest grid.y of the launches from index `from` on. */
 static int most_grid_y(int from) {
   int y = 0;
@@ -197,10 +208,11 @@ int main(void) {
 
   /* The 48 KiB boundary, on an sm_90 build. */
   int from = fake_cuda.ncalls;
-  expect(fused(h, 2, 24576) == XENT_OK, "C = 24576 bf16 (49,152 bytes a block, no cluster)");
+  expect(fused(h, 2, 24576) == XENT_OK, "C = 24576 bf16 (2 blocks of two halves of 24,576 bytes)");
   if (failures) printf("  %s\n", xent_last_error());
-  expect(launches_with(from, 49152, 1) == 1, "C = 24576: the on-chip launch of 49,152 bytes, one block a row");
+  expect(launches_with(from, 49152, 2) == 1, "C = 24576: the on-chip launch of 49,152 bytes, a cluster of 2");
   expect(count(from, FAKE_SET_ATTRIBUTE) == 1, "C = 24576: the on-chip kernel's attribute raised once");
+  expect(most_grid_x(from, 49152) == 4, "2 rows: 2 clusters of 2 blocks");
   for (int i = from; i < fake_cuda.ncalls; ++i) {
     const fake_call* c = &fake_cuda.calls[i];
     if (c->kind != FAKE_SET_ATTRIBUTE) continue;
@@ -211,9 +223,14 @@ int main(void) {
   expect(all_on(from, 1), "every call ran on the handle's device (1), not the current one (0)");
   expect(fake_cuda_current_device() == 0, "the caller's current device is put back");
   from = fake_cuda.ncalls;
-  expect(fused(h, 2, 49152) == XENT_OK, "C = 49152 bf16 (2 blocks of 49,152 bytes)");
-  expect(launches_with(from, 49152, 2) == 1, "C = 49152: a cluster of 2 blocks of 49,152 bytes");
+  expect(fused(h, 2, 49152) == XENT_OK, "C = 49152 bf16 (4 blocks of 49,152 bytes)");
+  expect(launches_with(from, 49152, 4) == 1, "C = 49152: a cluster of 4 blocks of 49,152 bytes");
   expect(count(from, FAKE_SET_ATTRIBUTE) == 0, "no second set of the attribute (once per kernel and device)");
+  /* No more clusters than the device holds (the fake: a block an SM, 66
+     clusters of 2): 300 rows, each cluster walking its rows in turn. */
+  from = fake_cuda.ncalls;
+  expect(fused(h, 300, 24576) == XENT_OK && most_grid_x(from, 49152) == 132,
+         "300 rows of 24576: the 66 clusters of 2 the device holds");
 
   /* The class axis in slices (runtime/ops/column_split.c): 8192 positions
      of 1000 classes fill 3% of the fake's 132 SMs of 2048 threads, so the
@@ -284,8 +301,13 @@ int main(void) {
   for (int i = from; i < fake_cuda.ncalls; ++i)
     clustered += fake_cuda.calls[i].kind == FAKE_LAUNCH && fake_cuda.calls[i].cluster > 1;
   expect(clustered == 0, "compute_80 code is never launched in clusters");
-  expect(fused(h0, 2, 24576) == XENT_OK && launches_with(from, 49152, 1) >= 1,
-         "compute_80 code still holds a row on chip in one block");
+  /* The table's 64 KiB a block hold two halves of a row of at most 16384
+     bf16 classes, and it keeps rows on chip from 16385 on: in one block,
+     none. */
+  int on_chip = 0;
+  for (int i = from; i < fake_cuda.ncalls; ++i)
+    on_chip += fake_cuda.calls[i].kind == FAKE_LAUNCH && fake_cuda.calls[i].bytes > 0;
+  expect(on_chip == 0, "compute_80 code holds no row on chip (no cluster for two halves of 64 KiB)");
 
   xent_destroy(h0);
   xent_destroy(h);

@@ -155,9 +155,12 @@ int main(void) {
   const unsigned long long clusters_before = multi_block_clusters();
   failures += tu_check_on_chip_boundary(h, "", 100u, &runs);
   if (multi_block_clusters() == clusters_before)
-    fail("H100: no boundary case ran in a cluster of several blocks (C = 49152 bf16 takes 2)");
+    fail("H100: no boundary case ran in a cluster of several blocks (C = 24576 bf16 takes 2)");
   if (check_attributes(0, H100_OPTIN, "H100") < TU_ON_CHIP_KEYS)
     fail("H100: not every on-chip kernel had its shared-memory attribute raised");
+  /* The pipeline's rows in turn (the emulated device holds 2 clusters),
+     the tables' and asked for: 5 rows. */
+  failures += tu_check_on_chip_rows(h, "", 150u, 5, &runs);
   /* Again: nothing more is set. */
   check_keys_at(h, 24576, 200u);
   check_attributes(0, H100_OPTIN, "H100, second calls");

@@ -6,7 +6,8 @@
 // between a shuffle and a barrier, launch configurations the hardware
 // refuses, and in thread-block clusters: distributed shared memory read
 // before the cluster sync that orders it, read from a block that has exited,
-// and a cluster sync some threads skip; in global memory (when asked), an
+// and a cluster sync some threads skip; the on-chip pipeline's copy into a
+// half still being read and its wait for the wrong phase; in global memory (when asked), an
 // in-place overwrite ordered only by shuffles, blocks writing one word, and
 // a handoff between the blocks of a cluster with no cluster sync. Also
 // checks the semantics of shuffles and votes on 32- and 64-lane warps, and
@@ -23,6 +24,10 @@
 #include <vector>
 
 #include "xent_emu.h"
+// The device library's on-chip pipeline (kernels/device/pipeline.h), on the
+// CUDA target under the emulator.
+#define XENT_TARGET_CUDA
+#include "device/pipeline.h"
 
 static int checks, failures;
 
@@ -289,6 +294,30 @@ __global__ void static_and_dynamic(float* out) {
 __global__ void static_and_dynamic_b(float* out) { static_and_dynamic(out); }
 __global__ void static_and_dynamic_c(float* out) { static_and_dynamic(out); }
 
+// ---- the on-chip pipeline (kernels/device/pipeline.h) -----------------------
+
+// Rows of n 16-byte vectors walked in turn, each block's row copied into one
+// half of its stash while it walks the other; out[r] (0 before): the sum of
+// row r.
+// bug 1: no barrier before the next copy (it overwrites the half the last
+// row's walk still reads); bug 2: a wait for the other parity.
+__global__ void pipe_rows(const xent_vec16<float>* x, float* out, int rows, int n, int bug) {
+  XENT_SHARED_ARRAY(xent_vec16<float>, stash, 2 * n);
+  XENT_SHARED_ARRAY(uint64_t, bars, 2);
+  xent_bulk_init(bars, 2);
+  xent_bulk_copy(stash, 0, x, n, bars, 0);
+  for (int r = 0; r < rows; ++r) {
+    if (bug != 1) __syncthreads();
+    if (r + 1 < rows) xent_bulk_copy(stash, (r + 1) % 2 * n, x + (int64_t)(r + 1) * n, n, bars, (r + 1) % 2);
+    const unsigned parity = (unsigned)(r / 2 % 2) ^ (bug == 2 ? 1u : 0u);
+    xent_bulk_wait(bars, r % 2, parity, r + 1 < rows);
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+      const xent_vec16<float> v = stash[r % 2 * n + i];
+      atomicAdd(out + r, v.e[0] + v.e[1] + v.e[2] + v.e[3]);
+    }
+  }
+}
+
 #define LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, ...)                                                     \
   [&]() {                                                                                                            \
     return XENT_EMU_LAUNCH_CLUSTER(kernel, 32, XENT_EMU_SMEM_CUDA_OPTIN, dim3 grid, dim3 block, smem, cluster, nullptr, \
@@ -402,6 +431,24 @@ int main() {
   expect(conv[2] == 1.0f, "bf16 halfway rounds to even");
   expect(conv[3] == 1.0f + 4.0f / 256.0f, "bf16 halfway from odd rounds up");
   expect(isinf(conv[4]), "f16 65520 rounds to infinity");
+
+  {
+    const int rows = 5, n = 48;
+    std::vector<xent_vec16<float>> px(rows * n);
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < n; ++i)
+        for (int k = 0; k < 4; ++k) px[r * n + i].e[k] = (float)(r + 1);
+    std::vector<float> sums(rows, 0.0f);
+    expect_clean("pipeline: rows in turn", LAUNCH(pipe_rows, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, px.data(),
+                                                  sums.data(), rows, n, 0));
+    for (int r = 0; r < rows; ++r) expect(sums[r] == (float)(4 * n * (r + 1)), "pipe_rows: row " + std::to_string(r));
+    expect_report("pipeline: copy over a half in use", LAUNCH(pipe_rows, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0,
+                                                               px.data(), sums.data(), rows, n, 1),
+                  {"pipe_rows", "shared memory race on stash[", "this thread writes it"});
+    expect_report("pipeline: wait for the wrong phase", LAUNCH(pipe_rows, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0,
+                                                                px.data(), sums.data(), rows, n, 2),
+                  {"pipe_rows", "mbarrier bars[0]", "parity 1", "1 phases have completed"});
+  }
 
   std::vector<float> cl(16, -1.0f);
   expect_clean("cluster sum", LAUNCH_CLUSTER(cluster_sum, (8), (64), 100000, 4, cl.data(), 0));

@@ -185,6 +185,24 @@ cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, 
   return cudaSuccess;
 }
 
+/* Occupancy: one block an SM (of the 132), whatever the kernel; a cluster
+   of k blocks k SMs. */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func, int threads,
+                                                                   size_t smem, unsigned flags) {
+  (void)func, (void)threads, (void)smem, (void)flags;
+  *blocks = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void* func, const cudaLaunchConfig_t* config) {
+  (void)func;
+  unsigned cluster = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) cluster = config->attrs[i].val.clusterDim.x;
+  if (!fake_cuda.clusters[current]) return fail(cudaErrorInvalidValue);
+  *clusters = 132 / (int)cluster;
+  return cudaSuccess;
+}
+
 /* The launch rules the fake holds launches to (as the driver): dynamic
    shared memory at most the function's attribute, clusters only where the
    device has them and the code was built for them. */
@@ -198,6 +216,9 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   const int max_dynamic = f->max_dynamic;
   pthread_mutex_unlock(&lock);
   record(FAKE_LAUNCH, func, config->dynamicSmemBytes, cluster, (int)config->gridDim.y);
+  pthread_mutex_lock(&lock);
+  if (fake_cuda.ncalls <= FAKE_MAX_CALLS) fake_cuda.calls[fake_cuda.ncalls - 1].grid_x = config->gridDim.x;
+  pthread_mutex_unlock(&lock);
   if (config->dynamicSmemBytes > (size_t)max_dynamic) return fail(cudaErrorInvalidValue);
   if (cluster > 1 && (!fake_cuda.clusters[current] || fake_cuda.ptx_version < 90)) return fail(cudaErrorInvalidValue);
   return cudaSuccess;

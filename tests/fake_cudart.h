@@ -19,7 +19,8 @@ typedef enum fake_call_kind {
   FAKE_SYNC,          /* cudaDeviceSynchronize */
   FAKE_STREAM_SYNC,   /* cudaStreamSynchronize; stream: the stream */
   FAKE_SET_ATTRIBUTE, /* cudaFuncAttributeMaxDynamicSharedMemorySize = value */
-  FAKE_LAUNCH         /* bytes: dynamic shared memory; cluster: blocks per cluster; value: the grid's y */
+  FAKE_LAUNCH         /* bytes: dynamic shared memory; cluster: blocks per cluster; value: the grid's y;
+                         grid_x: its x */
 } fake_call_kind;
 
 typedef struct fake_call {
@@ -30,6 +31,7 @@ typedef struct fake_call {
   size_t bytes;
   unsigned cluster;
   int value;
+  unsigned grid_x;
 } fake_call;
 
 typedef struct fake_func {

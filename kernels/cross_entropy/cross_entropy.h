@@ -345,13 +345,14 @@ XENT_DEVICE xent_ce_cut xent_ce_cut_of(const xent_ce_args& a) {
 
 // Statistics and loss (fwd), then the gradient (bwd) of each row, in any
 // shape of the row walk (kShape, kernels/device/rows.h). XENT_ON_CHIP: a
-// cluster of blocks per row, each keeping its slice of the row in shared
-// memory (stash) for the gradient pass, which then reads no logits from
-// memory: the fused pass moves the logits' bytes once in, once out.
+// cluster of blocks per row, each walking its slice of the row from its
+// shared memory, where the pipeline (pipe, kernels/device/pipeline.h)
+// copied it while the last row was walked: the fused pass moves the
+// logits' bytes once in, once out.
 // The rows kernel reads kReduction only as none or not, so that a mean and a
 // sum variant can share one (the launcher's divide_by_total tells them apart).
-template <class V, int kShape, class Stash, class Part, class IPart>
-XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash stash, Part part, IPart ipart) {
+template <class V, int kShape, class Pipe, class Part, class IPart>
+XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, const Pipe& pipe, Part part, IPart ipart) {
   typedef xent_ce_facts<V> F;
   typedef typename V::D D;
   typedef typename D::T T;
@@ -364,7 +365,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   constexpr bool kTile = kShape == XENT_TILE;
   static_assert(!kTile || !V::kSoft, "the tile shape reads no second row (soft labels)");
   constexpr int kRowLoads = V::kRowLoads;
-  (void)stash, (void)part, (void)ipart;
+  (void)pipe, (void)part, (void)ipart;
   const xent_ce_cut cut = xent_ce_cut_of<kShape>(a);
   const T* x = (const T*)a.logits + cut.skip;
   // The labels: a distribution t (soft) or a class per row.
@@ -437,6 +438,10 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
   for (int64_t tile = kTile ? (int64_t)xent_cluster_id() * per : walk.first; tile < rows;
        tile = kTile ? xent_tile_next(tile, walk.step, tile_first, tile_end, (int64_t)xent_clusters() * per)
                     : tile + walk.step) {
+    // The on-chip shape: this row's slice is in the stash from vector
+    // `half` on, the next row's on its way.
+    [[maybe_unused]] int64_t half = 0;
+    if constexpr (kShape == XENT_ON_CHIP) half = pipe.take(tile);
     if constexpr (kTile) {
       if (tile >= tile_end) {
         // A new tile: the last one's gradient out, this one's rows in, and
@@ -608,8 +613,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             }
           };
           if constexpr (kShape == XENT_ON_CHIP)
-            xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash,
-                                             xent_vec_sink<decltype(add_vec)>{add_vec}, add);
+            xent_slice_walk<kRowLoads>(x, base, width, lane, group, pipe.stash, half,
+                                       xent_vec_sink<decltype(add_vec)>{add_vec}, add);
           else each_vec(base, width, add, add_vec);
         };
         if (fwd_extras) walk_stats(xent_bool<true>());
@@ -658,8 +663,8 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
             for (int k = 0; k < kVec; ++k) sums(j0 + k, xv[k]);
         };
         if constexpr (kShape == XENT_ON_CHIP)
-          xent_slice_walk<kRowLoads, true>(x, base, width, lane, group, stash,
-                                           xent_vec_sink<decltype(add_vec)>{add_vec}, add);
+          xent_slice_walk<kRowLoads>(x, base, width, lane, group, pipe.stash, half,
+                                     xent_vec_sink<decltype(add_vec)>{add_vec}, add);
         else each_vec(base, width, add, add_vec);
         take_label();
         xent_group_reduce(m, s, sum_a, sum_b, group, scratch);
@@ -1047,7 +1052,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
           else return xent_with_vec(one, grad_vec);
         }();
         if constexpr (kShape == XENT_ON_CHIP)
-          xent_slice_walk<kRowLoads, false>(x, base, width, lane, group, stash, grad_out, grad);
+          xent_slice_walk<kRowLoads>(x, base, width, lane, group, pipe.stash, half, grad_out, grad);
         else if constexpr (kTile)
           xent_tile_walk<T>(staged, base, width, lane, group, grad_out, grad);
         else
@@ -1071,16 +1076,20 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, Stash s
 }
 
 // The rows kernel's body, its shared memory by shape: the on-chip shape's
-// slice of the row (16-byte vectors) and its partial statistics for the
-// other blocks of the cluster.
+// two halves of slices of rows (16-byte vectors) with their mbarriers, and
+// its partial statistics for the other blocks of the cluster.
 template <class V, int kShape>
 XENT_DEVICE void xent_ce_rows(const xent_ce_args& a, int row_group) {
+  typedef typename V::D::T T;
   XENT_BLOCK_BEGIN();
   if constexpr (kShape == XENT_ON_CHIP) {
-    XENT_DYNAMIC_SHARED(xent_vec16<typename V::D::T>, stash);
+    XENT_DYNAMIC_SHARED(xent_vec16<T>, stash);
+    XENT_SHARED_ARRAY(uint64_t, bars, 2);
     XENT_SHARED_ARRAY(typename V::D::A, part, 4);
     XENT_SHARED_ARRAY(int64_t, ipart, 2);
-    xent_ce_rows_body<V, kShape>(a, row_group, stash, part, ipart);
+    const xent_row_walk walk = xent_rows<kShape>(row_group);
+    const auto pipe = xent_slice_pipe_of((const T*)a.logits, a.classes, walk.first, walk.step, a.rows, stash, bars);
+    xent_ce_rows_body<V, kShape>(a, row_group, pipe, part, ipart);
   } else {
     xent_ce_rows_body<V, kShape>(a, row_group, nullptr, nullptr, nullptr);
   }

@@ -37,20 +37,26 @@ struct xent_row_launch {
 // serves any call; the generator checks it). An on-chip shape takes the
 // fewest blocks, a power of two up to max_cluster (0: on-chip shapes are
 // skipped), whose slices of the row's 16-byte vectors fit its bytes and the
-// kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare); else
-// the next shape. (A tile shape is also a plain one: XENT_LAUNCH_ROWS_TILE.)
+// kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare) twice,
+// one row's slice walked while the next one's loads (xent_slice_pipe,
+// pipeline.h); else the next shape. (A tile shape is also a plain one:
+// XENT_LAUNCH_ROWS_TILE.)
+// With chip_only, plain shapes are passed over too: the first on-chip shape
+// that serves C and fits, else the last shape with cluster 0.
 template <int N>
 static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N], int64_t C, int64_t rows,
-                                               size_t elem_size, unsigned max_cluster, int64_t max_dynamic) {
+                                               size_t elem_size, unsigned max_cluster, int64_t max_dynamic,
+                                               bool chip_only = false) {
   for (int i = 0; i < N; ++i) {
     const xent_row_shape& s = shapes[i];
     if (i < N - 1 && ((s.classes >= 0 && C > s.classes) || rows < s.rows)) continue;
+    if (s.on_chip == 0 && chip_only) continue;
     if (s.on_chip == 0) return {s, 0, 0};
     // At most C / (16 / elem_size) whole vectors (the scalar head and tail
     // around them stay in memory).
     const int64_t vecs = C / (int64_t)(16 / elem_size);
     for (unsigned k = 1; k <= max_cluster; k *= 2) {
-      const int64_t bytes = (vecs + k - 1) / k * 16;
+      const int64_t bytes = 2 * ((vecs + k - 1) / k * 16);
       if (bytes <= s.on_chip && bytes <= max_dynamic) return {s, k, (size_t)bytes};
     }
   }
@@ -92,6 +98,29 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
   if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - XENT_STATIC_SMEM;
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
+}
+
+// Host: the clusters of `cluster` blocks of `threads` threads and `smem`
+// bytes of dynamic shared memory that the device holds at once (0 where the
+// driver does not say), for the on-chip shape's grid: its clusters walk
+// their rows in turn, the next row's slices loading while one is walked,
+// and clusters past what the device holds would only start their pipelines
+// when the first ones end. Asked once per device and launch shape and kept
+// in `known` (the launch site's: key << 20 | clusters, 0 = not yet asked).
+template <typename K>
+static inline int64_t xent_resident_clusters(K* kernel, int64_t (&known)[XENT_MAX_DEVICES], unsigned threads,
+                                             size_t smem, unsigned cluster) {
+  int dev = 0, clusters = 0;
+  int64_t optin = 0;
+  if (xent_drv_device(&dev, &optin, &clusters) != 0 || dev < 0) return 0;
+  const int64_t key = (int64_t)smem * 16 + cluster;
+  const int64_t seen = dev < XENT_MAX_DEVICES ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
+  if (seen != 0 && seen >> 20 == key) return seen & 0xfffff;
+  int n = 0;
+  if (xent_drv_resident(kernel, threads, smem, cluster, &n) != 0 || n <= 0) return 0;
+  if (n > 0xfffff) n = 0xfffff;
+  if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], key << 20 | n, __ATOMIC_RELAXED);
+  return n;
 }
 #endif  // XENT_TARGET_CUDA
 
@@ -142,12 +171,15 @@ XENT_DEVICE void xent_partial_range(int64_t n, int64_t& lo, int64_t& hi) {
 // largest block: a GPU would not launch it, and the emulator, which has no
 // launch bounds, must not run what a GPU would not), a block that is not
 // whole warps, or more threads a row than a warp (a row's shuffles stay in
-// its warp).
+// its warp), or the row on chip (group XENT_ROW_ON_CHIP) of a kernel or
+// call that has no on-chip shape for it.
+#define XENT_ROW_ON_CHIP (-1)
 #define XENT_REFUSED_SHAPE_WHY                                                                                         \
   "the launch shape asked for (xent_set_row_shape) has a block past the kernel's launch bounds or "                    \
-  "not whole warps, or more threads a row than a warp"
+  "not whole warps, or more threads a row than a warp, or is the row on chip where no on-chip shape serves the call"
 template <int N>
 static inline bool xent_asked_shape(const xent_row_shape (&shapes)[N], int group, int threads, xent_row_shape* shape) {
+  if (group == XENT_ROW_ON_CHIP) return false;
   if (threads <= 0) return true;
   int largest = 0;
   for (int i = 0; i < N; ++i) largest = shapes[i].threads > largest ? shapes[i].threads : largest;
@@ -197,7 +229,8 @@ static inline unsigned xent_column_grid_y(const Args&) {
 // same elements in the same order, so the same bits.
 #define XENT_LAUNCH_ROWS_TILE(kernel, T, args, shapes, allowed, stream)                                             \
   do {                                                                                                            \
-    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0 && (allowed)) {                    \
+    if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0 &&                                  \
+        (args).row_shape.group != XENT_ROW_ON_CHIP && (allowed)) {                                               \
       const xent_row_shape shape_ = xent_pick_launch((shapes), (args).classes, (args).rows, 1, 0, 0).shape;       \
       const int64_t per_ = shape_.tile ? xent_tile_rows((args).classes, shape_.group, shape_.threads, sizeof(T)) : 0; \
       if (per_ > 0) {                                                                                             \
@@ -209,17 +242,24 @@ static inline unsigned xent_column_grid_y(const Args&) {
   } while (0)
 
 // The same for a kernel that also has the on-chip shape (elements of T):
-// kernel<XENT_ON_CHIP>(args, 0) in clusters, a row per cluster, where the
-// table and the device allow, and the caller chose no shape of its own.
+// kernel<XENT_ON_CHIP>(args, 0) in clusters, a row per cluster at a time
+// and no more clusters than the device holds at once, where the table and
+// the device allow and the caller chose no shape of its own, or where the
+// caller asked for the row on chip (XENT_ROW_ON_CHIP: the table's first
+// on-chip shape serving C that fits, whatever the rows; else refused).
 #define XENT_LAUNCH_ROWS_ON_CHIP(kernel, T, args, shapes, column_threads, stream)                                  \
   do {                                                                                                            \
     if ((args).rows > 0 && (args).inner == 1 && (args).row_shape.threads <= 0) {                                 \
       static int64_t known_[XENT_MAX_DEVICES];                                                                    \
       const xent_kernel_limits lim_ = xent_kernel_prepare(&kernel<XENT_ON_CHIP>, #kernel, known_);                \
-      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, (args).rows, sizeof(T),              \
-                                                   lim_.max_cluster, lim_.max_dynamic);                           \
+      const bool chip_ = (args).row_shape.group == XENT_ROW_ON_CHIP;                                              \
+      const xent_row_launch at_ = xent_pick_launch((shapes), (args).classes, chip_ ? INT64_MAX : (args).rows,     \
+                                                   sizeof(T), lim_.max_cluster, lim_.max_dynamic, chip_);         \
       if (at_.cluster > 0) {                                                                                      \
-        const unsigned clusters_ = xent_grid_blocks((args).rows);                                                 \
+        static int64_t resident_[XENT_MAX_DEVICES];                                                               \
+        const int64_t held_ = xent_resident_clusters(&kernel<XENT_ON_CHIP>, resident_, at_.shape.threads, at_.smem, \
+                                                     at_.cluster);                                                \
+        const unsigned clusters_ = xent_grid_blocks(held_ > 0 && held_ < (args).rows ? held_ : (args).rows);      \
         XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
                             at_.smem, at_.cluster, (stream), (args), 0);                                          \
         break;                                                                                                    \

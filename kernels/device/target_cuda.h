@@ -40,6 +40,14 @@ template <typename K>
 static inline int xent_drv_raise_smem(K* kernel, const char* name, int64_t bytes) {
   return xent_emu_func_set_max_dynamic_smem(xent_emu::func_id(kernel), name, (long long)bytes);
 }
+// The clusters the emulated device holds at once: two, so that the tests'
+// on-chip calls of three rows or more walk rows in turn (xent_slice_pipe).
+template <typename K>
+static inline int xent_drv_resident(K* kernel, unsigned threads, size_t smem, unsigned cluster, int* n) {
+  (void)kernel, (void)threads, (void)smem, (void)cluster;
+  *n = 2;
+  return 0;
+}
 #define XENT_CLUSTER_SYNC() xent_emu_cluster_sync(__FILE__, __LINE__)
 static inline unsigned xent_cluster_rank() { return xent_emu_cluster_rank(); }
 static inline unsigned xent_cluster_size() { return xent_emu_cluster_size(); }
@@ -184,6 +192,37 @@ static inline int xent_drv_kernel(void (*kernel)(Params...), int64_t* static_sme
   }
   *static_smem = (int64_t)fa.sharedSizeBytes;
   *ptx_version = fa.ptxVersion;
+  return 0;
+}
+// The clusters (of one block: the blocks) the device holds at once.
+template <typename... Params>
+static inline int xent_drv_resident(void (*kernel)(Params...), unsigned threads, size_t smem, unsigned cluster,
+                                    int* n) {
+  cudaError_t err;
+  if (cluster <= 1) {
+    int dev = 0, sms = 0, per_sm = 0;
+    err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, smem);
+    *n = sms * per_sm;
+  } else {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(cluster);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    err = cudaOccupancyMaxActiveClusters(n, kernel, &config);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
   return 0;
 }
 template <typename... Params>

@@ -543,40 +543,21 @@ XENT_DEVICE void xent_row_each_vec(const T* x, int64_t base, int64_t C, int64_t 
   xent_row_walk_io<kLoads, kColumn>(x, base, C, inner, stage, lane, group, xent_vec_sink<FV>{fv}, f);
 }
 
-// One 16-byte vector from global memory into the on-chip shape's stash at
-// element `at` (16-byte aligned both), and the wait for the calling thread's
-// copies, after which it may read them. On sm_80 and later cp.async (L2
-// only: the row is read once from memory), whose bytes are in no register
-// while in flight; elsewhere (and under the emulator, which checks the
-// stash's accesses) a load and a store, done when they return.
-template <typename Stash, typename T>
-XENT_DEVICE void xent_stash_copy16(Stash stash, int64_t at, const xent_vec16<T>* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
-  const unsigned dst = (unsigned)__cvta_generic_to_shared(stash + at);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"(dst), "l"(src) : "memory");
-#else
-  stash[at] = xent_load16(src);
-#endif
-}
-XENT_DEVICE void xent_stash_copy_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(XENT_EMU)
-  asm volatile("cp.async.wait_all;" : : : "memory");
-#endif
-}
-
 // The on-chip shape's row walk: calls f(j, x_j) for the classes this thread
 // owns in its block's slice of the row, and does with its result what
 // `out` says, as xent_row_walk_io does for a whole row. The row's 16-byte
 // vectors are split into one run per block of the cluster ([rank * per,
 // (rank + 1) * per)); the scalar head goes to rank 0 and the scalar tail to
-// the last rank. kLoad: read the vectors from memory and keep them in
-// `stash` (the block's dynamic shared memory, per vectors); else read them
-// back from it. The scalars are read from memory both times (fewer than 16
-// bytes each side). Each element has one owner, the same in both walks, so
-// a gradient written in place is safe.
-template <int kInFlight, bool kLoad, typename T, typename Stash, typename Out, typename F>
+// the last rank. The block's run is in `stash` from vector `half` on, where
+// the pipeline put it (xent_slice_pipe, pipeline.h); the scalars are read
+// from memory (fewer than 16 bytes each side). kInFlight vectors are read
+// before any is used, the last batch's too (its indices past the slice
+// clamped to this thread's last), as xent_row_walk_io's. Each element has
+// one owner, the same in every walk, so a gradient written in place is
+// safe.
+template <int kInFlight, typename T, typename Stash, typename Out, typename F>
 XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t lane, int64_t group, Stash stash,
-                                 const Out& out, F f) {
+                                 int64_t half, const Out& out, F f) {
   constexpr int64_t kVec = 16 / sizeof(T);
   const T* row = x + base;
   const int64_t rank = (int64_t)xent_cluster_rank(), k = (int64_t)xent_cluster_size();
@@ -585,60 +566,27 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
   const int64_t lo = rank * per, hi = lo + per < vecs ? lo + per : vecs;
   if (rank == 0)
     for (int64_t j = lane; j < head; j += group) out.one(f, j, base + j, XENT_LD(row + j));
-  const xent_vec16<T>* v = (const xent_vec16<T>*)(row + head);
+  const int64_t off = half - lo;  // the stash's index of vector `at` is at + off
   int64_t i = lo + lane;
-  if constexpr (kLoad) {
-    // The first walk copies each batch of kInFlight vectors into the stash
-    // (xent_stash_copy16: on sm_80 and later cp.async, whose bytes wait in
-    // no register), waits for this thread's copies and then uses them from
-    // there, in the order of one vector at a time (in registers, fewer loads
-    // were in flight than the tune asks).
-    // The stashed vector goes to out.vec by reference (the cast: under the
-    // emulator the stash hands back a shared_ref, out.vec's template deduces
-    // from neither): a copy into a local first costs instructions.
-    const auto use = [&](int64_t at) {
-      out.vec(f, head + at * kVec, base + head + at * kVec, static_cast<const xent_vec16<T>&>(stash[at - lo]));
-    };
-    for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
-      xent_stash_copy_wait();
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) use(i + u * group);
+  for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
+    xent_vec16<T> chunk[kInFlight];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[i + u * group + off];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) {
+      const int64_t at = i + u * group;
+      out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
     }
-    if (i < hi) {
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u)
-        if (i + u * group < hi) xent_stash_copy16(stash, i + u * group - lo, v + i + u * group);
-      xent_stash_copy_wait();
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u)
-        if (i + u * group < hi) use(i + u * group);
-    }
-  } else {
-    // The second walk reads the stash back: kInFlight vectors read before
-    // any is used, the last batch's too (its indices past the slice clamped
-    // to this thread's last), as xent_row_walk_io's.
-    for (; i + (kInFlight - 1) * group < hi; i += kInFlight * group) {
-      xent_vec16<T> chunk[kInFlight];
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[i + u * group - lo];
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) {
-        const int64_t at = i + u * group;
-        out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
-      }
-    }
-    if (i < hi) {
-      const int64_t last = i + (hi - 1 - i) / group * group;
-      xent_vec16<T> chunk[kInFlight];
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[xent_min_index(i + u * group, last) - lo];
-      XENT_UNROLL
-      for (int64_t u = 0; u < kInFlight; ++u) {
-        const int64_t at = i + u * group;
-        if (at < hi) out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
-      }
+  }
+  if (i < hi) {
+    const int64_t last = i + (hi - 1 - i) / group * group;
+    xent_vec16<T> chunk[kInFlight];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) chunk[u] = stash[xent_min_index(i + u * group, last) + off];
+    XENT_UNROLL
+    for (int64_t u = 0; u < kInFlight; ++u) {
+      const int64_t at = i + u * group;
+      if (at < hi) out.vec(f, head + at * kVec, base + head + at * kVec, chunk[u]);
     }
   }
   if (rank == k - 1)
@@ -648,7 +596,7 @@ XENT_DEVICE void xent_slice_walk(const T* x, int64_t base, int64_t C, int64_t la
 // The tile shape (XENT_TILE): `count` elements of a contiguous tensor from
 // x (16-byte aligned) into the block's tile, as 16-byte vectors and a scalar
 // tail, every thread of the block on consecutive vectors. On sm_80 and later
-// cp.async (xent_stash_copy16's), the whole tile in flight in no register,
+// cp.async (16 bytes a copy, L2 only), the whole tile in flight in no register,
 // waited for by xent_tile_wait; elsewhere kInFlight loads a thread before
 // their stores. The caller's barrier then makes the tile whole for every
 // thread.

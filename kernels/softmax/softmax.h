@@ -31,7 +31,8 @@
 // the output from a second read of x (or, on chip, of the block's slice).
 template <class V, int kShape, class Scratch, class Stage, class Stash, class Part>
 XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row_walk& walk, int64_t base,
-                                      int64_t width, Scratch scratch, Stage stage, Stash stash, Part part) {
+                                      int64_t width, Scratch scratch, Stage stage, Stash stash, int64_t half,
+                                      Part part) {
   typedef typename V::D D;
   typedef typename D::T T;
   typedef typename D::A A;
@@ -49,8 +50,8 @@ XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row
     xent_online_add_n(m, s, xv);
   };
   if constexpr (kSlice)
-    xent_slice_walk<V::kRowLoads, true>(x, base, width, lane, group, stash, xent_vec_sink<decltype(add_vec)>{add_vec},
-                                        add);
+    xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, stash, half, xent_vec_sink<decltype(add_vec)>{add_vec},
+                                  add);
   else xent_row_each_vec<V::kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
   xent_group_reduce(m, s, unused_a, unused_b, group, scratch);
   if constexpr (kSlice) xent_cluster_reduce(m, s, unused_a, unused_b, part);
@@ -74,7 +75,7 @@ XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row
       xent_exp_shifted_n(d, m, lr2);
     }
   });
-  if constexpr (kSlice) xent_slice_walk<V::kRowLoads, false>(x, base, width, lane, group, stash, store, value);
+  if constexpr (kSlice) xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, stash, half, store, value);
   else xent_row_walk_io<V::kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, store, value);
 }
 
@@ -110,26 +111,32 @@ XENT_DEVICE void xent_softmax_bwd_row(const xent_softmax_args& a, const xent_row
 }
 
 // The rows a thread's block takes, one at a time (the shared arrays are the
-// caller's: stash and part hold the on-chip shape's slice and statistics).
-template <class V, int kShape, class Scratch, class Stage, class Stash, class Part>
-XENT_DEVICE void xent_softmax_tiles(const xent_softmax_args& a, int row_group, Scratch scratch, Stage stage,
-                                    Stash stash, Part part) {
+// caller's: the on-chip shape's pipeline (pipe, kernels/device/pipeline.h)
+// brings each row's slice into its stash, part holds its statistics).
+template <class V, int kShape, class Scratch, class Stage, class Pipe, class Part>
+XENT_DEVICE void xent_softmax_tiles(const xent_softmax_args& a, const xent_row_walk& walk, Scratch scratch, Stage stage,
+                                    const Pipe& pipe, Part part) {
   const int64_t inner = kShape == XENT_COLUMN ? a.inner : 1;
-  const xent_row_walk walk = xent_rows<kShape>(row_group);
   for (int64_t tile = walk.first; tile < a.rows; tile += walk.step) {
+    // The on-chip shape: this row's slice from vector `half` on, the next
+    // row's on its way.
+    [[maybe_unused]] int64_t half = 0;
+    if constexpr (kShape == XENT_ON_CHIP) half = pipe.take(tile);
     // A slot past the last row walks no classes (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, a.rows, a.classes);
     const int64_t base = xent_row_base(at.row, a.classes, inner);
-    if constexpr (V::kOp == XENT_FWD)
-      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, stash, part);
+    if constexpr (V::kOp == XENT_FWD && kShape == XENT_ON_CHIP)
+      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, pipe.stash, half, part);
+    else if constexpr (V::kOp == XENT_FWD)
+      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, nullptr, half, part);
     else xent_softmax_bwd_row<V, kShape>(a, walk, base, at.width, scratch, stage);
   }
 }
 
 // The row kernel's body: `row_group` threads a row (0 = the block), or one
 // thread a row (XENT_COLUMN), or a cluster a row (XENT_ON_CHIP, whose blocks
-// each keep their slice of the row in shared memory, so that the output pass
-// reads no input from memory: the row's bytes move once in, once out).
+// each walk their slice of the row from shared memory, copied there while
+// the last row was walked: the row's bytes move once in, once out).
 template <class V, int kShape>
 XENT_DEVICE void xent_softmax_rows(const xent_softmax_args& a, int row_group) {
   typedef typename V::D::T T;
@@ -138,11 +145,14 @@ XENT_DEVICE void xent_softmax_rows(const xent_softmax_args& a, int row_group) {
   XENT_SHARED_ARRAY(A, scratch, 4 * XENT_MAX_WARPS);
   // The strided shape's 16-byte loads are staged here (xent_column_walk).
   XENT_SHARED_ARRAY16(T, stage, kShape == XENT_COLUMN ? XENT_COLUMN_STAGE(V::kColumnThreads, T) : 1);
+  const xent_row_walk walk = xent_rows<kShape>(row_group);
   if constexpr (kShape == XENT_ON_CHIP) {
     XENT_DYNAMIC_SHARED(xent_vec16<T>, stash);
+    XENT_SHARED_ARRAY(uint64_t, bars, 2);
     XENT_SHARED_ARRAY(A, part, 4);
-    xent_softmax_tiles<V, kShape>(a, row_group, scratch, stage, stash, part);
+    const auto pipe = xent_slice_pipe_of((const T*)a.x, a.classes, walk.first, walk.step, a.rows, stash, bars);
+    xent_softmax_tiles<V, kShape>(a, walk, scratch, stage, pipe, part);
   } else {
-    xent_softmax_tiles<V, kShape>(a, row_group, scratch, stage, nullptr, nullptr);
+    xent_softmax_tiles<V, kShape>(a, walk, scratch, stage, nullptr, nullptr);
   }
 }

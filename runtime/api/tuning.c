@@ -12,10 +12,16 @@ static int power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 xent_status xent_set_row_shape(xent_handle* h, int threads_per_row, int block_threads) {
   xent_clear_error();
   if (!h) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "xent_set_row_shape: handle is NULL");
+  if (block_threads == 0 && threads_per_row == XENT_ROW_SHAPE_ON_CHIP) {
+    h->row_group = XENT_ROW_SHAPE_ON_CHIP;
+    h->row_threads = 0;
+    return XENT_OK;
+  }
   if (block_threads == 0) {
     if (threads_per_row != 0)
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                       "xent_set_row_shape: threads_per_row is %d with block_threads 0 (0, 0 restores the tune tables)",
+                       "xent_set_row_shape: threads_per_row is %d with block_threads 0 (0, 0 restores the tune tables; "
+                       "XENT_ROW_SHAPE_ON_CHIP, 0 asks for the row on chip)",
                        threads_per_row);
     h->row_group = 0;
     h->row_threads = 0;

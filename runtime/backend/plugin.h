@@ -26,10 +26,11 @@
    padding after shards: the size does not show it). 4:
    xent_ce_args.wide_labels (padding again). 6: xent_ce_args.column_slices,
    xent_lce_args' ROW_RECORDS fields, the handle's column_slices and
-   resident_threads. (A test builds a
-   plugin with another.) */
+   resident_threads. 7: row_shape.group XENT_ROW_SHAPE_ON_CHIP (the rows on
+   chip, asked for), which an older plugin would read as the tables. (A
+   test builds a plugin with another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 6u
+#define XENT_PLUGIN_ABI_VERSION 7u
 #endif
 
 typedef struct xent_plugin_abi {

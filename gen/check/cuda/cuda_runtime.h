@@ -32,7 +32,11 @@ __host__ __device__ float4 make_float4(float x, float y, float z, float w);
 typedef struct CUstream_st* cudaStream_t;
 enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 typedef enum cudaError cudaError_t;
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrClusterLaunch = 120 };
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+  cudaDevAttrClusterLaunch = 120
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4 };
 union cudaLaunchAttributeValue {
@@ -90,6 +94,10 @@ template <typename T>
 cudaError_t cudaFuncSetAttribute(T* fn, cudaFuncAttribute attr, int value);
 template <typename T>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* fn);
+template <typename T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* fn, int threads, size_t smem);
+template <typename T>
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, T* fn, const cudaLaunchConfig_t* config);
 template <typename... Params, typename... Args>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(Params...), Args... args);
 
