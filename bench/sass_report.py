@@ -24,8 +24,9 @@ aligned and the inner size a multiple of a vector) and one element per load
 How the machine code is read (cuobjdump -sass, which runs nvdisasm: the
 toolkit's, or PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm): a
 loop is a backward branch. The main loop of a pass is the innermost loop
-holding 16-byte loads (global, or shared for the on-chip kernels' second
-pass). Its path is the shortest from the loop head to its
+holding 16-byte loads (global, or shared for the on-chip kernels, whose
+both passes read the row from shared memory; their bytes in flight are the
+bulk copy's, UBLKCP: a block's next slice, half its shared memory). Its path is the shortest from the loop head to its
 backward branch, where a conditional branch whose target is inside the loop
 may be taken if it skips no 16-byte load or store (in the strided shape, no
 shared-memory access of any width: its full steps read and write the staged
@@ -313,7 +314,7 @@ def loads_in_flight(path, is_load):
     return count
 
 
-def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False, fullest=False):
+def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False, fullest=False, on_chip=False):
     """The main loop of each pass: innermost loops with loads (is_load), the
     `passes` with the most, in program order. walk "stats": of loops with as
     many loads, the longest (a kernel's copy of its walk for the per-token
@@ -322,7 +323,8 @@ def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False,
     read: a loop of each kind is taken for them, so that a walk that only
     reads (the statistics' walks, which the backward takes for the entropy's
     gradient) never stands for one that writes, nor two copies of one pass
-    for two passes."""
+    for two passes. on_chip: a loop of 16-byte shared-memory loads is a pass
+    too (the on-chip shape walks its row from shared memory both times)."""
     chosen = []
     for head, tail in loops(insns):
         body = insns[head:tail + 1]
@@ -330,7 +332,8 @@ def main_passes(insns, passes, is_load, wide, walk="plain", writes_result=False,
         # A pass reads the row from memory or writes its result there: a
         # loop of shared-memory loads alone is a reduction's (the argmax's
         # int64 candidates, read 16 bytes at a time), not a pass.
-        if vec == 0 or not any(op[:3] in ("LDG", "STG") and ".128" in op for _, _, op, _ in body):
+        passes_ops = ("LDG", "STG", "LDS") if on_chip else ("LDG", "STG")
+        if vec == 0 or not any(op[:3] in passes_ops and ".128" in op for _, _, op, _ in body):
             continue
         if any(head <= h and t <= tail for h, t, _ in chosen):
             continue  # an outer loop of one already chosen
@@ -441,7 +444,8 @@ def report(gen, objects, cuobjdump, arch, library=None):
         is_load = is_column_load if shape == "COLUMN" else is_pass_load
         wide = is_staged_access if shape == "COLUMN" else is_wide_access
         fullest = shape == "COLUMN"
-        found = main_passes(insns, passes, is_load, wide, *walk, writes_result=moved > 1, fullest=fullest)
+        found = main_passes(insns, passes, is_load, wide, *walk, writes_result=moved > 1, fullest=fullest,
+                            on_chip=shape == "ON_CHIP")
         warps = resident_warps(gpu, regs, threads, smem)
         loop_info = []
         for head, tail, _ in found:
@@ -450,8 +454,11 @@ def report(gen, objects, cuobjdump, arch, library=None):
             vecs = pass_bytes(path, is_load) / 16
             loop_info.append((len(path), vecs, loads_in_flight(path, is_load) / 16, tail - head + 1,
                               sum(1 for _, _, op, _ in path if op.startswith("STG") and ".128" in op)))
+        # The on-chip shape's rows come in by bulk copies (UBLKCP), a block's
+        # half of its shared memory in flight while it walks the other.
+        bulk = any(op.startswith("UBLKCP") for _, _, op, _ in insns)
         rows.append((what, C, dict(key=key, shape=shape, regs=regs, spill=spill, threads=threads, cluster=cluster,
-                                   smem=smem, warps=warps, loops=loop_info, moved=moved,
+                                   smem=smem, warps=warps, loops=loop_info, moved=moved, bulk=bulk,
                                    tile=tile_bytes(library, "cuda") if shape == "TILE" else 0), None))
     return rows
 
@@ -488,6 +495,10 @@ def render_table(arch, rows):
         if r["shape"] == "TILE":
             # cp.async keeps a block's whole tile in flight while it loads.
             in_flight = r["warps"] // -(-r["threads"] // 32) * r["tile"]
+        if r["shape"] == "ON_CHIP" and r.get("bulk"):
+            # One bulk copy a block: the next row's slice, half its shared
+            # memory, in flight while it walks the other half.
+            in_flight = r["warps"] // -(-r["threads"] // 32) * r["smem"] // 2
         per_vec = sum(n / v for n, v, _, _, _ in r["loops"] if v)
         rate = vec_rate / r["moved"] * per_vec / 32
         missed = []
