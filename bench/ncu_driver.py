@@ -2,7 +2,10 @@
 """The three most important kernels, one call each, for bench/ncu_gpu.sh to
 profile: the bf16 forward, the fused forward+backward and the backward from
 the saved lse at 16384 x 131072 (docs/PERFORMANCE.md's first rows), through
-the C API on CUDA tensors, each inside an NVTX range named after it."""
+the C API on CUDA tensors, each inside an NVTX range named after it; then
+the fused pass again with the rows on chip asked for (the pipelined on-chip
+shape, xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0)), whose DRAM bytes say
+whether it reads the logits once (issue 61)."""
 
 import argparse
 import os
@@ -29,7 +32,7 @@ def main():
     grad = torch.empty_like(x)
     stream = torch.cuda.current_stream().cuda_stream
     d = xent.desc(shape, 1, "bf16")
-    for op in ("fwd", "fwd_bwd", "bwd"):
+    for op, on_chip in (("fwd", False), ("fwd_bwd", False), ("bwd", False), ("fwd_bwd", True)):
         t = Tensors()
         t.logits, t.labels = x.data_ptr(), y.data_ptr()
         if op == "bwd":
@@ -39,11 +42,13 @@ def main():
         if op != "fwd":
             t.grad = grad.data_ptr()
         ws = xent.workspace(d, op, "cuda")
-        torch.cuda.nvtx.range_push(f"xent {op} bf16 {shape[0]}x{shape[1]}")
+        xent.set_row_shape((-1, 0) if on_chip else None)
+        torch.cuda.nvtx.range_push(f"xent {op} bf16 {shape[0]}x{shape[1]}" + (" rows on chip" if on_chip else ""))
         xent.run(d, op, t, ws, stream)
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
-    print("ran fwd, fwd_bwd, bwd")
+        xent.set_row_shape(None)
+    print("ran fwd, fwd_bwd, bwd, fwd_bwd with the rows on chip")
 
 
 if __name__ == "__main__":

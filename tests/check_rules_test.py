@@ -218,6 +218,14 @@ class Rules(unittest.TestCase):
                     "xent_cluster_sync is reached under a condition that differs between the threads of a cluster "
                     "('xent_cluster_rank ( ) == 0' varies by block)", kernel="ce_fwd_bwd_f32_i64_none")
 
+    def test_warp_sync_pipeline_wait_in_thread_branch(self):
+        # The on-chip pipeline's turn (kernels/device/pipeline.h: a barrier,
+        # the next copy, the wait) needs every thread of the block.
+        self.expect("cuda", IN_KERNEL, "if constexpr (kShape == XENT_ON_CHIP) { if (lane == 0) (void)pipe.take(tile); }",
+                    "if constexpr (kShape == XENT_ON_CHIP) { if (group > 1) (void)pipe.take(tile); }", "warp-sync",
+                    "take -> __syncthreads is reached under a condition that differs between the threads of a block",
+                    kernel="ce_fwd_bwd_f32_i64_none")
+
     def test_abi_launcher_signature(self):
         for target in ("cuda", "hip"):
             with self.subTest(target=target):
