@@ -54,12 +54,11 @@ int xent_column_slices(const xent_handle* h, const xent_ce_desc* d) {
 /* The workspace: the launchers' bytes, then (8-byte aligned) the records,
    wide (the workspace does not know the call's tensors), then the rows'
    lse for the gradient pass. */
-static size_t align8(size_t bytes) { return (bytes + 7) & ~(size_t)7; }
 static size_t records_bytes(const xent_ce_desc* d, int slices) {
   return (size_t)slices * (size_t)d->rows * xent_shard_record_bytes(xent_acc_bytes(d->dtype), 1);
 }
 size_t xent_column_workspace(const xent_ce_desc* d, int slices, size_t launcher_bytes) {
-  return align8(launcher_bytes) + records_bytes(d, slices) + (size_t)d->rows * xent_acc_bytes(d->dtype);
+  return xent_records_offset(launcher_bytes) + records_bytes(d, slices) + (size_t)d->rows * xent_acc_bytes(d->dtype);
 }
 
 xent_status xent_column_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call, int slices,
@@ -73,12 +72,12 @@ xent_status xent_column_run(xent_handle* h, const xent_ce_desc* d, const xent_ce
   /* The gradient needs the records where the lse is not enough: soft
      labels (sum of a), the entropy's gradient (E_p[z]). */
   const int from_records = soft || wide;
-  char* records = (char*)call->workspace + align8(launcher_bytes);
+  char* records = (char*)call->workspace + xent_records_offset(launcher_bytes);
   void* lse = t->lse ? t->lse : records + records_bytes(d, slices);
 
   xent_ce_args base = xent_ce_args_for(d, call);
   base.shard_token_stats = wide;
-  if (forward || from_records) {
+  if (xent_vocab_gathers(d, call->op, wide)) {
     xent_ce_args a = base;
     a.column_slices = slices;
     a.shard_stats = records;

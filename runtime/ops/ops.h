@@ -27,6 +27,12 @@ size_t xent_vocab_workspace(const xent_ce_desc* desc, size_t bytes);
 /* One rank's records of a vocabulary-parallel call (xent_ce_shard_records):
    0 where the call gathers nothing (a hard-label backward from the lse). */
 size_t xent_vocab_records_bytes(const xent_ce_desc* desc, xent_op op, int uses);
+/* Whether a call of op gathers records (its forward pass, or a gradient
+   that needs more than the lse: soft labels' sum of a, wide records' E_p[z]),
+   and where they start in its workspace: after the launchers' bytes,
+   8-byte aligned. The class axis in slices (below) lays out the same. */
+int xent_vocab_gathers(const xent_ce_desc* desc, xent_op op, int wide);
+size_t xent_records_offset(size_t launcher_bytes);
 /* The option axes a call's tensors decide (dispatch.h's XENT_USES_*). */
 int xent_ce_uses(const xent_ce_call* call);
 typedef struct xent_vocab_kernels {

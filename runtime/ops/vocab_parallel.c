@@ -66,22 +66,22 @@ static size_t slice_bytes(const xent_ce_desc* d, int wide) {
 }
 
 /* The gather buffer follows the launchers' workspace, 8-byte aligned. */
-static size_t gather_offset(size_t bytes) { return (bytes + 7) & ~(size_t)7; }
+size_t xent_records_offset(size_t launcher_bytes) { return (launcher_bytes + 7) & ~(size_t)7; }
 
 /* The workspace does not know the call's tensors: it holds wide records. */
 size_t xent_vocab_workspace(const xent_ce_desc* d, size_t bytes) {
-  return gather_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d, 1);
+  return xent_records_offset(bytes) + (size_t)d->vocab_shard->ranks * slice_bytes(d, 1);
 }
 
 /* Soft labels' gradient needs the gathered sum(a), and the entropy's the
    gathered E_p[z], not only the lse. */
-static int gathers(const xent_ce_desc* d, xent_op op, int wide) {
+int xent_vocab_gathers(const xent_ce_desc* d, xent_op op, int wide) {
   return op != XENT_OP_BACKWARD || d->label_type == XENT_PROB || wide;
 }
 
 size_t xent_vocab_records_bytes(const xent_ce_desc* d, xent_op op, int uses) {
   const int wide = (uses & XENT_USES_TOKEN_STATS) != 0;
-  return gathers(d, op, wide) ? slice_bytes(d, wide) : 0;
+  return xent_vocab_gathers(d, op, wide) ? slice_bytes(d, wide) : 0;
 }
 
 xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op op, int uses,
@@ -89,7 +89,7 @@ xent_status xent_vocab_find(const xent_handle* h, const xent_ce_desc* d, xent_op
   /* A call's records are wide where it has per-token outputs: the option
      axis its tensors decide (ce.c, linear_ce.c). */
   k->token_stats = (uses & XENT_USES_TOKEN_STATS) != 0;
-  const int gather = gathers(d, op, k->token_stats);
+  const int gather = xent_vocab_gathers(d, op, k->token_stats);
   k->forward = gather ? xent_ce_find(h, d, XENT_OP_FORWARD, uses) : NULL;
   if (gather && !k->forward) return XENT_ERROR_NOT_GENERATED;
   k->backward = op != XENT_OP_FORWARD ? xent_ce_find(h, d, XENT_OP_BACKWARD, uses) : NULL;
@@ -102,14 +102,14 @@ xent_status xent_vocab_run(xent_handle* h, const xent_ce_desc* d, const xent_ce_
   const xent_vocab_shard* shard = d->vocab_shard;
   const int forward = call->op != XENT_OP_BACKWARD, backward = call->op != XENT_OP_FORWARD;
   const int wide = k->token_stats;
-  const int gather = gathers(d, call->op, wide);
+  const int gather = xent_vocab_gathers(d, call->op, wide);
   const size_t slice = slice_bytes(d, wide);
   const xent_dispatch_entry* fwd = k->forward;
   const xent_dispatch_entry* bwd = k->backward;
 
   xent_ce_args base = xent_ce_args_for(d, call);
   base.shard_token_stats = wide;
-  char* gathered = (char*)call->workspace + gather_offset(launcher_bytes);
+  char* gathered = (char*)call->workspace + xent_records_offset(launcher_bytes);
   xent_status s;
   /* The first half alone (xent_ce_shard_records): this rank's records. */
   if (call->shard_records) {
