@@ -434,10 +434,11 @@ typedef struct xent_linear_ce_desc {
      8 bytes a row, and V's tile records aside).
    AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
    with tiles of at least 2048 x 2048, TILED with the largest square tiles
-   that fit (at least 128 x 128). The tiled plans are for f16/bf16 with
-   grad_dtype = dtype, hard labels and no main_grad; the others take
-   ONE_PASS under AUTO (an f32 gradient or a main_grad is its own sum) and
-   are refused by name when a tiled plan is asked for. With dentropy, the
+   that fit (at least 128 x 128). The tiled plans are for f16/bf16 logits
+   and hard labels; the others take ONE_PASS under AUTO and are refused by
+   name when a tiled plan is asked for. f32 gradients (grad_dtype) and a
+   main_grad are their own sums in every plan: nothing of theirs is kept in
+   the workspace or rounded. With dentropy, the
    sweep from the rows' lse also reads their entropy (the call's, or the
    workspace's). */
 typedef enum xent_linear_ce_plan_kind {

@@ -356,6 +356,33 @@ class LinearCrossEntropy(unittest.TestCase):
             gw, want, ulp, _ = self.one_row_chunks(main_grad=False, classes=4, plan=plan)
             err = ((gw - want).abs() / ulp).max().item()
             self.assertLessEqual(err, 1.25, f"plan {plan}: grad_weight off by {err:.2f} bf16 ulps")
+            # main_grad is the tiles' f32 sum itself, added to.
+            got, want, ulp, _ = self.one_row_chunks(main_grad=True, classes=4, plan=plan)
+            err = ((got - want).abs() / ulp).max().item()
+            self.assertLessEqual(err, 1.0, f"plan {plan}: main_grad off by {err:.2f} bf16 ulps")
+
+    def test_tiled_f32_gradients_and_main_grad(self):
+        """Both tiled plans with gradients that are their own f32 sums: f32
+        grad_hidden, grad_weight and grad_bias from f16/bf16 logits (summed
+        where they lie, nothing rounded), and the weight's gradient into a
+        caller's main_grad, written or added to, with the options."""
+        for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            for dtype in (BF16, F16):
+                for reduction in (MEAN, NONE):
+                    with self.subTest(plan=plan, dtype=dtype, reduction=reduction, what="f32 gradients"):
+                        self.check(dtype, I64, reduction, grad_f32=True, dloss=True, classes=8, plan=plan)
+                with self.subTest(plan=plan, dtype=dtype, what="f32 gradients, accumulated"):
+                    self.check(dtype, I32, SUM, grad_f32=True, accumulate=True, weights=True, classes=8, plan=plan)
+            for accumulate in (False, True):
+                with self.subTest(plan=plan, accumulate=accumulate, what="main_grad"):
+                    self.check(BF16, I64, MEAN, accumulate=accumulate, main_grad=True, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="main_grad with the options, f32 gradients, per-token outputs"):
+                self.check(BF16, I64, SUM, weights=True, ignore=True, smoothing=0.1, z_loss=1e-3, cap=20.0, dloss=True,
+                           accumulate=True, main_grad=True, classes=8, plan=plan)
+                self.check(F16, I64, MEAN, grad_f32=True, main_grad=True, stats=True, classes=8, plan=plan)
+                self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, main_grad=True, classes=1024, plan=plan)
+        with self.subTest(what="AUTO takes a tiled plan for main_grad"):
+            self.check(BF16, I64, MEAN, main_grad=True, classes=8)
 
     def test_tiled_plan(self):
         """Both tiled plans (desc.plan, desc.chunk_classes): tiles of 8
@@ -712,8 +739,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
-                # The tiled plan: f16/bf16 with gradients in that dtype and
-                # hard labels.
+                # The tiled plan: f16/bf16 and hard labels.
                 ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
                 ("desc->chunk_classes is 2: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
                  dict(chunk_classes=2)),
@@ -722,11 +748,6 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->plan is TILED_HIDDEN_SUM: the tiled plans are for hard labels only", INVALID_ARGUMENT, {},
                  {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
                   "ce.label_type": PROB}),
-                ("desc->chunk_classes is 2: the tiled plans are for gradients in dtype", INVALID_ARGUMENT, {},
-                 {"chunk_classes": 2, "ce.dtype": BF16}),
-                ("desc->plan is TILED: the tiled plans are for calls without desc->main_grad", INVALID_ARGUMENT,
-                 dict(main_grad=ptr(torch.zeros(5, 3))),
-                 {"plan": PLAN_TILED, "main_grad": 1, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

@@ -112,9 +112,15 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
   L->tiles = tiled ? (v + tile - 1) / tile : 0;
   L->logits = at, at += round64((size_t)n * width * eb);
   if (tiled) {
-    const int64_t acc_rows = kind == XENT_LINEAR_CE_PLAN_TILED && n > tile ? n : tile;
+    /* The f32 sums of f16/bf16 gradients: a tile's grad_weight rows (none
+       into main_grad), TILED's chunk of grad_hidden, TILED_HIDDEN_SUM's
+       every row of it. f32 gradients (and main_grad) are their own sums. */
+    const int sums = d->ce.grad_dtype == d->ce.dtype;
+    const int64_t weight_rows = sums && !d->main_grad ? tile : 0;
+    const int64_t hidden_rows = sums && kind == XENT_LINEAR_CE_PLAN_TILED ? n : 0;
+    const int64_t acc_rows = weight_rows > hidden_rows ? weight_rows : hidden_rows;
     L->weight_acc = at, at += round64((size_t)acc_rows * (size_t)H * 4);
-    if (kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM)
+    if (kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM && sums)
       L->hidden_acc = at, at += round64((size_t)d->ce.rows * (size_t)H * 4);
     L->records = at, at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)n * xent_shard_record_bytes(ab, 1));
     L->lse = at, at += round64((size_t)d->ce.rows * ab);
@@ -144,10 +150,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
 /* Whether the call can take a tiled plan, and if not why (xent.h). */
 static const char* untileable(const xent_linear_ce_desc* d) {
   if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16) return "f16 and bf16 only";
-  if (d->ce.grad_dtype != d->ce.dtype)
-    return "gradients in dtype (desc->ce.grad_dtype is f32: such a grad_weight is its own f32 sum)";
   if (d->ce.label_type == XENT_PROB) return "hard labels only";
-  if (d->main_grad) return "calls without desc->main_grad (main_grad is the weight gradient's f32 sum)";
   return NULL;
 }
 
@@ -447,8 +450,7 @@ static int row_records_once(const run_ctx* r) {
   return r->L->chunks <= ranks_of(r->d) * r->L->tiles;
 }
 static char* row_records_at(const run_ctx* r, int64_t k) {
-  const size_t rec = xent_shard_record_bytes(xent_acc_bytes(r->d->ce.dtype), 1);
-  return chunk_records(r) + (row_records_once(r) ? (size_t)k * (size_t)r->L->chunk * rec : 0);
+  return chunk_records(r) + (row_records_once(r) ? record_bytes(r, k * r->L->chunk) : 0);
 }
 static xent_status row_records(const run_ctx* r, int64_t k) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
@@ -536,11 +538,16 @@ static xent_status tiled(const run_ctx* r) {
   const xent_linear_ce_tensors* t = r->t;
   const xent_dtype dt = r->d->ce.dtype;
   const int64_t N = r->d->ce.rows, V = r->d->ce.classes, H = r->d->hidden;
-  const size_t eb = xent_dtype_bytes(dt);
+  const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(r->d->ce.grad_dtype);
   const int hidden_sum = L->kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM;
+  /* f16/bf16 gradients are summed in f32 in the workspace and rounded once;
+     f32 ones (grad_dtype) and main_grad are summed where they are. */
+  const int sums = r->d->ce.grad_dtype == dt;
   void* tile = r->ws + L->logits;
   void* acc = r->ws + L->weight_acc;
-  float* hacc = (float*)(r->ws + L->hidden_acc);
+  float* hacc = sums ? (float*)(r->ws + L->hidden_acc) : (float*)t->grad_hidden;
+  void* weight_out = t->main_grad ? t->main_grad : t->grad_weight;
+  const int weight_sum = sums && !t->main_grad;
   xent_status s = XENT_OK;
   /* Sweep 1, and TILED's sweep 2 (grad_hidden from the chunk's records). */
   for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
@@ -550,18 +557,19 @@ static xent_status tiled(const run_ctx* r) {
       const int64_t v0 = j * L->tile, w = tile_width(L, V, j);
       s = tile_logits(r, r0, n, v0, w);
       if (s == XENT_OK) s = tile_gradient(r, k, j, 1);
+      void* out = sums ? acc : (char*)t->grad_hidden + (size_t)r0 * H * gb;
       const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 0, .tb = 0, .m = n, .n = H,
                            .k = w, .alpha = 1.0, .beta = j == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
-                           .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H, .c = acc, .ldc = H};
+                           .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H, .c = out, .ldc = H};
       if (s == XENT_OK) s = gemm(r, &g);
     }
-    if (s == XENT_OK && t->grad_hidden && !hidden_sum)
+    if (s == XENT_OK && t->grad_hidden && !hidden_sum && sums)
       s = round_sum(r, n, (float*)acc, (char*)t->grad_hidden + (size_t)r0 * H * eb, 0);
   }
   /* The last sweep, tile by tile (each chunk's gradient from its rows' lse):
      grad_weight and grad_bias, summed over the chunks; TILED_HIDDEN_SUM's
      grad_hidden too, summed over the tiles for every row. */
-  const int wanted = t->grad_weight || t->grad_bias || (hidden_sum && t->grad_hidden);
+  const int wanted = weight_out || t->grad_bias || (hidden_sum && t->grad_hidden);
   for (int64_t k = 0; k < L->chunks && s == XENT_OK && wanted && t->dentropy && row_records_once(r); ++k)
     s = row_records(r, k);
   for (int64_t j = 0; j < L->tiles && s == XENT_OK && wanted; ++j) {
@@ -570,10 +578,15 @@ static xent_status tiled(const run_ctx* r) {
       const int64_t r0 = k * L->chunk, n = min64(L->chunk, N - r0);
       s = tile_logits(r, r0, n, v0, w);
       if (s == XENT_OK) s = tile_gradient(r, k, j, 0);
-      if (s == XENT_OK && t->grad_weight) {
+      if (s == XENT_OK && weight_out) {
+        /* Into the f32 sum (overwritten at the first chunk; the old value
+           is added when it is rounded), or summed where it lies (added to
+           from the first chunk on with accumulate). */
+        const int overwrite = k == 0 && (weight_sum || !r->d->accumulate);
+        void* out = weight_sum ? acc : (char*)weight_out + (size_t)v0 * H * 4;
         const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 1, .tb = 0, .m = w, .n = H,
-                             .k = n, .alpha = 1.0, .beta = k == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
-                             .b = (const char*)t->hidden + (size_t)r0 * H * eb, .ldb = H, .c = acc, .ldc = H};
+                             .k = n, .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = tile, .lda = w,
+                             .b = (const char*)t->hidden + (size_t)r0 * H * eb, .ldb = H, .c = out, .ldc = H};
         s = gemm(r, &g);
       }
       if (s == XENT_OK && hidden_sum && t->grad_hidden) {
@@ -589,15 +602,15 @@ static xent_status tiled(const run_ctx* r) {
         a.chunk = k;
         a.classes = w;
         a.grad = tile;
-        a.grad_bias = (char*)t->grad_bias + (size_t)v0 * eb;
+        a.grad_bias = (char*)t->grad_bias + (size_t)v0 * gb;
         a.accumulate = r->d->accumulate;
         s = step(r, &a);
       }
     }
-    if (s == XENT_OK && t->grad_weight)
+    if (s == XENT_OK && weight_out && weight_sum)
       s = round_sum(r, w, (float*)acc, (char*)t->grad_weight + (size_t)v0 * H * eb, r->d->accumulate);
   }
-  if (s == XENT_OK && hidden_sum && t->grad_hidden) s = round_sum(r, N, hacc, t->grad_hidden, 0);
+  if (s == XENT_OK && hidden_sum && t->grad_hidden && sums) s = round_sum(r, N, hacc, t->grad_hidden, 0);
   return s;
 }
 
