@@ -434,8 +434,8 @@ typedef struct xent_linear_ce_desc {
      8 bytes a row, and V's tile records aside).
    AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
    with tiles of at least 2048 x 2048, TILED with the largest square tiles
-   that fit (at least 128 x 128). The tiled plans are for f16/bf16 logits
-   and hard labels; the others take ONE_PASS under AUTO and are refused by
+   that fit (at least 128 x 128). The tiled plans are for f16, bf16 and f32
+   logits and hard labels; the others take ONE_PASS under AUTO and are refused by
    name when a tiled plan is asked for. f32 gradients (grad_dtype) and a
    main_grad are their own sums in every plan: nothing of theirs is kept in
    the workspace or rounded. With dentropy, the

@@ -363,10 +363,15 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def test_tiled_f32_gradients_and_main_grad(self):
         """Both tiled plans with gradients that are their own f32 sums: f32
-        grad_hidden, grad_weight and grad_bias from f16/bf16 logits (summed
-        where they lie, nothing rounded), and the weight's gradient into a
-        caller's main_grad, written or added to, with the options."""
+        grad_hidden, grad_weight and grad_bias from f16/bf16 logits or f32
+        ones (summed where they lie, nothing rounded), and the weight's
+        gradient into a caller's main_grad, written or added to, with the
+        options."""
         for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            with self.subTest(plan=plan, what="f32 logits"):
+                self.check(F32, I64, MEAN, weights=True, smoothing=0.1, dloss=True, classes=8, plan=plan)
+                self.check(F32, I32, NONE, stats=True, z_loss=1e-3, classes=8, plan=plan)
+                self.check(F32, I64, SUM, accumulate=True, main_grad=True, classes=8, plan=plan)
             for dtype in (BF16, F16):
                 for reduction in (MEAN, NONE):
                     with self.subTest(plan=plan, dtype=dtype, reduction=reduction, what="f32 gradients"):
@@ -739,12 +744,12 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
-                # The tiled plan: f16/bf16 and hard labels.
+                # The tiled plan: f16, bf16 or f32, and hard labels.
                 ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
-                ("desc->chunk_classes is 2: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
-                 dict(chunk_classes=2)),
-                ("desc->plan is TILED: the tiled plans are for f16 and bf16 only", INVALID_ARGUMENT, {},
-                 dict(plan=PLAN_TILED)),
+                ("desc->chunk_classes is 2: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
+                 {"chunk_classes": 2, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
+                ("desc->plan is TILED: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
+                 {"plan": PLAN_TILED, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
                 ("desc->plan is TILED_HIDDEN_SUM: the tiled plans are for hard labels only", INVALID_ARGUMENT, {},
                  {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
                   "ce.label_type": PROB}),

@@ -115,7 +115,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
     /* The f32 sums of f16/bf16 gradients: a tile's grad_weight rows (none
        into main_grad), TILED's chunk of grad_hidden, TILED_HIDDEN_SUM's
        every row of it. f32 gradients (and main_grad) are their own sums. */
-    const int sums = d->ce.grad_dtype == d->ce.dtype;
+    const int sums = d->ce.grad_dtype != XENT_F32;
     const int64_t weight_rows = sums && !d->main_grad ? tile : 0;
     const int64_t hidden_rows = sums && kind == XENT_LINEAR_CE_PLAN_TILED ? n : 0;
     const int64_t acc_rows = weight_rows > hidden_rows ? weight_rows : hidden_rows;
@@ -149,7 +149,8 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
 
 /* Whether the call can take a tiled plan, and if not why (xent.h). */
 static const char* untileable(const xent_linear_ce_desc* d) {
-  if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16) return "f16 and bf16 only";
+  if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16 && d->ce.dtype != XENT_F32)
+    return "f16, bf16 and f32 only";
   if (d->ce.label_type == XENT_PROB) return "hard labels only";
   return NULL;
 }
@@ -432,6 +433,13 @@ static void tile_setup(const run_ctx* r, int64_t k, int64_t j, xent_op op, tile_
   tc->call.t.lse_in = tc->call.t.lse;
 }
 
+/* A tile call's kernel arguments. */
+static xent_ce_args tile_args(const run_ctx* r, const tile_call* tc) {
+  xent_ce_args a = xent_ce_args_for(&tc->desc, &tc->call);
+  a.shard_token_stats = r->vocab.token_stats;
+  return a;
+}
+
 /* The chunk's records, [ranks * tiles][n], and the bytes of one slice's. */
 static char* chunk_records(const run_ctx* r) { return r->ws + r->L->records; }
 static size_t record_bytes(const run_ctx* r, int64_t n) {
@@ -474,8 +482,7 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
   for (int64_t j = 0; j < L->tiles; ++j) {
     if ((s = tile_logits(r, k * L->chunk, n, j * L->tile, tile_width(L, r->d->ce.classes, j))) != XENT_OK) return s;
     tile_setup(r, k, j, XENT_OP_FORWARD_BACKWARD, &tc);
-    xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
-    a.shard_token_stats = r->vocab.token_stats;
+    xent_ce_args a = tile_args(r, &tc);
     a.shard_stats = records + (size_t)tc.shard.rank * slice;
     a.loss = a.lse_out = NULL;
     if ((s = xent_backend_launch(r->h, r->vocab.forward, &a)) != XENT_OK) return s;
@@ -493,8 +500,7 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
   /* Sweep 3's records need each row's entropy (row_records). */
   if (r->t->dentropy && !r->t->entropy)
     tc.call.t.entropy = entropy_of(r) + (size_t)k * L->chunk * xent_acc_bytes(r->d->ce.dtype);
-  xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
-  a.shard_token_stats = r->vocab.token_stats;
+  xent_ce_args a = tile_args(r, &tc);
   a.gathered = records;
   a.shards = tc.shard.ranks;
   return xent_backend_launch(r->h, r->vocab.forward, &a);
@@ -507,8 +513,7 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
 static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int from_records) {
   tile_call tc;
   tile_setup(r, k, j, from_records ? XENT_OP_FORWARD_BACKWARD : XENT_OP_BACKWARD, &tc);
-  xent_ce_args a = xent_ce_args_for(&tc.desc, &tc.call);
-  a.shard_token_stats = r->vocab.token_stats;
+  xent_ce_args a = tile_args(r, &tc);
   a.gathered = from_records ? chunk_records(r) : NULL;
   a.shards = tc.shard.ranks;
   a.loss = a.lse_out = NULL;
@@ -541,8 +546,9 @@ static xent_status tiled(const run_ctx* r) {
   const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(r->d->ce.grad_dtype);
   const int hidden_sum = L->kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM;
   /* f16/bf16 gradients are summed in f32 in the workspace and rounded once;
-     f32 ones (grad_dtype) and main_grad are summed where they are. */
-  const int sums = r->d->ce.grad_dtype == dt;
+     f32 ones (f32 logits, or grad_dtype) and main_grad are summed where
+     they are. */
+  const int sums = r->d->ce.grad_dtype != XENT_F32;
   void* tile = r->ws + L->logits;
   void* acc = r->ws + L->weight_acc;
   float* hacc = sums ? (float*)(r->ws + L->hidden_acc) : (float*)t->grad_hidden;
