@@ -435,12 +435,12 @@ typedef struct xent_linear_ce_desc {
    AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
    with tiles of at least 2048 x 2048, TILED with the largest square tiles
    that fit (at least 128 x 128). The tiled plans are for f16, bf16 and f32
-   logits and hard labels; the others take ONE_PASS under AUTO and are refused by
-   name when a tiled plan is asked for. f32 gradients (grad_dtype) and a
+   logits, hard or soft labels; f64 takes ONE_PASS under AUTO and is refused
+   by name when a tiled plan is asked for. f32 gradients (grad_dtype) and a
    main_grad are their own sums in every plan: nothing of theirs is kept in
-   the workspace or rounded. With dentropy, the
-   sweep from the rows' lse also reads their entropy (the call's, or the
-   workspace's). */
+   the workspace or rounded. With dentropy, the sweep from the rows' lse
+   also reads their entropy (the call's, or the workspace's); with soft
+   labels, each row's sum of w[c] * t'_c (the workspace's, 4 bytes a row). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,

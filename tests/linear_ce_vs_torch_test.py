@@ -395,8 +395,10 @@ class LinearCrossEntropy(unittest.TestCase):
         ragged), f16 and bf16, both hard label types, every reduction, the
         options, temperature, accumulate, no bias, and the per-token outputs
         with and without dentropy (sweep 3's gradients from the lse take
-        E_p[z] from the rows' entropy); one tile wider than V, and tiles of
-        a 9000-class vocabulary; AUTO with a tile size takes
+        E_p[z] from the rows' entropy); soft labels (each tile reads its
+        block of the targets, rows V apart; sweep 3 takes each row's sum of
+        the weighted targets from the combine); one tile wider than V, and
+        tiles of a 9000-class vocabulary; AUTO with a tile size takes
         TILED_HIDDEN_SUM here."""
         for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
             for dtype in (BF16, F16):
@@ -426,6 +428,17 @@ class LinearCrossEntropy(unittest.TestCase):
                 # More chunks (20) than tiles (5): each chunk's records made
                 # again for each tile, not all of them once.
                 self.check(BF16, I64, MEAN, N=40, chunk=2, stats=True, weights=True, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="soft labels"):
+                for reduction in (NONE, SUM, MEAN):
+                    self.check(BF16, PROB, reduction, smoothing=0.1, dloss=True, classes=8, plan=plan)
+                self.check(F16, PROB, MEAN, weights=True, z_loss=1e-3, cap=3.0, tau=0.8, classes=8, plan=plan)
+                self.check(F32, PROB, SUM, weights=True, accumulate=True, main_grad=True, classes=8, plan=plan)
+                # The entropy out (wide records), then its gradient too.
+                self.check(BF16, PROB, SUM, stats=True, dentropy=False, classes=8, plan=plan)
+                self.check(BF16, PROB, MEAN, stats=True, weights=True, smoothing=0.1, classes=8, plan=plan)
+                self.check(BF16, PROB, SUM, N=5, H=4, V=9000, chunk=3, classes=1024, plan=plan)
+                # More chunks (20) than tiles (5): row records per tile.
+                self.check(BF16, PROB, MEAN, N=40, chunk=2, weights=True, classes=8, plan=plan)
             with self.subTest(plan=plan, what="one tile, one chunk; many tiles"):
                 self.check(BF16, I64, MEAN, N=3, chunk=8, classes=64, plan=plan)
                 self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, classes=1024, plan=plan)
@@ -744,15 +757,12 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
-                # The tiled plan: f16, bf16 or f32, and hard labels.
+                # The tiled plan: f16, bf16 or f32.
                 ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
                 ("desc->chunk_classes is 2: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
                  {"chunk_classes": 2, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
                 ("desc->plan is TILED: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
                  {"plan": PLAN_TILED, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
-                ("desc->plan is TILED_HIDDEN_SUM: the tiled plans are for hard labels only", INVALID_ARGUMENT, {},
-                 {"plan": PLAN_TILED_HIDDEN_SUM, "ce.dtype": BF16, "ce.loss_dtype": BF16, "ce.grad_dtype": BF16,
-                  "ce.label_type": PROB}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

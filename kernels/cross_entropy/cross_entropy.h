@@ -405,9 +405,11 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, const P
     if constexpr (F::kTempered) return X(e) * itau;
     else return X(e);
   };
-  // The smoothed target t'_j of a soft-label row, read at element e.
+  // The smoothed target t'_j of a soft-label row, read at element e (moved
+  // by the row's tshift where the labels' rows are a.label_stride apart).
+  [[maybe_unused]] int64_t tshift = 0;
   [[maybe_unused]] const auto soft_target = [&](int64_t e) -> A {
-    const A tj = D::load(t[e]);
+    const A tj = D::load(t[e + tshift]);
     if constexpr (V::kSmoothing == XENT_ON) return (1 - eps) * tj + eps / A(CT);
     else if constexpr (V::kSmoothing == XENT_RUNTIME) return smoothing ? (1 - eps) * tj + eps / A(CT) : tj;
     else return tj;
@@ -468,6 +470,7 @@ XENT_DEVICE void xent_ce_rows_body(const xent_ce_args& a, int row_group, const P
     // (tile_first is 0 in the other shapes).
     // (A column slice's rows are the whole axis apart: xent_ce_cut.)
     const int64_t base = xent_row_base(row - tile_first, kColumn ? a.classes : C, inner);
+    if constexpr (V::kSoft && !kColumn) tshift = a.label_stride > 0 ? row * (a.label_stride - C) : 0;
     // Hard labels: the row's label, whether it is ignored or out of range,
     // and its class in this slice of the vocabulary, if it is here. The
     // label is loaded here and used after the forward's walk (take_label),
@@ -1127,6 +1130,7 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
       if constexpr (F::kStats) {
         if (a.shard_token_stats && a.entropy) ((A*)a.entropy)[row] = g.lr - g.Em;
       }
+      if (a.sum_a_out) ((A*)a.sum_a_out)[row] = g.sum_a;
     } else {
       const int64_t y = (int64_t)labels[row];
       const bool in_range = y >= 0 && y < CT;

@@ -167,24 +167,30 @@ static XENT_GLOBAL void __launch_bounds__(256) xent_lce_weight_grad(const xent_l
 }
 
 // ROW_RECORDS (the tiled plans' gradients from the rows' lse, with the
-// entropy's gradient): chunk `chunk`'s rows as the wide records of one
-// vocabulary slice (kernels/cross_entropy/vocab_parallel.h) whose
-// reference is the row's lse and sum 1, so that lse is the gathered lse,
-// and whose entropy share t = -H gives E_p[z] - lse = -H, E_p[z] being
-// lse - H. The backward's gathered path then has both.
+// entropy's gradient or soft labels): chunk `chunk`'s rows as the records
+// of one vocabulary slice (kernels/cross_entropy/vocab_parallel.h) whose
+// reference is the row's lse and sum 1, so that lse is the gathered lse;
+// soft labels' a is the row's sum of w[c] * t'_c (the combine's); wide, the
+// entropy share t = -H gives E_p[z] - lse = -H, E_p[z] being lse - H. The
+// backward's gathered path then has what it needs.
 template <class V>
 static XENT_GLOBAL void __launch_bounds__(256) xent_lce_row_records(const xent_lce_args a, int64_t n) {
   typedef typename V::D::A A;
-  const int64_t rec = xent_shard_record<A>(true), r0 = a.chunk * a.chunk_rows;
+  const int64_t rec = xent_shard_record<A>(a.wide != 0), r0 = a.chunk * a.chunk_rows;
   const A* lse = (const A*)a.lse + r0;
-  const A* entropy = (const A*)a.entropy + r0;
+  const A* entropy = a.wide ? (const A*)a.entropy + r0 : nullptr;
+  const A* sum_a = a.sum_a ? (const A*)a.sum_a + r0 : nullptr;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     A* st = (A*)a.records + i * rec;
     st[0] = lse[i];
     st[1] = 1;
-    st[2] = st[3] = st[5] = st[6] = st[7] = 0;
-    st[4] = -entropy[i];
-    *(int64_t*)(st + 8) = XENT_NO_INDEX;
+    st[2] = sum_a ? sum_a[i] : A(0);
+    st[3] = 0;
+    if (entropy) {
+      st[5] = st[6] = st[7] = 0;
+      st[4] = -entropy[i];
+      *(int64_t*)(st + 8) = XENT_NO_INDEX;
+    }
   }
 }
 

@@ -27,10 +27,11 @@
    xent_ce_args.wide_labels (padding again). 6: xent_ce_args.column_slices,
    xent_lce_args' ROW_RECORDS fields, the handle's column_slices and
    resident_threads. 7: row_shape.group XENT_ROW_SHAPE_ON_CHIP (the rows on
-   chip, asked for), which an older plugin would read as the tables. (A
-   test builds a plugin with another.) */
+   chip, asked for), which an older plugin would read as the tables. 8:
+   xent_ce_args' label_stride and sum_a_out, xent_lce_args' sum_a and wide.
+   (A test builds a plugin with another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 7u
+#define XENT_PLUGIN_ABI_VERSION 8u
 #endif
 
 typedef struct xent_plugin_abi {

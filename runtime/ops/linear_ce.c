@@ -125,6 +125,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
     L->records = at, at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)n * xent_shard_record_bytes(ab, 1));
     L->lse = at, at += round64((size_t)d->ce.rows * ab);
     L->entropy = at, at += round64((size_t)d->ce.rows * ab);
+    L->sum_a = at, at += d->ce.label_type == XENT_PROB ? round64((size_t)d->ce.rows * ab) : 0;
   } else {
     /* An f16/bf16 grad_weight is summed over the chunks in f32 and rounded
        once (WEIGHT_GRAD): rounded at every chunk, as a GEMM into it with
@@ -151,7 +152,6 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
 static const char* untileable(const xent_linear_ce_desc* d) {
   if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16 && d->ce.dtype != XENT_F32)
     return "f16, bf16 and f32 only";
-  if (d->ce.label_type == XENT_PROB) return "hard labels only";
   return NULL;
 }
 
@@ -431,13 +431,27 @@ static void tile_setup(const run_ctx* r, int64_t k, int64_t j, xent_op op, tile_
   char* lse = r->t->lse ? (char*)r->t->lse : r->ws + L->lse;
   chunk_call(r, k, r0, op, r->ws + L->logits, lse, &tc->call);
   tc->call.t.lse_in = tc->call.t.lse;
+  /* Soft labels: the tile's block of the [rows, V] targets, whose rows are
+     V apart (tile_args). */
+  if (c->label_type == XENT_PROB)
+    tc->call.t.labels = (const char*)r->t->labels + ((size_t)r0 * (size_t)c->classes + (size_t)(j * L->tile)) *
+                                                        xent_dtype_bytes(c->dtype);
 }
 
-/* A tile call's kernel arguments. */
+/* A tile call's kernel arguments: soft labels' rows are the whole
+   vocabulary (of this rank) apart, not the tile's width. */
 static xent_ce_args tile_args(const run_ctx* r, const tile_call* tc) {
   xent_ce_args a = xent_ce_args_for(&tc->desc, &tc->call);
+  if (r->d->ce.label_type == XENT_PROB) a.label_stride = r->d->ce.classes;
   a.shard_token_stats = r->vocab.token_stats;
   return a;
+}
+
+/* Sweep 3 takes each chunk's gradient from one record a row (ROW_RECORDS)
+   where the rows' lse is not enough: the entropy's gradient (E_p[z]), soft
+   labels (the row's sum of w[c] * t'_c). */
+static int from_row_records(const run_ctx* r) {
+  return r->t->dentropy != NULL || r->d->ce.label_type == XENT_PROB;
 }
 
 /* The chunk's records, [ranks * tiles][n], and the bytes of one slice's. */
@@ -449,8 +463,9 @@ static size_t record_bytes(const run_ctx* r, int64_t n) {
 /* The rows' entropy: the call's, or the workspace's. */
 static char* entropy_of(const run_ctx* r) { return r->t->entropy ? (char*)r->t->entropy : r->ws + r->L->entropy; }
 
-/* Sweep 3 with dentropy: each chunk's rows as one wide record each, made
-   from their lse and entropy into the records region (free by then): every
+/* Sweep 3 from row records (from_row_records): each chunk's rows as one
+   record each, made from their lse, entropy (wide records) and sum of
+   w[c] * t'_c (soft labels) into the records region (free by then): every
    chunk's once where the region holds them all (it holds ranks * tiles
    chunks' worth: V >= N at square tiles), else chunk k's before each of its
    tiles. row_records_at: where chunk k's are. */
@@ -465,7 +480,9 @@ static xent_status row_records(const run_ctx* r, int64_t k) {
   a.step = XENT_LCE_ROW_RECORDS;
   a.chunk = k;
   a.lse = r->t->lse ? (const char*)r->t->lse : r->ws + r->L->lse;
-  a.entropy = entropy_of(r);
+  a.wide = r->vocab.token_stats;
+  a.entropy = a.wide ? entropy_of(r) : NULL;
+  a.sum_a = r->d->ce.label_type == XENT_PROB ? r->ws + r->L->sum_a : NULL;
   a.records = row_records_at(r, k);
   return step(r, &a);
 }
@@ -503,6 +520,8 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
   xent_ce_args a = tile_args(r, &tc);
   a.gathered = records;
   a.shards = tc.shard.ranks;
+  if (r->d->ce.label_type == XENT_PROB)
+    a.sum_a_out = r->ws + L->sum_a + (size_t)k * (size_t)L->chunk * xent_acc_bytes(r->d->ce.dtype);
   return xent_backend_launch(r->h, r->vocab.forward, &a);
 }
 
@@ -517,7 +536,7 @@ static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int fro
   a.gathered = from_records ? chunk_records(r) : NULL;
   a.shards = tc.shard.ranks;
   a.loss = a.lse_out = NULL;
-  if (!from_records && r->t->dentropy) {
+  if (!from_records && from_row_records(r)) {
     const xent_status s = row_records_once(r) ? XENT_OK : row_records(r, k);
     if (s != XENT_OK) return s;
     a.gathered = row_records_at(r, k);
@@ -576,7 +595,7 @@ static xent_status tiled(const run_ctx* r) {
      grad_weight and grad_bias, summed over the chunks; TILED_HIDDEN_SUM's
      grad_hidden too, summed over the tiles for every row. */
   const int wanted = weight_out || t->grad_bias || (hidden_sum && t->grad_hidden);
-  for (int64_t k = 0; k < L->chunks && s == XENT_OK && wanted && t->dentropy && row_records_once(r); ++k)
+  for (int64_t k = 0; k < L->chunks && s == XENT_OK && wanted && from_row_records(r) && row_records_once(r); ++k)
     s = row_records(r, k);
   for (int64_t j = 0; j < L->tiles && s == XENT_OK && wanted; ++j) {
     const int64_t v0 = j * L->tile, w = tile_width(L, V, j);

@@ -65,12 +65,14 @@ typedef struct xent_linear_ce_plan {
   size_t logits;   /* one pass: chunk * V, tiled: chunk * tile, dtype: the logits and (in place) their gradient */
   size_t weight_acc; /* one pass: V * H f32, an f16/bf16 grad_weight's sum over the chunks (has_weight_acc);
                         TILED: max(chunk, tile) * H f32, a chunk's grad_hidden or a tile's grad_weight sum;
-                        TILED_HIDDEN_SUM: tile * H f32, a tile's grad_weight sum */
+                        TILED_HIDDEN_SUM: tile * H f32, a tile's grad_weight sum (f32 gradients and
+                        main_grad need neither) */
   int has_weight_acc;
   size_t hidden_acc; /* TILED_HIDDEN_SUM: rows * H f32, grad_hidden's sum over the tiles */
   size_t records;  /* tiled: a chunk's records, [ranks * tiles][chunk], wide */
   size_t lse;      /* tiled: the rows' lse, accumulation type (unless the call keeps it) */
   size_t entropy;  /* tiled: the rows' entropy, for dentropy's term in sweep 3 (unless the call keeps it) */
+  size_t sum_a;    /* tiled, soft labels: each row's sum of w[c] * t'_c, for sweep 3 */
   size_t gemm;     /* the GEMM library's workspace, gemm_bytes */
   size_t gemm_bytes;
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
