@@ -62,8 +62,10 @@ tune "cuda" {
   { row_threads = "block", block = 256 },
 }
 -- The fused kernels can hold a long row on chip (on_chip: KiB of shared
--- memory per block of a cluster of up to 8), kept only for the calls of
--- fewer than 512 rows; nine 16-byte loads in flight a thread.
+-- memory per block of a cluster of up to 8, in two halves: one row walked
+-- while the next one's slice loads), kept only for the calls of fewer than
+-- 512 rows until a GPU run measures the pipelined form at more; nine
+-- 16-byte loads in flight a thread (from shared memory on chip).
 tune "cuda" {
   when = { op = "fwd_bwd" },
   strided = 256,

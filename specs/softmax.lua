@@ -28,8 +28,9 @@ tune "cuda" {
   { row_threads = "block", block = 256 },
 }
 -- The forward holds a long row on chip (a cluster of up to 8 blocks of 256
--- threads, 64 KiB of shared memory each): one read and one write of the row
--- instead of two reads and a write. Six 16-byte loads in flight a thread;
+-- threads, 64 KiB of shared memory each in two halves: one row walked while
+-- the next one's slice loads): one read and one write of the row instead of
+-- two reads and a write. Six 16-byte loads in flight a thread;
 -- `resident` keeps ptxas within the 80 registers that 24 warps leave.
 tune "cuda" {
   when = { op = "fwd" },
