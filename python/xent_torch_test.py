@@ -154,6 +154,13 @@ class CrossEntropy(unittest.TestCase):
             loss.backward(upstream)
             close(self, a.grad, want_grad * (upstream.unsqueeze(1) if reduction == "none" else upstream),
                   torch.float64, "in-place grad")
+        # The logits' gradient is their own memory, scaled where it lies (no
+        # second [N, C] tensor), as Liger-Kernel's.
+        x, y = torch.randn(4, 9, dtype=torch.float64), torch.randint(0, 9, (4,))
+        _, want_grad = oracle(x, y, reduction="mean")
+        work = x.clone().requires_grad_() * 1
+        xent.cross_entropy(work, y, inplace_backward=True).backward(torch.tensor(0.5, dtype=torch.float64))
+        close(self, work.detach(), want_grad * 0.5, torch.float64, "the logits' memory: the gradient, scaled there")
 
     def test_double_backward_raises(self):
         x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)

@@ -285,12 +285,14 @@ struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
     auto saved = ctx->get_saved_variables();
     variable_list out(5);
     if (ctx->saved_data["in_place"].toBool()) {
-      const at::Tensor& g = saved[0];
+      // Scaled where it lies: a copy would take the logits' memory again,
+      // which inplace_backward exists to save.
+      at::Tensor g = saved[0];
       if (!dloss.defined()) {
-        out[0] = at::zeros_like(g);
+        out[0] = g.zero_();
       } else {
         at::Tensor scale = dloss.to(g.scalar_type());
-        out[0] = g * (desc.reduction == XENT_REDUCTION_NONE ? scale.unsqueeze(1) : scale);
+        out[0] = g.mul_(desc.reduction == XENT_REDUCTION_NONE ? scale.unsqueeze(1) : scale);
       }
       return once_differentiable(std::move(out), "xent.cross_entropy");
     }

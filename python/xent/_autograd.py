@@ -241,14 +241,16 @@ class CrossEntropy(torch.autograd.Function):
         o = ctx.options
         none = (None,) * 4
         if ctx.in_place:
+            # Scaled where it lies: a copy would take the logits' memory
+            # again, which inplace_backward exists to save.
             (g,) = ctx.saved_tensors
             if dloss is None:
-                return (torch.zeros_like(g),) + none
+                return (g.zero_(),) + none
             if o.reduction == "none":
                 scale = dloss.to(g.dtype).unsqueeze(1)
             else:
                 scale = dloss.to(g.dtype)
-            return (g * scale,) + none
+            return (g.mul_(scale),) + none
         x, target, weight, lse = ctx.saved_tensors
         want_x, want_target = ctx.needs_input_grad[0], ctx.needs_input_grad[1] and target.is_floating_point()
         if not want_x and not want_target:
