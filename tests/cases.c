@@ -102,7 +102,10 @@ const int64_t tu_softmax_shapes[][3] = {
 };
 const int tu_softmax_nshapes = (int)(sizeof tu_softmax_shapes / sizeof tu_softmax_shapes[0]);
 
-int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs) {
+/* tu_check_key's cases of at most max_rows rows and max_classes classes,
+   with contiguous_only the class axis last only. */
+static int check_key_where(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows,
+                           int64_t max_classes, int contiguous_only, int* runs) {
   int failures = 0;
   char name[256];
   /* The fused linear cross entropy's steps run inside xent_linear_ce_run,
@@ -113,6 +116,7 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
     for (int c = 0; c < tu_softmax_nshapes; ++c) {
       xent_softmax_desc d = {.rows = tu_softmax_shapes[c][0], .classes = tu_softmax_shapes[c][1],
                              .inner = tu_softmax_shapes[c][2]};
+      if (d.rows > max_rows || d.classes > max_classes || (contiguous_only && d.inner > 1)) continue;
       xent_op op;
       if (tu_parse_softmax_key(key, &op, &d) != 0) {
         printf("FAIL %s: not a softmax key\n", key);
@@ -126,7 +130,8 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
     return failures;
   }
   for (int c = 0; c < tu_ncases; ++c) {
-    if (tu_cases[c].rows > max_rows) continue;
+    if (tu_cases[c].rows > max_rows || tu_cases[c].classes > max_classes) continue;
+    if (contiguous_only && tu_cases[c].inner > 1) continue;
     xent_ce_desc d;
     xent_op op;
     const int flags = tu_case_setup(&tu_cases[c], key, &op, &d);
@@ -140,6 +145,20 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
     failures += tu_check_call(h, op, &d, seed + (unsigned)c, flags, name);
     ++*runs;
   }
+  return failures;
+}
+
+int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs) {
+  return check_key_where(h, key, tag, seed, max_rows, INT64_MAX, 0, runs);
+}
+
+int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int* runs) {
+  if (xent_set_row_shape(h, XENT_ROW_SHAPE_ON_CHIP, 0) != XENT_OK) {
+    printf("FAIL %s: xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0): %s\n", key, xent_last_error());
+    return 1;
+  }
+  const int failures = check_key_where(h, key, tag, seed, 16383, 65536, 1, runs);
+  xent_set_row_shape(h, 0, 0);
   return failures;
 }
 

@@ -64,6 +64,16 @@ int main(int argc, char** argv) {
                                     strcmp(keys[k], "ce_fwd_f32_i64_none") == 0 ||
                                     strcmp(keys[k], "ce_bwd_bf16_i32_none") == 0);
     failures += tu_check_key(h, keys[k], tag, 7919u * (unsigned)k, huge ? INT64_MAX : 16383, &runs);
+    /* The CUDA kernels with an on-chip shape (the fused pass and the
+       softmax forward, f64 aside) again with the rows on chip asked for:
+       every option mix through the pipeline, clusters of 1 to 8. */
+    const int chip = (strncmp(keys[k], "ce_fwd_bwd_", 11) == 0 || strncmp(keys[k], "sm_fwd_", 7) == 0) &&
+                     strstr(keys[k], "_f64_") == NULL && strcmp(argv[1], "cuda") == 0;
+    if (chip) {
+      char chip_tag[48];
+      snprintf(chip_tag, sizeof chip_tag, "%s [rows on chip]", tag);
+      failures += tu_check_key_on_chip(h, keys[k], chip_tag, 7919u * (unsigned)k + 1u, &runs);
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%s rendering, shard %d of %d: %d calls in %.1f s\n", argv[1], shard + 1, shards, runs,

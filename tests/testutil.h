@@ -125,6 +125,13 @@ extern const int tu_softmax_nshapes;
    to *runs and returns the failures. */
 int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_rows, int* runs);
 
+/* tu_check_key's cases with the rows on chip asked for
+   (xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0)), for the kernels that
+   have the on-chip shape: every option mix through the pipelined kernel.
+   The class axis last, at most 65536 classes (an f32 row of them fills a
+   cluster of 8 at two 32 KiB halves a block) and 16383 rows. */
+int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int* runs);
+
 /* One call of `key` (cross entropy with mix 0, PyTorch's defaults, or
    softmax) on rows x C, class axis last, against the CPU reference. Returns
    its failures. */
