@@ -146,24 +146,32 @@ static inline int xent_launch_take() {
   return err;
 }
 
+// A launch's configuration in clusters of `cluster` blocks along x (no
+// cluster attribute for 1), the attribute kept in *attr.
+static inline cudaLaunchConfig_t xent_cluster_config(dim3 grid, dim3 block, size_t smem, unsigned cluster,
+                                                     cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = cluster;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  return config;
+}
+
 // kernel<<<grid, block, smem, stream>>> in clusters of `cluster` blocks
 // along x (none for 1). Returns the launch's own status.
 template <typename... Params, typename... Args>
 static inline int xent_launch_ex(void (*kernel)(Params...), const char* name, dim3 grid, dim3 block, size_t smem,
                                  unsigned cluster, cudaStream_t stream, Args... args) {
   (void)name;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = cluster > 1 ? 1 : 0;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = xent_cluster_config(grid, block, smem, cluster, stream, &attr);
   return (int)cudaLaunchKernelEx(&config, kernel, args...);
 }
 #define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...)                                           \
@@ -206,17 +214,8 @@ static inline int xent_drv_resident(void (*kernel)(Params...), unsigned threads,
     if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, smem);
     *n = sms * per_sm;
   } else {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(cluster);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = xent_cluster_config(dim3(cluster), dim3(threads), smem, cluster, 0, &attr);
     err = cudaOccupancyMaxActiveClusters(n, kernel, &config);
   }
   if (err != cudaSuccess) {
