@@ -79,22 +79,25 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
 //   each block of a cluster would take itself for the whole row.
 // Asked once per device and kept in `known` (the launch site's), read and
 // written with atomics (racing threads all write the same value). Where
-// the driver does not answer, no on-chip shape (max_cluster 0).
+// the driver does not answer, no on-chip shape (max_cluster 0). `device`:
+// the current device's ordinal, as the driver gave it (for
+// xent_resident_clusters; -1 where it did not).
 struct xent_kernel_limits {
   unsigned max_cluster;
   int64_t max_dynamic;
+  int device;
 };
 #define XENT_MAX_DEVICES 64
 template <typename K>
 static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name, int64_t (&known)[XENT_MAX_DEVICES]) {
   int dev = 0, clusters = 0, ptx = 0;
   int64_t optin = 0, static_smem = 0;
-  if (xent_drv_device(&dev, &optin, &clusters) != 0 || dev < 0) return {0, 0};
+  if (xent_drv_device(&dev, &optin, &clusters) != 0 || dev < 0) return {0, 0, -1};
   // known[dev]: max_dynamic * 16 + max_cluster, 0 = not yet asked.
   const int64_t seen = dev < XENT_MAX_DEVICES ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
-  if (seen) return {(unsigned)(seen % 16), seen / 16};
-  if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0 || static_smem > XENT_STATIC_SMEM) return {0, 0};
-  xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - XENT_STATIC_SMEM};
+  if (seen) return {(unsigned)(seen % 16), seen / 16, dev};
+  if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0 || static_smem > XENT_STATIC_SMEM) return {0, 0, dev};
+  xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - XENT_STATIC_SMEM, dev};
   if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - XENT_STATIC_SMEM;
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
@@ -105,14 +108,13 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
 // driver does not say), for the on-chip shape's grid: its clusters walk
 // their rows in turn, the next row's slices loading while one is walked,
 // and clusters past what the device holds would only start their pipelines
-// when the first ones end. Asked once per device and launch shape and kept
-// in `known` (the launch site's: key << 20 | clusters, 0 = not yet asked).
+// when the first ones end. Asked once per device (`dev`, the ordinal
+// xent_kernel_prepare had) and launch shape and kept in `known` (the launch
+// site's: key << 20 | clusters, 0 = not yet asked).
 template <typename K>
-static inline int64_t xent_resident_clusters(K* kernel, int64_t (&known)[XENT_MAX_DEVICES], unsigned threads,
-                                             size_t smem, unsigned cluster) {
-  int dev = 0, clusters = 0;
-  int64_t optin = 0;
-  if (xent_drv_device(&dev, &optin, &clusters) != 0 || dev < 0) return 0;
+static inline int64_t xent_resident_clusters(K* kernel, int64_t (&known)[XENT_MAX_DEVICES], int dev,
+                                             unsigned threads, size_t smem, unsigned cluster) {
+  if (dev < 0) return 0;
   const int64_t key = (int64_t)smem * 16 + cluster;
   const int64_t seen = dev < XENT_MAX_DEVICES ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
   if (seen != 0 && seen >> 20 == key) return seen & 0xfffff;
@@ -257,8 +259,8 @@ static inline unsigned xent_column_grid_y(const Args&) {
                                                    sizeof(T), lim_.max_cluster, lim_.max_dynamic, chip_);         \
       if (at_.cluster > 0) {                                                                                      \
         static int64_t resident_[XENT_MAX_DEVICES];                                                               \
-        const int64_t held_ = xent_resident_clusters(&kernel<XENT_ON_CHIP>, resident_, at_.shape.threads, at_.smem, \
-                                                     at_.cluster);                                                \
+        const int64_t held_ = xent_resident_clusters(&kernel<XENT_ON_CHIP>, resident_, lim_.device,              \
+                                                     at_.shape.threads, at_.smem, at_.cluster);                   \
         const unsigned clusters_ = xent_grid_blocks(held_ > 0 && held_ < (args).rows ? held_ : (args).rows);      \
         XENT_LAUNCH_CLUSTER(kernel<XENT_ON_CHIP>, dim3(clusters_ * at_.cluster), dim3(at_.shape.threads),         \
                             at_.smem, at_.cluster, (stream), (args), 0);                                          \
