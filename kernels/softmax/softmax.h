@@ -29,9 +29,9 @@
 
 // The forward of one row: its max m and s = sum exp(x - m) in one pass, then
 // the output from a second read of x (or, on chip, of the block's slice).
-template <class V, int kShape, class Scratch, class Stage, class Stash, class Part>
+template <class V, int kShape, class Scratch, class Stage, class Pipe, class Part>
 XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row_walk& walk, int64_t base,
-                                      int64_t width, Scratch scratch, Stage stage, Stash stash, int64_t half,
+                                      int64_t width, Scratch scratch, Stage stage, const Pipe& pipe, int64_t half,
                                       Part part) {
   typedef typename V::D D;
   typedef typename D::T T;
@@ -50,8 +50,8 @@ XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row
     xent_online_add_n(m, s, xv);
   };
   if constexpr (kSlice)
-    xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, stash, half, xent_vec_sink<decltype(add_vec)>{add_vec},
-                                  add);
+    xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, pipe.stash, half,
+                                  xent_vec_sink<decltype(add_vec)>{add_vec}, add);
   else xent_row_each_vec<V::kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, add, add_vec);
   xent_group_reduce(m, s, unused_a, unused_b, group, scratch);
   if constexpr (kSlice) xent_cluster_reduce(m, s, unused_a, unused_b, part);
@@ -75,7 +75,7 @@ XENT_DEVICE void xent_softmax_fwd_row(const xent_softmax_args& a, const xent_row
       xent_exp_shifted_n(d, m, lr2);
     }
   });
-  if constexpr (kSlice) xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, stash, half, store, value);
+  if constexpr (kSlice) xent_slice_walk<V::kRowLoads>(x, base, width, lane, group, pipe.stash, half, store, value);
   else xent_row_walk_io<V::kRowLoads, kColumn>(x, base, width, inner, stage, lane, group, store, value);
 }
 
@@ -125,10 +125,8 @@ XENT_DEVICE void xent_softmax_tiles(const xent_softmax_args& a, const xent_row_w
     // A slot past the last row walks no classes (xent_tile_slot).
     const xent_slot at = xent_tile_slot(walk, tile, a.rows, a.classes);
     const int64_t base = xent_row_base(at.row, a.classes, inner);
-    if constexpr (V::kOp == XENT_FWD && kShape == XENT_ON_CHIP)
-      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, pipe.stash, half, part);
-    else if constexpr (V::kOp == XENT_FWD)
-      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, nullptr, half, part);
+    if constexpr (V::kOp == XENT_FWD)
+      xent_softmax_fwd_row<V, kShape>(a, walk, base, at.width, scratch, stage, pipe, half, part);
     else xent_softmax_bwd_row<V, kShape>(a, walk, base, at.width, scratch, stage);
   }
 }
