@@ -125,6 +125,23 @@ tune "hip" {
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
 }
+-- The fused pass can hold a row on chip on AMD too (on_chip: one
+-- workgroup's LDS, no clusters): one row's slice in LDS while the next
+-- one's is held in registers, 4 vectors a thread (at 8 it spilled), so blocks of
+-- 512 hold 32 KiB (a row of 16384 bf16 classes, 8192 f32) and soft
+-- labels' blocks of 256 hold 16 KiB. Kept, as on CUDA, for the calls of
+-- fewer than 512 rows until an AMD GPU measures it.
+tune "hip" {
+  when = { label = "prob", op = "fwd_bwd" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 128, row_threads = 8, block = 256, tile = true },
+  { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256, rows = 512 },
+  { classes = 32768, row_threads = "block", block = 256, on_chip = 16 },
+  { row_threads = "block", block = 256 },
+}
 -- Soft labels read a second row and need over 256 registers: blocks of 256.
 tune "hip" {
   when = { label = "prob" },
@@ -134,6 +151,19 @@ tune "hip" {
   { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
   { classes = 4096, row_threads = 64, block = 256 },
   { row_threads = "block", block = 256 },
+}
+tune "hip" {
+  when = { op = "fwd_bwd" },
+  strided = 256,
+  loads = 6,
+  { classes = 16, row_threads = 1, block = 256, tile = true },
+  { classes = 128, row_threads = 8, block = 256, tile = true },
+  { classes = 1024, row_threads = 64, block = 256, rows = 16384, tile = true },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256, rows = 512 },
+  { classes = 32768, row_threads = "block", block = 512, on_chip = 32 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 512 },
 }
 -- Six 16-byte loads in flight per lane, over the 34 KB per CU an MI300X asks.
 tune "hip" {

@@ -72,6 +72,21 @@ tune "hip" {
   { classes = 32768, row_threads = "block", block = 256 },
   { row_threads = "block", block = 512 },
 }
+-- The forward holds a row on chip on AMD too: 32 KiB of a workgroup's
+-- LDS, no clusters, the next row's slice held in registers (4 vectors a
+-- thread of 512); kept for the calls of fewer than 512 rows until an AMD
+-- GPU measures it.
+tune "hip" {
+  when = { op = "fwd" },
+  strided = 256,
+  { classes = 16, row_threads = 1, block = 256 },
+  { classes = 128, row_threads = 8, block = 256 },
+  { classes = 4096, row_threads = 64, block = 256 },
+  { classes = 32768, row_threads = "block", block = 256, rows = 512 },
+  { classes = 32768, row_threads = "block", block = 512, on_chip = 32 },
+  { classes = 32768, row_threads = "block", block = 256 },
+  { row_threads = "block", block = 1024 },
+}
 tune "hip" {
   strided = 256,
   { classes = 16, row_threads = 1, block = 256 },

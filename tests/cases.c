@@ -152,12 +152,13 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
   return check_key_where(h, key, tag, seed, max_rows, INT64_MAX, 0, runs);
 }
 
-int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int* runs) {
+int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_classes,
+                         int* runs) {
   if (xent_set_row_shape(h, XENT_ROW_SHAPE_ON_CHIP, 0) != XENT_OK) {
     printf("FAIL %s: xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0): %s\n", key, xent_last_error());
     return 1;
   }
-  const int failures = check_key_where(h, key, tag, seed, 16383, 65536, 1, runs);
+  const int failures = check_key_where(h, key, tag, seed, 16383, max_classes, 1, runs);
   xent_set_row_shape(h, 0, 0);
   return failures;
 }
@@ -181,6 +182,16 @@ int tu_check_key_at(xent_handle* h, const char* key, int64_t rows, int64_t C, un
     return 1;
   }
   return tu_check_call(h, op, &d, seed, 0, name);
+}
+
+int tu_check_key_on_chip_at(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed, const char* tag) {
+  if (xent_set_row_shape(h, XENT_ROW_SHAPE_ON_CHIP, 0) != XENT_OK) {
+    printf("FAIL %s: xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0): %s\n", key, xent_last_error());
+    return 1;
+  }
+  const int failures = tu_check_key_at(h, key, rows, C, seed, tag);
+  xent_set_row_shape(h, 0, 0);
+  return failures;
 }
 
 const char* const tu_on_chip_keys[TU_ON_CHIP_KEYS] = {"ce_fwd_bwd_bf16_i64_mean", "ce_fwd_bwd_f32_i64_mean",
@@ -207,12 +218,7 @@ int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_
   }
   char asked[160];
   snprintf(asked, sizeof asked, "%s [the row on chip, asked for]", tag);
-  if (xent_set_row_shape(h, XENT_ROW_SHAPE_ON_CHIP, 0) != XENT_OK) {
-    printf("FAIL xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0): %s\n", xent_last_error());
-    return failures + 1;
-  }
-  failures += tu_check_key_at(h, tu_on_chip_keys[0], asked_rows, C, seed + 100u, asked);
+  failures += tu_check_key_on_chip_at(h, tu_on_chip_keys[0], asked_rows, C, seed + 100u, asked);
   ++*runs;
-  xent_set_row_shape(h, 0, 0);
   return failures;
 }

@@ -64,15 +64,29 @@ int main(int argc, char** argv) {
                                     strcmp(keys[k], "ce_fwd_f32_i64_none") == 0 ||
                                     strcmp(keys[k], "ce_bwd_bf16_i32_none") == 0);
     failures += tu_check_key(h, keys[k], tag, 7919u * (unsigned)k, huge ? INT64_MAX : 16383, &runs);
-    /* The CUDA kernels with an on-chip shape (the fused pass and the
-       softmax forward, f64 aside) again with the rows on chip asked for:
-       every option mix through the pipeline, clusters of 1 to 8. */
+    /* The kernels with an on-chip shape (the fused pass and the softmax
+       forward, f64 aside) again with the rows on chip asked for: every
+       option mix through the pipeline, CUDA's in clusters of 1 to 8,
+       HIP's in a workgroup with the next row in registers. */
     const int chip = (strncmp(keys[k], "ce_fwd_bwd_", 11) == 0 || strncmp(keys[k], "sm_fwd_", 7) == 0) &&
-                     strstr(keys[k], "_f64_") == NULL && strcmp(argv[1], "cuda") == 0;
+                     strstr(keys[k], "_f64_") == NULL;
     if (chip) {
       char chip_tag[48];
       snprintf(chip_tag, sizeof chip_tag, "%s [rows on chip]", tag);
-      failures += tu_check_key_on_chip(h, keys[k], chip_tag, 7919u * (unsigned)k + 1u, &runs);
+      failures += tu_check_key_on_chip(h, keys[k], chip_tag, 7919u * (unsigned)k + 1u,
+                                       target == XENT_BACKEND_CUDA ? 65536 : 4096, &runs);
+    }
+  }
+  /* HIP's on-chip rows fill its registers: every one of the 4 vectors a
+     thread of 512 holds of the next row (rows of 1875 vectors, 30000 bytes
+     of the shape's 32 KiB), five rows walked in turn by the two blocks the
+     emulated device holds. */
+  if (target == XENT_BACKEND_HIP && shard == 0) {
+    for (int k = 0; k < TU_ON_CHIP_KEYS; ++k) {
+      if (argc > 3 && fnmatch(argv[3], tu_on_chip_keys[k], 0) != 0) continue;
+      const int64_t C = strstr(tu_on_chip_keys[k], "_f32_") ? 7500 : 15000;
+      failures += tu_check_key_on_chip_at(h, tu_on_chip_keys[k], 5, C, 31u * (unsigned)k, " [hip, registers full]");
+      ++runs;
     }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);

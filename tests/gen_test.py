@@ -217,11 +217,35 @@ class SpecErrors(unittest.TestCase):
     def test_tune_needs_strided(self):
         self.check(HEADER + AXES.replace('tune "hip" { strided = 256, ', 'tune "hip" { '), TUNE_HIP, "missing strided")
 
-    def test_tune_on_chip_not_for_hip(self):
-        self.check(HEADER + AXES.replace('tune "hip" { strided = 256, { row_threads = "block", block = 256 } }',
-                                         'tune "hip" { strided = 256, { classes = 9000, row_threads = "block", block = 256, '
-                                         'on_chip = 32 }, { row_threads = "block", block = 256 } }'),
-                   TUNE_HIP, "shape 1: on_chip is not supported for hip (it needs thread-block clusters: cuda only)")
+    def test_tune_on_chip_for_hip(self):
+        def hip(on_chip, block):
+            return HEADER + AXES.replace('tune "hip" { strided = 256, { row_threads = "block", block = 256 } }',
+                                         'tune "hip" { strided = 256, { classes = 9000, row_threads = "block", block = %d, '
+                                         'on_chip = %d }, { row_threads = "block", block = 256 } }' % (block, on_chip))
+        # A workgroup's 64 KiB of LDS at most, and threads enough to hold
+        # the next row's slice in 4 vectors of 16 bytes each.
+        self.check(hip(128, 1024), TUNE_HIP, "shape 1: on_chip must be KiB of shared memory per block, 1 to 64, got 128")
+        self.check(hip(32, 256), TUNE_HIP,
+                   "shape 1: on_chip = 32 needs a block of at least 512 threads on hip (each holds 4 16-byte vectors "
+                   "of the next row), got 256")
+
+    def test_tune_on_chip_launch_bounds(self):
+        """The on-chip kernel's launch bounds are its own shapes' block: on
+        CUDA with the row shapes' register cap (1024 threads a block: 256 x
+        4), on HIP one workgroup (the other shapes' 256 would leave its 512
+        threads no kernel)."""
+        spec = ('family "cross_entropy"\nops { "fwd_bwd" }\n' + AXES).replace(
+            '{ classes = 64, row_threads = 4, block = 256 }',
+            '{ classes = 64, row_threads = 4, block = 256 }, '
+            '{ classes = 9000, row_threads = "block", block = 256, on_chip = 64 }').replace(
+            'tune "hip" { strided = 256, { row_threads = "block", block = 256 } }',
+            'tune "hip" { strided = 256, { classes = 9000, row_threads = "block", block = 512, on_chip = 32 }, '
+            '{ row_threads = "block", block = 256 } }')
+        for target, bounds in (("cuda", (1024, 1, 256, 4)), ("hip", (512, 1, 512, 1))):
+            text = self.rendered(spec, target, "ce_fwd_bwd_f32_i64_mean")["ce_fwd_bwd_f32_i64_mean"]
+            self.assertIn("static constexpr int kRowThreads = %d, kRowMinBlocks = %d;\n"
+                          "  static constexpr int kChipThreads = %d, kChipMinBlocks = %d;" % bounds, text)
+            self.assertIn("XENT_LAUNCH_ROWS_ON_CHIP(", text)
 
     def test_tune_on_chip_needs_a_block_per_row(self):
         self.check(HEADER + AXES.replace("row_threads = 4, block = 256 }", "row_threads = 4, block = 256, on_chip = 64 }"),

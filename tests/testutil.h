@@ -128,14 +128,20 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
 /* tu_check_key's cases with the rows on chip asked for
    (xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0)), for the kernels that
    have the on-chip shape: every option mix through the pipelined kernel.
-   The class axis last, at most 65536 classes (an f32 row of them fills a
-   cluster of 8 at two 32 KiB halves a block) and 16383 rows. */
-int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int* runs);
+   The class axis last, at most max_classes classes (CUDA: 65536, an f32
+   row of them fills a cluster of 8 at two 32 KiB halves a block; HIP:
+   4096, a soft-label f32 row's 16 KiB fills its shape, specs/
+   cross_entropy.lua) and 16383 rows. */
+int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_classes,
+                         int* runs);
 
 /* One call of `key` (cross entropy with mix 0, PyTorch's defaults, or
    softmax) on rows x C, class axis last, against the CPU reference. Returns
    its failures. */
 int tu_check_key_at(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed, const char* tag);
+/* The same with the row on chip asked for (a launch that cannot is a
+   failure: the call is refused). */
+int tu_check_key_on_chip_at(xent_handle* h, const char* key, int64_t rows, int64_t C, unsigned seed, const char* tag);
 
 /* The on-chip shape's shared memory at the CUDA driver's 48 KiB boundary:
    the fused cross entropy and the softmax forward (tu_on_chip_keys), bf16

@@ -29,22 +29,23 @@ end
 -- The launch shapes dsl.lua chose for the variant on this target (its
 -- launch_shapes() text): the strided block size, the C initializer of the
 -- xent_row_shape table the launcher picks from, the largest block (the
--- kernel's launch bounds), whether a shape holds rows on chip, the loads in
--- flight per thread, the threads per SM the launch bounds ask room for
--- (0: not asked), and whether a shape stages tiles of rows.
+-- kernel's launch bounds), the largest block of an on-chip shape (0: none
+-- holds rows on chip), the loads in flight per thread, the threads per SM
+-- the launch bounds ask room for (0: not asked), and whether a shape stages
+-- tiles of rows.
 local function launch_shapes(text)
   local strided, loads, resident = text:match("^strided=(%d+) loads=(%d+) resident=(%d+)")
   strided, loads, resident = tonumber(strided), tonumber(loads), tonumber(resident)
-  local shapes, largest, on_chip, tile = {}, 0, false, false
+  local shapes, largest, chip, tile = {}, 0, 0, false
   for classes, group, block, bytes, rows, tiled in text:gmatch("(%-?%d+):(%d+):(%d+):(%d+):(%d+):(%d)") do
     shapes[#shapes + 1] = "{" .. classes .. ", " .. group .. ", " .. block .. ", " .. bytes .. ", " .. rows .. ", " ..
       tiled .. "}"
     largest = math.max(largest, tonumber(block))
-    on_chip = on_chip or tonumber(bytes) > 0
+    if tonumber(bytes) > 0 then chip = math.max(chip, tonumber(block)) end
     tile = tile or tiled == "1"
   end
   assert(strided and loads and resident and #shapes > 0, "malformed launch shapes: " .. text)
-  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, on_chip, loads, resident, tile
+  return strided, "{" .. table.concat(shapes, ", ") .. "}", largest, chip, loads, resident, tile
 end
 
 -- An option axis as a kernel's traits name it (kernels/device/variant.h):
@@ -93,8 +94,16 @@ function M.for_variant(v, target)
   local sym = M.symbols(target, v.key)
   local tune = v["tune_" .. target]
   local chunk_bytes = tune:match("^chunk=(%d+)$")
-  local strided, shapes, largest, on_chip, loads, resident, tile
-  if not chunk_bytes then strided, shapes, largest, on_chip, loads, resident, tile = launch_shapes(tune) end
+  local strided, shapes, largest, chip, loads, resident, tile
+  if not chunk_bytes then strided, shapes, largest, chip, loads, resident, tile = launch_shapes(tune) end
+  local row_min_blocks = resident and resident > 0 and resident // largest or 1
+  -- The on-chip kernel's launch bounds: its own shapes' largest block; on
+  -- CUDA with the register cap the row shapes' bounds give (ptxas caps a
+  -- thread at 65536 / (threads x blocks)), on HIP one block (where a second
+  -- number asks for waves per SIMD, and a workgroup's LDS holds one).
+  local chip_threads = (chip or 0) > 0 and chip or largest
+  local chip_min_blocks = 1
+  if target == "cuda" and largest then chip_min_blocks = math.max(1, largest * row_min_blocks // chip_threads) end
   return {
     v = v,
     target = target,
@@ -122,7 +131,9 @@ function M.for_variant(v, target)
     row_threads = largest,
     column_threads = strided,
     -- Some shape holds rows in shared memory across a cluster (fused only).
-    on_chip = on_chip,
+    on_chip = (chip or 0) > 0,
+    chip_threads = chip_threads,
+    chip_min_blocks = chip_min_blocks,
     -- Some shape stages tiles of short rows (hard labels only: a soft
     -- label's second row is not staged).
     tile = tile and v.label ~= "prob",
@@ -131,7 +142,7 @@ function M.for_variant(v, target)
     row_loads = loads,
     -- The blocks per SM the row kernels' launch bounds ask room for: the
     -- spec's tune `resident` over the largest block, 1 where not given.
-    row_min_blocks = resident and resident > 0 and resident // largest or 1,
+    row_min_blocks = row_min_blocks,
     -- The strided shape's threads per SM (its launch bounds).
     column_resident = strided and column_resident(v, strided),
     -- linear_cross_entropy: the bytes of logits one chunk may hold.

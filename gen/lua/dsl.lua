@@ -84,10 +84,11 @@ M.max_chunk_mib = 65536
 
 -- The targets a spec tunes for, and their warp width (lanes that shuffle
 -- together; kernels/device/target_*.h's XENT_WARP). on_chip: the most shared memory a
--- block may hold a row slice in (KiB; sm_90's opt-in limit), or nil where
--- the kernels cannot hold rows on chip yet (HIP: no clusters; a row in one
--- workgroup's 64 KiB of LDS is future work).
-M.targets = { cuda = { warp = 32, on_chip = 227 }, hip = { warp = 64 } }
+-- block may hold a row slice in (KiB; sm_90's opt-in limit, a CDNA
+-- workgroup's LDS); held: the 16-byte vectors a thread holds the next row's
+-- slice in (HIP's XENT_CHIP_HELD: an on-chip block of `block` threads holds
+-- at most block x held x 16 bytes; CUDA's copy needs no registers).
+M.targets = { cuda = { warp = 32, on_chip = 227 }, hip = { warp = 64, on_chip = 64, held = 4 } }
 M.target_names = { "cuda", "hip" }
 -- The largest thread block either vendor launches (kernels/device/target.h's XENT_MAX_THREADS).
 M.max_block = 1024
@@ -366,10 +367,11 @@ local function make_env(path, st, lib)
   -- its target that matches, in spec order.
   -- on_chip = n (KiB, row_threads "block", not the last shape; the ops of
   -- the family's on_chip_ops only): the row is held in shared memory, spread over a
-  -- thread-block cluster of the fewest blocks (a power of two, at most 8)
-  -- that hold it in n KiB each, so the gradient pass reads it from there
-  -- and not again from memory. Where the device cannot (no clusters, too
-  -- little shared memory), the launcher takes the next shape.
+  -- thread-block cluster of the fewest blocks (a power of two, at most 8;
+  -- one block on HIP) that hold it in n KiB each, so the gradient pass
+  -- reads it from there and not again from memory. Where the device cannot
+  -- (no clusters, too little shared memory), the launcher takes the next
+  -- shape.
   -- tile = true (families with schema.tile; row_threads a power of two):
   -- the block copies a tile of whole rows into shared memory as one stream
   -- of 16-byte loads and walks each row from there (short rows, which
@@ -485,12 +487,14 @@ local function make_env(path, st, lib)
         end
         local on_chip = s.on_chip
         if on_chip ~= nil then
-          if not info.on_chip then
-            fail_at(here2, row .. ": on_chip is not supported for " .. target .. " (it needs thread-block clusters: cuda only)")
-          end
           if math.type(on_chip) ~= "integer" or on_chip < 1 or on_chip > info.on_chip then
             fail_at(here2, row .. ": on_chip must be KiB of shared memory per block, 1 to " .. info.on_chip .. ", got " ..
               tostring(on_chip))
+          end
+          if info.held and on_chip * 1024 > block * info.held * 16 then
+            fail_at(here2, row .. ": on_chip = " .. on_chip .. " needs a block of at least " ..
+              (on_chip * 1024 // (info.held * 16)) .. " threads on " .. target .. " (each holds " .. info.held ..
+              " 16-byte vectors of the next row), got " .. block)
           end
           if group ~= 0 then fail_at(here2, row .. ": on_chip needs row_threads = \"block\"") end
           if i == #t then

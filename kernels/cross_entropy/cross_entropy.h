@@ -48,8 +48,8 @@
 //                   the option axes: XENT_OFF, XENT_ON or XENT_RUNTIME
 //                   (kernels/device/variant.h)
 //   kRowLoads       16-byte loads a thread keeps in flight in a row's walk
-//   kRowThreads, kRowMinBlocks, kColumnThreads, kColumnResident
-//                   the launch bounds (XENT_ROWS_THREADS, kernels/device/launch.h)
+//   kRowThreads, kRowMinBlocks, kChipThreads, kChipMinBlocks, kColumnThreads,
+//   kColumnResident the launch bounds (XENT_ROWS_THREADS, kernels/device/launch.h)
 #pragma once
 
 // The unit includes the launch contract (xent_ce_args) before this header:

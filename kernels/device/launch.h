@@ -37,9 +37,11 @@ struct xent_row_launch {
 // serves any call; the generator checks it). An on-chip shape takes the
 // fewest blocks, a power of two up to max_cluster (0: on-chip shapes are
 // skipped), whose slices of the row's 16-byte vectors fit its bytes and the
-// kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare) twice,
-// one row's slice walked while the next one's loads (xent_slice_pipe,
-// pipeline.h); else the next shape. (A tile shape is also a plain one:
+// kernel's dynamic shared memory (max_dynamic, xent_kernel_prepare)
+// XENT_CHIP_BUFFERS times (CUDA: twice, one row's slice walked while the
+// next one's loads; HIP: once, the next one's held in registers,
+// XENT_CHIP_HELD vectors a thread at most: xent_slice_pipe, pipeline.h);
+// else the next shape. (A tile shape is also a plain one:
 // XENT_LAUNCH_ROWS_TILE.)
 // With chip_only, plain shapes are passed over too: the first on-chip shape
 // that serves C and fits, else the last shape with cluster 0.
@@ -56,16 +58,16 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
     // around them stay in memory).
     const int64_t vecs = C / (int64_t)(16 / elem_size);
     for (unsigned k = 1; k <= max_cluster; k *= 2) {
-      const int64_t bytes = 2 * ((vecs + k - 1) / k * 16);
-      if (bytes <= s.on_chip && bytes <= max_dynamic) return {s, k, (size_t)bytes};
+      const int64_t slice = (vecs + k - 1) / k, bytes = XENT_CHIP_BUFFERS * slice * 16;
+      const bool held = XENT_CHIP_HELD == 0 || slice <= (int64_t)s.threads * XENT_CHIP_HELD;
+      if (bytes <= s.on_chip && bytes <= max_dynamic && held) return {s, k, (size_t)bytes};
     }
   }
   return {shapes[N - 1], 0, 0};
 }
 
-#if defined(XENT_TARGET_CUDA)
 // Host: what an on-chip kernel may use on the current device, and the
-// driver readied for it. The driver's rules (which the emulator enforces):
+// driver readied for it. CUDA's rules (which the emulator enforces):
 // - static plus dynamic shared memory above 48 KiB only once the kernel's
 //   cudaFuncAttributeMaxDynamicSharedMemorySize is raised, and that
 //   attribute plus the static size at most the device's opt-in maximum.
@@ -77,6 +79,9 @@ static inline xent_row_launch xent_pick_launch(const xent_row_shape (&shapes)[N]
 //   built for sm_90 or later (ptxVersion): a build that carries compute_80
 //   PTX alone, JIT-compiled for an H100, has the pre-cluster fallback, so
 //   each block of a cluster would take itself for the whole row.
+// HIP has no clusters; its limit is the device's less the kernel's static
+// LDS where that is more than XENT_STATIC_SMEM (HIP-on-CUDA's wavefront
+// exchange takes 8 KiB), raised as CUDA's (target_hip.h).
 // Asked once per device and kept in `known` (the launch site's), read and
 // written with atomics (racing threads all write the same value). Where
 // the driver does not answer, no on-chip shape (max_cluster 0). `device`:
@@ -96,8 +101,14 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
   // known[dev]: max_dynamic * 16 + max_cluster, 0 = not yet asked.
   const int64_t seen = dev < XENT_MAX_DEVICES ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
   if (seen) return {(unsigned)(seen % 16), seen / 16, dev};
-  if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0 || static_smem > XENT_STATIC_SMEM) return {0, 0, dev};
+  if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0) return {0, 0, dev};
+#if defined(XENT_TARGET_CUDA)
+  if (static_smem > XENT_STATIC_SMEM) return {0, 0, dev};
   xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - XENT_STATIC_SMEM, dev};
+#else
+  (void)clusters, (void)ptx;
+  xent_kernel_limits lim = {1u, optin - (static_smem > XENT_STATIC_SMEM ? static_smem : XENT_STATIC_SMEM), dev};
+#endif
   if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - XENT_STATIC_SMEM;
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
@@ -124,7 +135,6 @@ static inline int64_t xent_resident_clusters(K* kernel, int64_t (&known)[XENT_MA
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], key << 20 | n, __ATOMIC_RELAXED);
   return n;
 }
-#endif  // XENT_TARGET_CUDA
 
 // Host: blocks for `tiles` tiles of rows, capped: past the cap the row loops
 // grid-stride. On a GPU the cap, 65536, fills any device many times over
@@ -273,9 +283,13 @@ static inline unsigned xent_column_grid_y(const Args&) {
 
 // A row kernel's __launch_bounds__ for shape kShape, from its variant's
 // traits V: the largest block of the spec's shapes (kRowThreads) and the
-// blocks per SM they ask room for (kRowMinBlocks), or the strided shape's
-// block (kColumnThreads) and the threads per SM it asks room for
-// (kColumnResident; its loads in flight are per thread).
-#define XENT_ROWS_THREADS(V, kShape) ((kShape) == XENT_COLUMN ? V::kColumnThreads : V::kRowThreads)
+// blocks per SM they ask room for (kRowMinBlocks); the on-chip shape's own
+// (kChipThreads, kChipMinBlocks: gen/lua/context.lua says why); or the
+// strided shape's block (kColumnThreads) and the threads per SM it asks
+// room for (kColumnResident; its loads in flight are per thread).
+#define XENT_ROWS_THREADS(V, kShape)                                                                                   \
+  ((kShape) == XENT_COLUMN ? V::kColumnThreads : (kShape) == XENT_ON_CHIP ? V::kChipThreads : V::kRowThreads)
 #define XENT_ROWS_MIN_BLOCKS(V, kShape)                                                                                \
-  ((kShape) == XENT_COLUMN ? XENT_COLUMN_MIN_BLOCKS(V::kColumnThreads, V::kColumnResident) : V::kRowMinBlocks)
+  ((kShape) == XENT_COLUMN    ? XENT_COLUMN_MIN_BLOCKS(V::kColumnThreads, V::kColumnResident)                           \
+   : (kShape) == XENT_ON_CHIP ? V::kChipMinBlocks                                                                      \
+                              : V::kRowMinBlocks)

@@ -1,5 +1,6 @@
-// The on-chip shape's pipeline: a block's slice of one row copied into its
-// shared memory while the block works on another row, and the wait for it.
+// The on-chip shape's pipeline: a block's slice of one row on its way into
+// its shared memory while the block works on another row, and the wait for
+// it.
 #pragma once
 
 #include "walks.h"
@@ -17,15 +18,18 @@
 // - sm_80: the block's threads share the copy in cp.async copies of 16
 //   bytes, a commit group each, waited (all but the newer group) at a block
 //   barrier.
-// - older GPUs and HIP (which keeps no row on chip): loads and stores, and
-//   a block barrier.
+// - older GPUs: loads and stores, and a block barrier.
 // - the emulator: thread 0 copies when it issues (its writes race-checked:
 //   a copy into a half that others still read is reported); the wait is a
 //   block barrier, which orders thread 0's writes before every thread's
 //   reads, and then checks that the phase of that parity is the last
 //   completed (else the GPU would wait forever, or read before the bytes
 //   land).
-#if defined(XENT_EMU)
+// HIP has no such copy: its pipeline holds the next row in registers
+// (xent_slice_pipe, below).
+#if defined(XENT_TARGET_HIP)
+// No bulk copy on HIP (xent_slice_pipe below loads into registers).
+#elif defined(XENT_EMU)
 // The mbarrier's state: how many phases have completed.
 template <typename Bars>
 XENT_DEVICE void xent_bulk_init(Bars bars, int64_t n) {
@@ -51,18 +55,6 @@ XENT_DEVICE void xent_bulk_wait(Bars bars, int64_t b, unsigned parity, bool newe
         "mbarrier %s[%lld]: a wait for the phase of parity %u, but %llu phases have completed (on a GPU it "
         "would wait for a copy never started, or pass before its bytes land)",
         bars.name(), (long long)b, parity, (unsigned long long)done);
-}
-#elif defined(XENT_TARGET_HIP)
-XENT_DEVICE void xent_bulk_init(uint64_t* bars, int64_t n) { (void)bars, (void)n; }
-template <typename T>
-XENT_DEVICE void xent_bulk_copy(xent_vec16<T>* dst, int64_t at, const xent_vec16<T>* src, int64_t n, uint64_t* bars,
-                                int64_t b) {
-  (void)bars, (void)b;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[at + i] = xent_load16(src + i);
-}
-XENT_DEVICE void xent_bulk_wait(uint64_t* bars, int64_t b, unsigned parity, bool newer) {
-  (void)bars, (void)b, (void)parity, (void)newer;
-  __syncthreads();
 }
 #else
 XENT_DEVICE uint32_t xent_smem_address(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -131,13 +123,74 @@ XENT_DEVICE void xent_bulk_wait(uint64_t* bars, int64_t b, unsigned parity, bool
 }
 #endif
 
+// The block's slice of row `row` (16-byte vectors of x, [rows, C]): its
+// first vector and how many, as xent_slice_walk splits a row over the
+// cluster.
+template <typename T>
+XENT_DEVICE int64_t xent_slice_of(const T* x, int64_t C, int64_t row, const xent_vec16<T>** src) {
+  constexpr int64_t kVec = 16 / sizeof(T);
+  const T* r = x + row * C;
+  const int64_t head = xent_row_head(r, C), vecs = (C - head) / kVec, k = (int64_t)xent_cluster_size();
+  const int64_t per = (vecs + k - 1) / k, lo = (int64_t)xent_cluster_rank() * per;
+  *src = (const xent_vec16<T>*)(r + head) + lo;
+  return lo + per < vecs ? per : (vecs > lo ? vecs - lo : 0);
+}
+
 // The on-chip shape's rows in turn: a cluster walks rows first, first +
 // step, ... (its turns 0, 1, ...), each block its slice of the row
-// (xent_slice_walk's [lo, hi) of the row's 16-byte vectors) from one half
-// of its dynamic shared memory (stash), while its slice of the next row
-// loads into the other half. A half is `half` vectors: the slice of the
-// longest run of whole vectors a row of C can have, as the launcher sized
-// it (xent_pick_launch). bars: two mbarriers in shared memory, one a half.
+// (xent_slice_walk's [lo, hi) of the row's 16-byte vectors) from its
+// dynamic shared memory (stash), while its slice of the next row is on its
+// way. `half` vectors: the slice of the longest run of whole vectors a row
+// of C can have, as the launcher sized it (xent_pick_launch). take(row)
+// returns the stash's first vector of row `row`'s slice.
+#if defined(XENT_TARGET_HIP)
+// HIP: one buffer of LDS, and the next row's slice in registers
+// (XENT_CHIP_HELD vectors a thread; the launcher keeps the slice within
+// them): its loads are issued before the walks of this row and stored to
+// LDS after them, so they are in flight while this row is reduced and its
+// gradient written. (CDNA's loads into LDS move 4 bytes a lane on gfx942,
+// and no engine copies a whole slice.) `bars` is not used.
+template <typename T, typename Stash, typename Bars>
+struct xent_slice_pipe {
+  const T* x;
+  int64_t C, first, step, rows, half;
+  Stash stash;
+  Bars bars;
+  mutable xent_vec16<T> held[XENT_CHIP_HELD];
+  mutable int64_t n;  // the vectors of the slice held
+
+  // Issues the loads of row `row`'s slice into this thread's registers.
+  __device__ __forceinline__ void fetch(int64_t row) const {
+    const xent_vec16<T>* src;
+    n = xent_slice_of(x, C, row, &src);
+    XENT_UNROLL
+    for (int j = 0; j < XENT_CHIP_HELD; ++j) {
+      const int64_t i = (int64_t)threadIdx.x + (int64_t)j * blockDim.x;
+      if (i < n) held[j] = xent_load16(src + i);
+    }
+  }
+  __device__ __forceinline__ void begin() const {
+    if (first < rows) fetch(first);
+  }
+  // Row `row`'s turn: once every thread is done with the buffer (the last
+  // row's walks), the held slice goes into it and the next row's loads are
+  // issued; a barrier, and the buffer holds this row's slice.
+  __device__ __forceinline__ int64_t take(int64_t row) const {
+    __syncthreads();
+    XENT_UNROLL
+    for (int j = 0; j < XENT_CHIP_HELD; ++j) {
+      const int64_t i = (int64_t)threadIdx.x + (int64_t)j * blockDim.x;
+      if (i < n) stash[i] = held[j];
+    }
+    if (row + step < rows) fetch(row + step);
+    __syncthreads();
+    return 0;
+  }
+};
+#else
+// CUDA: two halves, one walked while the block's copy of the next row's
+// slice lands in the other. bars: two mbarriers in shared memory, one a
+// half.
 template <typename T, typename Stash, typename Bars>
 struct xent_slice_pipe {
   const T* x;
@@ -147,12 +200,9 @@ struct xent_slice_pipe {
 
   // Starts the copy of row `row`'s slice into the half of turn `turn`.
   __device__ __forceinline__ void fetch(int64_t row, int64_t turn) const {
-    constexpr int64_t kVec = 16 / sizeof(T);
-    const T* r = x + row * C;
-    const int64_t head = xent_row_head(r, C), vecs = (C - head) / kVec, k = (int64_t)xent_cluster_size();
-    const int64_t per = (vecs + k - 1) / k, lo = (int64_t)xent_cluster_rank() * per;
-    const int64_t n = lo + per < vecs ? per : (vecs > lo ? vecs - lo : 0);
-    xent_bulk_copy(stash, (turn & 1) * half, (const xent_vec16<T>*)(r + head) + lo, n, bars, turn & 1);
+    const xent_vec16<T>* src;
+    const int64_t n = xent_slice_of(x, C, row, &src);
+    xent_bulk_copy(stash, (turn & 1) * half, src, n, bars, turn & 1);
   }
   // The cluster's first row on its way (every thread of the block calls it).
   __device__ __forceinline__ void begin() const {
@@ -161,7 +211,7 @@ struct xent_slice_pipe {
   }
   // Row `row`'s turn: once every thread is done with the other half (the
   // last row's walks), the next row's copy into it starts; then the wait
-  // for this row's. Returns the first vector of this row's half.
+  // for this row's.
   __device__ __forceinline__ int64_t take(int64_t row) const {
     const int64_t turn = (row - first) / step;
     const bool more = row + step < rows;
@@ -171,15 +221,16 @@ struct xent_slice_pipe {
     return (turn & 1) * half;
   }
 };
+#endif
 
 // The pipeline of a kernel whose cluster takes rows first, first + step, ...
-// of x ([rows, C], contiguous); its blocks' halves sized as the launcher's.
+// of x ([rows, C], contiguous); its blocks' buffers sized as the launcher's.
 template <typename T, typename Stash, typename Bars>
 XENT_DEVICE xent_slice_pipe<T, Stash, Bars> xent_slice_pipe_of(const T* x, int64_t C, int64_t first, int64_t step,
                                                                int64_t rows, Stash stash, Bars bars) {
   constexpr int64_t kVec = 16 / sizeof(T);
   const int64_t k = (int64_t)xent_cluster_size();
-  const xent_slice_pipe<T, Stash, Bars> p = {x, C, first, step, rows, (C / kVec + k - 1) / k, stash, bars};
+  xent_slice_pipe<T, Stash, Bars> p = {x, C, first, step, rows, (C / kVec + k - 1) / k, stash, bars};
   p.begin();
   return p;
 }

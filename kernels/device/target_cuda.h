@@ -244,6 +244,12 @@ typedef cudaStream_t xent_stream_t;
 // wavefronts (the rows kernels): nothing here; see the hip target.
 #define XENT_BLOCK_BEGIN()
 
+// The on-chip shape's buffers (kernels/device/pipeline.h): two halves of
+// shared memory, one row's slice walked while the next one's is copied in;
+// nothing held in registers.
+#define XENT_CHIP_BUFFERS 2
+#define XENT_CHIP_HELD 0
+
 // Every lane of the warp takes part; the mask says so (Volta and later do not
 // run a warp in lockstep).
 XENT_DEVICE float xent_shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }

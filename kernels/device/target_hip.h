@@ -12,6 +12,37 @@
   XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_HIP, grid, block, smem, stream, __VA_ARGS__)
 #define XENT_LAST_ERROR() xent_emu_last_error()
 #define XENT_REFUSED_SHAPE(name) xent_emu_refuse_launch(name, XENT_REFUSED_SHAPE_WHY)
+// The on-chip shape's launch: a cluster is one block (counted as such).
+#define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...)                                           \
+  XENT_EMU_LAUNCH_CLUSTER(kernel, XENT_WARP, XENT_EMU_SMEM_HIP, grid, block, smem, 1u, stream, __VA_ARGS__)
+// The driver's answers (kernels/device/launch.h asks them): a CDNA device's
+// 64 KiB of LDS a workgroup, no clusters, and the emulator's record of
+// each kernel function; two blocks held at once, as the CUDA rendering's.
+static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* clusters) {
+  *ordinal = 0;
+  *smem_optin = XENT_EMU_SMEM_HIP;
+  *clusters = 0;
+  return 0;
+}
+template <typename K>
+static inline int xent_drv_kernel(K* kernel, int64_t* static_smem, int* ptx_version) {
+  size_t s = 0;
+  xent_emu_func_get(xent_emu::func_id(kernel), &s, nullptr, nullptr);
+  *static_smem = (int64_t)s;
+  *ptx_version = 0;
+  return 0;
+}
+template <typename K>
+static inline int xent_drv_raise_smem(K* kernel, const char* name, int64_t bytes) {
+  (void)kernel, (void)name, (void)bytes;  // within the LDS a workgroup has without one
+  return 0;
+}
+template <typename K>
+static inline int xent_drv_resident(K* kernel, unsigned threads, size_t smem, unsigned cluster, int* n) {
+  (void)kernel, (void)threads, (void)smem, (void)cluster;
+  *n = 2;
+  return 0;
+}
 #else
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
@@ -24,11 +55,68 @@
 #define XENT_REFUSED_SHAPE(name) ((void)(name), (void)hipGetLastError(), 9)
 #define XENT_SHARED_ARRAY(T, name, n) __shared__ T name[n]
 // The launch's dynamic shared memory as an array of T, 16-byte aligned (the
-// on-chip shape's; no HIP tune table has one yet, but the family headers
-// name it).
+// on-chip shape's).
 #define XENT_DYNAMIC_SHARED(T, name)                                                                                   \
   extern __shared__ __attribute__((aligned(16))) unsigned char xent_dyn_[];                                            \
   T* const name = reinterpret_cast<T*>(xent_dyn_)
+// The on-chip shape's launch: a cluster is one block.
+#define XENT_LAUNCH_CLUSTER(kernel, grid, block, smem, cluster, stream, ...)                                           \
+  XENT_LAUNCH(kernel, grid, block, smem, stream, __VA_ARGS__)
+// The driver's answers (kernels/device/launch.h asks them): no clusters,
+// and the dynamic LDS a workgroup may have (a CDNA device's 64 KiB; on
+// NVIDIA, HIP-on-CUDA's, the opt-in maximum, as CUDA's, raised per kernel).
+// A failed query's error is cleared: it is xent's own, and the caller falls
+// back.
+#if defined(XENT_HIP_ON_CUDA)
+#define XENT_HIP_SMEM_LIMIT hipDeviceAttributeSharedMemPerBlockOptin
+#else
+#define XENT_HIP_SMEM_LIMIT hipDeviceAttributeMaxSharedMemoryPerBlock
+#endif
+static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* clusters) {
+  int bytes = 0;
+  if (hipGetDevice(ordinal) != hipSuccess || hipDeviceGetAttribute(&bytes, XENT_HIP_SMEM_LIMIT, *ordinal) != hipSuccess) {
+    (void)hipGetLastError();
+    return 1;
+  }
+  *smem_optin = bytes;
+  *clusters = 0;
+  return 0;
+}
+template <typename... Params>
+static inline int xent_drv_kernel(void (*kernel)(Params...), int64_t* static_smem, int* ptx_version) {
+  hipFuncAttributes fa;
+  if (hipFuncGetAttributes(&fa, (const void*)kernel) != hipSuccess) {
+    (void)hipGetLastError();
+    return 1;
+  }
+  *static_smem = (int64_t)fa.sharedSizeBytes;
+  *ptx_version = 0;
+  return 0;
+}
+template <typename... Params>
+static inline int xent_drv_raise_smem(void (*kernel)(Params...), const char* name, int64_t bytes) {
+  (void)name;
+  if (hipFuncSetAttribute((const void*)kernel, hipFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != hipSuccess) {
+    (void)hipGetLastError();
+    return 1;
+  }
+  return 0;
+}
+// The blocks the device holds at once (a cluster is one).
+template <typename... Params>
+static inline int xent_drv_resident(void (*kernel)(Params...), unsigned threads, size_t smem, unsigned cluster,
+                                    int* n) {
+  (void)cluster;
+  int dev = 0, cus = 0, per_cu = 0;
+  if (hipGetDevice(&dev) != hipSuccess ||
+      hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess ||
+      hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, kernel, (int)threads, smem) != hipSuccess) {
+    (void)hipGetLastError();
+    return 1;
+  }
+  *n = cus * per_cu;
+  return 0;
+}
 #endif
 
 // static: each kernel file has its own copy, so the CUDA and HIP renderings
@@ -46,8 +134,14 @@ typedef hipStream_t xent_stream_t;
 #define XENT_BLOCK_BEGIN()
 #endif
 
-// No thread-block clusters: a cluster is one block (the tune statement
-// allows no on-chip rows for hip, so nothing launches clusters here).
+// The on-chip shape's buffers (kernels/device/pipeline.h): one row's slice
+// in LDS, the next one's on its way in registers, at most XENT_CHIP_HELD
+// 16-byte vectors a thread (an on-chip shape's block times 128 bytes).
+#define XENT_CHIP_BUFFERS 1
+#define XENT_CHIP_HELD 4
+
+// No thread-block clusters: a cluster is one block (an on-chip shape's
+// launch is a plain one).
 #define XENT_CLUSTER_SYNC() __syncthreads()
 XENT_DEVICE unsigned xent_cluster_rank() { return 0; }
 XENT_DEVICE unsigned xent_cluster_size() { return 1; }

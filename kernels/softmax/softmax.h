@@ -19,6 +19,7 @@
 //                   row (half of each row in the backward's two-row walk)
 //   kRowThreads     the largest block of the spec's launch shapes (the
 //                   launch bounds), kRowMinBlocks the blocks per SM they ask
+//   kChipThreads    the same for the on-chip shape, and kChipMinBlocks
 //   kColumnThreads  the strided shape's block (one thread a row) and
 //   kColumnResident the threads per SM its launch bounds ask room for
 #pragma once

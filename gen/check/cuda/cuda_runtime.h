@@ -33,6 +33,7 @@ typedef struct CUstream_st* cudaStream_t;
 enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 typedef enum cudaError cudaError_t;
 enum cudaDeviceAttr {
+  cudaDevAttrMaxSharedMemoryPerBlock = 8,
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
   cudaDevAttrClusterLaunch = 120

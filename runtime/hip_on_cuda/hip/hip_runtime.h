@@ -37,6 +37,11 @@
 #define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 
+template <typename K>
+static inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* n, K kernel, int threads, size_t smem) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem);
+}
+
 #define XENT_HIP_ON_CUDA_WAVE 64
 
 #define XENT_HIP_ON_CUDA_MAX_THREADS 1024

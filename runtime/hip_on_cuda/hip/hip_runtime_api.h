@@ -61,6 +61,24 @@ static inline hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes
                                         void* stream) {
   return cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
 }
+/* The device attributes and kernel attributes the on-chip launch asks
+   (kernels/device/target_hip.h). */
+typedef enum cudaDeviceAttr hipDeviceAttribute_t;
+#define hipDeviceAttributeMaxSharedMemoryPerBlock cudaDevAttrMaxSharedMemoryPerBlock
+#define hipDeviceAttributeSharedMemPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+static inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int device) {
+  return cudaDeviceGetAttribute(value, attr, device);
+}
+typedef struct cudaFuncAttributes hipFuncAttributes;
+static inline hipError_t hipFuncGetAttributes(hipFuncAttributes* attr, const void* func) {
+  return cudaFuncGetAttributes(attr, func);
+}
+typedef enum cudaFuncAttribute hipFuncAttribute;
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+static inline hipError_t hipFuncSetAttribute(const void* func, hipFuncAttribute attr, int value) {
+  return cudaFuncSetAttribute(func, attr, value);
+}
 static inline hipError_t hipDeviceSynchronize(void) { return cudaDeviceSynchronize(); }
 static inline hipError_t hipStreamSynchronize(void* stream) { return cudaStreamSynchronize((cudaStream_t)stream); }
 

@@ -31,6 +31,7 @@ struct xent_cuda_ce_bwd_f32_int_none {
   // The spec's tune for this target.
   static constexpr int kRowLoads = 10;
   static constexpr int kRowThreads = 512, kRowMinBlocks = 1;
+  static constexpr int kChipThreads = 512, kChipMinBlocks = 1;
   static constexpr int kColumnThreads = 256, kColumnResident = 512;
 };
 
@@ -40,14 +41,14 @@ xent_cuda_ce_bwd_f32_int_none_rows(const xent_ce_args a, int row_group) {
   xent_ce_rows<xent_cuda_ce_bwd_f32_int_none, kShape>(a, row_group);
 }
 #endif
-#line 44 "templates/cross_entropy.tmpl"
+#line 45 "templates/cross_entropy.tmpl"
 
 // This variant: the rows kernel's traits, its reduction and labels named.
 struct xent_cuda_ce_bwd_f32_i32_none : xent_cuda_ce_bwd_f32_int_none {
   typedef int32_t L;
   static constexpr int kReduction = XENT_REDUCE_NONE;
 };
-#line 51 "templates/cross_entropy.tmpl"
+#line 52 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows, tile}.
@@ -55,11 +56,11 @@ static const xent_row_shape xent_cuda_ce_bwd_f32_i32_none_shapes[] = {{16, 1, 25
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_bwd_f32_i32_none)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_bwd_f32_i32_none>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS_TILE(xent_cuda_ce_bwd_f32_int_none_rows, float, a, xent_cuda_ce_bwd_f32_i32_none_shapes, xent_ce_tile_ok<xent_cuda_ce_bwd_f32_i32_none>(a), stream);
-#line 64 "templates/cross_entropy.tmpl"
+#line 65 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS(xent_cuda_ce_bwd_f32_int_none_rows, a, xent_cuda_ce_bwd_f32_i32_none_shapes, 256, stream);
-#line 66 "templates/cross_entropy.tmpl"
+#line 67 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

@@ -31,6 +31,7 @@ struct xent_cuda_ce_fwd_bf16_int_reduced {
   // The spec's tune for this target.
   static constexpr int kRowLoads = 10;
   static constexpr int kRowThreads = 512, kRowMinBlocks = 1;
+  static constexpr int kChipThreads = 512, kChipMinBlocks = 1;
   static constexpr int kColumnThreads = 256, kColumnResident = 512;
 };
 
@@ -40,14 +41,14 @@ xent_cuda_ce_fwd_bf16_int_reduced_rows(const xent_ce_args a, int row_group) {
   xent_ce_rows<xent_cuda_ce_fwd_bf16_int_reduced, kShape>(a, row_group);
 }
 #endif
-#line 44 "templates/cross_entropy.tmpl"
+#line 45 "templates/cross_entropy.tmpl"
 
 // This variant: the rows kernel's traits, its reduction and labels named.
 struct xent_cuda_ce_fwd_bf16_i64_mean : xent_cuda_ce_fwd_bf16_int_reduced {
   typedef int64_t L;
   static constexpr int kReduction = XENT_REDUCE_MEAN;
 };
-#line 51 "templates/cross_entropy.tmpl"
+#line 52 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows, tile}.
@@ -55,11 +56,11 @@ static const xent_row_shape xent_cuda_ce_fwd_bf16_i64_mean_shapes[] = {{16, 1, 2
 
 extern "C" int XENT_LAUNCHER(xent_cuda_launch_ce_fwd_bf16_i64_mean)(const void* args) {
   return xent_ce_launch<xent_cuda_ce_fwd_bf16_i64_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS_TILE(xent_cuda_ce_fwd_bf16_int_reduced_rows, uint16_t, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, xent_ce_tile_ok<xent_cuda_ce_fwd_bf16_i64_mean>(a), stream);
-#line 64 "templates/cross_entropy.tmpl"
+#line 65 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS(xent_cuda_ce_fwd_bf16_int_reduced_rows, a, xent_cuda_ce_fwd_bf16_i64_mean_shapes, 256, stream);
-#line 66 "templates/cross_entropy.tmpl"
+#line 67 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

@@ -31,6 +31,7 @@ struct xent_hip_ce_fwd_bwd_bf16_prob_reduced {
   // The spec's tune for this target.
   static constexpr int kRowLoads = 4;
   static constexpr int kRowThreads = 256, kRowMinBlocks = 1;
+  static constexpr int kChipThreads = 256, kChipMinBlocks = 1;
   static constexpr int kColumnThreads = 256, kColumnResident = 256;
 };
 
@@ -40,24 +41,24 @@ xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows(const xent_ce_args a, int row_group) 
   xent_ce_rows<xent_hip_ce_fwd_bwd_bf16_prob_reduced, kShape>(a, row_group);
 }
 #endif
-#line 44 "templates/cross_entropy.tmpl"
+#line 45 "templates/cross_entropy.tmpl"
 
 // This variant: the rows kernel's traits, its reduction and labels named.
 struct xent_hip_ce_fwd_bwd_bf16_prob_mean : xent_hip_ce_fwd_bwd_bf16_prob_reduced {
   typedef uint16_t L;
   static constexpr int kReduction = XENT_REDUCE_MEAN;
 };
-#line 51 "templates/cross_entropy.tmpl"
+#line 52 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows, tile}.
-static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0, 1}, {128, 8, 256, 0, 0, 1}, {1024, 64, 256, 0, 16384, 1}, {4096, 64, 256, 0, 0, 0}, {-1, 0, 256, 0, 0, 0}};
+static const xent_row_shape xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes[] = {{16, 1, 256, 0, 0, 1}, {128, 8, 256, 0, 0, 1}, {1024, 64, 256, 0, 16384, 1}, {4096, 64, 256, 0, 0, 0}, {32768, 0, 256, 0, 512, 0}, {32768, 0, 256, 16384, 0, 0}, {-1, 0, 256, 0, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_bf16_prob_mean)(const void* args) {
   return xent_ce_launch<xent_hip_ce_fwd_bwd_bf16_prob_mean>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 64 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
-#line 66 "templates/cross_entropy.tmpl"
+#line 63 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS_ON_CHIP(xent_hip_ce_fwd_bwd_bf16_prob_reduced_rows, uint16_t, a, xent_hip_ce_fwd_bwd_bf16_prob_mean_shapes, 256, stream);
+#line 67 "templates/cross_entropy.tmpl"
     return 0;
   });
 }

@@ -31,6 +31,7 @@ struct xent_hip_ce_fwd_bwd_f16_int_reduced {
   // The spec's tune for this target.
   static constexpr int kRowLoads = 6;
   static constexpr int kRowThreads = 512, kRowMinBlocks = 1;
+  static constexpr int kChipThreads = 512, kChipMinBlocks = 1;
   static constexpr int kColumnThreads = 256, kColumnResident = 512;
 };
 
@@ -40,26 +41,26 @@ xent_hip_ce_fwd_bwd_f16_int_reduced_rows(const xent_ce_args a, int row_group) {
   xent_ce_rows<xent_hip_ce_fwd_bwd_f16_int_reduced, kShape>(a, row_group);
 }
 #endif
-#line 44 "templates/cross_entropy.tmpl"
+#line 45 "templates/cross_entropy.tmpl"
 
 // This variant: the rows kernel's traits, its reduction and labels named.
 struct xent_hip_ce_fwd_bwd_f16_i64_sum : xent_hip_ce_fwd_bwd_f16_int_reduced {
   typedef int64_t L;
   static constexpr int kReduction = XENT_REDUCE_SUM;
 };
-#line 51 "templates/cross_entropy.tmpl"
+#line 52 "templates/cross_entropy.tmpl"
 
 // The spec's launch shapes of a contiguous row by C: {classes, threads a
 // row (0 = the block), block, on-chip bytes, rows, tile}.
-static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0, 0, 1}, {128, 8, 256, 0, 0, 1}, {1024, 64, 256, 0, 16384, 1}, {4096, 64, 256, 0, 0, 0}, {32768, 0, 256, 0, 0, 0}, {-1, 0, 512, 0, 0, 0}};
+static const xent_row_shape xent_hip_ce_fwd_bwd_f16_i64_sum_shapes[] = {{16, 1, 256, 0, 0, 1}, {128, 8, 256, 0, 0, 1}, {1024, 64, 256, 0, 16384, 1}, {4096, 64, 256, 0, 0, 0}, {32768, 0, 256, 0, 512, 0}, {32768, 0, 512, 32768, 0, 0}, {32768, 0, 256, 0, 0, 0}, {-1, 0, 512, 0, 0, 0}};
 
 extern "C" int XENT_LAUNCHER(xent_hip_launch_ce_fwd_bwd_f16_i64_sum)(const void* args) {
   return xent_ce_launch<xent_hip_ce_fwd_bwd_f16_i64_sum>(*(const xent_ce_args*)args, [](const xent_ce_args& a, xent_stream_t stream) {
-#line 59 "templates/cross_entropy.tmpl"
+#line 60 "templates/cross_entropy.tmpl"
     XENT_LAUNCH_ROWS_TILE(xent_hip_ce_fwd_bwd_f16_int_reduced_rows, uint16_t, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, xent_ce_tile_ok<xent_hip_ce_fwd_bwd_f16_i64_sum>(a), stream);
-#line 64 "templates/cross_entropy.tmpl"
-    XENT_LAUNCH_ROWS(xent_hip_ce_fwd_bwd_f16_int_reduced_rows, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
-#line 66 "templates/cross_entropy.tmpl"
+#line 63 "templates/cross_entropy.tmpl"
+    XENT_LAUNCH_ROWS_ON_CHIP(xent_hip_ce_fwd_bwd_f16_int_reduced_rows, uint16_t, a, xent_hip_ce_fwd_bwd_f16_i64_sum_shapes, 256, stream);
+#line 67 "templates/cross_entropy.tmpl"
     return 0;
   });
 }
