@@ -70,7 +70,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import amdgpu_code  # noqa: E402
 import launch_shapes  # noqa: E402
-from sass_report import STRIDED_PATH, TILE_NOTE, tile_bytes, units, write_report  # noqa: E402
+from sass_report import LIBRARY, STRIDED_PATH, TILE_NOTE, tile_bytes, units, write_report  # noqa: E402
 
 GPUS = {
     "gfx942": dict(
@@ -87,7 +87,7 @@ GPUS = {
                "latency, assumed as for MI300X"),
 }
 CU = dict(simds=4, valu_cycles=4, regs=512, reg_granule=8, waves_per_simd=8, sgprs_high=100, lds=65536)
-SHAPES = {"ROW": 0, "COLUMN": 1, "TILE": 3}
+SHAPES = {"ROW": 0, "COLUMN": 1, "ON_CHIP": 2, "TILE": 3}
 
 # (variant, row-kernel instantiation, what it is, classes C of the case,
 # passes over the row, and the row's bytes moved per byte of logits: 1 for a
@@ -103,6 +103,11 @@ CASES = [
     ("ce_bwd_f32_i64_none", "ROW", "backward from lse, f32", 131072, 1, 2),
     ("sm_fwd_bf16_softmax", "ROW", "softmax, bf16", 8192, 2, 3),
     ("sm_bwd_bf16_softmax", "ROW", "softmax backward, bf16 (y and dy)", 131072, 1, 3),
+    # A row on chip: read once into LDS (the next row's slice held in
+    # registers while this one is walked), walked twice from there.
+    ("ce_fwd_bwd_bf16_i64_mean", "ON_CHIP", "fused fwd+bwd, bf16, on chip", 16384, 2, 2),
+    ("ce_fwd_bwd_f32_i64_mean", "ON_CHIP", "fused fwd+bwd, f32, on chip", 8192, 2, 2),
+    ("sm_fwd_bf16_softmax", "ON_CHIP", "softmax, bf16, on chip", 16384, 2, 2),
     ("ce_fwd_bf16_i64_mean", "COLUMN", "forward, bf16, class axis strided", 21, 1, 1),
     ("ce_fwd_bwd_bf16_i64_mean", "COLUMN", "fused fwd+bwd, bf16, class axis strided", 21, 2, 3),
     ("ce_bwd_bf16_i64_none", "COLUMN", "backward from lse, bf16, class axis strided", 21, 1, 2),
@@ -142,6 +147,16 @@ def functions(disassembly):
 
 def is_load16(op):
     return op in ("global_load_dwordx4", "buffer_load_dwordx4")
+
+
+def is_lds_load16(op):
+    """The on-chip shape's 16-byte reads: from LDS, where its walks read the
+    row."""
+    return op == "ds_read_b128"
+
+
+def is_chip_wide(op):
+    return is_lds_load16(op) or is_store16(op)
 
 
 def is_store16(op):
@@ -256,7 +271,7 @@ def natural_loops(succ, idom, preds):
     return loops
 
 
-def iteration(insns, spans, succ, idom, header, body, wide, streams=1, fullest=False):
+def iteration(insns, spans, succ, idom, header, body, wide, streams=1, fullest=False, load16=is_load16):
     """One iteration of the loop: from its header to a block that branches
     back to it, through the body without the back edges of loops inside it
     (the module's docstring), in path order. Of the paths, those with the
@@ -270,7 +285,7 @@ def iteration(insns, spans, succ, idom, header, body, wide, streams=1, fullest=F
         ops = [insns[i][1] for i in range(spans[b][0], spans[b][1] + 1)]
         if fullest:
             return (sum(1 for op in ops if wide(op)), 0), len(ops)
-        return (sum(1 for op in ops if is_load16(op)), sum(1 for op in ops if is_store16(op))), len(ops)
+        return (sum(1 for op in ops if load16(op)), sum(1 for op in ops if is_store16(op))), len(ops)
 
     # memo[b]: {(loads, stores) from b to the back edge: (instructions, next
     # block, its key)}, the fewest instructions for each count.
@@ -311,7 +326,7 @@ def iteration(insns, spans, succ, idom, header, body, wide, streams=1, fullest=F
     return path
 
 
-def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
+def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1, load16=is_load16):
     """The main loop of each pass: the innermost loops that hold 16-byte
     global loads (natural loops of the control-flow graph: clang lays a
     loop's blocks out in any order, its entry anywhere), each as one
@@ -323,18 +338,19 @@ def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
     first: the walk of the optional outputs keeps a step's per-class work in
     a loop of its own (kCompact), so that its path holds one class's staged
     accesses where a full step's holds all of them. streams: the inputs a
-    pass reads a vector of for each vector of its result (iteration's)."""
+    pass reads a vector of for each vector of its result (iteration's).
+    load16: what a pass's 16-byte read is (the on-chip shape's, from LDS)."""
     spans, succ = blocks(insns)
     idom, preds = dominators(succ)
     loops = natural_loops(succ, idom, preds)
-    has_load = {b for b, (f, l) in enumerate(spans) if any(is_load16(insns[i][1]) for i in range(f, l + 1))}
+    has_load = {b for b, (f, l) in enumerate(spans) if any(load16(insns[i][1]) for i in range(f, l + 1))}
     found = []
     for h, body in loops.items():
         # Innermost: no loop inside it holds a 16-byte load of its own.
         if not body & has_load or any(h2 != h and h2 in body and loops[h2] & has_load for h2 in loops):
             continue
-        path = iteration(insns, spans, succ, idom, h, body, wide, streams, fullest)
-        vec = sum(1 for _, op, _, _ in path if is_load16(op))
+        path = iteration(insns, spans, succ, idom, h, body, wide, streams, fullest, load16)
+        vec = sum(1 for _, op, _, _ in path if load16(op))
         if not vec:
             continue
         stores = any(op.startswith(("global_store", "buffer_store")) for _, op, _, _ in path)
@@ -346,7 +362,7 @@ def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
             # memory, reading the stage again), which clang's structurized
             # control flow puts on one path on paper, though a wave (whose
             # rows all take the same side) runs one of them.
-            path = iteration(insns, spans, succ, idom, h, body, is_staged_write, streams, fullest)
+            path = iteration(insns, spans, succ, idom, h, body, is_staged_write, streams, fullest, load16)
             counted = is_staged_write
         staged = sum(1 for _, op, _, _ in path if counted(op)) if fullest else 0
         found.append((spans[h][0], path, vec, stores, staged))
@@ -357,16 +373,19 @@ def main_passes(insns, passes, wide, writes_result, fullest=False, streams=1):
     return [f[1] for f in sorted(chosen, key=lambda f: f[0])]
 
 
-def loads_in_flight(path):
+def loads_in_flight(path, load16=is_load16):
     """The most 16-byte loads outstanding at once on the path, taken twice:
-    each s_waitcnt vmcnt(n) retires the oldest memory operations down to n."""
+    each s_waitcnt vmcnt(n) retires the oldest memory operations down to n
+    (lgkmcnt(n) for LDS reads, the on-chip shape's)."""
+    lds = load16 is is_lds_load16
+    counter = "lgkmcnt" if lds else "vmcnt"
     queue, most = [], 0
     for rep in range(2):
         for _, op, operands, _ in path:
-            if is_vmem(op):
-                queue.append(is_load16(op))
+            if (op.startswith("ds_") and not op.startswith(("ds_bpermute", "ds_swizzle"))) if lds else is_vmem(op):
+                queue.append(load16(op))
             elif op == "s_waitcnt":
-                m = re.search(r"vmcnt\((\d+)\)", operands)
+                m = re.search(counter + r"\((\d+)\)", operands)
                 if m:
                     n = int(m.group(1))
                     del queue[:max(0, len(queue) - n)]
@@ -375,8 +394,9 @@ def loads_in_flight(path):
     return most
 
 
-def residency(meta, threads):
-    """(waves per SIMD, waves per CU, what limits them)."""
+def residency(meta, threads, dynamic_lds=0):
+    """(waves per SIMD, waves per CU, what limits them); dynamic_lds: the
+    launch's LDS beyond the kernel's own (the on-chip shape's slice)."""
     regs = -(-meta["vgpr_count"] // CU["reg_granule"]) * CU["reg_granule"]
     by = {"registers": CU["regs"] // regs if regs else CU["waves_per_simd"], "the SIMD": CU["waves_per_simd"]}
     if meta.get("sgpr_count", 0) > CU["sgprs_high"]:
@@ -384,11 +404,18 @@ def residency(meta, threads):
     per_simd = min(by.values())
     waves_per_block = -(-threads // 64)
     blocks = per_simd // -(-waves_per_block // CU["simds"])
-    lds = meta.get("group_segment_fixed_size", 0)
+    lds = meta.get("group_segment_fixed_size", 0) + dynamic_lds
     if lds:
         blocks = min(blocks, CU["lds"] // lds)
     limit = min(by, key=by.get)
     return per_simd, blocks * waves_per_block, limit
+
+
+def chip_held():
+    """The 16-byte vectors a thread holds of the next row on chip
+    (XENT_CHIP_HELD in kernels/device/target_hip.h)."""
+    header = open(os.path.join(LIBRARY, "device", "target_hip.h")).read()
+    return int(re.search(r"#define XENT_CHIP_HELD (\d+)", header).group(1))
 
 
 def compiled_info(objects):
@@ -425,29 +452,44 @@ def report(gen, objects, llvm_bin, arch):
             rows.append((what, C, None, f"{function} not in the {arch} code object"))
             continue
         meta, insns = metas[function], funcs[function]
+        slice_bytes = 0
         if shape == "COLUMN":
             threads = int(re.search(r"kColumnThreads = (\d+)", text).group(1))
+        elif shape == "ON_CHIP":
+            # The on-chip shape serves the calls of few rows (the tables'
+            # `rows` floor): a call of one row. Its slice in LDS; the next
+            # one's in registers (XENT_CHIP_HELD vectors a thread).
+            elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
+            picked = launch_shapes.pick(launch_shapes.table(text), C, rows=1, elem_size=elem, on_chip=True,
+                                        buffers=1, held=chip_held(), max_cluster=1)
+            if picked is None:
+                rows.append((what, C, None, f"no on-chip shape of {key} holds a row of {C}"))
+                continue
+            threads, _, slice_bytes = picked
         else:
             # The rows of a training step's call (launch_shapes.ROWS), for the
-            # tune tables' `rows` floors; the HIP tables have no on-chip shapes.
+            # tune tables' `rows` floors.
             threads = launch_shapes.pick(launch_shapes.table(text), C)[0]
-        wide = is_staged if shape == "COLUMN" else is_wide
+        wide = is_staged if shape == "COLUMN" else is_chip_wide if shape == "ON_CHIP" else is_wide
+        load16 = is_lds_load16 if shape == "ON_CHIP" else is_load16
         # The softmax backward reads y and dy for each vector it writes.
         streams = 2 if key.startswith("sm_bwd") else 1
-        found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN", streams=streams)
-        per_simd, per_cu, limit = residency(meta, threads)
+        found = main_passes(insns, passes, wide, writes_result=moved > 1, fullest=shape == "COLUMN", streams=streams,
+                            load16=load16)
+        per_simd, per_cu, limit = residency(meta, threads, slice_bytes)
         loop_info = []
         for path in found:
-            vecs = sum(1 for _, op, _, _ in path if is_load16(op))
+            vecs = sum(1 for _, op, _, _ in path if load16(op))
             valu = [op for _, op, _, _ in path if op.startswith("v_")]
             loop_info.append(dict(
-                path=len(path), vecs=vecs, flight=loads_in_flight(path),
+                path=len(path), vecs=vecs, flight=loads_in_flight(path, load16),
                 valu=len(valu), trans=sum(1 for op in valu if TRANSCENDENTAL.match(op)),
                 salu=sum(1 for _, op, _, _ in path if op.startswith("s_") and op not in ("s_waitcnt", "s_nop")),
                 lds=sum(1 for _, op, _, _ in path if op.startswith("ds_"))))
         rows.append((what, C, dict(key=key, shape=shape, meta=meta, threads=threads, per_simd=per_simd,
                                    per_cu=per_cu, limit=limit, loops=loop_info, moved=moved,
-                                   size=len(insns), tile=tile_bytes(None, "hip") if shape == "TILE" else 0), None))
+                                   size=len(insns), tile=tile_bytes(None, "hip") if shape == "TILE" else 0,
+                                   slice=slice_bytes), None))
     return rows
 
 
@@ -478,6 +520,10 @@ def judge(arch, r):
     if r["shape"] == "TILE":
         # A workgroup's tile is in flight while it loads, up to its batch.
         in_flight = r["per_cu"] // -(-r["threads"] // 64) * min(r["tile"], r["threads"] * flight * 16)
+    if r["shape"] == "ON_CHIP":
+        # The next row's slice, loaded into registers while this one's is
+        # walked from LDS: a workgroup's slice in flight all the time.
+        in_flight = r["per_cu"] // -(-r["threads"] // 64) * r.get("slice", 0)
     per_vec = {k: sum(x[k] / x["vecs"] for x in r["loops"] if x["vecs"]) for k in ("valu", "trans", "salu", "lds")}
     # VALU cycles per wave-wide vector: 4 per instruction (a wave64 on a
     # SIMD16), over the CU's 4 SIMDs, at the vectors the roofline moves.
@@ -485,6 +531,8 @@ def judge(arch, r):
     missed = []
     if not r["loops"] or not all(x["vecs"] for x in r["loops"]):
         missed.append("no 16-byte loop read" if r["loops"] else "no 16-byte loads")
+    if r["shape"] == "ON_CHIP" and len(r["loops"]) < 2:
+        missed.append("not two passes from LDS")
     if r["shape"] != "COLUMN" and in_flight < flight_target:
         missed.append("in flight")
     if share > 0.6:
@@ -510,7 +558,8 @@ def render_table(arch, rows):
         in_flight, per_vec, share, missed = judge(arch, r)
         out.append(
             f"| {what} | {C} | `{r['key']}`, {r['shape']} | {m.get('vgpr_count')} / {m.get('agpr_count', 0)} / "
-            f"{m.get('sgpr_count')} | {m.get('private_segment_fixed_size', 0)} | {m.get('group_segment_fixed_size', 0)} | "
+            f"{m.get('sgpr_count')} | {m.get('private_segment_fixed_size', 0)} | "
+            f"{m.get('group_segment_fixed_size', 0) + r.get('slice', 0)} | "
             f"{r['threads']} | {r['per_simd']} ({r['limit']}) | {r['per_cu']} | {loops_txt} | {in_flight / 1024:.0f} KB | "
             f"{per_vec['valu']:.0f} / {per_vec['salu']:.0f} / {per_vec['lds']:.0f} | {share:.0%} | "
             f"{'missed: ' + ', '.join(missed) if missed else 'met'}{f' ({TILE_NOTE})' if r['shape'] == 'TILE' else ''} |")
@@ -527,7 +576,10 @@ def render(by_arch, stamp, compiler):
            "law asks at the GPU's bandwidth and memory latency, twice over, on every contiguous shape; at most",
            "60% of the CU's VALU issue spent at that bandwidth; no scratch. The path counts instructions by",
            "kind; VALU's include the transcendental ones (v_exp_f32), which issue at a quarter of the rate on",
-           "CDNA, so the share is a floor.", *STRIDED_PATH, ""]
+           "CDNA, so the share is a floor. ON_CHIP rows (a row in LDS, the next one's slice in registers:",
+           "kernels/device/pipeline.h): the loops are the two walks of the row from LDS (16-byte `ds_read_b128`,",
+           "their in-flight count by lgkmcnt), and the bytes in flight per CU are the next rows' slices, loading",
+           "while the walks run.", *STRIDED_PATH, ""]
     for arch, rows in by_arch.items():
         gpu = GPUS[arch]
         flight, vec_rate = targets(gpu)

@@ -37,11 +37,13 @@ def table(source):
     return [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", found.group(1))]
 
 
-def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False):
+def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False, buffers=2, held=0, max_cluster=8):
     """As xent_pick_launch: (block threads, blocks per cluster, shared bytes
     a block) of the shape a call of C classes and `rows` rows launches
     (cluster and shared bytes 0 off chip); on_chip asks for the on-chip
-    launch, None where the table has no on-chip shape serving the call."""
+    launch, None where the table has no on-chip shape serving the call.
+    buffers and held: the target's XENT_CHIP_BUFFERS and XENT_CHIP_HELD
+    (CUDA's 2 and 0, the defaults; HIP's 1 and 4, with max_cluster 1)."""
     for i, (classes, _group, threads, chip, fewest, *_tile) in enumerate(shapes):
         if i < len(shapes) - 1 and ((classes >= 0 and C > classes) or rows < fewest):
             continue
@@ -51,9 +53,10 @@ def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False):
             continue  # the plain launch skips on-chip shapes
         vecs = C // (16 // elem_size)
         k = 1
-        while k <= 8:
-            nbytes = 2 * (-(-vecs // k) * 16)  # two halves: one row walked, the next loading
-            if nbytes <= chip:
+        while k <= max_cluster:
+            per = -(-vecs // k)
+            nbytes = buffers * per * 16  # CUDA: two halves, one row walked, the next loading
+            if nbytes <= chip and (held == 0 or per <= threads * held):
                 return threads, k, nbytes
             k *= 2
     return None

@@ -209,9 +209,9 @@ int tu_check_on_chip_boundary(xent_handle* h, const char* tag, unsigned seed, in
   return failures;
 }
 
-int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_t max_rows, int* runs) {
+int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_t max_rows, int64_t C, int* runs) {
   int failures = 0;
-  const int64_t C = 20001, table_rows = max_rows < 500 ? max_rows : 500, asked_rows = max_rows < 2048 ? max_rows : 2048;
+  const int64_t table_rows = max_rows < 500 ? max_rows : 500, asked_rows = max_rows < 2048 ? max_rows : 2048;
   for (int k = 0; k < TU_ON_CHIP_KEYS; ++k) {
     failures += tu_check_key_at(h, tu_on_chip_keys[k], table_rows, C, seed + (unsigned)k, tag);
     ++*runs;

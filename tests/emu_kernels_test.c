@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
       failures += tu_check_key_on_chip_at(h, tu_on_chip_keys[k], 5, C, 31u * (unsigned)k, " [hip, registers full]");
       ++runs;
     }
+    /* gpu_test's pipeline check as the HIP backend runs it (5 rows here). */
+    if (argc == 3) failures += tu_check_on_chip_rows(h, " [hip pipeline]", 37u, 5, 12001, &runs);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%s rendering, shard %d of %d: %d calls in %.1f s\n", argv[1], shard + 1, shards, runs,

@@ -160,7 +160,7 @@ int main(void) {
     fail("H100: not every on-chip kernel had its shared-memory attribute raised");
   /* The pipeline's rows in turn (the emulated device holds 2 clusters),
      the tables' and asked for: 5 rows. */
-  failures += tu_check_on_chip_rows(h, "", 150u, 5, &runs);
+  failures += tu_check_on_chip_rows(h, "", 150u, 5, 20001, &runs);
   /* Again: nothing more is set. */
   check_keys_at(h, 24576, 200u);
   check_attributes(0, H100_OPTIN, "H100, second calls");

@@ -156,12 +156,13 @@ extern const int64_t tu_on_chip_boundary[2];
 int tu_check_on_chip_boundary(xent_handle* h, const char* tag, unsigned seed, int* runs);
 /* The on-chip shape's pipeline with rows to walk in turn (more rows than
    the device holds clusters): the keys above on min(max_rows, 500) rows of
-   20001 classes (the tables keep rows on chip below 512 rows; odd rows,
-   so their 16-byte runs start at different elements), then the fused bf16
-   key on min(max_rows, 2048) rows with the row on chip asked for
+   C classes (the tables keep rows on chip below 512 rows; C odd, so the
+   rows' 16-byte runs start at different elements: CUDA's 20001, HIP's
+   12001, whose bf16 rows fit its 32 KiB), then the fused bf16 key on
+   min(max_rows, 2048) rows with the row on chip asked for
    (xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP, 0), where the tables would
    take a warp a row). Returns the failures; adds the calls to *runs. */
-int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_t max_rows, int* runs);
+int tu_check_on_chip_rows(xent_handle* h, const char* tag, unsigned seed, int64_t max_rows, int64_t C, int* runs);
 
 #endif
 

@@ -28,7 +28,6 @@
 // HIP has no such copy: its pipeline holds the next row in registers
 // (xent_slice_pipe, below).
 #if defined(XENT_TARGET_HIP)
-// No bulk copy on HIP (xent_slice_pipe below loads into registers).
 #elif defined(XENT_EMU)
 // The mbarrier's state: how many phases have completed.
 template <typename Bars>
