@@ -130,7 +130,8 @@ function M.for_variant(v, target)
     shapes = shapes,
     row_threads = largest,
     column_threads = strided,
-    -- Some shape holds rows in shared memory across a cluster (fused only).
+    -- Some shape holds rows in shared memory across a cluster (fused and
+    -- the softmax forward only), and the on-chip kernel's launch bounds.
     on_chip = (chip or 0) > 0,
     chip_threads = chip_threads,
     chip_min_blocks = chip_min_blocks,

@@ -104,12 +104,14 @@ static inline xent_kernel_limits xent_kernel_prepare(K* kernel, const char* name
   if (xent_drv_kernel(kernel, &static_smem, &ptx) != 0) return {0, 0, dev};
 #if defined(XENT_TARGET_CUDA)
   if (static_smem > XENT_STATIC_SMEM) return {0, 0, dev};
-  xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - XENT_STATIC_SMEM, dev};
+  const int64_t reserve = XENT_STATIC_SMEM;
+  xent_kernel_limits lim = {clusters && ptx >= 90 ? 8u : 1u, optin - reserve, dev};
 #else
   (void)clusters, (void)ptx;
-  xent_kernel_limits lim = {1u, optin - (static_smem > XENT_STATIC_SMEM ? static_smem : XENT_STATIC_SMEM), dev};
+  const int64_t reserve = static_smem > XENT_STATIC_SMEM ? static_smem : XENT_STATIC_SMEM;
+  xent_kernel_limits lim = {1u, optin - reserve, dev};
 #endif
-  if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - XENT_STATIC_SMEM;
+  if (xent_drv_raise_smem(kernel, name, lim.max_dynamic) != 0) lim.max_dynamic = 48 * 1024 - reserve;
   if (dev < XENT_MAX_DEVICES) __atomic_store_n(&known[dev], lim.max_dynamic * 16 + lim.max_cluster, __ATOMIC_RELAXED);
   return lim;
 }

@@ -136,7 +136,8 @@ typedef hipStream_t xent_stream_t;
 
 // The on-chip shape's buffers (kernels/device/pipeline.h): one row's slice
 // in LDS, the next one's on its way in registers, at most XENT_CHIP_HELD
-// 16-byte vectors a thread (an on-chip shape's block times 128 bytes).
+// 16-byte vectors a thread (a block of 512 holds 32 KiB; at 8 the fused
+// kernel spilled).
 #define XENT_CHIP_BUFFERS 1
 #define XENT_CHIP_HELD 4
 
