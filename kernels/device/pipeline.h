@@ -148,9 +148,11 @@ XENT_DEVICE int64_t xent_slice_of(const T* x, int64_t C, int64_t row, const xent
 // them): its loads are issued before the walks of this row and stored to
 // LDS after them, so they are in flight while this row is reduced and its
 // gradient written. (CDNA's loads into LDS move 4 bytes a lane on gfx942,
-// and no engine copies a whole slice.) `bars` is not used.
+// and no engine copies a whole slice.) `bars` is not used. Its own name:
+// the emulator links both renderings into one program, where one template
+// name with two bodies would be one body for both (the linker keeps one).
 template <typename T, typename Stash, typename Bars>
-struct xent_slice_pipe {
+struct xent_slice_pipe_held {
   const T* x;
   int64_t C, first, step, rows, half;
   Stash stash;
@@ -224,12 +226,19 @@ struct xent_slice_pipe {
 
 // The pipeline of a kernel whose cluster takes rows first, first + step, ...
 // of x ([rows, C], contiguous); its blocks' buffers sized as the launcher's.
+#if defined(XENT_TARGET_HIP)
 template <typename T, typename Stash, typename Bars>
-XENT_DEVICE xent_slice_pipe<T, Stash, Bars> xent_slice_pipe_of(const T* x, int64_t C, int64_t first, int64_t step,
-                                                               int64_t rows, Stash stash, Bars bars) {
+using xent_slice_pipe_t = xent_slice_pipe_held<T, Stash, Bars>;
+#else
+template <typename T, typename Stash, typename Bars>
+using xent_slice_pipe_t = xent_slice_pipe<T, Stash, Bars>;
+#endif
+template <typename T, typename Stash, typename Bars>
+XENT_DEVICE xent_slice_pipe_t<T, Stash, Bars> xent_slice_pipe_of(const T* x, int64_t C, int64_t first, int64_t step,
+                                                                 int64_t rows, Stash stash, Bars bars) {
   constexpr int64_t kVec = 16 / sizeof(T);
   const int64_t k = (int64_t)xent_cluster_size();
-  xent_slice_pipe<T, Stash, Bars> p = {x, C, first, step, rows, (C / kVec + k - 1) / k, stash, bars};
+  xent_slice_pipe_t<T, Stash, Bars> p = {x, C, first, step, rows, (C / kVec + k - 1) / k, stash, bars};
   p.begin();
   return p;
 }
