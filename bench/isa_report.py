@@ -459,7 +459,7 @@ def report(gen, objects, llvm_bin, arch):
             # The on-chip shape serves the calls of few rows (the tables'
             # `rows` floor): a call of one row. Its slice in LDS; the next
             # one's in registers (XENT_CHIP_HELD vectors a thread).
-            elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
+            elem = launch_shapes.elem_size(key)
             picked = launch_shapes.pick(launch_shapes.table(text), C, rows=1, elem_size=elem, on_chip=True,
                                         buffers=1, held=chip_held(), max_cluster=1)
             if picked is None:

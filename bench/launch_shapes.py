@@ -37,6 +37,11 @@ def table(source):
     return [tuple(int(v) for v in t.split(",")) for t in re.findall(r"\{([-\d, ]+)\}", found.group(1))]
 
 
+def elem_size(key):
+    """The bytes of one logit of variant `key` (its dtype's)."""
+    return {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
+
+
 def pick(shapes, C, rows=ROWS, elem_size=2, on_chip=False, buffers=2, held=0, max_cluster=8):
     """As xent_pick_launch: (block threads, blocks per cluster, shared bytes
     a block) of the shape a call of C classes and `rows` rows launches

@@ -419,7 +419,7 @@ def report(gen, objects, cuobjdump, arch, library=None):
             rows.append((what, C, None, f"{function} not in ptxas's report for {arch} (not built for it?)"))
             continue
         regs, spill, static_smem = reg_spill
-        elem = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}[re.search(r"_(bf16|f16|f32|f64)_", key + "_").group(1)]
+        elem = launch_shapes.elem_size(key)
         if shape == "COLUMN":
             threads = int(re.search(r"kColumnThreads = (\d+)", text).group(1))
             # The shared memory the 16-byte loads are staged in

@@ -31,21 +31,19 @@ static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* cluste
 }
 template <typename K>
 static inline int xent_drv_kernel(K* kernel, int64_t* static_smem, int* ptx_version) {
-  size_t s = 0;
-  xent_emu_func_get(xent_emu::func_id(kernel), &s, nullptr, ptx_version);
-  *static_smem = (int64_t)s;
+  *static_smem = xent_emu::static_smem(kernel);
+  *ptx_version = xent_emu_get_device().build_arch;
   return 0;
 }
 template <typename K>
 static inline int xent_drv_raise_smem(K* kernel, const char* name, int64_t bytes) {
   return xent_emu_func_set_max_dynamic_smem(xent_emu::func_id(kernel), name, (long long)bytes);
 }
-// The clusters the emulated device holds at once: two, so that the tests'
-// on-chip calls of three rows or more walk rows in turn (xent_slice_pipe).
+// The clusters the emulated device holds at once (xent_emu::kResident).
 template <typename K>
 static inline int xent_drv_resident(K* kernel, unsigned threads, size_t smem, unsigned cluster, int* n) {
   (void)kernel, (void)threads, (void)smem, (void)cluster;
-  *n = 2;
+  *n = xent_emu::kResident;
   return 0;
 }
 #define XENT_CLUSTER_SYNC() xent_emu_cluster_sync(__FILE__, __LINE__)

@@ -17,7 +17,7 @@
   XENT_EMU_LAUNCH_CLUSTER(kernel, XENT_WARP, XENT_EMU_SMEM_HIP, grid, block, smem, 1u, stream, __VA_ARGS__)
 // The driver's answers (kernels/device/launch.h asks them): a CDNA device's
 // 64 KiB of LDS a workgroup, no clusters, and the emulator's record of
-// each kernel function; two blocks held at once, as the CUDA rendering's.
+// each kernel function and its resident blocks.
 static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* clusters) {
   *ordinal = 0;
   *smem_optin = XENT_EMU_SMEM_HIP;
@@ -26,9 +26,7 @@ static inline int xent_drv_device(int* ordinal, int64_t* smem_optin, int* cluste
 }
 template <typename K>
 static inline int xent_drv_kernel(K* kernel, int64_t* static_smem, int* ptx_version) {
-  size_t s = 0;
-  xent_emu_func_get(xent_emu::func_id(kernel), &s, nullptr, nullptr);
-  *static_smem = (int64_t)s;
+  *static_smem = xent_emu::static_smem(kernel);
   *ptx_version = 0;
   return 0;
 }
@@ -40,7 +38,7 @@ static inline int xent_drv_raise_smem(K* kernel, const char* name, int64_t bytes
 template <typename K>
 static inline int xent_drv_resident(K* kernel, unsigned threads, size_t smem, unsigned cluster, int* n) {
   (void)kernel, (void)threads, (void)smem, (void)cluster;
-  *n = 2;
+  *n = xent_emu::kResident;
   return 0;
 }
 #else

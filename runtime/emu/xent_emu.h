@@ -153,6 +153,19 @@ inline const void* func_id(K* kernel) {
   return reinterpret_cast<const void*>(kernel);
 }
 
+// A kernel function's static shared memory, as the driver's attributes say.
+template <typename K>
+inline int64_t static_smem(K* kernel) {
+  size_t s = 0;
+  xent_emu_func_get(func_id(kernel), &s, nullptr, nullptr);
+  return (int64_t)s;
+}
+
+// The clusters (blocks, a cluster of one) the emulated device holds at once
+// in either rendering: two, so that the tests' on-chip calls of three rows
+// or more walk rows in turn (kernels/device/pipeline.h).
+constexpr int kResident = 2;
+
 template <typename F>
 int launch(const char* kernel, const void* func, int warp, size_t smem_limit, dim3 grid, dim3 block, size_t smem,
            F body) {
