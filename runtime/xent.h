@@ -434,11 +434,11 @@ typedef struct xent_linear_ce_desc {
      8 bytes a row, and V's tile records aside).
    AUTO takes the first that fits memory_mib: ONE_PASS, TILED_HIDDEN_SUM
    with tiles of at least 2048 x 2048, TILED with the largest square tiles
-   that fit (at least 128 x 128). The tiled plans are for f16, bf16 and f32
-   logits, hard or soft labels; f64 takes ONE_PASS under AUTO and is refused
-   by name when a tiled plan is asked for. f32 gradients (grad_dtype) and a
-   main_grad are their own sums in every plan: nothing of theirs is kept in
-   the workspace or rounded. With dentropy, the sweep from the rows' lse
+   that fit (at least 128 x 128). Every plan takes every logits dtype, hard
+   or soft labels. f32 and f64 gradients (the logits' dtype, or grad_dtype)
+   and a main_grad are their own sums in every plan: nothing of theirs is
+   kept in the workspace or rounded (the sums in f32 of "f32" above are of
+   f16/bf16 gradients). With dentropy, the sweep from the rows' lse
    also reads their entropy (the call's, or the workspace's); with soft
    labels, each row's sum of w[c] * t'_c (the workspace's, 4 bytes a row). */
 typedef enum xent_linear_ce_plan_kind {

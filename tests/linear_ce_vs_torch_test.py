@@ -102,16 +102,26 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
     t = target.to(torch.float64) if target.is_floating_point() else target.to(torch.int64)
     wt = weights.to(torch.float64) if weights is not None else None
     rows = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="none")
-    if z_loss:
-        rows = rows + z_loss * torch.logsumexp(z, 1) ** 2
+    # The z-loss (SEMANTICS.md): z * lse^2 on each counted row, its mean over
+    # the cross entropy's own divisor (the counted rows' w[y]; soft labels:
+    # the rows).
+    hard_counted = (t != ignore_index).to(torch.float64) if not target.is_floating_point() else None
+    zterm = z_loss * torch.logsumexp(z, 1) ** 2
+    if hard_counted is not None:
+        zterm = zterm * hard_counted
+    rows = rows + zterm
     if reduction == "none":
         loss = rows
     elif reduction == "sum":
         loss = rows.sum()
     else:
         loss = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="mean")
-        if z_loss:
-            loss = loss + z_loss * (torch.logsumexp(z, 1) ** 2).sum() / rows.new_tensor(float(rows.shape[0]))
+        if hard_counted is None:
+            divisor = float(rows.shape[0])
+        else:
+            wy = wt[t.clamp(0, z.shape[1] - 1)] if wt is not None else torch.ones_like(hard_counted)
+            divisor = (wy * hard_counted).sum()
+        loss = loss + zterm.sum() / divisor
     upstream = dloss.to(torch.float64) if dloss is not None else torch.ones_like(loss)
     lse = torch.logsumexp(z, 1)
     counted = (t != ignore_index) if not target.is_floating_point() else torch.ones_like(lse, dtype=torch.bool)
@@ -388,6 +398,33 @@ class LinearCrossEntropy(unittest.TestCase):
                 self.check(BF16, I64, SUM, N=5, H=4, V=9000, chunk=3, main_grad=True, classes=1024, plan=plan)
         with self.subTest(what="AUTO takes a tiled plan for main_grad"):
             self.check(BF16, I64, MEAN, main_grad=True, classes=8)
+
+    def test_tiled_f64(self):
+        """Both tiled plans in f64: the gradients their own f64 sums (the
+        GEMMs of sweeps 2 and 3 write or add to them where they lie), the
+        bias added to each tile's logits by the BIAS step, every label type
+        and reduction, the options, the per-token outputs with dentropy,
+        accumulate, ragged tiles and chunks, and many tiles; AUTO past the
+        budget of the one pass takes a tiled plan (test_default_memory_bound)."""
+        for plan in (PLAN_TILED_HIDDEN_SUM, PLAN_TILED):
+            for label in (I64, I32, PROB):
+                for reduction in (NONE, SUM, MEAN):
+                    with self.subTest(plan=plan, label=label, reduction=reduction):
+                        self.check(F64, label, reduction, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="weights, ignore_index, smoothing, soft cap, z-loss, dloss"):
+                self.check(F64, I64, MEAN, weights=True, ignore=True, smoothing=0.1, z_loss=1e-2, cap=3.0, dloss=True,
+                           classes=8, plan=plan)
+                self.check(F64, PROB, SUM, weights=True, smoothing=0.1, tau=0.8, dloss=True, classes=8, plan=plan)
+            with self.subTest(plan=plan, what="the per-token outputs and the entropy's gradient"):
+                self.check(F64, I64, MEAN, stats=True, tau=0.7, weights=True, ignore=True, dloss=True, classes=8,
+                           plan=plan)
+                self.check(F64, I32, NONE, N=11, chunk=4, stats=True, cap=3.0, classes=16, plan=plan)
+            with self.subTest(plan=plan, what="accumulate, no bias, many tiles"):
+                self.check(F64, I64, SUM, accumulate=True, classes=8, plan=plan)
+                self.check(F64, I64, MEAN, bias=False, classes=8, plan=plan)
+                self.check(F64, I64, SUM, N=5, H=4, V=9000, chunk=3, stats=True, classes=1024, plan=plan)
+            with self.subTest(plan=plan, what="grad_hidden alone"):
+                self.check(F64, I64, MEAN, stats=True, classes=8, plan=plan, hidden_only=True)
 
     def test_tiled_plan(self):
         """Both tiled plans (desc.plan, desc.chunk_classes): tiles of 8
@@ -673,10 +710,10 @@ class LinearCrossEntropy(unittest.TestCase):
         # main_grad: the caller's f32 buffer is the sum.
         self.assertEqual(size(256, 32, main_grad=True), wide)
 
-    def workspace_size(self, N, H, V, **over):
-        """xent_linear_ce_workspace_size of a bf16 mean: (status, bytes, message)."""
+    def workspace_size(self, N, H, V, dtype=BF16, **over):
+        """xent_linear_ce_workspace_size of a mean (bf16 unless said): (status, bytes, message)."""
         d = LinearDesc()
-        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
+        LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, dtype, I64, MEAN)
         for k, v in over.items():
             setattr(d, k, v)
         h = handle()
@@ -692,16 +729,19 @@ class LinearCrossEntropy(unittest.TestCase):
         XENT_LINEAR_CE_MEMORY_MIB (64 MiB; Liger-Kernel's is 128 and 64 MiB
         at the first two shapes) on this backend, at the issue's shapes and
         with 8 times the rows or twice the features; the rows add only their
-        lse and entropy (8 bytes a row; 12 a chunk of steps' words). A budget that fits the one-pass plan takes it,
+        lse and entropy (8 bytes a row; 12 a chunk of steps' words). f64 calls
+        too (their tiles' logits and records twice the bytes, their gradients
+        their own sums). A budget that fits the one-pass plan takes it,
         grad_weight's f32 sum included; one that fits nothing is refused."""
         MiB = 1 << 20
         shapes = ((16384, 4096, 131072), (8192, 4096, 262144), (16384, 2048, 248320), (131072, 4096, 131072),
                   (16384, 8192, 131072))
         for N, H, V in shapes:
-            with self.subTest(N=N, H=H, V=V):
-                s, n, msg = self.workspace_size(N, H, V)
-                self.assertEqual(s, 0, msg)
-                self.assertLessEqual(n, 64 * MiB)
+            for dtype in (BF16, F64):
+                with self.subTest(N=N, H=H, V=V, dtype=dtype):
+                    s, n, msg = self.workspace_size(N, H, V, dtype)
+                    self.assertEqual(s, 0, msg)
+                    self.assertLessEqual(n, 64 * MiB)
         small, large = self.workspace_size(16384, 4096, 131072)[1], self.workspace_size(131072, 4096, 131072)[1]
         self.assertLessEqual(large - small, (131072 - 16384) * 8 + 12 * 128 + 64)  # + a word and a sum a chunk
         # A budget between: four GEMMs, grad_hidden's f32 sum of every row.
@@ -757,12 +797,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
-                # The tiled plan: f16, bf16 or f32.
                 ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
-                ("desc->chunk_classes is 2: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
-                 {"chunk_classes": 2, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
-                ("desc->plan is TILED: the tiled plans are for f16, bf16 and f32 only", INVALID_ARGUMENT, {},
-                 {"plan": PLAN_TILED, "ce.dtype": F64, "ce.loss_dtype": F64, "ce.grad_dtype": F64}),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

@@ -85,7 +85,10 @@ typedef struct xent_table {
 /* One of the fused linear cross entropy's GEMMs (backend.h, gemm),
    row-major as blas_cpu.h: C[m, n] = alpha * op(A) @ op(B) + beta * C (op
    transposes when ta / tb), computed in B's accumulation type; bias ([n],
-   in B's dtype, or NULL) added to every row in the GEMM's epilogue. A and B
+   in B's dtype, or NULL) added to every row in the GEMM's epilogue, f16,
+   bf16 or f32 only: the linear cross entropy adds an f64 bias by its BIAS
+   step, the one path its f64 calls have run on a GPU, and the cpu backend
+   refuses one so that the CPU tests hold every caller to that. A and B
    share a dtype; C has theirs or, for f16/bf16 A and B, f32 (the f32
    gradients of f16/bf16 inputs, and an f16/bf16 grad_weight's f32 sum over
    the chunks), as cuBLASLt (gemm_cuda.c) and hipBLASLt (gemm_hip.c), both

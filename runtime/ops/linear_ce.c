@@ -86,6 +86,12 @@ static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static int64_t ranks_of(const xent_linear_ce_desc* d) { return d->ce.vocab_shard ? d->ce.vocab_shard->ranks : 1; }
 
+/* The tiled plans sum f16/bf16 gradients in f32 and round them once; f32
+   and f64 ones are their own sums. */
+static int summed_in_f32(const xent_linear_ce_desc* d) {
+  return d->ce.grad_dtype == XENT_F16 || d->ce.grad_dtype == XENT_BF16;
+}
+
 /* The regions of a plan of its kind, n rows a chunk and (tiled) tile
    classes a tile. Sizes are bounded before: n * V (the caller's chunk_rows,
    or the PLAN step's) and V * H, N * H by the API's byte-count checks. */
@@ -114,8 +120,9 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
   if (tiled) {
     /* The f32 sums of f16/bf16 gradients: a tile's grad_weight rows (none
        into main_grad), TILED's chunk of grad_hidden, TILED_HIDDEN_SUM's
-       every row of it. f32 gradients (and main_grad) are their own sums. */
-    const int sums = d->ce.grad_dtype != XENT_F32;
+       every row of it. f32 and f64 gradients (and main_grad) are their own
+       sums. */
+    const int sums = summed_in_f32(d);
     const int64_t weight_rows = sums && !d->main_grad ? tile : 0;
     const int64_t hidden_rows = sums && kind == XENT_LINEAR_CE_PLAN_TILED ? n : 0;
     const int64_t acc_rows = weight_rows > hidden_rows ? weight_rows : hidden_rows;
@@ -146,13 +153,6 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
   L->ce = at, at += round64(ce_bytes);
   L->total = at;
   return XENT_OK;
-}
-
-/* Whether the call can take a tiled plan, and if not why (xent.h). */
-static const char* untileable(const xent_linear_ce_desc* d) {
-  if (d->ce.dtype != XENT_F16 && d->ce.dtype != XENT_BF16 && d->ce.dtype != XENT_F32)
-    return "f16, bf16 and f32 only";
-  return NULL;
 }
 
 static const char* plan_name(xent_linear_ce_plan_kind kind) {
@@ -188,20 +188,13 @@ static xent_status over_budget(const char* fn, const xent_linear_ce_desc* d, siz
 xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
                                    xent_linear_ce_plan* L) {
   const size_t budget = (size_t)(d->memory_mib > 0 ? d->memory_mib : XENT_LINEAR_CE_MEMORY_MIB) << 20;
-  const char* why = untileable(d);
   const xent_linear_ce_plan_kind kind = (xent_linear_ce_plan_kind)d->plan;
-  if (why && (kind == XENT_LINEAR_CE_PLAN_TILED || kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM))
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->plan is %s: the tiled plans are for %s", fn,
-                     plan_name(kind), why);
-  if (why && d->chunk_classes > 0)
-    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->chunk_classes is %lld: the tiled plans are for %s", fn,
-                     (long long)d->chunk_classes, why);
   xent_status s = XENT_OK;
   if (kind == XENT_LINEAR_CE_PLAN_ONE_PASS || (kind == XENT_LINEAR_CE_PLAN_AUTO && d->chunk_classes == 0)) {
     int64_t n = 0;
     s = chunk_rows(h, d, &n);
     if (s == XENT_OK) s = layout(fn, h, d, XENT_LINEAR_CE_PLAN_ONE_PASS, n, 0, budget, L);
-    if (s != XENT_OK || kind == XENT_LINEAR_CE_PLAN_ONE_PASS || L->total <= budget || why) return s;
+    if (s != XENT_OK || kind == XENT_LINEAR_CE_PLAN_ONE_PASS || L->total <= budget) return s;
   }
   if (kind != XENT_LINEAR_CE_PLAN_AUTO) {
     s = tiled_plan(fn, h, d, kind, budget, 128, L);
@@ -398,16 +391,28 @@ static int64_t tile_width(const xent_linear_ce_plan* L, int64_t v, int64_t j) {
   return min64(L->tile, v - j * L->tile);
 }
 
-/* Tile (k, j)'s logits into the workspace: hidden[chunk] @ weight[tile]^T (+ bias[tile]). */
+/* Tile (k, j)'s logits into the workspace: hidden[chunk] @ weight[tile]^T
+   (+ bias[tile], in the GEMM's epilogue; f64: the BIAS step, as the one
+   pass's). */
 static xent_status tile_logits(const run_ctx* r, int64_t r0, int64_t n, int64_t v0, int64_t w) {
   const xent_dtype dt = r->d->ce.dtype;
   const int64_t H = r->d->hidden;
   const size_t eb = xent_dtype_bytes(dt);
+  const char* bias = r->t->bias ? (const char*)r->t->bias + (size_t)v0 * eb : NULL;
+  const int bias_step = bias && dt == XENT_F64;
   const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = dt, .ta = 0, .tb = 1, .m = n, .n = w, .k = H,
                        .alpha = 1.0, .beta = 0.0, .a = (const char*)r->t->hidden + (size_t)r0 * H * eb, .lda = H,
                        .b = (const char*)r->t->weight + (size_t)v0 * H * eb, .ldb = H, .c = r->ws + r->L->logits,
-                       .ldc = w, .bias = r->t->bias ? (const char*)r->t->bias + (size_t)v0 * eb : NULL};
-  return gemm(r, &g);
+                       .ldc = w, .bias = bias_step ? NULL : bias};
+  xent_status s = gemm(r, &g);
+  if (s != XENT_OK || !bias_step) return s;
+  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
+  a.step = XENT_LCE_BIAS;
+  a.chunk = r0 / r->L->chunk;
+  a.classes = w;
+  a.bias = bias;
+  a.acc_logits = r->ws + r->L->logits;
+  return step(r, &a);
 }
 
 /* The cross-entropy call over tile (k, j) as a slice of the vocabulary:
@@ -565,14 +570,17 @@ static xent_status tiled(const run_ctx* r) {
   const size_t eb = xent_dtype_bytes(dt), gb = xent_dtype_bytes(r->d->ce.grad_dtype);
   const int hidden_sum = L->kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM;
   /* f16/bf16 gradients are summed in f32 in the workspace and rounded once;
-     f32 ones (f32 logits, or grad_dtype) and main_grad are summed where
-     they are. */
-  const int sums = r->d->ce.grad_dtype != XENT_F32;
+     f32 and f64 ones (the logits', or grad_dtype) and main_grad (f32) are
+     summed where they are, in their own type. */
+  const int sums = summed_in_f32(r->d);
+  const xent_dtype own = r->d->ce.grad_dtype, hidden_t = sums ? XENT_F32 : own;
   void* tile = r->ws + L->logits;
   void* acc = r->ws + L->weight_acc;
-  float* hacc = sums ? (float*)(r->ws + L->hidden_acc) : (float*)t->grad_hidden;
+  char* hacc = sums ? r->ws + L->hidden_acc : (char*)t->grad_hidden;
+  const size_t hacc_b = sums ? 4 : gb;
   void* weight_out = t->main_grad ? t->main_grad : t->grad_weight;
   const int weight_sum = sums && !t->main_grad;
+  const xent_dtype weight_t = sums || t->main_grad ? XENT_F32 : own;
   xent_status s = XENT_OK;
   /* Sweep 1, and TILED's sweep 2 (grad_hidden from the chunk's records). */
   for (int64_t k = 0; k < L->chunks && s == XENT_OK; ++k) {
@@ -583,7 +591,7 @@ static xent_status tiled(const run_ctx* r) {
       s = tile_logits(r, r0, n, v0, w);
       if (s == XENT_OK) s = tile_gradient(r, k, j, 1);
       void* out = sums ? acc : (char*)t->grad_hidden + (size_t)r0 * H * gb;
-      const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 0, .tb = 0, .m = n, .n = H,
+      const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = hidden_t, .ta = 0, .tb = 0, .m = n, .n = H,
                            .k = w, .alpha = 1.0, .beta = j == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
                            .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H, .c = out, .ldc = H};
       if (s == XENT_OK) s = gemm(r, &g);
@@ -608,17 +616,17 @@ static xent_status tiled(const run_ctx* r) {
            is added when it is rounded), or summed where it lies (added to
            from the first chunk on with accumulate). */
         const int overwrite = k == 0 && (weight_sum || !r->d->accumulate);
-        void* out = weight_sum ? acc : (char*)weight_out + (size_t)v0 * H * 4;
-        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 1, .tb = 0, .m = w, .n = H,
+        void* out = weight_sum ? acc : (char*)weight_out + (size_t)v0 * H * xent_dtype_bytes(weight_t);
+        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = weight_t, .ta = 1, .tb = 0, .m = w, .n = H,
                              .k = n, .alpha = 1.0, .beta = overwrite ? 0.0 : 1.0, .a = tile, .lda = w,
                              .b = (const char*)t->hidden + (size_t)r0 * H * eb, .ldb = H, .c = out, .ldc = H};
         s = gemm(r, &g);
       }
       if (s == XENT_OK && hidden_sum && t->grad_hidden) {
-        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = XENT_F32, .ta = 0, .tb = 0, .m = n, .n = H,
+        const xent_gemm g = {.a_dtype = dt, .b_dtype = dt, .c_dtype = hidden_t, .ta = 0, .tb = 0, .m = n, .n = H,
                              .k = w, .alpha = 1.0, .beta = j == 0 ? 0.0 : 1.0, .a = tile, .lda = w,
                              .b = (const char*)t->weight + (size_t)v0 * H * eb, .ldb = H,
-                             .c = hacc + (size_t)r0 * H, .ldc = H};
+                             .c = hacc + (size_t)r0 * H * hacc_b, .ldc = H};
         s = gemm(r, &g);
       }
       if (s == XENT_OK && t->grad_bias) {
@@ -635,7 +643,7 @@ static xent_status tiled(const run_ctx* r) {
     if (s == XENT_OK && weight_out && weight_sum)
       s = round_sum(r, w, (float*)acc, (char*)t->grad_weight + (size_t)v0 * H * eb, r->d->accumulate);
   }
-  if (s == XENT_OK && hidden_sum && t->grad_hidden && sums) s = round_sum(r, N, hacc, t->grad_hidden, 0);
+  if (s == XENT_OK && hidden_sum && t->grad_hidden && sums) s = round_sum(r, N, (const float*)hacc, t->grad_hidden, 0);
   return s;
 }
 

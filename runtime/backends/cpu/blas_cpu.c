@@ -138,6 +138,8 @@ xent_status xent_cpu_gemm_typed(const char* fn, const xent_gemm* g) {
     if ((types[i] == XENT_F64) != (acc == XENT_F64))
       return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: a GEMM of %s, %s and %s operands mixes f64 with another dtype",
                        fn, xent_dtype_name(g->a_dtype), xent_dtype_name(g->b_dtype), xent_dtype_name(g->c_dtype));
+  if (g->bias && acc == XENT_F64)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: a GEMM's bias is for f16, bf16 and f32 operands (internal.h)", fn);
   /* Blocks along the largest dimension: m (rows of op(A) and C), n
      (columns of op(B) and C), or k (op(A)'s columns, op(B)'s rows: C is
      whole, and every block after the first adds to it). */
