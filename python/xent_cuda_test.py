@@ -10,6 +10,8 @@ tensors) and xent_compile_test.py (torch.compile on CUDA tensors).
   inside a replay is reported by xent.check() after it, and by
   xent.check(current_stream=True) waiting for that stream alone. A call that waited
   for the host, or allocated outside PyTorch's allocator, breaks the capture.
+  inplace_backward's backward too: the device decides where the incoming
+  gradient is 1 (xent_ce_scale_grad).
 - The current stream: a call made under torch.cuda.stream(s) on a
   non-blocking stream whose input is written late on s (after a sleep) must
   read it after it is written: a call on any other stream reads garbage.
@@ -113,6 +115,34 @@ class Cuda(unittest.TestCase):
             self.assertIn("xent_check_stream: row 9", str(caught.exception))
             xent.check(current_stream=True)
 
+    def test_inplace_backward_in_a_cuda_graph(self):
+        """inplace_backward's backward scales the gradient where it lies by
+        the incoming one, deciding on the device where that is 1
+        (xent_ce_scale_grad): captured and replayed, per-row factors with
+        some 1s, and a mean's dloss of 1."""
+        x = torch.zeros(48, 3000, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        y = torch.zeros(48, dtype=torch.int64, device="cuda")
+        up = torch.ones(48, dtype=torch.bfloat16, device="cuda")
+
+        def step():
+            x.grad = None
+            xent.cross_entropy(x * 1, y, reduction="none", inplace_backward=True).backward(up)
+            xent.cross_entropy(x * 1, y, inplace_backward=True).backward()
+            return x.grad
+
+        graph, grad = capture(step)
+        for replay in range(3):
+            with torch.no_grad():
+                x.copy_((torch.randn(48, 3000, device="cuda") * 3).to(torch.bfloat16))
+            y.copy_(torch.randint(0, 3000, (48,), device="cuda"))
+            up.copy_(torch.rand(48, device="cuda").to(torch.bfloat16) + 0.5)
+            up[replay::4] = 1.0
+            graph.replay()
+            x64 = x.detach().to(torch.float64).requires_grad_()
+            want = (F.cross_entropy(x64, y, reduction="none") * up.to(torch.float64)).sum() + F.cross_entropy(x64, y)
+            (want_grad,) = torch.autograd.grad(want, x64)
+            close(self, grad, want_grad, torch.bfloat16, f"replay {replay}: grad")
+
     def test_linear_cross_entropy_in_a_cuda_graph(self):
         h = torch.zeros(40, 32, device="cuda", requires_grad=True)
         w = torch.zeros(300, 32, device="cuda", requires_grad=True)
@@ -163,6 +193,8 @@ class Cuda(unittest.TestCase):
             torch.cuda.set_sync_debug_mode("error")
             try:
                 xent.cross_entropy(x, y, label_smoothing=0.1).backward()
+                xent.cross_entropy(x * 1, y, inplace_backward=True).backward()
+                xent.cross_entropy(x * 1, y, reduction="none", inplace_backward=True).sum().backward()
                 xent.log_softmax(x, 1).sum().backward()
                 xent.linear_cross_entropy(h, w, y).backward()
             finally:

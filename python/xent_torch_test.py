@@ -161,6 +161,28 @@ class CrossEntropy(unittest.TestCase):
         work = x.clone().requires_grad_() * 1
         xent.cross_entropy(work, y, inplace_backward=True).backward(torch.tensor(0.5, dtype=torch.float64))
         close(self, work.detach(), want_grad * 0.5, torch.float64, "the logits' memory: the gradient, scaled there")
+        # The class axis in place, per-position factors (some of them 1, which
+        # xent_ce_scale_grad leaves unread); bf16 logits with an f32 loss;
+        # loss.backward() of a mean (a dloss of 1).
+        x, y = torch.randn(2, 7, 3, dtype=torch.float64), torch.randint(0, 7, (2, 3))
+        want, want_grad = oracle(x, y, reduction="none")
+        a = x.clone().requires_grad_()
+        loss = xent.cross_entropy(a * 1, y, reduction="none", inplace_backward=True)
+        upstream = torch.rand_like(loss)
+        upstream[0, 1] = upstream[1, 2] = 1.0
+        loss.backward(upstream)
+        close(self, a.grad, want_grad * upstream.unsqueeze(1), torch.float64, "in-place grad, class axis 1")
+        for reduction in ("none", "mean"):
+            x, y = torch.randn(6, 33, dtype=torch.float64), torch.randint(0, 33, (6,))
+            xb = x.to(torch.bfloat16).to(torch.float64)
+            _, want_grad = oracle(xb, y, reduction=reduction)
+            a = x.to(torch.bfloat16).requires_grad_()
+            loss = xent.cross_entropy(a * 1, y, reduction=reduction, inplace_backward=True, loss_dtype=torch.float32)
+            self.assertEqual(loss.dtype, torch.float32)
+            up = torch.rand_like(loss) if reduction == "none" else None
+            loss.backward(up)
+            scale = up.to(torch.float64).unsqueeze(1) if up is not None else 1.0
+            close(self, a.grad, want_grad * scale, torch.bfloat16, f"in-place bf16 grad, f32 loss, {reduction}")
 
     def test_double_backward_raises(self):
         x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)

@@ -332,6 +332,18 @@ xent_status xent_ce_forward_backward(xent_handle* handle, const xent_ce_desc* de
                                      void* lse, void* grad, void* workspace, size_t workspace_bytes,
                                      void* stream);
 
+/* The backward of a forward_backward call made ahead of time with dloss
+   NULL (= 1), as PyTorch's inplace_backward (Liger-Kernel's in-place mode)
+   makes it: grad, as that call wrote it (in place over the logits or not;
+   desc->grad_dtype, desc's layout), *= dloss ([rows] for 'none', else [1],
+   desc->loss_dtype), in the accumulation type. Elements whose factor is
+   exactly 1 are neither read nor written, as the device decides: no host
+   synchronization, and a dloss of 1 (the usual loss.backward()) costs one
+   small launch. dloss NULL: nothing to do. desc: the forward_backward
+   call's (a vocabulary-parallel slice's grad is the slice's). */
+xent_status xent_ce_scale_grad(xent_handle* handle, const xent_ce_desc* desc, const void* dloss, void* grad,
+                               void* stream);
+
 /* Fills shard's collective with NCCL's ncclAllGather (CUDA handles) or
    RCCL's (HIP handles) on the caller's communicator `comm` (an ncclComm_t),
    and rank and ranks from it. The library is loaded at run time

@@ -470,6 +470,104 @@ class XentVsTorch(unittest.TestCase):
                         np.testing.assert_allclose(from_raw(dx, dtype).numpy(), want_dx.numpy(), rtol=tol,
                                                    atol=tol * scale, err_msg=name + " backward")
 
+    def test_scale_grad(self):
+        """xent_ce_scale_grad, the backward of a fused call made ahead of
+        time with dloss = 1 (the package's inplace_backward): grad * dloss in
+        the accumulation type, rounded once to the gradient's dtype, as
+        PyTorch's product of the widened tensors rounds it; every dtype,
+        reduction and f32 gradient, the class axis last and in place
+        ([N, C, d]). Rows whose factor is 1 are not touched: their pages (a
+        row of 2048 f16 is one page) are unreadable during the call, and so
+        is a whole gradient scaled by a dloss of 1."""
+        rng = np.random.default_rng(5)
+        LIB.xent_ce_desc_init_nd.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+                                             ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        for target in TARGETS:
+            h = self.handles[target]
+            for dtype, loss_t, grad_t in ((F32, F32, F32), (F64, F64, F64), (BF16, BF16, BF16), (F16, F16, F16),
+                                          (BF16, F32, F32), (F16, F32, F32)):
+                for reduction in (NONE, SUM, MEAN):
+                    for shape, axis in (((37, 29), 1), ((3, 11, 7), 1)):
+                        name = f"target {target} dtype {dtype} loss {loss_t} grad {grad_t} red {reduction} {shape}"
+                        d = make_desc(1, 1, dtype, I64, reduction, loss_dtype=loss_t, grad_dtype=grad_t)
+                        dims = (ctypes.c_int64 * len(shape))(*shape)
+                        self.call(LIB.xent_ce_desc_init_nd, ctypes.byref(d), len(shape), dims, axis, dtype, I64,
+                                  reduction)
+                        d.loss_dtype, d.grad_dtype = loss_t, grad_t
+                        positions = d.rows
+                        g = torch.from_numpy(rng.standard_normal(shape)).to(TORCH[grad_t])
+                        n_loss = positions if reduction == NONE else 1
+                        s = torch.from_numpy(rng.uniform(0.25, 3.0, n_loss)).to(TORCH[loss_t])
+                        if reduction == NONE:
+                            s[::3] = 1.0  # every third position untouched
+                            s[1] = float("nan")
+                        acc = torch.float64 if dtype == F64 else torch.float32
+                        # The factor of each element: its position's, broadcast over the class axis.
+                        factor = s.reshape([shape[0]] + list(shape[2:])).unsqueeze(1) if reduction == NONE else s[0]
+                        want = (g.to(acc) * factor.to(acc)).to(TORCH[grad_t])
+                        graw, sraw = raw(g), raw(s)
+                        self.call(LIB.xent_ce_scale_grad, h, ctypes.byref(d), ptr(sraw), ptr(graw), None)
+                        got = torch.from_numpy(graw)
+                        got = got.view(TORCH[grad_t]) if grad_t in (F16, BF16) else got
+                        self.assertTrue(torch.equal(got.to(torch.float64).nan_to_num(7.0),
+                                                    want.to(torch.float64).nan_to_num(7.0)), name)
+            with self.subTest(target=target, what="a factor of 1 reads nothing"):
+                self.unread_rows(h)
+
+    def unread_rows(self, h):
+        """Rows of 2048 f16 (a page each) whose factor is 1 are unreadable
+        pages during the call; the others are scaled. A dloss of 1 for a sum
+        leaves every page unread."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        page = os.sysconf("SC_PAGE_SIZE")
+        C, rows = page // 2, 6
+        PROT_NONE, PROT_RW, MAP_PRIVATE_ANON = 0, 3, 0x02 | 0x20
+        base = libc.mmap(None, rows * page, PROT_RW, MAP_PRIVATE_ANON, -1, 0)
+        self.assertNotEqual(base, ctypes.c_void_p(-1).value)
+        try:
+            grad = np.ctypeslib.as_array((ctypes.c_uint16 * (rows * C)).from_address(base)).reshape(rows, C)
+            g = torch.from_numpy(np.random.default_rng(3).standard_normal((rows, C))).to(torch.float16)
+            grad[:] = g.view(torch.int16).numpy().view(np.uint16)
+            s = np.array([1.0, 2.0, 1.0, 0.5, 1.0, -3.0], np.float32)
+            d = make_desc(rows, C, F16, I64, NONE, loss_dtype=F32, grad_dtype=F16)
+            for r in (0, 2, 4):
+                self.assertEqual(libc.mprotect(base + r * page, page, PROT_NONE), 0)
+            status = LIB.xent_ce_scale_grad(h, ctypes.byref(d), ptr(s), ctypes.c_void_p(base), None)
+            self.assertEqual(libc.mprotect(base, rows * page, PROT_RW), 0)
+            self.assertEqual(status, 0, LIB.xent_last_error().decode())
+            got = torch.from_numpy(grad.view(np.int16).copy()).view(torch.float16)
+            want = (g.float() * torch.from_numpy(s)[:, None]).half()
+            self.assertTrue(torch.equal(got, want))
+            # A sum's dloss of 1: the whole gradient unread.
+            d = make_desc(rows, C, F16, I64, SUM, loss_dtype=F32, grad_dtype=F16)
+            self.assertEqual(libc.mprotect(base, rows * page, PROT_NONE), 0)
+            status = LIB.xent_ce_scale_grad(h, ctypes.byref(d), ptr(np.ones(1, np.float32)), ctypes.c_void_p(base),
+                                            None)
+            self.assertEqual(libc.mprotect(base, rows * page, PROT_RW), 0)
+            self.assertEqual(status, 0, LIB.xent_last_error().decode())
+            self.assertTrue(torch.equal(torch.from_numpy(grad.view(np.int16).copy()).view(torch.float16), want))
+        finally:
+            libc.munmap(base, rows * page)
+
+    def test_scale_grad_errors(self):
+        """Bad calls name the argument; a NULL dloss (1) does nothing."""
+        h = self.handles[BACKEND_CPU]
+        d = make_desc(4, 8, F32, I64, NONE)
+        g, s = np.zeros((4, 8), np.float32), np.ones(4, np.float32)
+        self.assertEqual(LIB.xent_ce_scale_grad(h, ctypes.byref(d), None, None, None), 0)
+        for args, needle in (((ptr(s), None), "xent_ce_scale_grad: grad is NULL"),
+                             ((ptr(s), ctypes.c_void_p(g.ctypes.data + 2)), "grad"),
+                             ((ctypes.c_void_p(g.ctypes.data), ptr(g)), "overlap")):
+            self.assertEqual(LIB.xent_ce_scale_grad(h, ctypes.byref(d), *args, None), 1)
+            self.assertIn(needle, LIB.xent_last_error().decode())
+        bad = make_desc(4, 8, F32, I64, NONE, grad_dtype=F16)
+        self.assertNotEqual(LIB.xent_ce_scale_grad(h, ctypes.byref(bad), ptr(s), ptr(g), None), 0)
+        self.assertIn("grad_dtype", LIB.xent_last_error().decode())
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

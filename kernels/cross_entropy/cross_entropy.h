@@ -58,6 +58,8 @@
 
 #include <math.h>
 
+#include "rescale.h"
+
 static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
 
 // What a variant's traits imply.
@@ -1224,13 +1226,18 @@ static inline unsigned xent_column_grid_y(const xent_ce_args& a) {
 // unit's `rows(a, stream)`: its launch in the spec's shapes, or the refused
 // shape's status), and the reduction. A fwd variant also runs the two
 // forward passes of a vocabulary-parallel call: the rows kernel for the
-// slice's statistics (a.shard_stats), and the combine (a.gathered).
+// slice's statistics (a.shard_stats), and the combine (a.gathered). A
+// fwd_bwd variant asked to rescale (a.rescale) scales the gradient it wrote
+// earlier by dloss, and does nothing else (rescale.h).
 template <class V, class Rows>
 static int xent_ce_launch(xent_ce_args a, Rows rows) {
   typedef xent_ce_facts<V> F;
   a.divide_by_total = V::kReduction == XENT_REDUCE_MEAN;
   a.wide_labels = !V::kSoft && sizeof(typename V::L) == 8;  // int64 hard labels (a soft variant's L is its targets' type)
   const xent_stream_t stream = (xent_stream_t)a.stream;
+  if constexpr (V::kOp == XENT_FWD_BWD) {
+    if (a.rescale) return xent_ce_launch_rescale<V>(a, stream);
+  }
   if constexpr (F::kShardable) {
     if (a.shard_stats) {
       if (const int refused = rows(a, stream)) return refused;

@@ -51,6 +51,7 @@ struct Library {
   decltype(&xent_ce_desc_init_nd) ce_desc_init_nd = nullptr;
   decltype(&xent_ce_workspace_size) ce_workspace_size = nullptr;
   decltype(&xent_ce_run) ce_run = nullptr;
+  decltype(&xent_ce_scale_grad) ce_scale_grad = nullptr;
   decltype(&xent_softmax_desc_init_nd) softmax_desc_init_nd = nullptr;
   decltype(&xent_softmax_forward) softmax_forward = nullptr;
   decltype(&xent_softmax_backward) softmax_backward = nullptr;
@@ -286,13 +287,17 @@ struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
     variable_list out(5);
     if (ctx->saved_data["in_place"].toBool()) {
       // Scaled where it lies: a copy would take the logits' memory again,
-      // which inplace_backward exists to save.
+      // which inplace_backward exists to save. A dloss of 1 (the usual
+      // loss.backward()) leaves it unread, as the device decides.
       at::Tensor g = saved[0];
       if (!dloss.defined()) {
         out[0] = g.zero_();
       } else {
-        at::Tensor scale = dloss.to(g.scalar_type());
-        out[0] = g.mul_(desc.reduction == XENT_REDUCTION_NONE ? scale.unsqueeze(1) : scale);
+        at::Tensor d = dloss.to(from_xent(desc.loss_dtype)).contiguous();
+        xent_handle* h = handle_for(g.device());
+        void* stream = stream_of(g.device());
+        check(unlocked([&] { return lib.ce_scale_grad(h, &desc, d.data_ptr(), g.data_ptr(), stream); }));
+        out[0] = g;
       }
       return once_differentiable(std::move(out), "xent.cross_entropy");
     }
@@ -629,6 +634,7 @@ void init(const py::dict& functions, py::handle error, py::handle invalid_label,
   take(functions, "xent_ce_desc_init_nd", &lib.ce_desc_init_nd);
   take(functions, "xent_ce_workspace_size", &lib.ce_workspace_size);
   take(functions, "xent_ce_run", &lib.ce_run);
+  take(functions, "xent_ce_scale_grad", &lib.ce_scale_grad);
   take(functions, "xent_softmax_desc_init_nd", &lib.softmax_desc_init_nd);
   take(functions, "xent_softmax_forward", &lib.softmax_forward);
   take(functions, "xent_softmax_backward", &lib.softmax_backward);
@@ -648,7 +654,7 @@ void init(const py::dict& functions, py::handle error, py::handle invalid_label,
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xent's calls from PyTorch in C++ (see xent/_native.py)";
   m.attr("FUNCTIONS") = py::make_tuple("xent_create_on_device", "xent_ce_desc_init_nd", "xent_ce_workspace_size",
-                                       "xent_ce_run", "xent_softmax_desc_init_nd", "xent_softmax_forward",
+                                       "xent_ce_run", "xent_ce_scale_grad", "xent_softmax_desc_init_nd", "xent_softmax_forward",
                                        "xent_softmax_backward", "xent_linear_ce_desc_init",
                                        "xent_linear_ce_workspace_size", "xent_linear_ce_run", "xent_check",
                                        "xent_last_error", "xent_status_string");

@@ -227,6 +227,7 @@ class CrossEntropy(torch.autograd.Function):
             # only scales it by the incoming gradient.
             outs = ce_forward(x, target, weight, o, grad=x, stats=stats)
             ctx.save_for_backward(x)
+            ctx.scale_desc = _desc(x, target.is_floating_point(), target.dtype, o)
         else:
             outs = ce_forward(x, target, weight, o, stats=stats)
             ctx.save_for_backward(x, target, weight, outs[1])
@@ -243,14 +244,15 @@ class CrossEntropy(torch.autograd.Function):
         if ctx.in_place:
             # Scaled where it lies: a copy would take the logits' memory
             # again, which inplace_backward exists to save.
+            # A dloss of 1 (the usual loss.backward()) leaves it unread, as
+            # the device decides (xent_ce_scale_grad).
             (g,) = ctx.saved_tensors
             if dloss is None:
                 return (g.zero_(),) + none
-            if o.reduction == "none":
-                scale = dloss.to(g.dtype).unsqueeze(1)
-            else:
-                scale = dloss.to(g.dtype)
-            return (g.mul_(scale),) + none
+            d = dloss.to(o.loss_dtype).contiguous()
+            C.check(C.lib.xent_ce_scale_grad(R.handle(g.device), ctypes.byref(ctx.scale_desc), R.ptr(d), R.ptr(g),
+                                             R.stream(g.device)))
+            return (g,) + none
         x, target, weight, lse = ctx.saved_tensors
         want_x, want_target = ctx.needs_input_grad[0], ctx.needs_input_grad[1] and target.is_floating_point()
         if not want_x and not want_target:

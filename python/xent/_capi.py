@@ -168,6 +168,7 @@ class _Lib:
         dll.xent_ce_desc_init_nd.argtypes = [ctypes.POINTER(Desc), i, ctypes.POINTER(i64), i, i, i, i]
         dll.xent_ce_workspace_size.argtypes = [P, ctypes.POINTER(Desc), i, ctypes.POINTER(sz)]
         dll.xent_ce_run.argtypes = [P, ctypes.POINTER(Desc), i, ctypes.POINTER(Tensors), P, sz, P]
+        dll.xent_ce_scale_grad.argtypes = [P, ctypes.POINTER(Desc), P, P, P]
         dll.xent_softmax_desc_init_nd.argtypes = [ctypes.POINTER(SoftmaxDesc), i, ctypes.POINTER(i64), i, i, i]
         dll.xent_softmax_forward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P]
         dll.xent_softmax_backward.argtypes = [P, ctypes.POINTER(SoftmaxDesc), P, P, P, P]

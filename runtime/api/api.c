@@ -479,6 +479,22 @@ xent_status xent_ce_forward_backward(xent_handle* h, const xent_ce_desc* d, cons
   return ce_run("xent_ce_forward_backward", h, d, &c);
 }
 
+xent_status xent_ce_scale_grad(xent_handle* h, const xent_ce_desc* d, const void* dloss, void* grad, void* stream) {
+  xent_clear_error();
+  const char* fn = "xent_ce_scale_grad";
+  xent_status s = xent_check_ce_desc(fn, h, d);
+  if (s != XENT_OK) return s;
+  if (!dloss || d->rows == 0) return XENT_OK;
+  if (!grad) return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: grad is NULL", fn);
+  const size_t lb = xent_dtype_bytes(d->loss_dtype), gb = xent_dtype_bytes(d->grad_dtype);
+  const xent_buffer all[] = {
+      {"dloss", dloss, (d->reduction == XENT_REDUCTION_NONE ? (size_t)d->rows : 1) * lb, lb, 0},
+      {"grad", grad, (size_t)d->rows * (size_t)d->classes * gb, gb, 1},
+  };
+  s = xent_check_buffers(fn, all, 2, NULL);
+  return s != XENT_OK ? s : xent_ce_scale_op(h, d, dloss, grad, stream);
+}
+
 /* The softmax family. */
 
 xent_status xent_softmax_desc_init_nd(xent_softmax_desc* d, int ndim, const int64_t* shape, int axis, xent_dtype dtype,

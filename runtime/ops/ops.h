@@ -16,6 +16,9 @@ size_t xent_ce_op_workspace(const xent_handle* h, const xent_ce_desc* d, xent_op
    for it (XENT_ERROR_NOT_GENERATED naming the spec where there is none).
    call->bad_label_row NULL records bad labels in the handle's word. */
 xent_status xent_ce_op(xent_handle* h, const xent_ce_desc* d, const xent_ce_call* call);
+/* grad *= dloss, where the factor is not 1 (xent_ce_scale_grad): the fused
+   variant's launcher, asked to rescale. */
+xent_status xent_ce_scale_op(xent_handle* h, const xent_ce_desc* d, const void* dloss, void* grad, void* stream);
 
 /* Vocabulary-parallel calls (vocab_parallel.c): desc->vocab_shard's checks
    (the API's, for desc), the workspace with room for the gathered

@@ -512,9 +512,30 @@ xent_status softmax_rows(const xent_softmax_desc* d, xent_op op, const xent_soft
   });
 }
 
+// xent_ce_scale_grad: grad *= dloss in A, row by row; a row whose factor is
+// exactly 1 is not touched (the generated kernels' rescale.h).
+template <typename A>
+xent_status rescale(const xent_ce_desc* d, const xent_ce_args* a) {
+  if (!a->dloss) return XENT_OK;
+  const int64_t C = a->classes, inner = a->inner;
+  const int none = d->reduction == XENT_REDUCTION_NONE;
+  return for_rows(a->rows, C, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const A s = (A)xent_load(d->loss_dtype, a->dloss, none ? r : 0);
+      if (s == A(1)) continue;
+      const int64_t at = (r / inner) * C * inner + r % inner;
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t e = at + c * inner;
+        xent_store(d->grad_dtype, a->grad, e, (double)((A)xent_load(d->grad_dtype, a->grad, e) * s));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 extern "C" xent_status XENT_NATIVE_NAME(xent_cpu_native_ce)(const xent_ce_desc* d, xent_op op, const xent_ce_args* a) {
+  if (a->rescale) return d->dtype == XENT_F64 ? rescale<double>(d, a) : rescale<float>(d, a);
   try {
     if (d->dtype == XENT_F64) {
       CrossEntropy<double> ce(d, op, a);
