@@ -205,12 +205,15 @@ class DryRun(unittest.TestCase):
                     if m != "xent_package":
                         self.assertGreater(methods[m]["over_package"], 0, f"{name} {m}")
                         self.assertIn("level_with_package", methods[m], f"{name} {m}")
-                # The one-pass plan in chunks of 16 rows, and the tiled plans
-                # (tiles of 40 rows x 64 classes; AUTO takes
+                # The one-pass plan in chunks of 16 rows, with and without
+                # the rows on chip (on the cpu backend's own code, which has
+                # one shape: the call's path, not the kernel's), and the
+                # tiled plans (tiles of 40 rows x 64 classes; AUTO takes
                 # TILED_HIDDEN_SUM): each checked, then timed.
-                self.assertEqual([(c.get("memory_mib"), c.get("chunk_rows"), c.get("chunk_classes"), c.get("plan"))
-                                  for c in r["sweep"]],
-                                 [(1 << 40, 16, None, None), (None, 40, 64, None), (None, 40, 64, 3)]
+                self.assertEqual([(c.get("memory_mib"), c.get("chunk_rows"), c.get("chunk_classes"), c.get("plan"),
+                                   c.get("on_chip")) for c in r["sweep"]],
+                                 [(1 << 40, 16, None, None, None), (1 << 40, 16, None, None, True),
+                                  (None, 40, 64, None, None), (None, 40, 64, 3, None)]
                                  if r["dtype"] == "bf16" else [], name)
                 for c in r["sweep"]:
                     self.assertGreater(c["s"], 0, name)

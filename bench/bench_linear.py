@@ -76,16 +76,20 @@ REFERENCE_ROWS = 2048
 # chunk_classes: tiles of that many classes). The `xent` line is the
 # default (64 MiB: TILED in tiles of 2048).
 ONE_PASS = 1 << 40
+# xent.h's XENT_ROW_SHAPE_ON_CHIP: a sweep entry's on_chip.
+ROW_SHAPE_ON_CHIP = -1
 
 
 def gpu_cases():
     # (The fifth run swept the one pass's chunks from 256 to 8192 rows; the
     # profile stage gives this step 140 s.)
     # At 16384 x 4096 x 131072: TILED in tiles of 4096 and (plan 3 asked
-    # for) 8192; TILED_HIDDEN_SUM in tiles of 4096 and 8192; the one pass.
+    # for) 8192; TILED_HIDDEN_SUM in tiles of 4096 and 8192; the one pass,
+    # and its chunks' fused kernel with the rows on chip (issue 61 item 5).
+    chip = dict(memory_mib=ONE_PASS, on_chip=True)
     curve = [dict(memory_mib=128), dict(memory_mib=512, plan=3), dict(memory_mib=512), dict(memory_mib=1024),
-             dict(memory_mib=ONE_PASS)]
-    short = [dict(memory_mib=m) for m in (512, ONE_PASS)]
+             dict(memory_mib=ONE_PASS), chip]
+    short = [dict(memory_mib=m) for m in (512, ONE_PASS)] + [chip]
     return [dict(n=16384, h=4096, v=131072, dtype="bf16", sweep=curve + [dict(memory_mib=ONE_PASS, chunk_rows=4096)]),
             dict(n=8192, h=4096, v=262144, dtype="bf16", sweep=short),
             dict(n=16384, h=2048, v=248320, dtype="bf16", sweep=short)]
@@ -93,14 +97,18 @@ def gpu_cases():
 
 def dry_cases():
     return [dict(n=96, h=16, v=300, dtype="bf16",
-                 sweep=[dict(memory_mib=ONE_PASS, chunk_rows=16), dict(chunk_classes=64, chunk_rows=40),
+                 sweep=[dict(memory_mib=ONE_PASS, chunk_rows=16), dict(memory_mib=ONE_PASS, chunk_rows=16, on_chip=True),
+                        dict(chunk_classes=64, chunk_rows=40),
                         dict(chunk_classes=64, chunk_rows=40, plan=3)]),
             dict(n=70, h=24, v=257, dtype="f32", sweep=[])]
 
 
-def xent_call(xent, hidden, weight, target, **desc):
+def xent_call(xent, hidden, weight, target, on_chip=False, **desc):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight); desc: fields
-    of xent_linear_ce_desc (chunk_rows, memory_mib, chunk_classes)."""
+    of xent_linear_ce_desc (chunk_rows, memory_mib, chunk_classes). on_chip:
+    the one pass's chunks take the fused kernel with their rows held on chip
+    (xent_set_row_shape(XENT_ROW_SHAPE_ON_CHIP) on the package's handle for
+    the call; docs/PERFORMANCE.md, "Rows on chip")."""
     C = xent._capi
     n, h = hidden.shape
     dt = {torch.bfloat16: C.BF16, torch.float16: C.F16, torch.float32: C.F32}[hidden.dtype]
@@ -117,8 +125,14 @@ def xent_call(xent, hidden, weight, target, **desc):
     size = ctypes.c_size_t()
     C.check(C.lib.xent_linear_ce_workspace_size(handle, ctypes.byref(d), ctypes.byref(size)))
     ws = torch.empty(max(size.value, 1), dtype=torch.uint8, device=hidden.device)
-    C.check(C.lib.xent_linear_ce_run(handle, ctypes.byref(d), ctypes.byref(t), ws.data_ptr(), size.value,
-                                     xent._run.stream(hidden.device)))
+    if on_chip:
+        C.check(C.lib.xent_set_row_shape(handle, ROW_SHAPE_ON_CHIP, 0))
+    try:
+        C.check(C.lib.xent_linear_ce_run(handle, ctypes.byref(d), ctypes.byref(t), ws.data_ptr(), size.value,
+                                         xent._run.stream(hidden.device)))
+    finally:
+        if on_chip:
+            C.check(C.lib.xent_set_row_shape(handle, 0, 0))
     return loss, gh, gw
 
 

@@ -138,6 +138,8 @@ def linear_plan(entry):
     for k in ("chunk_rows", "chunk_classes"):
         if entry.get(k):
             words.append(f"{k} {entry[k]}")
+    if entry.get("on_chip"):
+        words.append("rows on chip")
     return ", ".join(words)
 
 
