@@ -50,7 +50,9 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         float32 (the default is input's dtype);
       inplace_backward: when input requires grad, its gradient is computed in
         the forward pass and written over input (Liger's memory saving: the
-        logits' values are gone after the call);
+        logits' values are gone after the call); the backward scales it
+        there by the incoming gradient, and leaves it unread where that is
+        1, as the device decides;
       return_lse: also return the per-row log-sum-exp (float32; float64 for
         float64 input), shaped like the rows.
     For RL and LLM trainers (docs/API.md, "Per-token outputs"), computed in the
