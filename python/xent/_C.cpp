@@ -654,8 +654,8 @@ void init(const py::dict& functions, py::handle error, py::handle invalid_label,
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xent's calls from PyTorch in C++ (see xent/_native.py)";
   m.attr("FUNCTIONS") = py::make_tuple("xent_create_on_device", "xent_ce_desc_init_nd", "xent_ce_workspace_size",
-                                       "xent_ce_run", "xent_ce_scale_grad", "xent_softmax_desc_init_nd", "xent_softmax_forward",
-                                       "xent_softmax_backward", "xent_linear_ce_desc_init",
+                                       "xent_ce_run", "xent_ce_scale_grad", "xent_softmax_desc_init_nd",
+                                       "xent_softmax_forward", "xent_softmax_backward", "xent_linear_ce_desc_init",
                                        "xent_linear_ce_workspace_size", "xent_linear_ce_run", "xent_check",
                                        "xent_last_error", "xent_status_string");
   m.attr("GPU_STREAMS") = py::bool_(XENT_NATIVE_STREAMS);
