@@ -2,7 +2,8 @@
    reference, on the same shapes and option mixes as the emulator tests
    (tests/cases.c); then the properties only hardware can show: bitwise
    reproducible results run to run, and a call captured in a CUDA graph and
-   replayed gives the same bits (no host synchronisation inside a call).
+   replayed gives the same bits (no host synchronisation inside a call),
+   and xent_ce_scale_grad (the in-place backward's scale) bit for bit.
    Vocabulary-parallel calls run with the vocabulary split over 3 ranks (one
    handle per thread on this GPU), and over NCCL with one rank when
    libnccl.so.2 can be loaded (else that part says SKIPPED).
@@ -240,6 +241,53 @@ static int check_nccl(xent_handle* h, int* runs) {
   return failed;
 }
 
+/* xent_ce_scale_grad on the device: a bf16 gradient times f32 factors,
+   bit for bit against the host's product rounded once; 'none' with every
+   third factor 1 (those rows must come back as they were), the class axis
+   last and in place, and a sum's single factor. */
+static int check_scale_grad(xent_handle* h) {
+  int failures = 0;
+  const int64_t shapes[2][3] = {{1000, 3001, 1}, {8, 301, 37}};
+  for (int k = 0; k < 2; ++k) {
+    for (int r = 0; r < 2; ++r) {
+      const xent_reduction red = r == 0 ? XENT_REDUCTION_NONE : XENT_REDUCTION_SUM;
+      xent_ce_desc d;
+      const int64_t* sh = shapes[k];
+      if (xent_ce_desc_init_nd(&d, sh[2] > 1 ? 3 : 2, sh, 1, XENT_BF16, XENT_I64, red) != XENT_OK) return 1;
+      d.loss_dtype = XENT_F32;
+      const size_t n = (size_t)(d.rows * d.classes), nd = red == XENT_REDUCTION_NONE ? (size_t)d.rows : 1;
+      uint16_t* g = malloc(n * 2);
+      uint16_t* got = malloc(n * 2);
+      float* s = malloc(nd * 4);
+      for (size_t i = 0; i < n; ++i) g[i] = xent_float_to_bf16((float)((int)(i * 7919 % 2001) - 1000) / 97.0f);
+      for (size_t i = 0; i < nd; ++i) s[i] = i % 3 == 0 && nd > 1 ? 1.0f : 0.25f + (float)(i % 11) / 4.0f;
+      void* dg = tu_alloc(GPU_BACKEND, n * 2);
+      void* ds = tu_alloc(GPU_BACKEND, nd * 4);
+      tu_to_device(GPU_BACKEND, dg, g, n * 2);
+      tu_to_device(GPU_BACKEND, ds, s, nd * 4);
+      const xent_status st = xent_ce_scale_grad(h, &d, ds, dg, NULL);
+      tu_sync(GPU_BACKEND);
+      tu_to_host(GPU_BACKEND, got, dg, n * 2);
+      size_t bad = 0;
+      for (size_t e = 0; e < n && st == XENT_OK; ++e) {
+        const size_t inner = (size_t)d.inner, row = (e / ((size_t)d.classes * inner)) * inner + e % inner;
+        const float f = nd > 1 ? s[row] : s[0];
+        if (got[e] != xent_float_to_bf16(xent_bf16_to_float(g[e]) * f)) ++bad;
+      }
+      if (st != XENT_OK || bad) {
+        printf("FAIL scale_grad [%lld, %lld, %lld] %s: status %d (%s), %zu elements wrong\n", (long long)sh[0],
+               (long long)sh[1], (long long)sh[2], r == 0 ? "none" : "sum", (int)st, xent_last_error(), bad);
+        ++failures;
+      }
+      tu_free(GPU_BACKEND, dg);
+      tu_free(GPU_BACKEND, ds);
+      free(g), free(got), free(s);
+    }
+  }
+  printf("scale_grad (the in-place backward's scale): %s\n", failures ? "FAILED" : "passed");
+  return failures;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: gpu_test MANIFEST.tsv\n");
@@ -276,6 +324,8 @@ int main(int argc, char** argv) {
   failures += pipeline;
   for (int k = 0; k < count; ++k) failures += tu_check_key(h, keys[k], "", 1000u * (unsigned)k, max_rows, &runs);
   failures += check_determinism_and_graphs(h, max_rows);
+  ++runs;
+  failures += check_scale_grad(h);
   ++runs;
   failures += check_vocab_parallel(&runs);
   failures += check_nccl(h, &runs);
