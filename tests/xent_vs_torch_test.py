@@ -480,21 +480,17 @@ class XentVsTorch(unittest.TestCase):
         row of 2048 f16 is one page) are unreadable during the call, and so
         is a whole gradient scaled by a dloss of 1."""
         rng = np.random.default_rng(5)
-        LIB.xent_ce_desc_init_nd.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
-                                             ctypes.c_int, ctypes.c_int, ctypes.c_int]
         for target in TARGETS:
             h = self.handles[target]
             for dtype, loss_t, grad_t in ((F32, F32, F32), (F64, F64, F64), (BF16, BF16, BF16), (F16, F16, F16),
                                           (BF16, F32, F32), (F16, F32, F32)):
                 for reduction in (NONE, SUM, MEAN):
-                    for shape, axis in (((37, 29), 1), ((3, 11, 7), 1)):
+                    for shape in ((37, 29), (3, 11, 7)):
                         name = f"target {target} dtype {dtype} loss {loss_t} grad {grad_t} red {reduction} {shape}"
-                        d = make_desc(1, 1, dtype, I64, reduction, loss_dtype=loss_t, grad_dtype=grad_t)
-                        dims = (ctypes.c_int64 * len(shape))(*shape)
-                        self.call(LIB.xent_ce_desc_init_nd, ctypes.byref(d), len(shape), dims, axis, dtype, I64,
-                                  reduction)
-                        d.loss_dtype, d.grad_dtype = loss_t, grad_t
-                        positions = d.rows
+                        inner = int(np.prod(shape[2:]))
+                        positions = shape[0] * inner
+                        d = make_desc(positions, shape[1], dtype, I64, reduction, inner=inner, loss_dtype=loss_t,
+                                      grad_dtype=grad_t)
                         g = torch.from_numpy(rng.standard_normal(shape)).to(TORCH[grad_t])
                         n_loss = positions if reduction == NONE else 1
                         s = torch.from_numpy(rng.uniform(0.25, 3.0, n_loss)).to(TORCH[loss_t])

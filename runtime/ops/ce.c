@@ -1,8 +1,6 @@
 /* Cross entropy, validated (runtime/api): its workspace, and its run on the
    handle's kernel, over the split vocabulary (vocab_parallel.c), or with a
    strided class axis in slices (column_split.c). */
-#include <string.h>
-
 #include "runtime/dispatch/dispatch.h"
 #include "runtime/ops/ops.h"
 
@@ -63,17 +61,8 @@ xent_status xent_ce_scale_op(xent_handle* h, const xent_ce_desc* d, const void* 
   whole.vocab_shard = NULL;
   const xent_dispatch_entry* e = xent_ce_find(h, &whole, XENT_OP_FORWARD_BACKWARD, 0);
   if (!e) return XENT_ERROR_NOT_GENERATED;
-  xent_ce_args a;
-  memset(&a, 0, sizeof a);
-  a.rows = d->rows;
-  a.classes = d->classes;
-  a.inner = d->inner;
-  a.global_classes = d->classes;
-  a.dloss = dloss;
-  a.grad = grad;
-  a.loss_f32 = d->loss_dtype != d->dtype;
-  a.grad_f32 = d->grad_dtype != d->dtype;
+  const xent_ce_call call = {.op = XENT_OP_FORWARD_BACKWARD, .t = {.dloss = dloss, .grad = grad}, .stream = stream};
+  xent_ce_args a = xent_ce_args_for(&whole, &call);
   a.rescale = 1;
-  a.stream = stream;
   return xent_ce_launch(h, &whole, XENT_OP_FORWARD_BACKWARD, e, &a);
 }

@@ -280,12 +280,15 @@ static xent_status chunk_loss(const run_ctx* r, int64_t k, int64_t r0, int64_t n
   return xent_ce_launch(r->h, &cd, XENT_OP_FORWARD_BACKWARD, r->loss, &args);
 }
 
-/* BIAS: the chunk's logits in the accumulation type (acc_logits) += bias. */
-static xent_status chunk_bias(const run_ctx* r, int64_t k, void* acc_logits) {
+/* BIAS: chunk k's logits of `classes` columns in the accumulation type
+   (acc_logits, the whole vocabulary's or a tile's) += bias (from the
+   tile's first class). */
+static xent_status chunk_bias(const run_ctx* r, int64_t k, int64_t classes, const void* bias, void* acc_logits) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
   a.step = XENT_LCE_BIAS;
   a.chunk = k;
-  a.bias = r->t->bias;
+  a.classes = classes;
+  a.bias = bias;
   a.acc_logits = acc_logits;
   return step(r, &a);
 }
@@ -327,7 +330,7 @@ static xent_status chunk(const run_ctx* r, int64_t k) {
   xent_status s = gemm(r, &forward);
   if (s != XENT_OK) return s;
   if (bias_step) {
-    s = chunk_bias(r, k, logits);
+    s = chunk_bias(r, k, V, t->bias, logits);
     if (s != XENT_OK) return s;
   }
   s = chunk_loss(r, k, r0, n, logits);
@@ -404,15 +407,8 @@ static xent_status tile_logits(const run_ctx* r, int64_t r0, int64_t n, int64_t 
                        .alpha = 1.0, .beta = 0.0, .a = (const char*)r->t->hidden + (size_t)r0 * H * eb, .lda = H,
                        .b = (const char*)r->t->weight + (size_t)v0 * H * eb, .ldb = H, .c = r->ws + r->L->logits,
                        .ldc = w, .bias = bias_step ? NULL : bias};
-  xent_status s = gemm(r, &g);
-  if (s != XENT_OK || !bias_step) return s;
-  xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
-  a.step = XENT_LCE_BIAS;
-  a.chunk = r0 / r->L->chunk;
-  a.classes = w;
-  a.bias = bias;
-  a.acc_logits = r->ws + r->L->logits;
-  return step(r, &a);
+  const xent_status s = gemm(r, &g);
+  return s != XENT_OK || !bias_step ? s : chunk_bias(r, r0 / r->L->chunk, w, bias, r->ws + r->L->logits);
 }
 
 /* The cross-entropy call over tile (k, j) as a slice of the vocabulary:

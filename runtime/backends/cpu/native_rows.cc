@@ -208,6 +208,10 @@ xent_status for_rows(int64_t rows, int64_t per_row, F fn) {
   return XENT_OK;
 }
 
+// Row r's first element: rows are positions of [outer, C, inner], the
+// class axis inner apart.
+inline int64_t row_first(int64_t r, int64_t C, int64_t inner) { return (r / inner) * C * inner + r % inner; }
+
 // The lowest bad row of a run, into the call's word.
 void record_bad(unsigned long long* word, unsigned long long row) {
   if (!word || row == XENT_NO_BAD_ROW) return;
@@ -232,7 +236,7 @@ struct CrossEntropy {
 
   std::vector<A> w;  // the class weights, or none
   A weight(int64_t c) const { return weighted ? w[(size_t)c] : A(1); }
-  int64_t first(int64_t r) const { return (r / inner) * C * inner + r % inner; }
+  int64_t first(int64_t r) const { return row_first(r, C, inner); }
   // Whether hard label y counts as ignored; out of range and not ignored is
   // a bad label (a NaN row, recorded).
   bool ignored(int64_t y) const {
@@ -491,7 +495,7 @@ xent_status softmax_rows(const xent_softmax_desc* d, xent_op op, const xent_soft
     std::vector<A> xb((size_t)C), gb(op == XENT_OP_BACKWARD ? (size_t)C : 0);
     A* x = xb.data();
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t at = (r / inner) * C * inner + r % inner;
+      const int64_t at = row_first(r, C, inner);
       if (op == XENT_OP_FORWARD) {
         gather(d->dtype, a->x, at, inner, C, x);
         const Stats<A> st = row_stats(x, C);
@@ -523,7 +527,7 @@ xent_status rescale(const xent_ce_desc* d, const xent_ce_args* a) {
     for (int64_t r = r0; r < r1; ++r) {
       const A s = (A)xent_load(d->loss_dtype, a->dloss, none ? r : 0);
       if (s == A(1)) continue;
-      const int64_t at = (r / inner) * C * inner + r % inner;
+      const int64_t at = row_first(r, C, inner);
       for (int64_t c = 0; c < C; ++c) {
         const int64_t e = at + c * inner;
         xent_store(d->grad_dtype, a->grad, e, (double)((A)xent_load(d->grad_dtype, a->grad, e) * s));
