@@ -125,8 +125,18 @@ typedef struct launch_state {
   int failed;
 } launch_state;
 
-static _Thread_local launch_state* L;
-static _Thread_local int pending_error;
+/* The emulator's per-host-thread state, read at every intrinsic: in the
+   initial-exec model, a load off the thread pointer. The general model's
+   __tls_get_addr calls took 15% of an emulated kernel test's time (perf).
+   A few words of static TLS, which a dlopen'ed libxent still finds. Hidden
+   globals, not statics: GNU ld resolved a static one at the TLS segment's
+   start through a relocation against no symbol, 8 bytes off (a crash). */
+#define EMU_TLS _Thread_local __attribute__((tls_model("initial-exec"), visibility("hidden")))
+
+EMU_TLS launch_state* xent_emu_L;
+#define L xent_emu_L
+EMU_TLS int xent_emu_pending_error;
+#define pending_error xent_emu_pending_error
 static _Thread_local char message[2048];
 
 static void format_dim(char* buf, size_t cap, xent_emu_dim3 d) { snprintf(buf, cap, "(%u,%u,%u)", d.x, d.y, d.z); }
@@ -668,12 +678,13 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
 
 /* ---- global-memory races (xent_emu_check_global) ---------------------------
 
-   An open-addressed table from 2-byte granules of global memory (the
-   smallest element a kernel stores) to their access record: the last writer
-   and the two most recent distinct readers, as for shared memory, but by
-   grid-wide thread (block of the grid, thread of the block) and with the
-   site of each access for the report. Emptied at every launch: a kernel
-   boundary orders everything. */
+   An open-addressed table from 16-byte chunks of global memory to the
+   access records of their eight 2-byte granules (the smallest element a
+   kernel stores): the last writer and the two most recent distinct readers,
+   as for shared memory, but by grid-wide thread (block of the grid, thread
+   of the block) and with the site of each access for the report. A chunk
+   a slot, so that a 16-byte vector access costs one probe, not eight.
+   Emptied at every launch: a kernel boundary orders everything. */
 typedef struct global_stamp {
   int64_t block; /* linear index in the grid; -1: none */
   int32_t thread;
@@ -683,26 +694,53 @@ typedef struct global_stamp {
 } global_stamp;
 
 typedef struct global_record {
-  uintptr_t granule; /* address / 2 + 1; 0: an empty slot */
   global_stamp writer, reader, reader2;
 } global_record;
 
-static _Thread_local int global_checks;
-static _Thread_local global_record* global_table;
-static _Thread_local size_t global_cap, global_used;
+enum { GRANULES = 8 }; /* 2-byte granules a chunk */
 
-/* Freed rather than cleared: a fresh calloc'd table costs only the pages
-   the next launch touches. */
-static void global_reset(void) {
+typedef struct global_chunk {
+  uintptr_t key; /* address / 16 + 1; 0: an empty slot */
+  global_record granule[GRANULES];
+} global_chunk;
+
+EMU_TLS int xent_emu_global_checks;
+#define global_checks xent_emu_global_checks
+EMU_TLS global_chunk* xent_emu_global_table;
+#define global_table xent_emu_global_table
+EMU_TLS size_t xent_emu_global_cap, xent_emu_global_used;
+#define global_cap xent_emu_global_cap
+#define global_used xent_emu_global_used
+EMU_TLS size_t* xent_emu_global_slots; /* the used slots, in the order made */
+#define global_slots xent_emu_global_slots
+
+/* A table of at most this many chunks (8 MiB) is kept from launch to
+   launch, its used slots emptied: a fresh calloc'd one cost two page faults
+   a page it touched (perf: 11% of an emulated test's time). A larger one
+   is freed. */
+enum { GLOBAL_KEEP = 1 << 13 };
+
+static void global_free(void) {
   free(global_table);
+  free(global_slots);
   global_table = NULL;
+  global_slots = NULL;
   global_cap = global_used = 0;
+}
+
+static void global_reset(void) {
+  if (global_cap > GLOBAL_KEEP) {
+    global_free();
+    return;
+  }
+  for (size_t i = 0; i < global_used; ++i) global_table[global_slots[i]].key = 0;
+  global_used = 0;
 }
 
 int xent_emu_check_global(int on) {
   const int was = global_checks;
   global_checks = on != 0;
-  global_reset();
+  global_free();
   return was;
 }
 
@@ -710,30 +748,37 @@ static int64_t block_linear(xent_emu_dim3 b) {
   return ((int64_t)b.z * L->grid.y + b.y) * L->grid.x + b.x;
 }
 
-static global_record* global_slot(uintptr_t granule) {
+/* The chunk of key, made (no access yet) where absent. Growing the table
+   moves every chunk: a pointer from an earlier call is stale after it. */
+static global_chunk* global_chunk_of(uintptr_t key) {
   if (2 * (global_used + 1) > global_cap) {
-    const size_t cap = global_cap ? 2 * global_cap : 1u << 16;
-    global_record* t = calloc(cap, sizeof *t);
-    if (!t) xent_emu_fail("out of memory for the global-memory race table (%zu entries)", cap);
-    for (size_t i = 0; i < global_cap; ++i) {
-      if (!global_table[i].granule) continue;
-      size_t k = (global_table[i].granule * 0x9E3779B97F4A7C15ull) & (cap - 1);
-      while (t[k].granule) k = (k + 1) & (cap - 1);
-      t[k] = global_table[i];
+    const size_t cap = global_cap ? 2 * global_cap : GLOBAL_KEEP;
+    global_chunk* t = calloc(cap, sizeof *t);
+    size_t* slots = malloc(cap / 2 * sizeof *slots);
+    if (!t || !slots) xent_emu_fail("out of memory for the global-memory race table (%zu chunks)", cap);
+    for (size_t i = 0; i < global_used; ++i) {
+      const global_chunk* old = &global_table[global_slots[i]];
+      size_t k = (old->key * 0x9E3779B97F4A7C15ull) & (cap - 1);
+      while (t[k].key) k = (k + 1) & (cap - 1);
+      t[k] = *old;
+      slots[i] = k;
     }
     free(global_table);
+    free(global_slots);
     global_table = t;
+    global_slots = slots;
     global_cap = cap;
   }
-  size_t k = (granule * 0x9E3779B97F4A7C15ull) & (global_cap - 1);
-  while (global_table[k].granule && global_table[k].granule != granule) k = (k + 1) & (global_cap - 1);
-  if (!global_table[k].granule) {
-    global_record* r = &global_table[k];
-    r->granule = granule;
-    r->writer.block = r->reader.block = r->reader2.block = -1;
-    global_used++;
+  size_t k = (key * 0x9E3779B97F4A7C15ull) & (global_cap - 1);
+  while (global_table[k].key && global_table[k].key != key) k = (k + 1) & (global_cap - 1);
+  global_chunk* c = &global_table[k];
+  if (!c->key) {
+    c->key = key;
+    for (int i = 0; i < GRANULES; ++i)
+      c->granule[i].writer.block = c->granule[i].reader.block = c->granule[i].reader2.block = -1;
+    global_slots[global_used++] = k;
   }
-  return &global_table[k];
+  return c;
 }
 
 /* Whether `then` happens before the current thread's access: the same
@@ -753,8 +798,10 @@ void xent_emu_global_access(const void* p, size_t bytes, int is_write, const cha
   const int64_t my_block = block_linear(me->blk->idx);
   const global_stamp now = {my_block, me->linear, me->bar, me->ws, me->cbar, file, line};
   const uintptr_t first = (uintptr_t)p / 2, last = ((uintptr_t)p + (bytes ? bytes : 1) - 1) / 2;
+  global_chunk* chunk = NULL;
   for (uintptr_t g = first; g <= last; ++g) {
-    global_record* r = global_slot(g + 1);
+    if (!chunk || g % GRANULES == 0) chunk = global_chunk_of(g / GRANULES + 1);
+    global_record* r = &chunk->granule[g % GRANULES];
     const global_stamp* bad = NULL;
     const char* did = "wrote";
     if (!global_ordered(me, my_block, r->writer)) bad = &r->writer;
