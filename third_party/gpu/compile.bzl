@@ -72,10 +72,10 @@ def _arch_number(arch):
 # every kernel for one architecture per vendor, the newest datacenter GPU's
 # (B200/GB200, where the largest tunes live; gfx942: MI300X, the ISA
 # report's), and the sample of gen/BUILD for the whole default list. For
-# CUDA that is compute_100, its PTX alone: nvcc's front end and optimizer
-# (cicc) over every kernel, without ptxas, which took two thirds of the
-# suite's largest cost (docs/PERFORMANCE.md, "What the test command
-# spends"); ptxas, its registers and its spills are checked on the sample,
+# CUDA that is compute_100, its PTX alone, unoptimized (device_optimized):
+# nvcc's front end over every kernel, without its optimizer or ptxas, which
+# took most of the suite's largest cost (docs/PERFORMANCE.md, "What the
+# test command spends"); ptxas, its registers and its spills are checked on the sample,
 # for every default architecture, and on every kernel for sm_90 before a
 # GPU run (bench/gpu/build.sh). gfx90a for every kernel would add little
 # the sample lacks: wave64 CDNA with gfx942's register file, and their
@@ -103,6 +103,23 @@ def archs_of(ctx, arch_kind, fixed = ""):
     backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
     fallback = _DEFAULT_ARCHS[arch_kind] if backend else _TEST_ARCHS[arch_kind]
     return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, fallback)).split(",")
+
+def device_optimized(ctx, arch_kind, fixed = ""):
+    """Whether nvcc optimizes the device code (cicc's -O3, its default). Not
+    in the tests' build of every kernel to PTX alone (_TEST_ARCHS: no
+    backend, no architectures named), whose objects nothing runs: there
+    nvcc's front end checks every kernel and -Xcicc -O0 skips the optimizer,
+    nine tenths of its time (the fused bf16 unit: 26 s, 2.8 s). Its code
+    would be slow, so a build that names architectures or the backend
+    optimizes; --define=xent_cuda_device_opt=0 or 1 says so outright (.ci/run's
+    plugin step: the suite's objects, reused)."""
+    said = ctx.var.get("xent_cuda_device_opt")
+    if said in ("0", "1"):
+        return said == "1"
+    if said != None:
+        fail("xent: --define=xent_cuda_device_opt=%s: 0 or 1" % said)
+    backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
+    return bool(fixed) or backend or ctx.var.get("xent_%s_archs" % arch_kind) != None
 
 def _ptx_only(arch):
     """Whether a CUDA architecture is spelled compute_NN: its PTX alone."""
@@ -155,6 +172,8 @@ def _compile_args(ctx, target, hip_on_cuda, fixed_archs = ""):
     library_args = ["-I", library]
     if nvcc:
         args = [compiler, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-Werror", "all-warnings"] + library_args
+        if not device_optimized(ctx, arch_kind, fixed_archs):
+            args += ["-Xcicc", "-O0"]
         newest = ptx_arch(ctx, archs)
         if not newest and not sass_archs(archs):
             fail("xent: --define=xent_cuda_archs=%s with xent_cuda_ptx=0: no machine code and no PTX" % ",".join(archs))
