@@ -125,18 +125,11 @@ typedef struct launch_state {
   int failed;
 } launch_state;
 
-/* The emulator's per-host-thread state, read at every intrinsic: in the
-   initial-exec model, a load off the thread pointer. The general model's
-   __tls_get_addr calls took 15% of an emulated kernel test's time (perf).
-   A few words of static TLS, which a dlopen'ed libxent still finds. Hidden
-   globals, not statics: GNU ld resolved a static one at the TLS segment's
-   start through a relocation against no symbol, 8 bytes off (a crash). */
-#define EMU_TLS _Thread_local __attribute__((tls_model("initial-exec"), visibility("hidden")))
-
-EMU_TLS launch_state* xent_emu_L;
-#define L xent_emu_L
-EMU_TLS int xent_emu_pending_error;
-#define pending_error xent_emu_pending_error
+/* The emulator's per-host-thread state, read at every intrinsic (BUILD
+   compiles this file with TLS descriptors where GCC has them: the general
+   model's __tls_get_addr calls took 15% of an emulated test's time). */
+static _Thread_local launch_state* L;
+static _Thread_local int pending_error;
 static _Thread_local char message[2048];
 
 static void format_dim(char* buf, size_t cap, xent_emu_dim3 d) { snprintf(buf, cap, "(%u,%u,%u)", d.x, d.y, d.z); }
@@ -704,15 +697,10 @@ typedef struct global_chunk {
   global_record granule[GRANULES];
 } global_chunk;
 
-EMU_TLS int xent_emu_global_checks;
-#define global_checks xent_emu_global_checks
-EMU_TLS global_chunk* xent_emu_global_table;
-#define global_table xent_emu_global_table
-EMU_TLS size_t xent_emu_global_cap, xent_emu_global_used;
-#define global_cap xent_emu_global_cap
-#define global_used xent_emu_global_used
-EMU_TLS size_t* xent_emu_global_slots; /* the used slots, in the order made */
-#define global_slots xent_emu_global_slots
+static _Thread_local int global_checks;
+static _Thread_local global_chunk* global_table;
+static _Thread_local size_t global_cap, global_used;
+static _Thread_local size_t* global_slots; /* the used slots, in the order made */
 
 /* A table of at most this many chunks (8 MiB) is kept from launch to
    launch, its used slots emptied: a fresh calloc'd one cost two page faults
