@@ -277,6 +277,13 @@ __global__ void cluster_handoff(float* g, int with_sync) {
   if (rank == 1 && threadIdx.x == 0) ST(g + 8 + blockIdx.x / 2, LD(g + blockIdx.x / 2));
 }
 
+// A 16-byte vector loaded at an element offset: a fault on a GPU, where an
+// access must be aligned to its size (checks on or off).
+__global__ void vector_at(const float* x, float* out, int offset) {
+  const xent_vec16<float> v = xent_load16((const xent_vec16<float>*)(x + offset));
+  if (threadIdx.x == 0) out[0] = v.e[0] + v.e[3];
+}
+
 // ---- the driver's launch rules ------------------------------------------------
 
 // 528 bytes of static shared memory (as the on-chip row kernels' reduction
@@ -562,6 +569,11 @@ int main() {
                LAUNCH_CLUSTER(cluster_handoff, (4), (32), 0, 2, g.data(), 1));
   expect(g[8] == 1.0f && g[9] == 3.0f, "cluster_handoff passes rank 0's word to rank 1");
   expect(xent_emu_check_global(0) == 1, "xent_emu_check_global(0) turns the checks off");
+  alignas(16) float vec[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  expect_clean("a 16-byte load at 16 bytes", LAUNCH(vector_at, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, vec, out.data(), 4));
+  expect(out[0] == 5.0f + 8.0f, "vector_at loads the vector");
+  expect_report("a 16-byte load off 16 bytes", LAUNCH(vector_at, 32, XENT_EMU_SMEM_CUDA, (1), (32), 0, vec, out.data(), 1),
+                {"kernel vector_at", "misaligned global load", "a 16-byte access must be 16-byte aligned"});
 
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

@@ -781,6 +781,11 @@ static int global_ordered(const fiber* me, int64_t my_block, global_stamp then) 
 }
 
 void xent_emu_global_access(const void* p, size_t bytes, int is_write, const char* file, int line) {
+  /* A GPU faults on an access off its size's alignment (a 16-byte vector
+     at an address that is not a multiple of 16); the host would not. */
+  if (L && L->current && bytes <= 16 && (bytes & (bytes - 1)) == 0 && (uintptr_t)p % bytes)
+    xent_emu_fail("misaligned global %s at %p (%s:%d): a %zu-byte access must be %zu-byte aligned",
+                  is_write ? "store" : "load", p, file, line, bytes, bytes);
   if (!global_checks || !L || !L->current) return;
   fiber* me = L->current;
   const int64_t my_block = block_linear(me->blk->idx);

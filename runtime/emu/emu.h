@@ -197,6 +197,8 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
    votes order no memory, and blocks of different clusters are never
    ordered within a launch. Returns the previous setting. */
 int xent_emu_check_global(int on);
+/* Also, checks or not: an access of 2, 4, 8 or 16 bytes off that alignment
+   is an error, as it is a fault on a GPU. */
 void xent_emu_global_access(const void* p, size_t bytes, int is_write, const char* file, int line);
 
 /* Reports an error at the current thread and abandons the launch (does not
