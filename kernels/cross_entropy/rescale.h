@@ -11,7 +11,60 @@
 
 // Blocks of 256 at most: one wave of an H100 or MI300X, enough to stream the
 // gradient grid-stride, few enough that a skipped call is a single wave.
-enum { XENT_RESCALE_THREADS = 256, XENT_RESCALE_BLOCKS = 1024 };
+// Each thread keeps XENT_RESCALE_IN_FLIGHT 16-byte loads in flight: 16 MiB
+// across the grid, where an element a thread (a 2-byte load) was 512 KiB,
+// far below the bytes in flight a memory pass needs.
+enum { XENT_RESCALE_THREADS = 256, XENT_RESCALE_BLOCKS = 1024, XENT_RESCALE_IN_FLIGHT = 4 };
+
+// An element of the gradient, of the logits' dtype or f32 (a mixed call's
+// f32 gradient), in the accumulation type and back.
+template <class D, class T>
+XENT_DEVICE typename D::A xent_rescale_get(T v) {
+  if constexpr (D::kMixed && sizeof(T) == 4) return (typename D::A)v;
+  else return D::load(v);
+}
+template <class D, class T>
+XENT_DEVICE T xent_rescale_put(typename D::A v) {
+  if constexpr (D::kMixed && sizeof(T) == 4) return (T)v;
+  else return D::store(v);
+}
+
+// g[0, n) *= s, this thread's share of step threads (me: its rank): the
+// 16-byte-aligned middle as vectors, XENT_RESCALE_IN_FLIGHT at once, the
+// ends an element at a time.
+template <class D, class T>
+XENT_DEVICE void xent_rescale_span(T* g, int64_t n, typename D::A s, int64_t me, int64_t step) {
+  constexpr int kVec = 16 / (int)sizeof(T), kFlight = XENT_RESCALE_IN_FLIGHT;
+  const int64_t head = xent_min_index(n, (int64_t)((16 - (uintptr_t)g % 16) % 16 / sizeof(T)));
+  for (int64_t i = me; i < head; i += step) g[i] = xent_rescale_put<D, T>(xent_rescale_get<D>(g[i]) * s);
+  xent_vec16<T>* v = (xent_vec16<T>*)(g + head);
+  const int64_t vecs = (n - head) / kVec;
+  for (int64_t i = me; i < vecs; i += step * kFlight) {
+    xent_vec16<T> c[kFlight];
+    XENT_UNROLL
+    for (int u = 0; u < kFlight; ++u)
+      if (i + u * step < vecs) c[u] = xent_load16(v + i + u * step);
+    XENT_UNROLL
+    for (int u = 0; u < kFlight; ++u) {
+      if (i + u * step >= vecs) continue;
+      XENT_UNROLL
+      for (int k = 0; k < kVec; ++k) c[u].e[k] = xent_rescale_put<D, T>(xent_rescale_get<D>(c[u].e[k]) * s);
+      xent_store16(v + i + u * step, c[u]);
+    }
+  }
+  for (int64_t i = head + vecs * kVec + me; i < n; i += step)
+    g[i] = xent_rescale_put<D, T>(xent_rescale_get<D>(g[i]) * s);
+}
+
+// The contiguous gradient's span in the storage type its call says.
+template <class D>
+XENT_DEVICE void xent_rescale_at(void* grad, bool f32, int64_t first, int64_t n, typename D::A s, int64_t me,
+                                 int64_t step) {
+  if constexpr (D::kMixed) {
+    if (f32) return xent_rescale_span<D>((float*)grad + first, n, s, me, step);
+  }
+  xent_rescale_span<D>((typename D::T*)grad + first, n, s, me, step);
+}
 
 template <class V>
 static XENT_GLOBAL void __launch_bounds__(XENT_RESCALE_THREADS) xent_ce_rescale(const xent_ce_args a) {
@@ -22,8 +75,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_RESCALE_THREADS) xent_ce_rescale(
   if constexpr (V::kReduction != XENT_REDUCE_NONE) {
     const A s = xent_get<D>(a.dloss, 0, a.loss_f32);
     if (s == A(1)) return;
-    for (int64_t e = thread; e < total; e += threads)
-      xent_put<D>(a.grad, e, xent_get<D>(a.grad, e, a.grad_f32) * s, a.grad_f32);
+    xent_rescale_at<D>(a.grad, a.grad_f32, 0, total, s, thread, threads);
   } else if (a.inner == 1) {
     // A warp a row: its lanes read the row's factor (one address) and skip
     // the row together.
@@ -32,8 +84,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_RESCALE_THREADS) xent_ce_rescale(
     for (int64_t r = thread / XENT_WARP; r < a.rows; r += warps) {
       const A s = xent_get<D>(a.dloss, r, a.loss_f32);
       if (s == A(1)) continue;
-      for (int64_t c = lane; c < C; c += XENT_WARP)
-        xent_put<D>(a.grad, r * C + c, xent_get<D>(a.grad, r * C + c, a.grad_f32) * s, a.grad_f32);
+      xent_rescale_at<D>(a.grad, a.grad_f32, r * C, C, s, lane, XENT_WARP);
     }
   } else {
     // The class axis strided: consecutive threads take consecutive
