@@ -16,21 +16,6 @@
 #include "runtime/emu/emu.h"
 #include "tests/testutil.h"
 
-/* Whether XENT_EMU_SAMPLE runs a variant: those ending in one of the three
-   pairs; of the softmax family, softmax for bf16 and f32 and log_softmax
-   for f16 and f64 (each op both kinds, each dtype one). */
-static int sampled(const char* key) {
-  static const char* const pairs[] = {"_i64_mean", "_i32_none", "_prob_sum"};
-  if (strncmp(key, "sm_", 3) == 0)
-    return (strstr(key, "_bf16_") || strstr(key, "_f32_")) == (strstr(key, "_log_softmax") == NULL);
-  const size_t n = strlen(key);
-  for (int i = 0; i < 3; ++i) {
-    const size_t m = strlen(pairs[i]);
-    if (n >= m && strcmp(key + n - m, pairs[i]) == 0) return 1;
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: emu_kernels_test cuda|hip MANIFEST.tsv [KEY-PATTERN]\n");
@@ -55,7 +40,7 @@ int main(int argc, char** argv) {
   /* The sanitizer pass runs a third of the variants of each op and dtype
      with labels: every label type and every reduction once (i64 with a
      mean, i32 with none, soft labels with a sum), each with every case,
-     and half the softmax family (sampled); the plain pass runs them all. */
+     and half the softmax family (tu_sampled); the plain pass runs them all. */
   const int sample = getenv("XENT_EMU_SAMPLE") != NULL;
   if (sample) printf("XENT_EMU_SAMPLE is set: of each op and dtype, the i64 mean, i32 none and prob sum variants, one softmax kind\n");
   /* Bazel's test sharding (tests/BUILD's shard_count): every other variant
@@ -72,7 +57,7 @@ int main(int argc, char** argv) {
   for (int k = 0; k < count; ++k) {
     if (argc > 3 && fnmatch(argv[3], keys[k], 0) != 0) continue;
     if (k % shards != shard) continue;
-    if (sample && !sampled(keys[k])) continue;
+    if (sample && !tu_sampled(keys[k])) continue;
     if (strncmp(keys[k], "ce_fwd_bwd_", 11) == 0 && strstr(keys[k], "_f64_") == NULL) fused++;
     /* Emulating 16K rows and more is slow: four variants run the cases of
        that many (more rows than blocks; the tile shapes' rows floor). The

@@ -164,6 +164,18 @@ int tu_test_shard(int* index, int* count) {
   return 0;
 }
 
+int tu_sampled(const char* key) {
+  static const char* const pairs[] = {"_i64_mean", "_i32_none", "_prob_sum"};
+  if (strncmp(key, "sm_", 3) == 0)
+    return (strstr(key, "_bf16_") || strstr(key, "_f32_")) == (strstr(key, "_log_softmax") == NULL);
+  const size_t n = strlen(key);
+  for (int i = 0; i < 3; ++i) {
+    const size_t m = strlen(pairs[i]);
+    if (n >= m && strcmp(key + n - m, pairs[i]) == 0) return 1;
+  }
+  return 0;
+}
+
 uint64_t tu_next_u64(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -33,6 +33,12 @@ void tu_free_manifest(char** keys, int count);
    Returns 0, or -1 for a malformed pair (printed). */
 int tu_test_shard(int* index, int* count);
 
+/* Whether the sanitizer pass's sample (XENT_EMU_SAMPLE) runs a variant: of
+   each op and dtype with labels, the i64 mean, i32 none and prob sum (every
+   label type and reduction once); of the softmax family, softmax for bf16
+   and f32 and log_softmax for f16 and f64 (each op both kinds). */
+int tu_sampled(const char* key);
+
 /* Inputs for one call, in host memory, in the descriptor's types and layout. */
 typedef struct tu_inputs {
   void* logits;       /* [N*C] */
