@@ -16,19 +16,6 @@
 // far below the bytes in flight a memory pass needs.
 enum { XENT_RESCALE_THREADS = 256, XENT_RESCALE_BLOCKS = 1024, XENT_RESCALE_IN_FLIGHT = 4 };
 
-// An element of the gradient, of the logits' dtype or f32 (a mixed call's
-// f32 gradient), in the accumulation type and back.
-template <class D, class T>
-XENT_DEVICE typename D::A xent_rescale_get(T v) {
-  if constexpr (D::kMixed && sizeof(T) == 4) return (typename D::A)v;
-  else return D::load(v);
-}
-template <class D, class T>
-XENT_DEVICE T xent_rescale_put(typename D::A v) {
-  if constexpr (D::kMixed && sizeof(T) == 4) return (T)v;
-  else return D::store(v);
-}
-
 // g[0, n) *= s, this thread's share of step threads (me: its rank): the
 // 16-byte-aligned middle as vectors, XENT_RESCALE_IN_FLIGHT at once, the
 // ends an element at a time.
@@ -36,7 +23,7 @@ template <class D, class T>
 XENT_DEVICE void xent_rescale_span(T* g, int64_t n, typename D::A s, int64_t me, int64_t step) {
   constexpr int kVec = 16 / (int)sizeof(T), kFlight = XENT_RESCALE_IN_FLIGHT;
   const int64_t head = xent_min_index(n, (int64_t)((16 - (uintptr_t)g % 16) % 16 / sizeof(T)));
-  for (int64_t i = me; i < head; i += step) g[i] = xent_rescale_put<D, T>(xent_rescale_get<D>(g[i]) * s);
+  for (int64_t i = me; i < head; i += step) g[i] = xent_from_acc<D, T>(xent_to_acc<D>(g[i]) * s);
   xent_vec16<T>* v = (xent_vec16<T>*)(g + head);
   const int64_t vecs = (n - head) / kVec;
   for (int64_t i = me; i < vecs; i += step * kFlight) {
@@ -48,12 +35,12 @@ XENT_DEVICE void xent_rescale_span(T* g, int64_t n, typename D::A s, int64_t me,
     for (int u = 0; u < kFlight; ++u) {
       if (i + u * step >= vecs) continue;
       XENT_UNROLL
-      for (int k = 0; k < kVec; ++k) c[u].e[k] = xent_rescale_put<D, T>(xent_rescale_get<D>(c[u].e[k]) * s);
+      for (int k = 0; k < kVec; ++k) c[u].e[k] = xent_from_acc<D, T>(xent_to_acc<D>(c[u].e[k]) * s);
       xent_store16(v + i + u * step, c[u]);
     }
   }
   for (int64_t i = head + vecs * kVec + me; i < n; i += step)
-    g[i] = xent_rescale_put<D, T>(xent_rescale_get<D>(g[i]) * s);
+    g[i] = xent_from_acc<D, T>(xent_to_acc<D>(g[i]) * s);
 }
 
 // The contiguous gradient's span in the storage type its call says.

@@ -136,23 +136,36 @@ struct xent_dtype_f64 {
 };
 #undef XENT_DTYPE_MEMBERS
 
+// One element of storage type T into the accumulation type and back: T is
+// the dtype's own, or f32 where a mixed call keeps its loss or gradient so.
+template <class D, class T>
+XENT_DEVICE typename D::A xent_to_acc(T v) {
+  if constexpr (D::kMixed && sizeof(T) == 4) return (typename D::A)v;
+  else return D::load(v);
+}
+template <class D, class T>
+XENT_DEVICE T xent_from_acc(typename D::A v) {
+  if constexpr (D::kMixed && sizeof(T) == 4) return (T)v;
+  else return D::store(v);
+}
+
 // An element of a loss or gradient buffer (and of dloss), read into the
 // accumulation type or written from it: in the logits dtype, or in f32 where
 // the call's flag says so (mixed dtypes only; one uniform branch an access).
 template <class D>
 XENT_DEVICE typename D::A xent_get(const void* p, int64_t i, bool f32) {
   if constexpr (D::kMixed) {
-    if (f32) return (typename D::A)((const float*)p)[i];
+    if (f32) return xent_to_acc<D>(((const float*)p)[i]);
   }
-  return D::load(((const typename D::T*)p)[i]);
+  return xent_to_acc<D>(((const typename D::T*)p)[i]);
 }
 template <class D>
 XENT_DEVICE void xent_put(void* p, int64_t i, typename D::A v, bool f32) {
   if constexpr (D::kMixed) {
     if (f32) {
-      ((float*)p)[i] = (float)v;
+      ((float*)p)[i] = xent_from_acc<D, float>(v);
       return;
     }
   }
-  ((typename D::T*)p)[i] = D::store(v);
+  ((typename D::T*)p)[i] = xent_from_acc<D, typename D::T>(v);
 }
