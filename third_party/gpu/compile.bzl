@@ -93,16 +93,21 @@ _BACKEND_DEFINE = {
     "hip_on_cuda": "xent_cuda",
 }
 
+def _tests_build(ctx, arch_kind, fixed = ""):
+    """Whether a compile is the tests' build: no fixed architectures, none
+    named by --define, and no GPU backend (--config=cuda, --config=rocm)."""
+    backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
+    return not fixed and not backend and ctx.var.get("xent_%s_archs" % arch_kind) == None
+
 def archs_of(ctx, arch_kind, fixed = ""):
     """The architectures of a compile: fixed where given ("default": the
-    default list), else the --define's, else the default list where the
-    build has the vendor's GPU backend (--config=cuda, --config=rocm), else
-    the tests' one architecture."""
+    default list), else the --define's, else the tests' one architecture in
+    the tests' build, else the default list (the backend's build)."""
     if fixed == "default":
         fixed = _DEFAULT_ARCHS[arch_kind]
-    backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
-    fallback = _DEFAULT_ARCHS[arch_kind] if backend else _TEST_ARCHS[arch_kind]
-    return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, fallback)).split(",")
+    if _tests_build(ctx, arch_kind, fixed):
+        return _TEST_ARCHS[arch_kind].split(",")
+    return (fixed or ctx.var.get("xent_%s_archs" % arch_kind, _DEFAULT_ARCHS[arch_kind])).split(",")
 
 def device_optimized(ctx, arch_kind, fixed = ""):
     """Whether nvcc optimizes the device code (cicc's -O3, its default). Not
@@ -118,8 +123,7 @@ def device_optimized(ctx, arch_kind, fixed = ""):
         return said == "1"
     if said != None:
         fail("xent: --define=xent_cuda_device_opt=%s: 0 or 1" % said)
-    backend = ctx.var.get(_BACKEND_DEFINE[arch_kind]) == "1"
-    return bool(fixed) or backend or ctx.var.get("xent_%s_archs" % arch_kind) != None
+    return not _tests_build(ctx, arch_kind, fixed)
 
 def _ptx_only(arch):
     """Whether a CUDA architecture is spelled compute_NN: its PTX alone."""
