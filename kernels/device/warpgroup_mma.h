@@ -1,0 +1,256 @@
+// A warpgroup's matrix product on the tensor cores (sm_90a's wgmma): four
+// warps (128 threads) multiply a 64 x 16 tile of A by a 16 x N tile of B,
+// both bf16 in shared memory, into a 64 x N f32 accumulator spread over
+// their registers, asynchronously. The on-chip linear cross entropy's tile
+// of logits (docs/LINEAR_CE.md) is a chain of these. Under the emulator the
+// product is computed element by element from the same shared memory, when
+// the wait that the GPU needs before the registers are read is reached.
+#pragma once
+
+#if defined(XENT_TARGET_HIP)
+#error "warpgroup_mma.h is CUDA's (sm_90a); AMD's tiles would be MFMA's (docs/LINEAR_CE.md)"
+#endif
+
+// The operands' layout in shared memory: wgmma's canonical K-major layouts,
+// 16 K-elements (32 bytes) of each row an instruction. Element (r, k) of an
+// operand (A: r a row of the product; B: r a column of it, so B is stored
+// as its transpose, as the weight's rows are) starting at byte `start`:
+// - without swizzling, in "core matrices" of 8 rows x 8 elements, each 128
+//   contiguous bytes: (r / 8) * stride + (k / 8) * leading + (r % 8) * 16 +
+//   (k % 8) * 2 on from start, `leading` (wgmma's leading-dimension byte
+//   offset) between core matrices adjacent in K, `stride` (its stride-
+//   dimension offset) between those adjacent in rows;
+// - with the 128-byte swizzle (swizzle128: the layout a bulk tensor copy
+//   writes with CU_TENSOR_MAP_SWIZZLE_128B, whose reads hit every bank),
+//   a row's 64 elements in one 128-byte line, 8 rows an atom of 1024
+//   bytes, and the 16-byte chunks of a line permuted by its row in the
+//   atom: byte a = start + (r / 8) * stride + (r % 8) * 128 + k * 2 lies at
+//   a ^ ((a >> 7) % 8) << 4 (an address from a 1024-byte-aligned base).
+//   An instruction's K-step moves `start` by 32 bytes within the line; the
+//   hardware ignores `leading`, which the staging uses between 64-wide
+//   column blocks of a wider tile.
+// Offsets are multiples of 16 below 256 KiB.
+struct xent_wg_layout {
+  uint32_t leading, stride;
+  bool swizzle128;
+};
+
+// The byte address (from the shared array's start) of element (r, k) of
+// the operand at `start` in that layout.
+XENT_DEVICE uint32_t xent_wg_address(xent_wg_layout l, uint32_t start, int r, int k) {
+  if (!l.swizzle128)
+    return start + (uint32_t)(r / 8) * l.stride + (uint32_t)(k / 8) * l.leading + (uint32_t)(r % 8) * 16u +
+           (uint32_t)(k % 8) * 2u;
+  const uint32_t a = start + (uint32_t)(r / 8) * l.stride + (uint32_t)(k / 64) * l.leading + (uint32_t)(r % 8) * 128u +
+                     (uint32_t)(k % 64) * 2u;
+  return a ^ ((a >> 7) & 7u) << 4;
+}
+
+// Accumulator element i of a thread (t of the warpgroup's 128) holds row
+// 16 (t / 32) + 8 ((i / 2) % 2) + (t % 32) / 4 and column
+// 8 (i / 4) + 2 (t % 4) + i % 2 of the 64 x N product (the PTX ISA's
+// fragment of wgmma's D): each warp owns 16 rows.
+XENT_DEVICE int xent_wg_row(int t, int i) { return 16 * ((t % 128) / 32) + 8 * ((i / 2) % 2) + (t % 32) / 4; }
+XENT_DEVICE int xent_wg_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + i % 2; }
+
+#if defined(XENT_EMU)
+// An operand: the shared array it lies in, its start in bytes, its layout.
+struct xent_wg_operand {
+  uint16_t* base;  // the shared array, seen as 16-bit elements
+  int64_t count;
+  const char* name;
+  uint32_t start;
+  xent_wg_layout layout;
+  // Element (r, k), read through the race and bounds checks of shared
+  // memory.
+  uint16_t at(int r, int k) const {
+    return xent_emu::shared_array<uint16_t>(base, count, name)[xent_wg_address(layout, start, r, k) / 2];
+  }
+};
+template <typename Smem>
+XENT_DEVICE xent_wg_operand xent_wg_operand_at(const Smem& smem, uint32_t start, xent_wg_layout layout) {
+  return xent_wg_operand{(uint16_t*)smem.base(), smem.count() * (int64_t)sizeof(*smem.base()) / 2, smem.name(), start,
+                         layout};
+}
+
+// The accumulator, and the products issued into it and not yet waited for:
+// the GPU computes them at some time before the wait, so the emulator does
+// at the wait, from the shared memory as it is then (a tile overwritten
+// before the wait gives the wrong product there, as on the GPU).
+template <int N>
+struct xent_wg_acc {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma's N: a multiple of 8 up to 256");
+  float d[N / 2];
+  struct issued {
+    xent_wg_operand a, b;
+    bool accumulate;
+    int group;  // the commit group, -1 while uncommitted
+  };
+  enum { kMaxIssued = 16 };
+  issued pending[kMaxIssued];
+  int npending = 0, groups = 0;
+  ~xent_wg_acc() {
+    if (npending)
+      xent_emu_fail("wgmma: thread %u ends with %d products issued and never waited for (wgmma.wait_group)",
+                    threadIdx.x, npending);
+  }
+  void run(const issued& p) {
+    const int t = (int)(threadIdx.x % 128);
+    for (int i = 0; i < N / 2; ++i) {
+      const int r = xent_wg_row(t, i), c = xent_wg_col(t, i);
+      double sum = 0;
+      for (int k = 0; k < 16; ++k) {
+        const uint16_t x = p.a.at(r, k), y = p.b.at(c, k);
+        sum += (double)xent_bf16_to_float(x) * (double)xent_bf16_to_float(y);
+      }
+      d[i] = (p.accumulate ? d[i] : 0.0f) + (float)sum;
+    }
+  }
+};
+
+XENT_DEVICE void xent_wg_check(const xent_wg_operand& o, const char* which) {
+  if (o.start % 16 || o.layout.leading % 16 || o.layout.stride % 16 || o.layout.leading >= (1u << 18) ||
+      o.layout.stride >= (1u << 18))
+    xent_emu_fail(
+        "wgmma: operand %s of %s: start %u, leading %u and stride %u bytes must be multiples of 16 "
+        "below 256 KiB (the descriptor drops their low 4 bits)",
+        which, o.name, o.start, o.layout.leading, o.layout.stride);
+  if (o.layout.swizzle128 && (o.start >> 7) % 8 != 0)
+    xent_emu_fail(
+        "wgmma: operand %s of %s at byte %u: a 128-byte-swizzled operand starts in the first line of a "
+        "1024-byte atom (the descriptor's base offset is 0)",
+        which, o.name, o.start);
+}
+
+// D (+)= A B: issued, not done (the fence before it, the commit and the
+// wait after it are the caller's, as on the GPU).
+template <int N>
+XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, const xent_wg_operand& a, const xent_wg_operand& b, bool accumulate) {
+  if (blockDim.x % 128 != 0)
+    xent_emu_fail("wgmma: blocks of %u threads: a warpgroup is 128 threads, and a block whole warpgroups", blockDim.x);
+  xent_wg_check(a, "A");
+  xent_wg_check(b, "B");
+  if (acc.npending == acc.kMaxIssued) xent_emu_fail("wgmma: more than %d products in flight", (int)acc.kMaxIssued);
+  acc.pending[acc.npending++] = {a, b, accumulate, -1};
+}
+XENT_DEVICE void xent_wg_fence() {}
+template <int N>
+XENT_DEVICE void xent_wg_commit(xent_wg_acc<N>& acc) {
+  for (int i = 0; i < acc.npending; ++i)
+    if (acc.pending[i].group < 0) acc.pending[i].group = acc.groups;
+  acc.groups++;
+}
+// Waits until at most `newer` commit groups are in flight: the older ones'
+// products are in the registers.
+template <int Newer, int N>
+XENT_DEVICE void xent_wg_wait(xent_wg_acc<N>& acc) {
+  int kept = 0;
+  for (int i = 0; i < acc.npending; ++i) {
+    const auto& p = acc.pending[i];
+    if (p.group >= 0 && p.group < acc.groups - Newer) acc.run(p);
+    else acc.pending[kept++] = p;
+  }
+  acc.npending = kept;
+}
+#else
+// The descriptor of an operand at smem + start bytes (wgmma's 64-bit
+// matrix descriptor: start, leading and stride offsets in 16-byte units,
+// the swizzle in bits 62-63, 1 for 128 bytes; a swizzled K-major operand's
+// leading offset is unused, 1 by convention).
+typedef uint64_t xent_wg_operand;
+template <typename T>
+XENT_DEVICE xent_wg_operand xent_wg_operand_at(const T* smem, uint32_t start, xent_wg_layout layout) {
+  const uint32_t at = (uint32_t)__cvta_generic_to_shared(smem) + start;
+  const uint32_t leading = layout.swizzle128 ? 1u : (layout.leading & 0x3FFFFu) >> 4;
+  return (uint64_t)((at & 0x3FFFFu) >> 4) | (uint64_t)leading << 16 |
+         (uint64_t)((layout.stride & 0x3FFFFu) >> 4) << 32 | (uint64_t)(layout.swizzle128 ? 1u : 0u) << 62;
+}
+
+template <int N>
+struct xent_wg_acc {
+  static_assert(N == 64 || N == 128, "wgmma shapes written: m64n64k16, m64n128k16");
+  float d[N / 2];
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XENT_WG_SM90A 1
+#endif
+
+// Orders this thread's earlier writes to the accumulator's registers (and
+// generic-proxy writes to shared memory made visible by a barrier) before
+// the products that follow (wgmma.fence).
+XENT_DEVICE void xent_wg_fence() {
+#if defined(XENT_WG_SM90A)
+  asm volatile("wgmma.fence.sync.aligned;" : : : "memory");
+#endif
+}
+
+#define XENT_WG_D8(i)                                                                                                  \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]),          \
+      "+f"(d[i + 7])
+template <int N>
+XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, xent_wg_operand a, xent_wg_operand b, bool accumulate) {
+#if defined(XENT_WG_SM90A)
+  float* d = acc.d;
+  const int scale_d = accumulate ? 1 : 0;
+  if constexpr (N == 64) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}"
+        : XENT_WG_D8(0), XENT_WG_D8(8), XENT_WG_D8(16), XENT_WG_D8(24)
+        : "l"(a), "l"(b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}"
+        : XENT_WG_D8(0), XENT_WG_D8(8), XENT_WG_D8(16), XENT_WG_D8(24), XENT_WG_D8(32), XENT_WG_D8(40), XENT_WG_D8(48),
+          XENT_WG_D8(56)
+        : "l"(a), "l"(b), "r"(scale_d));
+  }
+#else
+  (void)acc, (void)a, (void)b, (void)accumulate;
+  __trap();  // launched only where the device is sm_90 and the code sm_90a's
+#endif
+}
+#undef XENT_WG_D8
+
+template <int N>
+XENT_DEVICE void xent_wg_commit(xent_wg_acc<N>&) {
+#if defined(XENT_WG_SM90A)
+  asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory");
+#endif
+}
+template <int Newer, int N>
+XENT_DEVICE void xent_wg_wait(xent_wg_acc<N>& acc) {
+#if defined(XENT_WG_SM90A)
+  // The accumulator's registers as operands: the compiler keeps their reads
+  // after the wait.
+  float* d = acc.d;
+  XENT_UNROLL
+  for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i]) : : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;" : : "n"(Newer) : "memory");
+  XENT_UNROLL
+  for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i]) : : "memory");
+#else
+  (void)acc;
+#endif
+}
+#endif
+
+// Makes this thread's generic-proxy writes to shared memory (st.shared)
+// visible to the tensor cores' reads (the async proxy); a barrier after it
+// makes every thread's visible (fence.proxy.async). Not needed for bytes a
+// bulk copy wrote.
+XENT_DEVICE void xent_wg_publish_smem() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(XENT_EMU)
+  asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
+#endif
+}

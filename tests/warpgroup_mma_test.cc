@@ -1,0 +1,183 @@
+// The warpgroup product (kernels/device/warpgroup_mma.h) against a float64
+// product of the same bf16 values: a block of one warpgroup stages A
+// (64 x K) and B (N x K, the weight's rows) in shared memory in one of the
+// canonical layouts (core matrices, or the 128-byte swizzle), multiplies
+// them in K / 16 steps in two commit groups, and writes its accumulator.
+// N = 64 and 128, K = 64.
+// Built twice: as host C++ under the emulator (tests/BUILD, in the suite:
+// the kernel's use of the primitive and the emulator's model of it, which
+// also checks that a wait leaves the newer group in flight and that a
+// product never waited for is reported), and by nvcc for sm_90a, run on
+// the GPU machine (bench/gpu/stage.sh: the model's layout against the
+// hardware's).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XENT_TARGET_CUDA
+#include "device/target.h"
+#include "device/warpgroup_mma.h"
+
+enum { M = 64, K = 64 };
+
+// mode 0: the product. mode 1 (emulator): read after waiting for the first
+// group only: the first half's product. mode 2 (emulator): a product never
+// waited for.
+template <int N, bool Swizzle>
+__global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t* b, float* d, int mode) {
+  XENT_DYNAMIC_SHARED(uint16_t, smem);
+#if !defined(XENT_EMU)
+  // The swizzle is of address bits: the atoms must be 1024-byte aligned.
+  if (Swizzle && (uint32_t)__cvta_generic_to_shared(smem) % 1024u != 0) __trap();
+#endif
+  // Core matrices: a row's along K 128 bytes apart, 8-row groups K * 16.
+  // Swizzled: 8-row atoms of 1024 bytes (K = 64: one line a row).
+  const xent_wg_layout la = Swizzle ? xent_wg_layout{M * 128u, 1024u, true} : xent_wg_layout{128u, K * 16u, false};
+  const xent_wg_layout lb = Swizzle ? xent_wg_layout{N * 128u, 1024u, true} : la;
+  const uint32_t b_start = (uint32_t)M * K * 2u;
+  for (int e = (int)threadIdx.x; e < M * K; e += (int)blockDim.x) smem[xent_wg_address(la, 0, e / K, e % K) / 2] = a[e];
+  for (int e = (int)threadIdx.x; e < N * K; e += (int)blockDim.x)
+    smem[xent_wg_address(lb, b_start, e / K, e % K) / 2] = b[e];
+  xent_wg_publish_smem();
+  __syncthreads();
+  xent_wg_acc<N> acc;
+  xent_wg_fence();
+  // A 16-wide step of K: two core matrices along K (2 * leading bytes on),
+  // or 32 bytes along the swizzled line.
+  const uint32_t step = Swizzle ? 32u : 2u * la.leading;
+  for (int s = 0; s < K / 16; ++s) {
+    xent_wg_mma(acc, xent_wg_operand_at(smem, s * step, la), xent_wg_operand_at(smem, b_start + s * step, lb), s > 0);
+    if (s == K / 32 - 1) xent_wg_commit(acc);
+  }
+#if defined(XENT_EMU)
+  // (On a GPU both are undefined: registers read while a product writes
+  // them, a warpgroup exiting with products in flight.)
+  if (mode == 2) return;
+  xent_wg_commit(acc);
+  if (mode == 1) {
+    xent_wg_wait<1>(acc);
+    for (int i = 0; i < N / 2; ++i) d[xent_wg_row(threadIdx.x, i) * N + xent_wg_col(threadIdx.x, i)] = acc.d[i];
+  }
+#else
+  (void)mode;
+  xent_wg_commit(acc);
+#endif
+  xent_wg_wait<0>(acc);
+  if (mode == 0)
+    for (int i = 0; i < N / 2; ++i) d[xent_wg_row(threadIdx.x, i) * N + xent_wg_col(threadIdx.x, i)] = acc.d[i];
+}
+
+// bfloat16 and back, the test's own (round to nearest even; finite values).
+static float from_bf16(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static uint64_t state = 0x243f6a8885a308d3ull;
+static float uniform() {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+// Runs the kernel; returns 0, or 1 with the error printed.
+template <int N, bool Swizzle>
+static int run(const uint16_t* a, const uint16_t* b, float* d, int mode) {
+  const size_t smem = (size_t)(M + N) * K * 2;
+#if defined(XENT_EMU)
+  for (int i = 0; i < M * N; ++i) d[i] = NAN;  // an element no thread writes fails
+  const int rc =
+      XENT_EMU_LAUNCH((product<N, Swizzle>), 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(128), smem, nullptr, a, b, d, mode);
+  const int pending = xent_emu_last_error();  // (taken either way: it would fail the next launch)
+  if (rc || pending) {
+    if (mode != 2) printf("FAIL: %s\n", xent_emu_last_message());
+    return 1;
+  }
+#else
+  uint16_t *da, *db;
+  float* dd;
+  cudaMalloc(&da, (size_t)M * K * 2);
+  cudaMalloc(&db, (size_t)N * K * 2);
+  cudaMalloc(&dd, (size_t)M * N * 4);
+  cudaMemcpy(da, a, (size_t)M * K * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b, (size_t)N * K * 2, cudaMemcpyHostToDevice);
+  cudaMemset(dd, 0xff, (size_t)M * N * 4);  // NaNs: an element no thread writes fails
+  // (cudaLaunchKernel, not the chevrons: a .cc file, formatted as C++.)
+  const uint16_t *ca = da, *cb = db;
+  void* args[] = {&ca, &cb, &dd, &mode};
+  cudaError_t e = cudaLaunchKernel((const void*)product<N, Swizzle>, dim3(1), dim3(128), args, smem, 0);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMemcpy(d, dd, (size_t)M * N * 4, cudaMemcpyDeviceToHost);
+  cudaFree(da), cudaFree(db), cudaFree(dd);
+  if (e != cudaSuccess) {
+    printf("CUDA error: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
+#endif
+  return 0;
+}
+
+// d against the float64 product over k in [0, k_end). f32 accumulation:
+// each of the K sums' additions errs by at most 2^-23 of the running sum
+// (2^-22 if the tensor cores truncate), bounded by the sum of |a b|.
+template <int N>
+static int check(const char* what, const uint16_t* a, const uint16_t* b, const float* d, int k_end) {
+  int bad = 0;
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) {
+      double want = 0, mag = 0;
+      for (int k = 0; k < k_end; ++k) {
+        const double p = (double)from_bf16(a[r * K + k]) * (double)from_bf16(b[c * K + k]);
+        want += p;
+        mag += fabs(p);
+      }
+      const double got = d[r * N + c], tol = k_end * ldexp(mag, -22) + 1e-30;
+      if (!(fabs(got - want) <= tol) && ++bad <= 5)
+        printf("FAIL %s N=%d: D[%d][%d] = %.9g, want %.9g (tolerance %.3g)\n", what, N, r, c, got, want, tol);
+    }
+  return bad;
+}
+
+template <int N, bool Swizzle>
+static int test() {
+  static uint16_t a[M * K], b[N * K];
+  static float d[M * N];
+  for (int i = 0; i < M * K; ++i) a[i] = to_bf16(uniform());
+  for (int i = 0; i < N * K; ++i) b[i] = to_bf16(uniform());
+  int failures = 0;
+  if (run<N, Swizzle>(a, b, d, 0)) return 1;
+  failures += check<N>("the product", a, b, d, K) != 0;
+#if defined(XENT_EMU)
+  if (run<N, Swizzle>(a, b, d, 1)) return 1;
+  failures += check<N>("after the first group's wait", a, b, d, K / 2) != 0;
+  if (run<N, Swizzle>(a, b, d, 2) == 0 || strstr(xent_emu_last_message(), "never waited") == NULL) {
+    printf("FAIL N=%d: a product never waited for was not reported\n", N);
+    failures++;
+  } else {
+    printf("  reported, as it should be: %s\n", xent_emu_last_message());
+  }
+#endif
+  printf("%s m64n%dk16 x %d, %s: %s\n", failures ? "FAIL" : "ok", N, K / 16,
+         Swizzle ? "128-byte swizzle" : "core matrices", failures ? "wrong" : "matches float64");
+  return failures;
+}
+
+int main() {
+#if !defined(XENT_EMU)
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0) {
+    printf("FAIL: needs an sm_90 GPU (H100, H200): the code is sm_90a's\n");
+    return 1;
+  }
+#endif
+  const int failures = test<64, false>() + test<128, false>() + test<64, true>() + test<128, true>();
+  return failures != 0;
+}
