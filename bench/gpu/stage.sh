@@ -146,16 +146,26 @@ exchange_racecheck() {
   echo "racecheck: the shim's exchange clean, the planted race found"
 }
 
-# --- The warpgroup product on the tensor cores ------------------------------
+# --- The tensor cores' tiles -------------------------------------------------
 
-# tests/warpgroup_mma_test.cc, compiled here for sm_90a by the device's nvcc
-# (seconds): wgmma chains in both operand layouts against float64, which
-# the suite runs only under the emulator. It holds the emulator's model of
-# the operand layouts and the accumulator's fragment to the hardware's.
-warpgroup_mma() {
-  local nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc exe=/tmp/xent-gpu/warpgroup_mma_test
-  "$nvcc" -O2 -arch=sm_90a -x cu -Ikernels tests/warpgroup_mma_test.cc -o "$exe" || return 1
-  "$exe"
+# tests/warpgroup_mma_test.cc and tests/lce_on_chip_test.cc, compiled here
+# for sm_90a by the device's nvcc (seconds, side by side): wgmma chains in
+# both operand layouts, and the linear cross entropy's statistics with the
+# logits on chip, against float64, which the suite runs only under the
+# emulator. They hold the emulator's model of the operand layouts and the
+# accumulator's fragment to the hardware's.
+tensor_cores() {
+  local nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc t pid status=0 pids=()
+  mkdir -p /tmp/xent-gpu
+  for t in warpgroup_mma_test lce_on_chip_test; do
+    "$nvcc" -O2 -arch=sm_90a -x cu -Ikernels "tests/$t.cc" -o "/tmp/xent-gpu/$t" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  [ "$status" = 0 ] || return 1
+  /tmp/xent-gpu/warpgroup_mma_test || status=1
+  /tmp/xent-gpu/lce_on_chip_test || status=1
+  return "$status"
 }
 
 # --- The fused linear cross entropy under memcheck ---------------------------
@@ -241,7 +251,7 @@ EOF
 export LD_LIBRARY_PATH="$BIN:${CUDA_HOME:-/usr/local/cuda}/lib64:$wheel_lib_dirs${LD_LIBRARY_PATH:-}"
 export ARCHIVES BIN STASH PYTHON
 export RESULTS
-export -f unpack stash install_peers exchange_racecheck warpgroup_mma memcheck_linear_ce
+export -f unpack stash install_peers exchange_racecheck tensor_cores memcheck_linear_ce
 run_step stash 10 stash
 if [ "$STAGE" != wheels ]; then
   XENT_GPU_ONLY='' run_step unpack 20 unpack
@@ -292,7 +302,8 @@ case "$STAGE" in
     # backends, and the package on CUDA tensors (graphs, streams, compile).
     run_step gpu_test 60 --gpu "$BIN/gpu_test" "$BIN/manifest.tsv"
     run_step gpu_hip_on_cuda_test 60 --gpu "$BIN/gpu_hip_on_cuda_test" "$BIN/hip_manifest.tsv"
-    run_step large_shapes 45 --gpu "$BIN/large_shapes_test"
+    # (The fifth run: 24 s.)
+    run_step large_shapes 40 --gpu "$BIN/large_shapes_test"
     # (The fifth run: 7 and 6 s of the linear CE's, 6 of the graphs'.)
     run_step linear_ce_cuda 25 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
       "$PYTHON" tests/linear_ce_vs_torch_test.py
@@ -301,7 +312,7 @@ case "$STAGE" in
     run_step package_cuda 45 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
       "$PYTHON" python/xent_torch_test.py
     run_step package_graphs 25 --gpu "${PKG[@]}" "$PYTHON" python/xent_cuda_test.py
-    run_step warpgroup_mma 15 --gpu warpgroup_mma
+    run_step tensor_cores 20 --gpu tensor_cores
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
     # builds for them took most of 70 s on the first run's machine, 29 s
     # in the fifth run.
