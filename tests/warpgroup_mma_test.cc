@@ -1,7 +1,8 @@
 // The warpgroup product (kernels/device/warpgroup_mma.h) against a float64
 // product of the same bf16 values: a block of one warpgroup stages A
 // (64 x K) and B (N x K, the weight's rows) in shared memory in one of the
-// canonical layouts (core matrices, or the 128-byte swizzle), multiplies
+// canonical layouts (K- or MN-major, core matrices or the 128-byte
+// swizzle), multiplies
 // them in K / 16 steps in two commit groups, and writes its accumulator.
 // N = 64 and 128, K = 64.
 // Built twice: as host C++ under the emulator (tests/BUILD, in the suite:
@@ -22,20 +23,33 @@
 
 enum { M = 64, K = 64 };
 
+// An operand of `rows` rows (its M or N) by K in one of the layouts
+// (warpgroup_mma.h), and how far a K-step of 16 moves its start.
+// K-major: core matrices a row's along K 128 bytes apart, 8-row groups
+// K * 16; swizzled, 8-row atoms of 1024 bytes (K = 64: one line a row).
+// MN-major: core matrices 8 rows' apart 128 bytes, 8-k groups rows * 16;
+// swizzled, a line of 64 rows a k, 8-k atoms of 1024 bytes, 64-row blocks
+// K * 128 bytes apart.
+XENT_DEVICE xent_wg_layout layout_of(uint32_t rows, bool swizzle, bool mn_major) {
+  if (!mn_major)
+    return swizzle ? xent_wg_layout{rows * 128u, 1024u, true, false} : xent_wg_layout{128u, K * 16u, false, false};
+  return swizzle ? xent_wg_layout{K * 128u, 1024u, true, true} : xent_wg_layout{rows * 16u, 128u, false, true};
+}
+XENT_DEVICE uint32_t step_of(xent_wg_layout l) {
+  return l.mn_major ? 2u * (l.swizzle128 ? l.stride : l.leading) : l.swizzle128 ? 32u : 2u * l.leading;
+}
+
 // mode 0: the product. mode 1 (emulator): read after waiting for the first
 // group only: the first half's product. mode 2 (emulator): a product never
 // waited for.
-template <int N, bool Swizzle>
+template <int N, bool Swizzle, bool MnA, bool MnB>
 __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t* b, float* d, int mode) {
   XENT_DYNAMIC_SHARED(uint16_t, smem);
 #if !defined(XENT_EMU)
   // The swizzle is of address bits: the atoms must be 1024-byte aligned.
   if (Swizzle && (uint32_t)__cvta_generic_to_shared(smem) % 1024u != 0) __trap();
 #endif
-  // Core matrices: a row's along K 128 bytes apart, 8-row groups K * 16.
-  // Swizzled: 8-row atoms of 1024 bytes (K = 64: one line a row).
-  const xent_wg_layout la = Swizzle ? xent_wg_layout{M * 128u, 1024u, true} : xent_wg_layout{128u, K * 16u, false};
-  const xent_wg_layout lb = Swizzle ? xent_wg_layout{N * 128u, 1024u, true} : la;
+  const xent_wg_layout la = layout_of(M, Swizzle, MnA), lb = layout_of(N, Swizzle, MnB);
   const uint32_t b_start = (uint32_t)M * K * 2u;
   for (int e = (int)threadIdx.x; e < M * K; e += (int)blockDim.x) smem[xent_wg_address(la, 0, e / K, e % K) / 2] = a[e];
   for (int e = (int)threadIdx.x; e < N * K; e += (int)blockDim.x)
@@ -44,11 +58,9 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
   __syncthreads();
   xent_wg_acc<N> acc;
   xent_wg_fence();
-  // A 16-wide step of K: two core matrices along K (2 * leading bytes on),
-  // or 32 bytes along the swizzled line.
-  const uint32_t step = Swizzle ? 32u : 2u * la.leading;
   for (int s = 0; s < K / 16; ++s) {
-    xent_wg_mma(acc, xent_wg_operand_at(smem, s * step, la), xent_wg_operand_at(smem, b_start + s * step, lb), s > 0);
+    xent_wg_mma<MnA, MnB>(acc, xent_wg_operand_at(smem, s * step_of(la), la),
+                          xent_wg_operand_at(smem, b_start + s * step_of(lb), lb), s > 0);
     if (s == K / 32 - 1) xent_wg_commit(acc);
   }
 #if defined(XENT_EMU)
@@ -89,13 +101,13 @@ static float uniform() {
 }
 
 // Runs the kernel; returns 0, or 1 with the error printed.
-template <int N, bool Swizzle>
+template <int N, bool Swizzle, bool MnA, bool MnB>
 static int run(const uint16_t* a, const uint16_t* b, float* d, int mode) {
   const size_t smem = (size_t)(M + N) * K * 2;
 #if defined(XENT_EMU)
   for (int i = 0; i < M * N; ++i) d[i] = NAN;  // an element no thread writes fails
-  const int rc =
-      XENT_EMU_LAUNCH((product<N, Swizzle>), 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(128), smem, nullptr, a, b, d, mode);
+  const int rc = XENT_EMU_LAUNCH((product<N, Swizzle, MnA, MnB>), 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(128), smem,
+                                 nullptr, a, b, d, mode);
   const int pending = xent_emu_last_error();  // (taken either way: it would fail the next launch)
   if (rc || pending) {
     if (mode != 2) printf("FAIL: %s\n", xent_emu_last_message());
@@ -113,7 +125,7 @@ static int run(const uint16_t* a, const uint16_t* b, float* d, int mode) {
   // (cudaLaunchKernel, not the chevrons: a .cc file, formatted as C++.)
   const uint16_t *ca = da, *cb = db;
   void* args[] = {&ca, &cb, &dd, &mode};
-  cudaError_t e = cudaLaunchKernel((const void*)product<N, Swizzle>, dim3(1), dim3(128), args, smem, 0);
+  cudaError_t e = cudaLaunchKernel((const void*)product<N, Swizzle, MnA, MnB>, dim3(1), dim3(128), args, smem, 0);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   if (e == cudaSuccess) e = cudaMemcpy(d, dd, (size_t)M * N * 4, cudaMemcpyDeviceToHost);
   cudaFree(da), cudaFree(db), cudaFree(dd);
@@ -146,27 +158,28 @@ static int check(const char* what, const uint16_t* a, const uint16_t* b, const f
   return bad;
 }
 
-template <int N, bool Swizzle>
+template <int N, bool Swizzle, bool MnA, bool MnB>
 static int test() {
   static uint16_t a[M * K], b[N * K];
   static float d[M * N];
   for (int i = 0; i < M * K; ++i) a[i] = to_bf16(uniform());
   for (int i = 0; i < N * K; ++i) b[i] = to_bf16(uniform());
   int failures = 0;
-  if (run<N, Swizzle>(a, b, d, 0)) return 1;
+  if (run<N, Swizzle, MnA, MnB>(a, b, d, 0)) return 1;
   failures += check<N>("the product", a, b, d, K) != 0;
 #if defined(XENT_EMU)
-  if (run<N, Swizzle>(a, b, d, 1)) return 1;
+  if (run<N, Swizzle, MnA, MnB>(a, b, d, 1)) return 1;
   failures += check<N>("after the first group's wait", a, b, d, K / 2) != 0;
-  if (run<N, Swizzle>(a, b, d, 2) == 0 || strstr(xent_emu_last_message(), "never waited") == NULL) {
+  if (run<N, Swizzle, MnA, MnB>(a, b, d, 2) == 0 || strstr(xent_emu_last_message(), "never waited") == NULL) {
     printf("FAIL N=%d: a product never waited for was not reported\n", N);
     failures++;
   } else {
     printf("  reported, as it should be: %s\n", xent_emu_last_message());
   }
 #endif
-  printf("%s m64n%dk16 x %d, %s: %s\n", failures ? "FAIL" : "ok", N, K / 16,
-         Swizzle ? "128-byte swizzle" : "core matrices", failures ? "wrong" : "matches float64");
+  printf("%s m64n%dk16 x %d, %s, A %s, B %s: %s\n", failures ? "FAIL" : "ok", N, K / 16,
+         Swizzle ? "128-byte swizzle" : "core matrices", MnA ? "MN-major" : "K-major", MnB ? "MN-major" : "K-major",
+         failures ? "wrong" : "matches float64");
   return failures;
 }
 
@@ -178,6 +191,11 @@ int main() {
     return 1;
   }
 #endif
-  const int failures = test<64, false>() + test<128, false>() + test<64, true>() + test<128, true>();
+  // Every layout pair of A and B, in both shapes.
+  const int failures = test<64, false, false, false>() + test<128, false, false, false>() +
+                       test<64, true, false, false>() + test<128, true, false, false>() +
+                       test<64, false, false, true>() + test<128, true, false, true>() +
+                       test<64, false, true, false>() + test<128, true, true, false>() + test<64, true, true, true>() +
+                       test<128, false, true, true>();
   return failures != 0;
 }

@@ -11,38 +11,46 @@
 #error "warpgroup_mma.h is CUDA's (sm_90a); AMD's tiles would be MFMA's (docs/LINEAR_CE.md)"
 #endif
 
-// The operands' layout in shared memory: wgmma's canonical K-major layouts,
-// 16 K-elements (32 bytes) of each row an instruction. Element (r, k) of an
-// operand (A: r a row of the product; B: r a column of it, so B is stored
-// as its transpose, as the weight's rows are) starting at byte `start`:
-// - without swizzling, in "core matrices" of 8 rows x 8 elements, each 128
-//   contiguous bytes: (r / 8) * stride + (k / 8) * leading + (r % 8) * 16 +
-//   (k % 8) * 2 on from start, `leading` (wgmma's leading-dimension byte
-//   offset) between core matrices adjacent in K, `stride` (its stride-
-//   dimension offset) between those adjacent in rows;
-// - with the 128-byte swizzle (swizzle128: the layout a bulk tensor copy
-//   writes with CU_TENSOR_MAP_SWIZZLE_128B, whose reads hit every bank),
-//   a row's 64 elements in one 128-byte line, 8 rows an atom of 1024
-//   bytes, and the 16-byte chunks of a line permuted by its row in the
-//   atom: byte a = start + (r / 8) * stride + (r % 8) * 128 + k * 2 lies at
-//   a ^ ((a >> 7) % 8) << 4 (an address from a 1024-byte-aligned base).
-//   An instruction's K-step moves `start` by 32 bytes within the line; the
-//   hardware ignores `leading`, which the staging uses between 64-wide
-//   column blocks of a wider tile.
+// The operands' layout in shared memory: wgmma's canonical layouts, 16
+// K-elements of each operand an instruction. Element (r, k) of an operand
+// (A: r a row of the product; B: r a column of it) at byte `start`, in
+// K-major order (a row's K elements adjacent: B stored as its transpose,
+// as the weight's rows are) or MN-major (an element's neighbours in r
+// adjacent: G^T as A, or hidden's rows as B), `leading` and `stride` being
+// wgmma's leading- and stride-dimension byte offsets:
+// - K-major, no swizzle: "core matrices" of 8 rows x 8 elements, each 128
+//   contiguous bytes, at (r / 8) * stride + (k / 8) * leading + (r % 8) *
+//   16 + (k % 8) * 2 from start;
+// - MN-major, no swizzle: core matrices of 8 k x 8 r, at (r / 8) * stride
+//   + (k / 8) * leading + (k % 8) * 16 + (r % 8) * 2;
+// - with the 128-byte swizzle (swizzle128: what a bulk tensor copy writes
+//   with CU_TENSOR_MAP_SWIZZLE_128B, whose reads hit every bank), lines of
+//   64 elements (128 bytes), 8 lines an atom of 1024 bytes, and the 16-byte
+//   chunks of a line permuted by its line in the atom: byte a lies at
+//   a ^ ((a >> 7) % 8) << 4 (from a 1024-byte-aligned base), where a =
+//   start + (r / 8) * stride + (r % 8) * 128 + (k / 64) * leading + (k % 64)
+//   * 2 (K-major: a line is a row's K; the hardware ignores `leading`,
+//   which the staging uses between 64-wide column blocks) or start +
+//   (k / 8) * stride + (k % 8) * 128 + (r / 64) * leading + (r % 64) * 2
+//   (MN-major: a line is 64 r's of one k).
+// A K-step of 16 moves `start` by 32 bytes (K-major, swizzled), 2 *
+// leading (K-major, no swizzle) or 2 * stride (MN-major, swizzled).
 // Offsets are multiples of 16 below 256 KiB.
 struct xent_wg_layout {
   uint32_t leading, stride;
-  bool swizzle128;
+  bool swizzle128, mn_major;
 };
 
 // The byte address (from the shared array's start) of element (r, k) of
 // the operand at `start` in that layout.
 XENT_DEVICE uint32_t xent_wg_address(xent_wg_layout l, uint32_t start, int r, int k) {
-  if (!l.swizzle128)
-    return start + (uint32_t)(r / 8) * l.stride + (uint32_t)(k / 8) * l.leading + (uint32_t)(r % 8) * 16u +
-           (uint32_t)(k % 8) * 2u;
-  const uint32_t a = start + (uint32_t)(r / 8) * l.stride + (uint32_t)(k / 64) * l.leading + (uint32_t)(r % 8) * 128u +
-                     (uint32_t)(k % 64) * 2u;
+  const uint32_t ur = (uint32_t)r, uk = (uint32_t)k;
+  if (!l.swizzle128) {
+    const uint32_t core = l.mn_major ? (uk % 8) * 16u + (ur % 8) * 2u : (ur % 8) * 16u + (uk % 8) * 2u;
+    return start + (ur / 8) * l.stride + (uk / 8) * l.leading + core;
+  }
+  const uint32_t line = l.mn_major ? uk : ur, along = l.mn_major ? ur : uk;
+  const uint32_t a = start + (line / 8) * l.stride + (line % 8) * 128u + (along / 64) * l.leading + (along % 64) * 2u;
   return a ^ ((a >> 7) & 7u) << 4;
 }
 
@@ -123,9 +131,14 @@ XENT_DEVICE void xent_wg_check(const xent_wg_operand& o, const char* which) {
 }
 
 // D (+)= A B: issued, not done (the fence before it, the commit and the
-// wait after it are the caller's, as on the GPU).
-template <int N>
+// wait after it are the caller's, as on the GPU). MnA, MnB: the operands'
+// layouts are MN-major (wgmma's transpose immediates).
+template <bool MnA = false, bool MnB = false, int N>
 XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, const xent_wg_operand& a, const xent_wg_operand& b, bool accumulate) {
+  if (a.layout.mn_major != MnA || b.layout.mn_major != MnB)
+    xent_emu_fail("wgmma: operands A of %s and B of %s laid out %s and %s, issued as %s and %s", a.name, b.name,
+                  a.layout.mn_major ? "MN-major" : "K-major", b.layout.mn_major ? "MN-major" : "K-major",
+                  MnA ? "MN-major" : "K-major", MnB ? "MN-major" : "K-major");
   if (blockDim.x % 128 != 0)
     xent_emu_fail("wgmma: blocks of %u threads: a warpgroup is 128 threads, and a block whole warpgroups", blockDim.x);
   xent_wg_check(a, "A");
@@ -161,7 +174,7 @@ typedef uint64_t xent_wg_operand;
 template <typename T>
 XENT_DEVICE xent_wg_operand xent_wg_operand_at(const T* smem, uint32_t start, xent_wg_layout layout) {
   const uint32_t at = (uint32_t)__cvta_generic_to_shared(smem) + start;
-  const uint32_t leading = layout.swizzle128 ? 1u : (layout.leading & 0x3FFFFu) >> 4;
+  const uint32_t leading = layout.swizzle128 && !layout.mn_major ? 1u : (layout.leading & 0x3FFFFu) >> 4;
   return (uint64_t)((at & 0x3FFFFu) >> 4) | (uint64_t)leading << 16 |
          (uint64_t)((layout.stride & 0x3FFFFu) >> 4) << 32 | (uint64_t)(layout.swizzle128 ? 1u : 0u) << 62;
 }
@@ -188,7 +201,7 @@ XENT_DEVICE void xent_wg_fence() {
 #define XENT_WG_D8(i)                                                                                                  \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]),          \
       "+f"(d[i + 7])
-template <int N>
+template <bool MnA = false, bool MnB = false, int N>
 XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, xent_wg_operand a, xent_wg_operand b, bool accumulate) {
 #if defined(XENT_WG_SM90A)
   float* d = acc.d;
@@ -199,9 +212,9 @@ XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, xent_wg_operand a, xent_wg_ope
         " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}"
+        "%32, %33, p, 1, 1, %35, %36;\n}"
         : XENT_WG_D8(0), XENT_WG_D8(8), XENT_WG_D8(16), XENT_WG_D8(24)
-        : "l"(a), "l"(b), "r"(scale_d));
+        : "l"(a), "l"(b), "r"(scale_d), "n"(MnA ? 1 : 0), "n"(MnB ? 1 : 0));
   } else {
     asm volatile(
         "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
@@ -210,10 +223,10 @@ XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, xent_wg_operand a, xent_wg_ope
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}"
+        "%64, %65, p, 1, 1, %67, %68;\n}"
         : XENT_WG_D8(0), XENT_WG_D8(8), XENT_WG_D8(16), XENT_WG_D8(24), XENT_WG_D8(32), XENT_WG_D8(40), XENT_WG_D8(48),
           XENT_WG_D8(56)
-        : "l"(a), "l"(b), "r"(scale_d));
+        : "l"(a), "l"(b), "r"(scale_d), "n"(MnA ? 1 : 0), "n"(MnB ? 1 : 0));
   }
 #else
   (void)acc, (void)a, (void)b, (void)accumulate;
