@@ -1,11 +1,14 @@
-// The on-chip statistics of the linear cross entropy
+// The linear cross entropy with the logits on chip
 // (kernels/linear_cross_entropy/on_chip.h) against float64 from the same
-// bf16 values: each (row, slice) record's max and sum of exp over the
-// slice's logits and its label terms, and the row's lse and loss from every
-// slice's records. 100 rows (a partial block), H = 80 (a partial stage of
-// 64 columns), 300 classes as two slices (160 and 140: partial tiles) and
-// as one; labels at both ends of the vocabulary and of a slice, ignored
-// rows, and rows of large logits (hidden scaled by 64: most exps underflow).
+// bf16 values. Pass 1: each (row, slice) record's max and sum of exp over
+// the slice's logits and its label terms, and the row's lse and loss from
+// every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
+// and grad_weight = G^T @ hidden for a mean's G. 100 rows (a partial
+// block), H = 200 and 76 (a partial stage of 64 columns; rows of whole
+// 16-byte chunks, copied asynchronously, or not), 300 classes as two slices
+// (160 and 140: partial tiles) and as one; labels at both ends of the
+// vocabulary and of a slice, ignored rows, and rows of large logits (hidden
+// scaled by 64: most exps underflow).
 // Built twice, as tests/warpgroup_mma_test.cc is: under the emulator in the
 // suite, and by nvcc for sm_90a on the GPU machine (bench/gpu/stage.sh).
 #include <math.h>
@@ -18,7 +21,11 @@
 #include "device/target.h"
 #include "linear_cross_entropy/on_chip.h"
 
-enum { ROWS = 100, H = 80, V = 300, IGNORE = -100 };
+enum { ROWS = 100, H_MAX = 200, V = 300, IGNORE = -100 };
+// hidden's columns: 200 (16-byte rows: the stages copied asynchronously,
+// four of them, so each buffer is loaded twice) or 76 (element by
+// element), main's loop.
+static int H = H_MAX;
 
 static float from_bf16(uint16_t h) {
   const uint32_t u = (uint32_t)h << 16;
@@ -81,6 +88,54 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   return 0;
 }
 
+// Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
+static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const float* lse,
+                     float scale, float* grad_hidden, float* grad_weight) {
+  const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS,
+                  (V + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES);
+#if defined(XENT_EMU)
+  memset(grad_hidden, 0, (size_t)ROWS * H * 4);
+  memset(grad_weight, 0, (size_t)V * H * 4);
+  const xent_lce_chip_grad_args a = {hidden, weight, labels, lse, scale, grad_hidden, grad_weight, ROWS, H, V, IGNORE};
+  const int rc = XENT_EMU_LAUNCH(xent_lce_chip_grads, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
+                                 XENT_LCE_CHIP_SMEM, nullptr, a);
+  const int pending = xent_emu_last_error();
+  if (rc || pending) {
+    printf("FAIL: %s\n", xent_emu_last_message());
+    return 1;
+  }
+#else
+  uint16_t *dh, *dw;
+  int64_t* dl;
+  float *dlse, *dgh, *dgw;
+  cudaMalloc(&dh, (size_t)ROWS * H * 2);
+  cudaMalloc(&dw, (size_t)V * H * 2);
+  cudaMalloc(&dl, (size_t)ROWS * 8);
+  cudaMalloc(&dlse, (size_t)ROWS * 4);
+  cudaMalloc(&dgh, (size_t)ROWS * H * 4);
+  cudaMalloc(&dgw, (size_t)V * H * 4);
+  cudaMemcpy(dh, hidden, (size_t)ROWS * H * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, weight, (size_t)V * H * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dl, labels, (size_t)ROWS * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(dlse, lse, (size_t)ROWS * 4, cudaMemcpyHostToDevice);
+  cudaMemset(dgh, 0, (size_t)ROWS * H * 4);
+  cudaMemset(dgw, 0, (size_t)V * H * 4);
+  const xent_lce_chip_grad_args a = {dh, dw, dl, dlse, scale, dgh, dgw, ROWS, H, V, IGNORE};
+  void* args[] = {(void*)&a};
+  cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads, grid, dim3(XENT_LCE_CHIP_THREADS), args,
+                                   XENT_LCE_CHIP_SMEM, 0);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMemcpy(grad_hidden, dgh, (size_t)ROWS * H * 4, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(grad_weight, dgw, (size_t)V * H * 4, cudaMemcpyDeviceToHost);
+  cudaFree(dh), cudaFree(dw), cudaFree(dl), cudaFree(dlse), cudaFree(dgh), cudaFree(dgw);
+  if (e != cudaSuccess) {
+    printf("FAIL: CUDA error: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
+#endif
+  return 0;
+}
+
 static int bad = 0;
 static void expect_near(const char* what, int slice_count, int row, int slice, double got, double want, double tol) {
   if (fabs(got - want) <= tol) return;
@@ -89,15 +144,14 @@ static void expect_near(const char* what, int slice_count, int row, int slice, d
            got, want, tol);
 }
 
-int main() {
-#if !defined(XENT_EMU)
-  cudaDeviceProp p;
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0) {
-    printf("FAIL: needs an sm_90 GPU (H100, H200): the code is sm_90a's\n");
-    return 1;
-  }
-#endif
-  static uint16_t hidden[ROWS * H], weight[V * H];
+static void expect_grad(const char* what, int i, int k, double got, double want, double tol) {
+  if (fabs(got - want) <= tol) return;
+  if (++bad <= 8) printf("FAIL pass 2: %s[%d][%d] = %.9g, want %.9g (tolerance %.3g)\n", what, i, k, got, want, tol);
+}
+
+// Both passes at H columns; returns the failures.
+static int test() {
+  static uint16_t hidden[ROWS * H_MAX], weight[V * H_MAX];
   static int64_t labels[ROWS];
   static float records[2 * ROWS * 4];
   for (int r = 0; r < ROWS; ++r)
@@ -167,9 +221,68 @@ int main() {
       const double want_loss = labels[r] == IGNORE ? 0.0 : want_lse - z[r * V + labels[r]];
       expect_near("loss", slices, r, -1, loss, want_loss, 3 * e + 1e-5 * (1 + fabs(want_lse)));
     }
-    printf("%s %d slice(s) of %lld classes: %s\n", bad ? "FAIL" : "ok", slices, (long long)slice,
+    printf("%s H = %d, %d slice(s) of %lld classes: %s\n", bad ? "FAIL" : "ok", H, slices, (long long)slice,
            bad ? "wrong" : "every record, lse and loss within the bounds of float64");
     failures += bad != 0;
+  }
+  // Pass 2: a mean over the counted rows, from the float64 lse (rounded to
+  // f32, as the combine leaves it). G is rounded to bf16 for the tensor
+  // cores (2^-9 of each element; 2^-8 allowed), its logits err by the
+  // accumulation's bound (twice that in p), and the sums add in f32.
+  static float lse32[ROWS], grad_hidden[ROWS * H_MAX], grad_weight[V * H_MAX];
+  static double G[ROWS * V];
+  int counted = 0;
+  double worst = 0;
+  for (int r = 0; r < ROWS; ++r) counted += labels[r] != IGNORE, worst = fmax(worst, zerr[r]);
+  const float scale = 1.0f / (float)counted;
+  for (int r = 0; r < ROWS; ++r) {
+    double m = -INFINITY, S = 0;
+    for (int c = 0; c < V; ++c) m = fmax(m, z[r * V + c]);
+    for (int c = 0; c < V; ++c) S += exp(z[r * V + c] - m);
+    lse32[r] = (float)(m + log(S));
+    for (int c = 0; c < V; ++c)
+      G[r * V + c] = labels[r] == IGNORE ? 0.0 : scale * (exp(z[r * V + c] - lse32[r]) - (c == labels[r] ? 1.0 : 0.0));
+  }
+  if (run_grads(hidden, weight, labels, lse32, scale, grad_hidden, grad_weight)) return 1;
+  bad = 0;
+  const double rel = ldexp(1.0, -8) + 2 * worst;
+  for (int r = 0; r < ROWS; ++r)
+    for (int k = 0; k < H; ++k) {
+      double want = 0, mag = 0;
+      for (int c = 0; c < V; ++c) {
+        const double p = G[r * V + c] * from_bf16(weight[c * H + k]);
+        want += p, mag += fabs(p);
+      }
+      expect_grad("grad_hidden", r, k, grad_hidden[r * H + k], want, rel * mag + 1e-9);
+    }
+  for (int c = 0; c < V; ++c)
+    for (int k = 0; k < H; ++k) {
+      double want = 0, mag = 0;
+      for (int r = 0; r < ROWS; ++r) {
+        const double p = G[r * V + c] * from_bf16(hidden[r * H + k]);
+        want += p, mag += fabs(p);
+      }
+      expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, rel * mag + 1e-9);
+    }
+  printf("%s H = %d, pass 2: %s\n", bad ? "FAIL" : "ok", H,
+         bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
+  failures += bad != 0;
+  return failures;
+}
+
+int main() {
+#if !defined(XENT_EMU)
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0) {
+    printf("FAIL: needs an sm_90 GPU (H100, H200): the code is sm_90a's\n");
+    return 1;
+  }
+#endif
+  int failures = 0;
+  const int widths[] = {H_MAX, 76};
+  for (int h : widths) {
+    H = h;
+    failures += test();
   }
   return failures != 0;
 }

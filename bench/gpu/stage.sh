@@ -150,9 +150,9 @@ exchange_racecheck() {
 
 # tests/warpgroup_mma_test.cc and tests/lce_on_chip_test.cc, compiled here
 # for sm_90a by the device's nvcc (seconds, side by side): wgmma chains in
-# both operand layouts, and the linear cross entropy's statistics with the
-# logits on chip, against float64, which the suite runs only under the
-# emulator. They hold the emulator's model of the operand layouts and the
+# every pair of operand layouts, and the linear cross entropy's two passes
+# with the logits on chip, against float64, which the suite runs only under
+# the emulator. They hold the emulator's model of the operand layouts and the
 # accumulator's fragment to the hardware's.
 tensor_cores() {
   local nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc t pid status=0 pids=()
@@ -304,15 +304,16 @@ case "$STAGE" in
     run_step gpu_hip_on_cuda_test 60 --gpu "$BIN/gpu_hip_on_cuda_test" "$BIN/hip_manifest.tsv"
     # (The fifth run: 24 s.)
     run_step large_shapes 40 --gpu "$BIN/large_shapes_test"
-    # (The fifth run: 7 and 6 s of the linear CE's, 6 of the graphs'.)
+    # (The fifth run: 7 and 6 s of the linear CE's, 14 of the package's, 6 of
+    # the graphs'.)
     run_step linear_ce_cuda 25 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
       "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step linear_ce_hip 25 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step package_cuda 45 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
+    run_step package_cuda 40 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
       "$PYTHON" python/xent_torch_test.py
     run_step package_graphs 25 --gpu "${PKG[@]}" "$PYTHON" python/xent_cuda_test.py
-    run_step tensor_cores 20 --gpu tensor_cores
+    run_step tensor_cores 25 --gpu tensor_cores
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
     # builds for them took most of 70 s on the first run's machine, 29 s
     # in the fifth run.

@@ -1,17 +1,24 @@
-// The linear cross entropy's statistics with the logits on chip (issue 62,
-// docs/LINEAR_CE.md: pass 1 of the design), sm_90a: a block of 64 rows of
-// hidden against a slice of the vocabulary, each 64 x 128 tile of logits
-// made by the tensor cores (warpgroup_mma.h) into registers and folded into
-// its rows' softmax statistics there; the logits never reach memory. Each
-// (row, slice) leaves a vocabulary-parallel record (vocab_parallel.h), so
-// the existing combine gives the loss and lse. Hard labels, bf16, no
-// options yet; the operands are staged by the block's loads, one tile at a
-// time and nothing in flight while the tensor cores work: the structure
-// and its arithmetic, tested, before bulk tensor copies and a pipeline.
+// The linear cross entropy with the logits on chip (issue 62,
+// docs/LINEAR_CE.md's design), sm_90a: a block of 64 rows of hidden
+// against tiles of 128 classes, each 64 x 128 tile of logits made by the
+// tensor cores (warpgroup_mma.h) into registers, never reaching memory.
+// Pass 1 (xent_lce_chip_stats) folds the tiles into the rows' softmax
+// statistics, a vocabulary-parallel record (vocab_parallel.h) per row and
+// slice, so the existing combine gives the loss and lse. Pass 2
+// (xent_lce_chip_grads) makes each tile again, turns it into its gradient
+// G from the rows' lse, and multiplies G by the weight's rows into
+// grad_hidden and by hidden's rows into grad_weight, both f32 sums.
+// bf16, hard labels and ignore_index, no other option yet. The logits'
+// stages are cp.async copies into two buffers, the next in flight while
+// the tensor cores multiply this one; one warpgroup a block, nothing
+// overlapping the products' waits: the structure and its arithmetic,
+// tested, before bulk tensor copies, two consumer warpgroups and the
+// generated variants.
 #pragma once
 
 #include "device/reduce.h"
-#include "device/vectors.h"
+#include "device/convert.h"
+#include "device/async_copy.h"
 #include "device/warpgroup_mma.h"
 
 enum {
@@ -19,9 +26,25 @@ enum {
   XENT_LCE_CHIP_CLASSES = 128,  // a tile's classes: wgmma's N
   XENT_LCE_CHIP_K = 64,         // hidden's columns a stage: a 128-byte swizzled line
   XENT_LCE_CHIP_THREADS = 128,
-  // Shared memory: the rows' and the classes' stage of K columns.
-  XENT_LCE_CHIP_SMEM = (XENT_LCE_CHIP_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
+  // Shared memory: two buffers (one loads while the other is multiplied),
+  // each a stage of K columns of the rows and of the classes; pass 2
+  // stages its products' operands in the first and keeps G in the second.
+  XENT_LCE_CHIP_STAGE_ROWS = 0,
+  XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_ROWS * XENT_LCE_CHIP_K * 2,
+  XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
+  XENT_LCE_CHIP_G = XENT_LCE_CHIP_BUFFER,
+  XENT_LCE_CHIP_SMEM = 2 * XENT_LCE_CHIP_BUFFER,
 };
+
+// The layouts, all 128-byte swizzled (lines of 64 elements, 8-line atoms of
+// 1024 bytes): the stages of the logits' product, K-major (a line is a
+// row's, or a class's, 64 hidden columns); pass 2's products' operands,
+// MN-major (a line is 64 hidden columns of one class, or of one row); and
+// G, a line a row's 64 classes, two blocks of 64 classes, which is
+// K-major for G @ W (k a class) and MN-major for G^T @ hidden (m a class).
+XENT_DEVICE xent_wg_layout xent_lce_chip_layout(int64_t lines, bool mn_major) {
+  return xent_wg_layout{(uint32_t)lines * 128u, 1024u, true, mn_major};
+}
 
 struct xent_lce_chip_args {
   const uint16_t* hidden;                                   // [rows, H] bf16
@@ -32,15 +55,81 @@ struct xent_lce_chip_args {
 };
 
 // Stages columns [k0, k0 + 64) of `count` rows of src (row r at src + r * H)
-// at byte `start` of smem, swizzled; rows past `valid` and columns past H
-// are zeros (they add nothing to a product).
+// at byte `start` of smem, a line a row, as a K-major operand's rows or an
+// MN-major one's k; rows past `valid` and columns past H are zeros (they
+// add nothing to a product). With `vec` (H a multiple of 8, src 16-byte
+// aligned) as asynchronous 16-byte copies, which the caller commits and
+// waits for (16 contiguous bytes of a line stay contiguous in the
+// swizzle); else by loads and stores, element by element.
 template <typename Smem>
-XENT_DEVICE void xent_lce_chip_stage(Smem smem, uint32_t start, xent_wg_layout layout, const uint16_t* src,
-                                     int64_t count, int64_t valid, int64_t H, int64_t k0) {
-  for (int64_t e = threadIdx.x; e < count * XENT_LCE_CHIP_K; e += blockDim.x) {
-    const int64_t r = e / XENT_LCE_CHIP_K, k = e % XENT_LCE_CHIP_K;
-    const uint16_t v = r < valid && k0 + k < H ? src[r * H + k0 + k] : (uint16_t)0;
-    smem[xent_wg_address(layout, start, (int)r, (int)k) / 2] = v;
+XENT_DEVICE void xent_lce_chip_stage(xent_async_copies& copies, bool vec, Smem smem, uint32_t start,
+                                     xent_wg_layout layout, const uint16_t* src, int64_t count, int64_t valid,
+                                     int64_t H, int64_t k0) {
+  const int each = vec ? 8 : 1, per_line = XENT_LCE_CHIP_K / each;
+  for (int64_t e = threadIdx.x; e < count * per_line; e += blockDim.x) {
+    const int line = (int)(e / per_line), j = (int)(e % per_line) * each;
+    const uint32_t at = xent_wg_address(layout, start, layout.mn_major ? j : line, layout.mn_major ? line : j);
+    const bool in = line < valid && k0 + j < H;
+    if (vec) xent_async_copy16(copies, smem, at, in ? src + line * H + k0 + j : src, in);
+    else smem[at / 2] = in ? src[line * H + k0 + j] : (uint16_t)0;
+  }
+}
+
+// Whether the stages can be copied 16 bytes at a time.
+XENT_DEVICE bool xent_lce_chip_vec(const uint16_t* hidden, const uint16_t* weight, int64_t H) {
+  return H % 8 == 0 && (uintptr_t)hidden % 16 == 0 && (uintptr_t)weight % 16 == 0;
+}
+
+// Stage n of the logits' product (hidden columns [64 n, 64 n + 64) of the
+// rows and of the classes) into buffer n % 2, one commit group.
+template <typename Smem>
+XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem smem, const uint16_t* hidden,
+                                     const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t cb,
+                                     int64_t width, int64_t n) {
+  const uint32_t buf = (uint32_t)(n % 2) * XENT_LCE_CHIP_BUFFER;
+  xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS,
+                      xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_ROWS, live, H,
+                      n * XENT_LCE_CHIP_K);
+  xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES,
+                      xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false), weight + cb * H, XENT_LCE_CHIP_CLASSES, width,
+                      H, n * XENT_LCE_CHIP_K);
+  xent_async_commit(copies);
+}
+
+// The 64 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
+// width) into acc: K-major stages of 64 hidden columns, four products each,
+// the next stage's copies in flight while the tensor cores work on this
+// one's. The caller's earlier readers of both buffers are past a barrier;
+// every thread is past its products when it returns (a barrier).
+template <typename Smem>
+XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const uint16_t* weight, int64_t H, int64_t r0,
+                                      int64_t live, int64_t cb, int64_t width,
+                                      xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
+  const xent_wg_layout la = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
+                       lb = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false);
+  const bool vec = xent_lce_chip_vec(hidden, weight, H);
+  const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
+  xent_async_copies copies;
+  xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    // Stage s + 1 into the other buffer, whose products (stage s - 1's)
+    // every thread is past; then stage s landed.
+    if (s + 1 < stages) {
+      xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + 1);
+      xent_async_wait<1>(copies);
+    } else {
+      xent_async_wait<0>(copies);
+    }
+    xent_wg_publish_smem();
+    __syncthreads();
+    const uint32_t buf = (uint32_t)(s % 2) * XENT_LCE_CHIP_BUFFER;
+    xent_wg_fence();
+    for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
+      xent_wg_mma(acc, xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 32u * j, la),
+                  xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
+    xent_wg_commit(acc);
+    xent_wg_wait<0>(acc);
+    __syncthreads();
   }
 }
 
@@ -51,8 +140,6 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
   const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
   const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_ROWS);
-  const uint32_t b_start = XENT_LCE_CHIP_ROWS * XENT_LCE_CHIP_K * 2;
-  const xent_wg_layout la = {XENT_LCE_CHIP_ROWS * 128u, 1024u, true}, lb = {XENT_LCE_CHIP_CLASSES * 128u, 1024u, true};
   const int t = (int)threadIdx.x;
   // This thread's two rows of the tile (its accumulator's elements i with
   // i % 4 < 2, and the rest), their labels, and its running statistics
@@ -68,32 +155,19 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
     const int64_t width = xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
-    for (int64_t k0 = 0; k0 < a.hidden_size; k0 += XENT_LCE_CHIP_K) {
-      // Every thread past the last stage's wait: its tiles are free.
-      __syncthreads();
-      xent_lce_chip_stage(smem, 0, la, a.hidden + r0 * a.hidden_size, XENT_LCE_CHIP_ROWS, live, a.hidden_size, k0);
-      xent_lce_chip_stage(smem, b_start, lb, a.weight + cb * a.hidden_size, XENT_LCE_CHIP_CLASSES, width, a.hidden_size,
-                          k0);
-      xent_wg_publish_smem();
-      __syncthreads();
-      xent_wg_fence();
-      for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
-        xent_wg_mma(acc, xent_wg_operand_at(smem, 32u * j, la), xent_wg_operand_at(smem, b_start + 32u * j, lb),
-                    k0 > 0 || j > 0);
-      xent_wg_commit(acc);
-      xent_wg_wait<0>(acc);
-    }
+    xent_lce_chip_logits(smem, a.hidden, a.weight, a.hidden_size, r0, live, cb, width, acc);
     // The tile's logits, folded into each row's statistics: columns past
     // the slice's end are -inf (no exp), and the label's logit is kept by
     // the thread holding its column.
+    XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
       float x[XENT_LCE_CHIP_CLASSES / 4];
-      for (int q = 0; q < XENT_LCE_CHIP_CLASSES / 8; ++q)
-        for (int u = 0; u < 2; ++u) {
-          const int i = 4 * q + 2 * h + u, col = xent_wg_col(t, i);
-          x[2 * q + u] = col < width ? acc.d[i] : -INFINITY;
-          if (cb + col == label[h] && col < width) zy[h] = acc.d[i], here[h] = true;
-        }
+      XENT_UNROLL
+      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
+        const int i = 4 * (j / 2) + 2 * h + j % 2, col = xent_wg_col(t, i);
+        x[j] = col < width ? acc.d[i] : -INFINITY;
+        if (cb + col == label[h] && col < width) zy[h] = acc.d[i], here[h] = true;
+      }
       xent_online_add_n(m[h], s[h], x);
     }
   }
@@ -116,5 +190,96 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     rec[1] = s[h];
     rec[2] = counted ? 1.0f : 0.0f;
     rec[3] = counted ? z - ref : 0.0f;
+  }
+}
+
+struct xent_lce_chip_grad_args {
+  const uint16_t* hidden;  // [rows, H] bf16
+  const uint16_t* weight;  // [classes, H] bf16
+  const int64_t* labels;   // [rows]
+  const float* lse;        // [rows]: pass 1's, from the combine
+  float scale;             // each counted row's dloss (a mean's divided by its count)
+  float* grad_hidden;      // [rows, H] f32, added to
+  float* grad_weight;      // [classes, H] f32, added to
+  int64_t rows, hidden_size, classes, ignore_index;
+};
+
+// Pass 2. Grid (ceil(rows / 64), ceil(classes / 128)), blocks of 128
+// threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared memory (1024-byte
+// aligned). G = scale (softmax - onehot) of the tile, rounded to bf16 in
+// shared memory (the tensor cores' operand, as the chunked path's G in the
+// logits' dtype), then per 64 hidden columns: grad_hidden's rows += G @ W
+// and grad_weight's classes += G^T @ hidden, by f32 atomics (the tiles of
+// a row, and the row blocks of a class, add in no fixed order).
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_grads(const xent_lce_chip_grad_args a) {
+  XENT_DYNAMIC_SHARED(uint16_t, smem);
+  const int64_t H = a.hidden_size, r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
+  const int64_t cb = (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
+  const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_ROWS);
+  const int64_t width = xent_min_index(a.classes - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
+  const int t = (int)threadIdx.x;
+  {
+    xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
+    xent_lce_chip_logits(smem, a.hidden, a.weight, H, r0, live, cb, width, acc);
+    const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false);
+    XENT_UNROLL
+    for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
+      const int r = xent_wg_row(t, i), col = xent_wg_col(t, i);
+      const int64_t row = r0 + r, label = row < a.rows ? a.labels[row] : a.ignore_index;
+      float g = 0.0f;
+      if (row < a.rows && col < width && label != a.ignore_index)
+        g = a.scale * (xent_exp(acc.d[i] - a.lse[row]) - (cb + col == label ? 1.0f : 0.0f));
+      smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
+    }
+  }
+  // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
+  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
+                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, true),
+                       lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
+                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, true);
+  const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
+  xent_async_copies copies;
+  xent_wg_acc<XENT_LCE_CHIP_K> acc;
+  for (int64_t h0 = 0; h0 < H; h0 += XENT_LCE_CHIP_K) {
+    // Every product of the last columns waited for: the first buffer is
+    // free (G, in the second, stays).
+    __syncthreads();
+    xent_lce_chip_stage(copies, vec, smem, XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H, XENT_LCE_CHIP_ROWS, live, H,
+                        h0);
+    xent_lce_chip_stage(copies, vec, smem, XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H, XENT_LCE_CHIP_CLASSES,
+                        width, H, h0);
+    xent_async_commit(copies);
+    xent_async_wait<0>(copies);
+    xent_wg_publish_smem();
+    __syncthreads();
+    // grad_hidden[rows, h0 + 64) += G @ W: k over the tile's classes, 16 a
+    // step (32 bytes along G's line, a block of 64 on; two lines of W's).
+    xent_wg_fence();
+    for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
+      xent_wg_mma<false, true>(acc,
+                               xent_wg_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+                               xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
+    xent_wg_commit(acc);
+    xent_wg_wait<0>(acc);
+    XENT_UNROLL
+    for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
+      const int64_t row = r0 + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
+      if (row < a.rows && h < H) atomicAdd(a.grad_hidden + row * H + h, acc.d[i]);
+    }
+    // grad_weight[classes, h0 + 64) += G^T @ hidden, 64 classes at a time:
+    // k over the rows, 16 a step (two lines of G's and of hidden's).
+    for (int half = 0; half < XENT_LCE_CHIP_CLASSES / 64; ++half) {
+      xent_wg_fence();
+      for (int j = 0; j < XENT_LCE_CHIP_ROWS / 16; ++j)
+        xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + half * g_mn.leading + 2048u * j, g_mn),
+                                xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
+      xent_wg_commit(acc);
+      xent_wg_wait<0>(acc);
+      XENT_UNROLL
+      for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
+        const int64_t c = 64 * half + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
+        if (c < width && h < H) atomicAdd(a.grad_weight + (cb + c) * H + h, acc.d[i]);
+      }
+    }
   }
 }

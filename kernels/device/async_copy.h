@@ -1,0 +1,104 @@
+// A thread's asynchronous 16-byte copies from global to shared memory
+// (sm_80's cp.async): issued, committed in groups, and waited for by
+// group, so that the next stage of a tile loads while this one is worked
+// on, in no register. Under the emulator a copy lands at the wait, not
+// before (a stage read before its wait, or overwritten while its copies
+// are in flight, goes wrong as on the GPU), and a copy never waited for is
+// reported; its destination counts as written from the issue on (another
+// thread still reading the buffer is a race). After its wait a thread sees
+// its own copies; other threads see them after a barrier, and the tensor
+// cores after xent_wg_publish_smem.
+#pragma once
+
+#include "vectors.h"
+
+#if defined(XENT_EMU)
+struct xent_async_copies {
+  struct copy {
+    uint16_t* base;  // the shared array as 16-bit elements
+    int64_t count;
+    const char* name;
+    uint32_t at;      // the destination's byte offset in it
+    const void* src;  // nullptr: zeros
+    int group;        // the commit group, -1 while uncommitted
+  };
+  enum { kMax = 64 };
+  copy pending[kMax];
+  int n = 0, groups = 0;
+  ~xent_async_copies() {
+    if (n)
+      xent_emu_fail("cp.async: thread %u ends with %d copies never waited for (cp.async.wait_group)", threadIdx.x, n);
+  }
+  void land(const copy& c) {
+    uint16_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (c.src) {
+      xent_emu_global_access(c.src, 16, 0, __FILE__, __LINE__);
+      memcpy(v, c.src, 16);
+    }
+    const xent_emu::shared_array<uint16_t> dst(c.base, c.count, c.name);
+    for (int k = 0; k < 8; ++k) dst[c.at / 2 + k] = v[k];
+  }
+};
+
+// 16 bytes from src (global memory, 16-byte aligned), or zeros where not
+// `valid` (src is then not read, but must still be a global address), to
+// byte `at` of the shared array smem (16-byte aligned).
+template <typename Smem>
+XENT_DEVICE void xent_async_copy16(xent_async_copies& c, Smem smem, uint32_t at, const void* src, bool valid) {
+  if (at % 16 || (valid && (uintptr_t)src % 16))
+    xent_emu_fail("cp.async: a 16-byte copy from %p to byte %u of %s: both must be 16-byte aligned", src, at,
+                  smem.name());
+  if (c.n == c.kMax) xent_emu_fail("cp.async: more than %d copies of a thread in flight", (int)c.kMax);
+  // The bytes may land as soon as the copy is issued: its destination is
+  // written now for the race detector (another thread's read of it, not
+  // ordered before by a barrier, is reported), and again when it lands.
+  const int64_t count = smem.count() * (int64_t)sizeof(*smem.base()) / 2;
+  for (int k = 0; k < 8; ++k) xent_emu_shared_access(smem.base(), at / 2 + k, count, smem.name(), 1);
+  c.pending[c.n++] = {(uint16_t*)smem.base(),
+                      smem.count() * (int64_t)sizeof(*smem.base()) / 2,
+                      smem.name(),
+                      at,
+                      valid ? src : nullptr,
+                      -1};
+}
+XENT_DEVICE void xent_async_commit(xent_async_copies& c) {
+  for (int i = 0; i < c.n; ++i)
+    if (c.pending[i].group < 0) c.pending[i].group = c.groups;
+  c.groups++;
+}
+// Waits until at most `Newer` commit groups are in flight.
+template <int Newer>
+XENT_DEVICE void xent_async_wait(xent_async_copies& c) {
+  int kept = 0;
+  for (int i = 0; i < c.n; ++i) {
+    const auto& p = c.pending[i];
+    if (p.group >= 0 && p.group < c.groups - Newer) c.land(p);
+    else c.pending[kept++] = p;
+  }
+  c.n = kept;
+}
+#else
+struct xent_async_copies {};
+template <typename T>
+XENT_DEVICE void xent_async_copy16(xent_async_copies&, T* smem, uint32_t at, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // A source size of 0 fills the 16 bytes with zeros and reads nothing.
+  const uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem) + at;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" : : "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#else
+  *(xent_vec16<uint32_t>*)((char*)smem + at) =
+      valid ? xent_load16((const xent_vec16<uint32_t>*)src) : xent_vec16<uint32_t>{};
+#endif
+}
+XENT_DEVICE void xent_async_commit(xent_async_copies&) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" : : : "memory");
+#endif
+}
+template <int Newer>
+XENT_DEVICE void xent_async_wait(xent_async_copies&) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" : : "n"(Newer) : "memory");
+#endif
+}
+#endif
