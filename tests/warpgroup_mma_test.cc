@@ -7,8 +7,9 @@
 // N = 64 and 128, K = 64.
 // Built twice: as host C++ under the emulator (tests/BUILD, in the suite:
 // the kernel's use of the primitive and the emulator's model of it, which
-// also checks that a wait leaves the newer group in flight and that a
-// product never waited for is reported), and by nvcc for sm_90a, run on
+// also checks that a wait leaves the newer group in flight, and that a
+// product never waited for, an operand written while a product reads it
+// and an operand read while its copy is in flight are reported), and by nvcc for sm_90a, run on
 // the GPU machine (bench/gpu/stage.sh: the model's layout against the
 // hardware's).
 #include <math.h>
@@ -19,6 +20,7 @@
 
 #define XENT_TARGET_CUDA
 #include "device/target.h"
+#include "device/async_copy.h"
 #include "device/warpgroup_mma.h"
 
 enum { M = 64, K = 64 };
@@ -39,9 +41,11 @@ XENT_DEVICE uint32_t step_of(xent_wg_layout l) {
   return l.mn_major ? 2u * (l.swizzle128 ? l.stride : l.leading) : l.swizzle128 ? 32u : 2u * l.leading;
 }
 
-// mode 0: the product. mode 1 (emulator): read after waiting for the first
-// group only: the first half's product. mode 2 (emulator): a product never
-// waited for.
+// mode 0: the product. Under the emulator, planted bugs: mode 1, read after
+// waiting for the first group only (the first half's product); mode 2, a
+// product never waited for; mode 3, an operand overwritten (after a
+// barrier) while the products are in flight; mode 4, A staged by
+// asynchronous copies and multiplied before their wait (K-major A only).
 template <int N, bool Swizzle, bool MnA, bool MnB>
 __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t* b, float* d, int mode) {
   XENT_DYNAMIC_SHARED(uint16_t, smem);
@@ -51,7 +55,15 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
 #endif
   const xent_wg_layout la = layout_of(M, Swizzle, MnA), lb = layout_of(N, Swizzle, MnB);
   const uint32_t b_start = (uint32_t)M * K * 2u;
-  for (int e = (int)threadIdx.x; e < M * K; e += (int)blockDim.x) smem[xent_wg_address(la, 0, e / K, e % K) / 2] = a[e];
+#if defined(XENT_EMU)
+  xent_async_copies copies;
+  if (mode == 4)
+    for (int e = (int)threadIdx.x; e < M * K / 8; e += (int)blockDim.x)
+      xent_async_copy16(copies, smem, xent_wg_address(la, 0, e / (K / 8), e % (K / 8) * 8), a + 8 * e, true);
+  else
+#endif
+    for (int e = (int)threadIdx.x; e < M * K; e += (int)blockDim.x)
+      smem[xent_wg_address(la, 0, e / K, e % K) / 2] = a[e];
   for (int e = (int)threadIdx.x; e < N * K; e += (int)blockDim.x)
     smem[xent_wg_address(lb, b_start, e / K, e % K) / 2] = b[e];
   xent_wg_publish_smem();
@@ -68,6 +80,10 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
   // them, a warpgroup exiting with products in flight.)
   if (mode == 2) return;
   xent_wg_commit(acc);
+  if (mode == 3) {
+    __syncthreads();
+    if (threadIdx.x == 0) smem[b_start / 2] = 0;
+  }
   if (mode == 1) {
     xent_wg_wait<1>(acc);
     for (int i = 0; i < N / 2; ++i) d[xent_wg_row(threadIdx.x, i) * N + xent_wg_col(threadIdx.x, i)] = acc.d[i];
@@ -110,7 +126,7 @@ static int run(const uint16_t* a, const uint16_t* b, float* d, int mode) {
                                  nullptr, a, b, d, mode);
   const int pending = xent_emu_last_error();  // (taken either way: it would fail the next launch)
   if (rc || pending) {
-    if (mode != 2) printf("FAIL: %s\n", xent_emu_last_message());
+    if (mode < 2) printf("FAIL: %s\n", xent_emu_last_message());
     return 1;
   }
 #else
@@ -175,6 +191,20 @@ static int test() {
     failures++;
   } else {
     printf("  reported, as it should be: %s\n", xent_emu_last_message());
+  }
+  // The operands in flight: each planted bug reported with what it did.
+  const struct {
+    int mode;
+    const char* what;
+  } planted[] = {{3, "tensor-core product(s) reading it are in flight"}, {4, "asynchronous copy into it is in flight"}};
+  for (const auto& p : planted) {
+    if (p.mode == 4 && MnA) continue;
+    if (run<N, Swizzle, MnA, MnB>(a, b, d, p.mode) == 0 || strstr(xent_emu_last_message(), p.what) == NULL) {
+      printf("FAIL N=%d: mode %d was not reported as \"%s\": %s\n", N, p.mode, p.what, xent_emu_last_message());
+      failures++;
+    } else {
+      printf("  reported, as it should be: %s\n", xent_emu_last_message());
+    }
   }
 #endif
   printf("%s m64n%dk16 x %d, %s, A %s, B %s: %s\n", failures ? "FAIL" : "ok", N, K / 16,

@@ -1,11 +1,9 @@
 // A thread's asynchronous 16-byte copies from global to shared memory
 // (sm_80's cp.async): issued, committed in groups, and waited for by
 // group, so that the next stage of a tile loads while this one is worked
-// on, in no register. Under the emulator a copy lands at the wait, not
-// before (a stage read before its wait, or overwritten while its copies
-// are in flight, goes wrong as on the GPU), and a copy never waited for is
-// reported; its destination counts as written from the issue on (another
-// thread still reading the buffer is a race). After its wait a thread sees
+// on, in no register. Under the emulator a copy lands at the wait, and
+// from its issue to its wait its destination is in flight (runtime/emu:
+// any access to it is reported, as is a copy never waited for). After its wait a thread sees
 // its own copies; other threads see them after a barrier, and the tensor
 // cores after xent_wg_publish_smem.
 #pragma once
@@ -36,7 +34,10 @@ struct xent_async_copies {
       memcpy(v, c.src, 16);
     }
     const xent_emu::shared_array<uint16_t> dst(c.base, c.count, c.name);
-    for (int k = 0; k < 8; ++k) dst[c.at / 2 + k] = v[k];
+    for (int k = 0; k < 8; ++k) {
+      xent_emu_shared_async(c.base, c.at / 2 + k, c.count, c.name, XENT_EMU_ASYNC_COPY, 0);
+      dst[c.at / 2 + k] = v[k];
+    }
   }
 };
 
@@ -49,11 +50,11 @@ XENT_DEVICE void xent_async_copy16(xent_async_copies& c, Smem smem, uint32_t at,
     xent_emu_fail("cp.async: a 16-byte copy from %p to byte %u of %s: both must be 16-byte aligned", src, at,
                   smem.name());
   if (c.n == c.kMax) xent_emu_fail("cp.async: more than %d copies of a thread in flight", (int)c.kMax);
-  // The bytes may land as soon as the copy is issued: its destination is
-  // written now for the race detector (another thread's read of it, not
-  // ordered before by a barrier, is reported), and again when it lands.
+  // The bytes may land at any time until the wait: the destination is in
+  // flight from now on (emu.h: any other access to it is reported).
   const int64_t count = smem.count() * (int64_t)sizeof(*smem.base()) / 2;
-  for (int k = 0; k < 8; ++k) xent_emu_shared_access(smem.base(), at / 2 + k, count, smem.name(), 1);
+  for (int k = 0; k < 8; ++k)
+    xent_emu_shared_async(smem.base(), at / 2 + k, count, smem.name(), XENT_EMU_ASYNC_COPY, 1);
   c.pending[c.n++] = {(uint16_t*)smem.base(),
                       smem.count() * (int64_t)sizeof(*smem.base()) / 2,
                       smem.name(),

@@ -4,7 +4,8 @@
 // their registers, asynchronously. The on-chip linear cross entropy's tile
 // of logits (docs/LINEAR_CE.md) is a chain of these. Under the emulator the
 // product is computed element by element from the same shared memory, when
-// the wait that the GPU needs before the registers are read is reached.
+// the wait that the GPU needs before the registers are read is reached,
+// and a write to its operands between its issue and its wait is reported.
 #pragma once
 
 #if defined(XENT_TARGET_HIP)
@@ -74,6 +75,9 @@ struct xent_wg_operand {
   uint16_t at(int r, int k) const {
     return xent_emu::shared_array<uint16_t>(base, count, name)[xent_wg_address(layout, start, r, k) / 2];
   }
+  void mark(int r, int k, int begin) const {
+    xent_emu_shared_async(base, xent_wg_address(layout, start, r, k) / 2, count, name, XENT_EMU_ASYNC_PRODUCT, begin);
+  }
 };
 template <typename Smem>
 XENT_DEVICE xent_wg_operand xent_wg_operand_at(const Smem& smem, uint32_t start, xent_wg_layout layout) {
@@ -102,7 +106,19 @@ struct xent_wg_acc {
       xent_emu_fail("wgmma: thread %u ends with %d products issued and never waited for (wgmma.wait_group)",
                     threadIdx.x, npending);
   }
+  // The shared memory a product reads for this thread's elements (its two
+  // rows of A, its N / 4 columns of B) is in flight from the issue to the
+  // wait (runtime/emu: a write to it meanwhile is reported).
+  static void in_flight(const issued& p, int begin) {
+    const int t = (int)(threadIdx.x % 128);
+    for (int k = 0; k < 16; ++k) {
+      for (int h = 0; h < 2; ++h) p.a.mark(xent_wg_row(t, 2 * h), k, begin);
+      for (int i = 0; i < N / 2; i += 4)
+        for (int u = 0; u < 2; ++u) p.b.mark(xent_wg_col(t, i + u), k, begin);
+    }
+  }
   void run(const issued& p) {
+    in_flight(p, 0);
     const int t = (int)(threadIdx.x % 128);
     for (int i = 0; i < N / 2; ++i) {
       const int r = xent_wg_row(t, i), c = xent_wg_col(t, i);
@@ -144,7 +160,8 @@ XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, const xent_wg_operand& a, cons
   xent_wg_check(a, "A");
   xent_wg_check(b, "B");
   if (acc.npending == acc.kMaxIssued) xent_emu_fail("wgmma: more than %d products in flight", (int)acc.kMaxIssued);
-  acc.pending[acc.npending++] = {a, b, accumulate, -1};
+  acc.pending[acc.npending] = {a, b, accumulate, -1};
+  acc.in_flight(acc.pending[acc.npending++], 1);
 }
 XENT_DEVICE void xent_wg_fence() {}
 template <int N>

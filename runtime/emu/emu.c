@@ -78,6 +78,8 @@ typedef struct sync_stamp {
 
 typedef struct access_record {
   sync_stamp writer, reader, reader2;
+  int32_t copy_into; /* the thread (gid) whose asynchronous copy into it is in flight; -1: none */
+  uint32_t products; /* tensor-core products in flight that read it */
 } access_record;
 
 typedef struct shared_alloc {
@@ -497,7 +499,7 @@ static void report_deadlock(void) {
 static void init_records(shared_alloc* a) {
   a->records = malloc((a->count ? a->count : 1) * sizeof *a->records);
   const sync_stamp none = {-1, 0, 0, 0};
-  for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){none, none, none};
+  for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){none, none, none, -1, 0};
 }
 
 /* Block b's allocation `name` at file:line, made on first use. Another
@@ -626,20 +628,39 @@ static int ordered(const fiber* me, sync_stamp then) {
   return synced_since(me, then.who / L->threads == me->blk->rank, then.who % L->threads, then.bar, then.ws, then.cbar);
 }
 
-void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
-  fiber* me = self("shared memory");
+/* The access record of element `index` of the shared allocation `base`
+   (bounds checked), or NULL for unchecked dynamic shared memory. */
+static access_record* record_of(fiber* me, const void* base, int64_t index, int64_t count, const char* name) {
   if (index < 0 || index >= count)
     xent_emu_fail("shared array '%s' index %lld is out of range [0, %lld)", name, (long long)index, (long long)count);
   block_state* owner = NULL;
   shared_alloc* a = find_alloc(base, &owner);
-  if (!a) return; /* unchecked dynamic shared memory: bounds only */
+  if (!a) return NULL; /* unchecked dynamic shared memory: bounds only */
   if (owner != me->blk && owner->live == 0) {
     char b[48];
     format_dim(b, sizeof b, owner->idx);
     xent_emu_fail("distributed shared memory: %s[%lld] of block %s, which has exited (a cluster sync missing before "
                   "the exit?)", name, (long long)index, b);
   }
-  access_record* r = &a->records[index];
+  return &a->records[index];
+}
+
+void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
+  fiber* me = self("shared memory");
+  access_record* r = record_of(me, base, index, count, name);
+  if (!r) return;
+  /* Asynchronous accesses in flight: whatever orders this access, the
+     copy may land, and the product read, at any time before their wait. */
+  if (r->copy_into >= 0) {
+    char who[64];
+    if (r->copy_into == me->gid) snprintf(who, sizeof who, "its own");
+    else snprintf(who, sizeof who, "thread %d's", r->copy_into % L->threads);
+    xent_emu_fail("shared memory %s[%lld]: this thread %s it while %s asynchronous copy into it is in flight "
+                  "(cp.async issued, not yet waited for)", name, (long long)index, is_write ? "writes" : "reads", who);
+  }
+  if (is_write && r->products)
+    xent_emu_fail("shared memory %s[%lld]: this thread writes it while %u tensor-core product(s) reading it are in "
+                  "flight (wgmma issued, not yet waited for)", name, (long long)index, r->products);
   const sync_stamp* bad = NULL;
   const char* did = "wrote";
   if (!ordered(me, r->writer)) bad = &r->writer;
@@ -667,6 +688,15 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
     if (r->reader.who != me->gid) r->reader2 = r->reader;
     r->reader = now;
   }
+}
+
+void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin) {
+  fiber* me = self("shared memory");
+  if (begin) xent_emu_shared_access(base, index, count, name, kind == XENT_EMU_ASYNC_COPY);
+  access_record* r = record_of(me, base, index, count, name);
+  if (!r) return;
+  if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
+  else r->products += begin ? 1u : (uint32_t)-1;
 }
 
 /* ---- global-memory races (xent_emu_check_global) ---------------------------

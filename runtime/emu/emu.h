@@ -185,6 +185,17 @@ void* xent_emu_cluster_shared(const void* base, unsigned rank);
    access does not happen before. */
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write);
 
+/* An asynchronous access to that element begins (begin = 1, at its issue,
+   checked as a write for a copy and a read for a product is) or completes
+   (0, at its wait): a copy into it by this thread (cp.async,
+   kernels/device/async_copy.h) or a tensor-core product that reads it
+   (wgmma, warpgroup_mma.h). While one is in flight, any access to a
+   copy's element and any write to a product's is reported, whatever
+   barriers come between: the hardware may land or read it at any time
+   before the wait. */
+enum { XENT_EMU_ASYNC_COPY = 0, XENT_EMU_ASYNC_PRODUCT = 1 };
+void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin);
+
 /* Global-memory race checks, for the calling thread's launches (off by
    default: they keep a record per 2-byte granule touched, so tests turn
    them on where buffers alias, as a gradient written over its logits).
