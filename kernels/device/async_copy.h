@@ -18,16 +18,13 @@ struct xent_async_copies {
     const char* name;
     uint32_t at;      // the destination's byte offset in it
     const void* src;  // nullptr: zeros
-    int group;        // the commit group, -1 while uncommitted
   };
-  enum { kMax = 64 };
-  copy pending[kMax];
-  int n = 0, groups = 0;
+  xent_emu::async_groups<copy, 64> q;
   ~xent_async_copies() {
-    if (n)
-      xent_emu_fail("cp.async: thread %u ends with %d copies never waited for (cp.async.wait_group)", threadIdx.x, n);
+    if (q.n)
+      xent_emu_fail("cp.async: thread %u ends with %d copies never waited for (cp.async.wait_group)", threadIdx.x, q.n);
   }
-  void land(const copy& c) {
+  static void land(const copy& c) {
     uint16_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (c.src) {
       xent_emu_global_access(c.src, 16, 0, __FILE__, __LINE__);
@@ -49,34 +46,18 @@ XENT_DEVICE void xent_async_copy16(xent_async_copies& c, Smem smem, uint32_t at,
   if (at % 16 || (valid && (uintptr_t)src % 16))
     xent_emu_fail("cp.async: a 16-byte copy from %p to byte %u of %s: both must be 16-byte aligned", src, at,
                   smem.name());
-  if (c.n == c.kMax) xent_emu_fail("cp.async: more than %d copies of a thread in flight", (int)c.kMax);
   // The bytes may land at any time until the wait: the destination is in
   // flight from now on (emu.h: any other access to it is reported).
   const int64_t count = smem.count() * (int64_t)sizeof(*smem.base()) / 2;
   for (int k = 0; k < 8; ++k)
     xent_emu_shared_async(smem.base(), at / 2 + k, count, smem.name(), XENT_EMU_ASYNC_COPY, 1);
-  c.pending[c.n++] = {(uint16_t*)smem.base(),
-                      smem.count() * (int64_t)sizeof(*smem.base()) / 2,
-                      smem.name(),
-                      at,
-                      valid ? src : nullptr,
-                      -1};
+  c.q.issue({(uint16_t*)smem.base(), count, smem.name(), at, valid ? src : nullptr}, "cp.async copies");
 }
-XENT_DEVICE void xent_async_commit(xent_async_copies& c) {
-  for (int i = 0; i < c.n; ++i)
-    if (c.pending[i].group < 0) c.pending[i].group = c.groups;
-  c.groups++;
-}
+XENT_DEVICE void xent_async_commit(xent_async_copies& c) { c.q.commit(); }
 // Waits until at most `Newer` commit groups are in flight.
 template <int Newer>
 XENT_DEVICE void xent_async_wait(xent_async_copies& c) {
-  int kept = 0;
-  for (int i = 0; i < c.n; ++i) {
-    const auto& p = c.pending[i];
-    if (p.group >= 0 && p.group < c.groups - Newer) c.land(p);
-    else c.pending[kept++] = p;
-  }
-  c.n = kept;
+  c.q.wait(Newer, xent_async_copies::land);
 }
 #else
 struct xent_async_copies {};

@@ -96,15 +96,12 @@ struct xent_wg_acc {
   struct issued {
     xent_wg_operand a, b;
     bool accumulate;
-    int group;  // the commit group, -1 while uncommitted
   };
-  enum { kMaxIssued = 16 };
-  issued pending[kMaxIssued];
-  int npending = 0, groups = 0;
+  xent_emu::async_groups<issued, 16> q;
   ~xent_wg_acc() {
-    if (npending)
+    if (q.n)
       xent_emu_fail("wgmma: thread %u ends with %d products issued and never waited for (wgmma.wait_group)",
-                    threadIdx.x, npending);
+                    threadIdx.x, q.n);
   }
   // The shared memory a product reads for this thread's elements (its two
   // rows of A, its N / 4 columns of B) is in flight from the issue to the
@@ -159,28 +156,19 @@ XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, const xent_wg_operand& a, cons
     xent_emu_fail("wgmma: blocks of %u threads: a warpgroup is 128 threads, and a block whole warpgroups", blockDim.x);
   xent_wg_check(a, "A");
   xent_wg_check(b, "B");
-  if (acc.npending == acc.kMaxIssued) xent_emu_fail("wgmma: more than %d products in flight", (int)acc.kMaxIssued);
-  acc.pending[acc.npending] = {a, b, accumulate, -1};
-  acc.in_flight(acc.pending[acc.npending++], 1);
+  acc.q.issue({a, b, accumulate}, "wgmma products");
+  acc.in_flight(acc.q.pending[acc.q.n - 1], 1);
 }
 XENT_DEVICE void xent_wg_fence() {}
 template <int N>
 XENT_DEVICE void xent_wg_commit(xent_wg_acc<N>& acc) {
-  for (int i = 0; i < acc.npending; ++i)
-    if (acc.pending[i].group < 0) acc.pending[i].group = acc.groups;
-  acc.groups++;
+  acc.q.commit();
 }
 // Waits until at most `newer` commit groups are in flight: the older ones'
 // products are in the registers.
 template <int Newer, int N>
 XENT_DEVICE void xent_wg_wait(xent_wg_acc<N>& acc) {
-  int kept = 0;
-  for (int i = 0; i < acc.npending; ++i) {
-    const auto& p = acc.pending[i];
-    if (p.group >= 0 && p.group < acc.groups - Newer) acc.run(p);
-    else acc.pending[kept++] = p;
-  }
-  acc.npending = kept;
+  acc.q.wait(Newer, [&](const typename xent_wg_acc<N>::issued& p) { acc.run(p); });
 }
 #else
 // The descriptor of an operand at smem + start bytes (wgmma's 64-bit

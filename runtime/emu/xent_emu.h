@@ -180,6 +180,41 @@ int launch_cluster(const char* kernel, const void* func, int warp, size_t smem_l
                                  xent_emu_dim3{block.x, block.y, block.z}, smem, cluster, &run_body<F>, &body);
 }
 
+// A thread's asynchronous operations (cp.async's copies, wgmma's products)
+// issued and not yet waited for, in commit groups: the emulator performs
+// each at the wait that covers its group (as late as the GPU may).
+template <typename Op, int kMax>
+struct async_groups {
+  Op pending[kMax];
+  int group[kMax];  // each one's commit group, -1 while uncommitted
+  int n = 0, groups = 0;
+  void issue(const Op& op, const char* what) {
+    if (n == kMax) xent_emu_fail("%s: more than %d in flight in a thread", what, kMax);
+    pending[n] = op;
+    group[n++] = -1;
+  }
+  void commit() {
+    for (int i = 0; i < n; ++i)
+      if (group[i] < 0) group[i] = groups;
+    groups++;
+  }
+  // Until at most `newer` commit groups are in flight: run(op) for the
+  // older groups' operations, in issue order.
+  template <typename Run>
+  void wait(int newer, Run run) {
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      if (group[i] >= 0 && group[i] < groups - newer) {
+        run(pending[i]);
+      } else {
+        pending[kept] = pending[i];
+        group[kept++] = group[i];
+      }
+    }
+    n = kept;
+  }
+};
+
 }  // namespace xent_emu
 
 #define XENT_SHARED_ARRAY(T, name, n) const xent_emu::shared_array<T> name(#name, __FILE__, __LINE__, (n))
