@@ -20,6 +20,7 @@
 #define XENT_TARGET_CUDA
 #include "device/target.h"
 #include "linear_cross_entropy/on_chip.h"
+#include "tensor_core_test.h"
 
 enum { ROWS = 100, H_MAX = 200, V = 300, IGNORE = -100 };
 // hidden's columns: 200 (16-byte rows: the stages copied asynchronously,
@@ -27,23 +28,7 @@ enum { ROWS = 100, H_MAX = 200, V = 300, IGNORE = -100 };
 // element), main's loop.
 static int H = H_MAX;
 
-static float from_bf16(uint16_t h) {
-  const uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static uint64_t state = 0x13198a2e03707344ull;
-static float uniform() {
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static tc_random rng = {0x13198a2e03707344ull};
 
 // Runs the kernel over `slices` slices of `slice` classes; 0, or 1 with the
 // error printed.
@@ -54,38 +39,24 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
   const xent_lce_chip_args a = {hidden, weight, labels, records, ROWS, H, V, slice, IGNORE};
-  const int rc = XENT_EMU_LAUNCH(xent_lce_chip_stats, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                 XENT_LCE_CHIP_SMEM, nullptr, a);
-  const int pending = xent_emu_last_error();
-  if (rc || pending) {
-    printf("FAIL: %s\n", xent_emu_last_message());
-    return 1;
-  }
+  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
+                                       XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  uint16_t *dh, *dw;
-  int64_t* dl;
-  float* dr;
-  cudaMalloc(&dh, (size_t)ROWS * H * 2);
-  cudaMalloc(&dw, (size_t)V * H * 2);
-  cudaMalloc(&dl, (size_t)ROWS * 8);
-  cudaMalloc(&dr, rec_bytes);
-  cudaMemcpy(dh, hidden, (size_t)ROWS * H * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dw, weight, (size_t)V * H * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dl, labels, (size_t)ROWS * 8, cudaMemcpyHostToDevice);
-  cudaMemset(dr, 0xff, rec_bytes);  // NaNs: a record no thread writes fails
-  const xent_lce_chip_args a = {dh, dw, dl, dr, ROWS, H, V, slice, IGNORE};
+  const xent_lce_chip_args a = {(const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
+                                (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
+                                (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
+                                (float*)tc_device(nullptr, rec_bytes, 0xff),  // NaNs: a record no thread writes fails
+                                ROWS,
+                                H,
+                                V,
+                                slice,
+                                IGNORE};
   void* args[] = {(void*)&a};
-  cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats, grid, dim3(XENT_LCE_CHIP_THREADS), args,
-                                   XENT_LCE_CHIP_SMEM, 0);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMemcpy(records, dr, rec_bytes, cudaMemcpyDeviceToHost);
-  cudaFree(dh), cudaFree(dw), cudaFree(dl), cudaFree(dr);
-  if (e != cudaSuccess) {
-    printf("FAIL: CUDA error: %s\n", cudaGetErrorString(e));
-    return 1;
-  }
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats, grid, dim3(XENT_LCE_CHIP_THREADS), args,
+                                         XENT_LCE_CHIP_SMEM, 0);
+  return tc_finish(e, {{records, a.records, rec_bytes}},
+                   {(void*)a.hidden, (void*)a.weight, (void*)a.labels, a.records});
 #endif
-  return 0;
 }
 
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
@@ -93,47 +64,31 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
                      float scale, float* grad_hidden, float* grad_weight) {
   const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS,
                   (V + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES);
+  const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
 #if defined(XENT_EMU)
-  memset(grad_hidden, 0, (size_t)ROWS * H * 4);
-  memset(grad_weight, 0, (size_t)V * H * 4);
+  memset(grad_hidden, 0, gh_bytes);
+  memset(grad_weight, 0, gw_bytes);
   const xent_lce_chip_grad_args a = {hidden, weight, labels, lse, scale, grad_hidden, grad_weight, ROWS, H, V, IGNORE};
-  const int rc = XENT_EMU_LAUNCH(xent_lce_chip_grads, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                 XENT_LCE_CHIP_SMEM, nullptr, a);
-  const int pending = xent_emu_last_error();
-  if (rc || pending) {
-    printf("FAIL: %s\n", xent_emu_last_message());
-    return 1;
-  }
+  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
+                                       XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  uint16_t *dh, *dw;
-  int64_t* dl;
-  float *dlse, *dgh, *dgw;
-  cudaMalloc(&dh, (size_t)ROWS * H * 2);
-  cudaMalloc(&dw, (size_t)V * H * 2);
-  cudaMalloc(&dl, (size_t)ROWS * 8);
-  cudaMalloc(&dlse, (size_t)ROWS * 4);
-  cudaMalloc(&dgh, (size_t)ROWS * H * 4);
-  cudaMalloc(&dgw, (size_t)V * H * 4);
-  cudaMemcpy(dh, hidden, (size_t)ROWS * H * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dw, weight, (size_t)V * H * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dl, labels, (size_t)ROWS * 8, cudaMemcpyHostToDevice);
-  cudaMemcpy(dlse, lse, (size_t)ROWS * 4, cudaMemcpyHostToDevice);
-  cudaMemset(dgh, 0, (size_t)ROWS * H * 4);
-  cudaMemset(dgw, 0, (size_t)V * H * 4);
-  const xent_lce_chip_grad_args a = {dh, dw, dl, dlse, scale, dgh, dgw, ROWS, H, V, IGNORE};
+  const xent_lce_chip_grad_args a = {(const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
+                                     (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
+                                     (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
+                                     (const float*)tc_device(lse, (size_t)ROWS * 4),
+                                     scale,
+                                     (float*)tc_device(nullptr, gh_bytes),
+                                     (float*)tc_device(nullptr, gw_bytes),
+                                     ROWS,
+                                     H,
+                                     V,
+                                     IGNORE};
   void* args[] = {(void*)&a};
-  cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads, grid, dim3(XENT_LCE_CHIP_THREADS), args,
-                                   XENT_LCE_CHIP_SMEM, 0);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMemcpy(grad_hidden, dgh, (size_t)ROWS * H * 4, cudaMemcpyDeviceToHost);
-  if (e == cudaSuccess) e = cudaMemcpy(grad_weight, dgw, (size_t)V * H * 4, cudaMemcpyDeviceToHost);
-  cudaFree(dh), cudaFree(dw), cudaFree(dl), cudaFree(dlse), cudaFree(dgh), cudaFree(dgw);
-  if (e != cudaSuccess) {
-    printf("FAIL: CUDA error: %s\n", cudaGetErrorString(e));
-    return 1;
-  }
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads, grid, dim3(XENT_LCE_CHIP_THREADS), args,
+                                         XENT_LCE_CHIP_SMEM, 0);
+  return tc_finish(e, {{grad_hidden, a.grad_hidden, gh_bytes}, {grad_weight, a.grad_weight, gw_bytes}},
+                   {(void*)a.hidden, (void*)a.weight, (void*)a.labels, (void*)a.lse, a.grad_hidden, a.grad_weight});
 #endif
-  return 0;
 }
 
 static int bad = 0;
@@ -155,9 +110,9 @@ static int test() {
   static int64_t labels[ROWS];
   static float records[2 * ROWS * 4];
   for (int r = 0; r < ROWS; ++r)
-    for (int k = 0; k < H; ++k) hidden[r * H + k] = to_bf16(uniform() * (r >= 10 && r < 14 ? 64.0f : 1.0f));
-  for (int i = 0; i < V * H; ++i) weight[i] = to_bf16(uniform());
-  for (int r = 0; r < ROWS; ++r) labels[r] = (int64_t)((uniform() + 1.0f) * 0.5f * V) % V;
+    for (int k = 0; k < H; ++k) hidden[r * H + k] = to_bf16(rng.uniform() * (r >= 10 && r < 14 ? 64.0f : 1.0f));
+  for (int i = 0; i < V * H; ++i) weight[i] = to_bf16(rng.uniform());
+  for (int r = 0; r < ROWS; ++r) labels[r] = (int64_t)((rng.uniform() + 1.0f) * 0.5f * V) % V;
   labels[0] = 0, labels[1] = V - 1, labels[2] = 159, labels[3] = 160, labels[4] = IGNORE, labels[99] = IGNORE;
   labels[63] = 127, labels[64] = 128;
   // The logits in float64, and the bound on an f32 accumulation's error:

@@ -22,6 +22,7 @@
 #include "device/target.h"
 #include "device/async_copy.h"
 #include "device/warpgroup_mma.h"
+#include "tensor_core_test.h"
 
 enum { M = 64, K = 64 };
 
@@ -97,24 +98,7 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
     for (int i = 0; i < N / 2; ++i) d[xent_wg_row(threadIdx.x, i) * N + xent_wg_col(threadIdx.x, i)] = acc.d[i];
 }
 
-// bfloat16 and back, the test's own (round to nearest even; finite values).
-static float from_bf16(uint16_t h) {
-  const uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static uint64_t state = 0x243f6a8885a308d3ull;
-static float uniform() {
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static tc_random rng = {0x243f6a8885a308d3ull};
 
 // Runs the kernel; returns 0, or 1 with the error printed.
 template <int N, bool Swizzle, bool MnA, bool MnB>
@@ -122,35 +106,18 @@ static int run(const uint16_t* a, const uint16_t* b, float* d, int mode) {
   const size_t smem = (size_t)(M + N) * K * 2;
 #if defined(XENT_EMU)
   for (int i = 0; i < M * N; ++i) d[i] = NAN;  // an element no thread writes fails
-  const int rc = XENT_EMU_LAUNCH((product<N, Swizzle, MnA, MnB>), 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(128), smem,
-                                 nullptr, a, b, d, mode);
-  const int pending = xent_emu_last_error();  // (taken either way: it would fail the next launch)
-  if (rc || pending) {
-    if (mode < 2) printf("FAIL: %s\n", xent_emu_last_message());
-    return 1;
-  }
+  return tc_emu_status(XENT_EMU_LAUNCH((product<N, Swizzle, MnA, MnB>), 32, XENT_EMU_SMEM_CUDA, dim3(1), dim3(128),
+                                       smem, nullptr, a, b, d, mode),
+                       mode >= 2);
 #else
-  uint16_t *da, *db;
-  float* dd;
-  cudaMalloc(&da, (size_t)M * K * 2);
-  cudaMalloc(&db, (size_t)N * K * 2);
-  cudaMalloc(&dd, (size_t)M * N * 4);
-  cudaMemcpy(da, a, (size_t)M * K * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(db, b, (size_t)N * K * 2, cudaMemcpyHostToDevice);
-  cudaMemset(dd, 0xff, (size_t)M * N * 4);  // NaNs: an element no thread writes fails
   // (cudaLaunchKernel, not the chevrons: a .cc file, formatted as C++.)
-  const uint16_t *ca = da, *cb = db;
-  void* args[] = {&ca, &cb, &dd, &mode};
-  cudaError_t e = cudaLaunchKernel((const void*)product<N, Swizzle, MnA, MnB>, dim3(1), dim3(128), args, smem, 0);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMemcpy(d, dd, (size_t)M * N * 4, cudaMemcpyDeviceToHost);
-  cudaFree(da), cudaFree(db), cudaFree(dd);
-  if (e != cudaSuccess) {
-    printf("CUDA error: %s\n", cudaGetErrorString(e));
-    return 1;
-  }
+  const uint16_t* da = (const uint16_t*)tc_device(a, (size_t)M * K * 2);
+  const uint16_t* db = (const uint16_t*)tc_device(b, (size_t)N * K * 2);
+  float* dd = (float*)tc_device(nullptr, (size_t)M * N * 4, 0xff);  // NaNs: an element no thread writes fails
+  void* args[] = {&da, &db, &dd, &mode};
+  const cudaError_t e = cudaLaunchKernel((const void*)product<N, Swizzle, MnA, MnB>, dim3(1), dim3(128), args, smem, 0);
+  return tc_finish(e, {{d, dd, (size_t)M * N * 4}}, {(void*)da, (void*)db, dd});
 #endif
-  return 0;
 }
 
 // d against the float64 product over k in [0, k_end). f32 accumulation:
@@ -178,8 +145,8 @@ template <int N, bool Swizzle, bool MnA, bool MnB>
 static int test() {
   static uint16_t a[M * K], b[N * K];
   static float d[M * N];
-  for (int i = 0; i < M * K; ++i) a[i] = to_bf16(uniform());
-  for (int i = 0; i < N * K; ++i) b[i] = to_bf16(uniform());
+  for (int i = 0; i < M * K; ++i) a[i] = to_bf16(rng.uniform());
+  for (int i = 0; i < N * K; ++i) b[i] = to_bf16(rng.uniform());
   int failures = 0;
   if (run<N, Swizzle, MnA, MnB>(a, b, d, 0)) return 1;
   failures += check<N>("the product", a, b, d, K) != 0;
