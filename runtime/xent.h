@@ -452,12 +452,24 @@ typedef struct xent_linear_ce_desc {
    kept in the workspace or rounded (the sums in f32 of "f32" above are of
    f16/bf16 gradients). With dentropy, the sweep from the rows' lse
    also reads their entropy (the call's, or the workspace's); with soft
-   labels, each row's sum of w[c] * t'_c (the workspace's, 4 bytes a row). */
+   labels, each row's sum of w[c] * t'_c (the workspace's, 4 bytes a row).
+   - ON_CHIP (no GEMM; asked for, never AUTO's until a GPU has measured
+     it): the tensor cores make each 64 x 128 tile of logits in registers
+     (kernels/linear_cross_entropy/on_chip.h), twice: once for the rows'
+     statistics, once for G and its two products, summed by atomics (in no
+     fixed order) into f32 sums of grad_hidden (every row's if it fits
+     memory_mib, else chunk_rows at a time in a sweep of their own) and of
+     grad_weight (chunk_classes at a time), rounded once. An sm_90 GPU with
+     the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
+     emulated CUDA rendering; bf16 hidden and weight, hard labels, no bias,
+     class weights, smoothing, z-loss, soft cap, temperature, per-token
+     outputs, token weights or vocabulary split (each refused by name). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,
   XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM = 2,
-  XENT_LINEAR_CE_PLAN_TILED = 3
+  XENT_LINEAR_CE_PLAN_TILED = 3,
+  XENT_LINEAR_CE_PLAN_ON_CHIP = 4
 } xent_linear_ce_plan_kind;
 /* The default bound on the workspace. */
 #define XENT_LINEAR_CE_MEMORY_MIB 64

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from xent_ctypes import F32, F16, BF16, F64, I32, I64, PROB, NONE, SUM, MEAN, BACKEND_CPU, BACKEND_CUDA, BACKEND_HIP
 from xent_ctypes import NO_IGNORE_INDEX, LinearDesc, LinearTensors, ALL_GATHER, VocabShard
-from xent_ctypes import PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED
+from xent_ctypes import PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED, PLAN_ON_CHIP
 from torch_oracle import TORCH, TOL, P, load_lib
 
 LIB = load_lib()
@@ -290,7 +290,7 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, PROB, NONE, dloss=True, main_grad=True)
             self.check(BF16, I64, MEAN, N=4, chunk=8, main_grad=True)
 
-    def one_row_chunks(self, main_grad, classes=0, plan=0):
+    def one_row_chunks(self, main_grad, classes=0, plan=0, render=None):
         """bf16 inputs over 256 chunks of one row, every row's label class 0,
         hidden positive (the other classes' sums have no cancellation): the
         weight's gradient the call left in grad_weight, or added to a
@@ -319,7 +319,7 @@ class LinearCrossEntropy(unittest.TestCase):
             t.main_grad = ptr(outs[1])
         else:
             t.grad_weight = ptr(outs[1])
-        h = handle()
+        h = handle(render)
         try:
             s, msg, _ = run(h, d, t)
         finally:
@@ -512,6 +512,95 @@ class LinearCrossEntropy(unittest.TestCase):
         self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1)
         self.check(F32, PROB, NONE, render=BACKEND_HIP)
         self.check(BF16, I64, MEAN, render=BACKEND_HIP, weights=True, smoothing=0.1, classes=8)
+
+    # The ON_CHIP plan runs on the CUDA rendering: emulated here, an sm_90
+    # GPU's with the kernels' sm_90a code on the GPU machine.
+    CHIP_RENDER = None if GPU else BACKEND_CUDA
+    CHIP_HERE = BACKEND != BACKEND_HIP
+
+    def test_on_chip(self):
+        """The ON_CHIP plan (kernels/linear_cross_entropy/on_chip.h): 70 rows
+        (a partial block of 64), 200 classes (a partial tile of 128), H = 72
+        (copied 16 bytes at a time, a partial stage of 64 columns) and 76
+        (element by element); both label types and every reduction, dloss,
+        ignore_index; grad_hidden's f32 sum of every row or in chunks of 48
+        rows, grad_weight's in tiles of 136 classes; f32 gradients and
+        main_grad (their own sums), accumulated; grad_hidden alone."""
+        if not self.CHIP_HERE:
+            self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
+        chip = dict(bias=False, plan=PLAN_ON_CHIP, render=self.CHIP_RENDER, N=70, V=200)
+        for label in (I64, I32):
+            for reduction in (NONE, SUM, MEAN):
+                with self.subTest(label=label, reduction=reduction):
+                    self.check(BF16, label, reduction, H=72, chunk=0, ignore=True, dloss=True, **chip)
+        with self.subTest(what="H = 76: element by element; chunks of rows, tiles of classes"):
+            self.check(BF16, I64, MEAN, H=76, chunk=0, **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=48, classes=136, dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=76, chunk=48, ignore=True, **chip)
+        with self.subTest(what="f32 gradients, main_grad, accumulated"):
+            self.check(BF16, I64, MEAN, H=72, chunk=0, grad_f32=True, dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=72, chunk=0, grad_f32=True, dloss=True, **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=48, grad_f32=True, accumulate=True, **chip)
+            self.check(BF16, I64, MEAN, H=72, chunk=0, main_grad=True, accumulate=True, classes=136, **chip)
+            self.check(BF16, I32, MEAN, H=72, chunk=48, main_grad=True, **chip)
+        with self.subTest(what="grad_hidden alone"):
+            self.check(BF16, I64, MEAN, H=72, chunk=0, hidden_only=True, **chip)
+            self.check(BF16, I64, MEAN, H=72, chunk=48, hidden_only=True, **chip)
+
+    def test_on_chip_weight_gradient_rounded_once(self):
+        """ON_CHIP's bf16 grad_weight over 256 rows: the four row blocks'
+        products summed in f32 (atomics) and rounded once, within 1.25 bf16
+        ulps of float64 (as test_weight_gradient_rounded_once holds the one
+        pass), and main_grad, added to, within 1."""
+        if not self.CHIP_HERE:
+            self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
+        for main_grad in (False, True):
+            got, want, ulp, _ = self.one_row_chunks(main_grad=main_grad, plan=PLAN_ON_CHIP, render=self.CHIP_RENDER)
+            err = ((got - want).abs() / ulp).max().item()
+            bound = 1.0 if main_grad else 1.25
+            self.assertLessEqual(err, bound, f"main_grad={main_grad}: grad_weight off by {err:.2f} bf16 ulps")
+
+    def test_on_chip_refusals(self):
+        """What the ON_CHIP plan does not take is refused by name, and where
+        it cannot run (the HIP rendering, the cpu backend's own code), the
+        device is named."""
+        d = LinearDesc()
+        N, H, V = 8, 16, 40
+        x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
+        y, loss = on(torch.zeros(N, dtype=torch.int64)), on(torch.zeros(1, dtype=torch.bfloat16))
+        b, cw = on(torch.zeros(V, dtype=torch.bfloat16)), on(torch.ones(V))
+        def call(render, desc_edit=None, **tensors):
+            LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
+            d.plan = PLAN_ON_CHIP
+            for k, v in (desc_edit or {}).items():
+                setattr(d.ce, k, v)
+            t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), **tensors)
+            h = handle(render)
+            try:
+                n = ctypes.c_size_t()
+                s = LIB.xent_linear_ce_workspace_size(h, ctypes.byref(d), ctypes.byref(n))
+                return (s, LIB.xent_last_error().decode()) if s != 0 else run(h, d, t)[:2]
+            finally:
+                LIB.xent_destroy(h)
+        if self.CHIP_HERE:
+            for edit, name in ((dict(label_smoothing=0.1), "label_smoothing 0"), (dict(z_loss=1e-3), "z_loss 0"),
+                               (dict(softcap=30.0), "softcap 0"), (dict(temperature=0.5), "temperature 1")):
+                with self.subTest(name=name):
+                    s, msg = call(self.CHIP_RENDER, edit)
+                    self.assertEqual((s, "which takes desc->ce." + name in msg), (INVALID_ARGUMENT, True), msg)
+            for name, tensor in (("bias", ptr(b)), ("weights", ptr(cw))):
+                with self.subTest(name=name):
+                    s, msg = call(self.CHIP_RENDER, **{name: tensor})
+                    self.assertEqual((s, f"tensors->{name} is set, which desc->plan" in msg), (INVALID_ARGUMENT, True),
+                                     msg)
+        if not GPU:
+            for render in (BACKEND_HIP, None):
+                with self.subTest(render=render):
+                    s, msg = call(render)
+                    self.assertEqual((s, "which runs on an sm_90 GPU" in msg), (3, True), msg)  # UNSUPPORTED_DEVICE
+        elif not self.CHIP_HERE:
+            s, msg = call(None)
+            self.assertEqual((s, "which runs on an sm_90 GPU" in msg), (3, True), msg)
 
     def test_vocabulary_parallel(self):
         """weight's rows split over 3 ranks (threads, each its own handle, an
@@ -797,7 +886,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 ("desc->chunk_rows is -1", INVALID_ARGUMENT, {}, dict(chunk_rows=-1)),
                 ("desc->chunk_classes is -1", INVALID_ARGUMENT, {}, dict(chunk_classes=-1)),
                 ("desc->memory_mib is -2", INVALID_ARGUMENT, {}, dict(memory_mib=-2)),
-                ("desc->plan is 4, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=4)),
+                ("desc->plan is 5, must be an xent_linear_ce_plan_kind", INVALID_ARGUMENT, {}, dict(plan=5)),
                 # V x H x 4 bytes of grad_weight's f32 sum wrapped to 0 here
                 # once: 2^33 classes of 2^31 features, four rows.
                 ("desc->ce.classes * desc->hidden overflows", INVALID_ARGUMENT, {},

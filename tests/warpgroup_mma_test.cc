@@ -49,7 +49,7 @@ XENT_DEVICE uint32_t step_of(xent_wg_layout l) {
 // asynchronous copies and multiplied before their wait (K-major A only).
 template <int N, bool Swizzle, bool MnA, bool MnB>
 __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t* b, float* d, int mode) {
-  XENT_DYNAMIC_SHARED(uint16_t, smem);
+  XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
 #if !defined(XENT_EMU)
   // The swizzle is of address bits: the atoms must be 1024-byte aligned.
   if (Swizzle && (uint32_t)__cvta_generic_to_shared(smem) % 1024u != 0) __trap();

@@ -9,6 +9,8 @@
 // fiber; the code below this block is the same as on the GPU.
 #include "xent_emu.h"
 #define XENT_WARP 32
+// The emulator's swizzle is of offsets from the array (warpgroup_mma.h).
+#define XENT_DYNAMIC_SHARED_1024(T, name) XENT_DYNAMIC_SHARED(T, name)
 #define XENT_LAUNCH(kernel, grid, block, smem, stream, ...)                                                            \
   XENT_EMU_LAUNCH(kernel, XENT_WARP, XENT_EMU_SMEM_CUDA, grid, block, smem, stream, __VA_ARGS__)
 #define XENT_LAST_ERROR() xent_emu_last_error()
@@ -76,6 +78,11 @@ static inline xent_emu::shared_array<T> xent_cluster_view(const xent_emu::shared
 #define XENT_DYNAMIC_SHARED(T, name)                                                                                   \
   extern __shared__ __align__(16) unsigned char xent_dyn_[];                                                           \
   T* const name = reinterpret_cast<T*>(xent_dyn_)
+// ...1024-byte aligned: the 128-byte swizzle's atoms, which the tensor
+// cores read from absolute addresses (warpgroup_mma.h).
+#define XENT_DYNAMIC_SHARED_1024(T, name)                                                                              \
+  extern __shared__ __align__(1024) unsigned char xent_dyn1024_[];                                                     \
+  T* const name = reinterpret_cast<T*>(xent_dyn1024_)
 
 // Thread-block clusters (sm_90 and later; the launcher uses them only on a
 // device that has them, so below sm_90 a cluster is one block).

@@ -8,7 +8,8 @@
 // (xent_lce_chip_grads) makes each tile again, turns it into its gradient
 // G from the rows' lse, and multiplies G by the weight's rows into
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
-// bf16, hard labels and ignore_index, no other option yet. The logits'
+// bf16, hard labels and ignore_index, no other option yet (the steps of
+// steps.h launch both for the ON_CHIP plan of runtime/ops/linear_ce.c). The logits'
 // stages are cp.async copies into two buffers, the next in flight while
 // the tensor cores multiply this one; one warpgroup a block, nothing
 // overlapping the products' waits: the structure and its arithmetic,
@@ -46,11 +47,13 @@ XENT_DEVICE xent_wg_layout xent_lce_chip_layout(int64_t lines, bool mn_major) {
   return xent_wg_layout{(uint32_t)lines * 128u, 1024u, true, mn_major};
 }
 
+template <typename L>
 struct xent_lce_chip_args {
-  const uint16_t* hidden;                                   // [rows, H] bf16
-  const uint16_t* weight;                                   // [classes, H] bf16: the classes' rows
-  const int64_t* labels;                                    // [rows]; ignore_index or out of range: no loss
-  float* records;                                           // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
+  const uint16_t* hidden;       // [rows, H] bf16
+  const uint16_t* weight;       // [classes, H] bf16: the classes' rows
+  const L* labels;   // [rows] int32 or int64; ignore_index or out of range: a = b = 0 (the combine,
+                     // which reads the labels too, says what an out-of-range label's row is)
+  float* records;               // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
   int64_t rows, hidden_size, classes, slice, ignore_index;  // slice: classes a slice (the grid's y)
 };
 
@@ -159,8 +162,9 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
 
 // Grid (ceil(rows / 64), slices), blocks of 128 threads, XENT_LCE_CHIP_SMEM
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
-static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const xent_lce_chip_args a) {
-  XENT_DYNAMIC_SHARED(uint16_t, smem);
+template <typename L>
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const xent_lce_chip_args<L> a) {
+  XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
   const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
   const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
   const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_ROWS);
@@ -173,7 +177,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   bool here[2];
   for (int h = 0; h < 2; ++h) {
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
-    label[h] = row < a.rows ? a.labels[row] : a.ignore_index;
+    label[h] = row < a.rows ? (int64_t)a.labels[row] : a.ignore_index;
     m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false;
   }
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
@@ -217,30 +221,63 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   }
 }
 
+// How pass 2 scales a row's gradient: by the reduced loss's dloss (the
+// chain's dloss / divisor for a mean: one f32), or each row's own (reduction
+// none: the rows' dloss in the loss dtype, f32 or bf16), or 1.
+enum {
+  XENT_LCE_CHIP_DLOSS_ONE,
+  XENT_LCE_CHIP_DLOSS_SCALAR,
+  XENT_LCE_CHIP_DLOSS_ROWS_F32,
+  XENT_LCE_CHIP_DLOSS_ROWS_BF16
+};
+
+template <typename L>
 struct xent_lce_chip_grad_args {
   const uint16_t* hidden;  // [rows, H] bf16
   const uint16_t* weight;  // [classes, H] bf16
-  const int64_t* labels;   // [rows]
+  const L* labels;         // [rows]
   const float* lse;        // [rows]: pass 1's, from the combine
-  float scale;             // each counted row's dloss (a mean's divided by its count)
-  float* grad_hidden;      // [rows, H] f32, added to
-  float* grad_weight;      // [classes, H] f32, added to
+  const void* dloss;       // dloss_kind's (XENT_LCE_CHIP_DLOSS_*)
+  int dloss_kind;
+  // Rows [row0, row_end) against classes [class0, class_end): the grid's
+  // blocks. Either sum may be NULL (that product is skipped).
+  float* grad_hidden;  // [row_end - row0, H] f32 from row0, added to
+  float* grad_weight;  // [class_end - class0, H] f32 from class0, added to
   int64_t rows, hidden_size, classes, ignore_index;
+  int64_t row0, row_end, class0, class_end;
+  bool ignore_invalid;  // a label out of range: the row is ignored (else its lse, from the combine, is NaN)
 };
 
-// Pass 2. Grid (ceil(rows / 64), ceil(classes / 128)), blocks of 128
-// threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared memory (1024-byte
-// aligned). G = scale (softmax - onehot) of the tile, rounded to bf16 in
-// shared memory (the tensor cores' operand, as the chunked path's G in the
-// logits' dtype), then per 64 hidden columns: grad_hidden's rows += G @ W
-// and grad_weight's classes += G^T @ hidden, by f32 atomics (the tiles of
-// a row, and the row blocks of a class, add in no fixed order).
-static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_grads(const xent_lce_chip_grad_args a) {
-  XENT_DYNAMIC_SHARED(uint16_t, smem);
-  const int64_t H = a.hidden_size, r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
-  const int64_t cb = (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
-  const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_ROWS);
-  const int64_t width = xent_min_index(a.classes - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
+template <typename L>
+XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64_t row) {
+  switch (a.dloss_kind) {
+    case XENT_LCE_CHIP_DLOSS_SCALAR:
+      return *(const float*)a.dloss;
+    case XENT_LCE_CHIP_DLOSS_ROWS_F32:
+      return ((const float*)a.dloss)[row];
+    case XENT_LCE_CHIP_DLOSS_ROWS_BF16:
+      return xent_load_bf16(((const uint16_t*)a.dloss)[row]);
+    default:
+      return 1.0f;
+  }
+}
+
+// Pass 2. Grid (ceil((row_end - row0) / 64), ceil((class_end - class0) /
+// 128)), blocks of 128 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
+// memory (1024-byte aligned). G = scale (softmax - onehot) of the tile,
+// rounded to bf16 in shared memory (the tensor cores' operand, as the
+// chunked path's G in the logits' dtype), then per 64 hidden columns:
+// grad_hidden's rows += G @ W and grad_weight's classes += G^T @ hidden, by
+// f32 atomics (the tiles of a row, and the row blocks of a class, add in no
+// fixed order).
+template <typename L>
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
+    xent_lce_chip_grads(const xent_lce_chip_grad_args<L> a) {
+  XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
+  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
+  const int64_t cb = a.class0 + (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
+  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_ROWS);
+  const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
   const int t = (int)threadIdx.x;
   {
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
@@ -249,10 +286,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_g
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
       const int r = xent_wg_row(t, i), col = xent_wg_col(t, i);
-      const int64_t row = r0 + r, label = row < a.rows ? a.labels[row] : a.ignore_index;
+      const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
+      // A label out of range that the call does not ignore makes its row
+      // NaN, as the chunked path's fused kernel does.
+      const bool in_range = label >= 0 && label < a.classes;
+      const bool counted = r < live && col < width && label != a.ignore_index && (in_range || !a.ignore_invalid);
       float g = 0.0f;
-      if (row < a.rows && col < width && label != a.ignore_index)
-        g = a.scale * (xent_exp(acc.d[i] - a.lse[row]) - (cb + col == label ? 1.0f : 0.0f));
+      if (counted && !in_range) g = NAN;
+      else if (counted)
+        g = xent_lce_chip_scale(a, row) * (xent_exp(acc.d[i] - a.lse[row]) - (cb + col == label ? 1.0f : 0.0f));
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }
   }
@@ -278,21 +320,23 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_g
     __syncthreads();
     // grad_hidden[rows, h0 + 64) += G @ W: k over the tile's classes, 16 a
     // step (32 bytes along G's line, a block of 64 on; two lines of W's).
-    xent_wg_fence();
-    for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
-      xent_wg_mma<false, true>(acc,
-                               xent_wg_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-                               xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
-    xent_wg_commit(acc);
-    xent_wg_wait<0>(acc);
-    XENT_UNROLL
-    for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
-      const int64_t row = r0 + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
-      if (row < a.rows && h < H) atomicAdd(a.grad_hidden + row * H + h, acc.d[i]);
+    if (a.grad_hidden) {
+      xent_wg_fence();
+      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
+        xent_wg_mma<false, true>(acc,
+                                 xent_wg_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+                                 xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
+      xent_wg_commit(acc);
+      xent_wg_wait<0>(acc);
+      XENT_UNROLL
+      for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
+        const int64_t row = r0 + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
+        if (row < r0 + live && h < H) atomicAdd(a.grad_hidden + (row - a.row0) * H + h, acc.d[i]);
+      }
     }
     // grad_weight[classes, h0 + 64) += G^T @ hidden, 64 classes at a time:
     // k over the rows, 16 a step (two lines of G's and of hidden's).
-    for (int half = 0; half < XENT_LCE_CHIP_CLASSES / 64; ++half) {
+    for (int half = 0; half < XENT_LCE_CHIP_CLASSES / 64 && a.grad_weight; ++half) {
       xent_wg_fence();
       for (int j = 0; j < XENT_LCE_CHIP_ROWS / 16; ++j)
         xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + half * g_mn.leading + 2048u * j, g_mn),
@@ -302,7 +346,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_g
       XENT_UNROLL
       for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
         const int64_t c = 64 * half + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
-        if (c < width && h < H) atomicAdd(a.grad_weight + (cb + c) * H + h, acc.d[i]);
+        if (c < width && h < H) atomicAdd(a.grad_weight + (cb - a.class0 + c) * H + h, acc.d[i]);
       }
     }
   }

@@ -33,6 +33,19 @@
 
 static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
 
+// The ON_CHIP plan's two passes (CHIP_STATS, CHIP_GRADS): CUDA's, for bf16
+// logits and hard labels; on sm_90a machine code (or the emulator) alone,
+// which the runtime checks before it takes the plan (xent_handle.on_chip).
+#if defined(XENT_TARGET_CUDA)
+#include "on_chip.h"
+template <class D>
+constexpr bool xent_lce_chip_dtype = false;
+template <>
+constexpr bool xent_lce_chip_dtype<xent_dtype_bf16> = true;
+template <class V>
+constexpr bool xent_lce_on_chip = !V::kSoft && xent_lce_chip_dtype<typename V::D>;
+#endif
+
 // The workspace (xent_lce_workspace_bytes): a bad-label word per chunk, then
 // in the accumulation type the divisor, the chunks' dloss, a sum per chunk,
 // the partial sums, and the bias gradient.
@@ -219,6 +232,70 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_finish(
   }
 }
 
+// CHIP_STATS and CHIP_GRADS (on_chip.h's kernels): one chunk of every row
+// (the steps' workspace for one chunk); pass 2's scale is BEGIN's dloss
+// (reduced) or the rows' own (none).
+template <class V>
+static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
+#if defined(XENT_TARGET_CUDA)
+  if constexpr (xent_lce_on_chip<V>) {
+    typedef typename V::L L;
+    const dim3 block(XENT_LCE_CHIP_THREADS);
+    if (a.step == XENT_LCE_CHIP_STATS) {
+      const xent_lce_chip_args<L> c = {(const uint16_t*)a.hidden_data,
+                                       (const uint16_t*)a.weight_data,
+                                       (const L*)a.labels,
+                                       (float*)a.records,
+                                       a.rows,
+                                       a.hidden,
+                                       a.classes,
+                                       a.slice,
+                                       a.ignore_index};
+      const int64_t blocks = (a.rows + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
+      const int64_t slices = (a.classes + a.slice - 1) / a.slice;
+      if (blocks > 0 && slices > 0)
+        XENT_LAUNCH(xent_lce_chip_stats<L>, dim3((unsigned)blocks, (unsigned)slices), block, XENT_LCE_CHIP_SMEM,
+                    stream, c);
+    } else {
+      const bool rows_own = V::kReduction == XENT_REDUCE_NONE;
+      const int kind = !rows_own ? XENT_LCE_CHIP_DLOSS_SCALAR
+                       : !a.dloss ? XENT_LCE_CHIP_DLOSS_ONE
+                       : a.loss_f32 ? XENT_LCE_CHIP_DLOSS_ROWS_F32
+                                    : XENT_LCE_CHIP_DLOSS_ROWS_BF16;
+      const xent_lce_chip_grad_args<L> c = {(const uint16_t*)a.hidden_data,
+                                            (const uint16_t*)a.weight_data,
+                                            (const L*)a.labels,
+                                            (const float*)a.lse,
+                                            rows_own ? a.dloss : (const char*)a.workspace + xent_lce_dloss_offset(1, 4),
+                                            kind,
+                                            a.grad_hidden_sum,
+                                            a.grad_weight_sum,
+                                            a.rows,
+                                            a.hidden,
+                                            a.classes,
+                                            a.ignore_index,
+                                            a.row0,
+                                            a.row_end,
+                                            a.class0,
+                                            a.class_end,
+                                            a.ignore_invalid_labels != 0};
+      const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
+      const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
+      if (blocks > 0 && tiles > 0)
+        XENT_LAUNCH(xent_lce_chip_grads<L>, dim3((unsigned)blocks, (unsigned)tiles), block, XENT_LCE_CHIP_SMEM,
+                    stream, c);
+    }
+    return XENT_LAST_ERROR();
+  }
+#endif
+  (void)a, (void)stream;  // never asked of this variant (runtime/ops/linear_ce.c)
+#if defined(XENT_EMU)
+  return xent_emu_refuse_launch("xent_lce_chip", "bf16 logits and hard labels on CUDA only");
+#else
+  return 1;  // cudaErrorInvalidValue, hipErrorInvalidValue
+#endif
+}
+
 // The launcher: one step of the chunk loop (a.step, XENT_LCE_*).
 template <class V>
 static int xent_lce_launch(const void* args) {
@@ -259,6 +336,9 @@ static int xent_lce_launch(const void* args) {
       if (n > 0)
         XENT_LAUNCH(xent_lce_row_records<V>, dim3(xent_grid_blocks((n + 255) / 256)), dim3(256), 0, stream, a, n);
       break;
+    case XENT_LCE_CHIP_STATS:
+    case XENT_LCE_CHIP_GRADS:
+      return xent_lce_chip_launch<V>(a, stream);
     case XENT_LCE_WEIGHT_GRAD:
       if constexpr (V::D::kMixed) {
         if (a.classes * a.hidden > 0)

@@ -71,7 +71,7 @@ class Tensors(ctypes.Structure):
 
 
 # xent_linear_ce_plan_kind
-PLAN_AUTO, PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED = 0, 1, 2, 3
+PLAN_AUTO, PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED, PLAN_ON_CHIP = 0, 1, 2, 3, 4
 
 
 class LinearDesc(ctypes.Structure):

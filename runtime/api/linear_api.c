@@ -30,10 +30,10 @@ static xent_status check(const char* fn, const xent_handle* h, const xent_linear
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->memory_mib is %lld, must be in [0, 2^40] (0 = XENT_LINEAR_CE_MEMORY_MIB)", fn,
                      (long long)d->memory_mib);
-  if (d->plan < XENT_LINEAR_CE_PLAN_AUTO || d->plan > XENT_LINEAR_CE_PLAN_TILED)
+  if (d->plan < XENT_LINEAR_CE_PLAN_AUTO || d->plan > XENT_LINEAR_CE_PLAN_ON_CHIP)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "%s: desc->plan is %d, must be an xent_linear_ce_plan_kind (0 AUTO, 1 ONE_PASS, 2 "
-                     "TILED_HIDDEN_SUM, 3 TILED)", fn, d->plan);
+                     "TILED_HIDDEN_SUM, 3 TILED, 4 ON_CHIP)", fn, d->plan);
   if (d->accumulate != 0 && d->accumulate != 1)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->accumulate is %d, must be 0 or 1", fn, d->accumulate);
   if (d->main_grad != 0 && d->main_grad != 1)

@@ -12,6 +12,9 @@ struct xent_handle {
   int device;     /* GPU ordinal */
   int arch;       /* CUDA: SM number (90); HIP: gfx number read as hex (0x90a) */
   xent_backend_kind emulated; /* cpu backend: the GPU rendering it emulates (CUDA, HIP), or CPU: none */
+  /* The fused linear cross entropy's ON_CHIP plan runs here: an sm_90 GPU
+     with the kernels' sm_90a machine code, or the emulated CUDA rendering. */
+  int on_chip;
   /* One word in the backend's memory: the lowest row with a label outside
      [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */
   unsigned long long* bad_label_row;

@@ -158,6 +158,7 @@ static xent_status layout(const char* fn, const xent_handle* h, const xent_linea
 static const char* plan_name(xent_linear_ce_plan_kind kind) {
   return kind == XENT_LINEAR_CE_PLAN_TILED              ? "TILED"
          : kind == XENT_LINEAR_CE_PLAN_TILED_HIDDEN_SUM ? "TILED_HIDDEN_SUM"
+         : kind == XENT_LINEAR_CE_PLAN_ON_CHIP          ? "ON_CHIP"
                                                         : "ONE_PASS";
 }
 
@@ -179,10 +180,91 @@ static xent_status tiled_plan(const char* fn, const xent_handle* h, const xent_l
 static xent_status over_budget(const char* fn, const xent_linear_ce_desc* d, size_t budget,
                                const xent_linear_ce_plan* L) {
   if (L->total <= budget || d->memory_mib == 0) return XENT_OK;
+  const int chip = L->kind == XENT_LINEAR_CE_PLAN_ON_CHIP;
   return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                    "%s: desc->memory_mib is %lld: the call needs at least %zu MiB (plan %s, tiles of %lld rows x "
                    "%lld classes)", fn, (long long)d->memory_mib, (L->total + ((size_t)1 << 20) - 1) >> 20,
-                   plan_name(L->kind), (long long)L->chunk, (long long)L->tile);
+                   plan_name(L->kind), (long long)(chip ? L->chip_rows : L->chunk),
+                   (long long)(chip ? L->chip_classes : L->tile));
+}
+
+/* ON_CHIP (kernels/linear_cross_entropy/on_chip.h): what it serves, the
+   rest refused by name (the tensors' part in xent_linear_ce_op). */
+static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d) {
+  const xent_ce_desc* c = &d->ce;
+  const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
+                    : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
+                    : c->label_smoothing != 0.0     ? "desc->ce.label_smoothing 0"
+                    : c->z_loss != 0.0              ? "desc->ce.z_loss 0"
+                    : c->softcap != 0.0             ? "desc->ce.softcap 0"
+                    : c->temperature != 1.0         ? "desc->ce.temperature 1"
+                    : c->vocab_shard                ? "desc->ce.vocab_shard NULL"
+                                                    : NULL;
+  if (why)
+    return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which takes %s",
+                     fn, why);
+  if (!h->on_chip)
+    return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
+                     "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which runs on an sm_90 GPU (H100, H200) with "
+                     "the kernels' sm_90a code (--define=xent_cuda_archs=90a with Bazel, "
+                     "-DCMAKE_CUDA_ARCHITECTURES=90a-real with CMake) or on the emulated CUDA rendering; this "
+                     "handle's device or build is neither",
+                     fn);
+  return XENT_OK;
+}
+
+/* ON_CHIP's regions: grad_hidden's f32 sum n rows at a time (n = rows:
+   every row's, beside grad_weight's of w classes), pass 1's records over
+   slices sized to fill the device. */
+static xent_status chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
+                               xent_linear_ce_plan* L) {
+  const int64_t N = d->ce.rows, V = d->ce.classes, H = d->hidden, rows = N > 0 ? N : 1;
+  const int64_t blocks = (rows + 63) / 64, most = (V + 127) / 128;
+  const int64_t want = h->resident_threads > 0 ? h->resident_threads / 128 : 3 * blocks;
+  const int64_t slices = min64(most, (want + blocks - 1) / blocks > 1 ? (want + blocks - 1) / blocks : 1);
+  const int64_t slice = ((V + slices - 1) / slices + 127) / 128 * 128;
+  memset(L, 0, sizeof *L);
+  L->kind = XENT_LINEAR_CE_PLAN_ON_CHIP;
+  L->chunk = rows;
+  L->chunks = N > 0 ? 1 : 0;
+  L->tile = slice;
+  L->tiles = (V + slice - 1) / slice;
+  L->chip_rows = n;
+  L->chip_classes = w;
+  const int sums = summed_in_f32(d), whole = n >= rows;
+  const int64_t weight_rows = sums && !d->main_grad ? w : 0, hidden_rows = sums && !whole ? n : 0;
+  size_t at = 0;
+  L->weight_acc = at, at += round64((size_t)(weight_rows > hidden_rows ? weight_rows : hidden_rows) * H * 4);
+  L->hidden_acc = at, at += sums && whole ? round64((size_t)rows * (size_t)H * 4) : 0;
+  L->records = at, at += round64((size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 0));
+  L->lse = at, at += round64((size_t)rows * 4);
+  L->logits = L->entropy = L->sum_a = L->gemm = at;
+  L->steps = at, at += round64(xent_lce_workspace_bytes(1, V, 4));
+  xent_ce_desc c = chunk_desc(d, rows);
+  c.classes = slice;
+  L->ce = at, at += round64(xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD));
+  L->total = at;
+  return XENT_OK;
+}
+
+/* ON_CHIP's plan: every row's grad_hidden sum with the largest grad_weight
+   tiles (a power of two, 16384 down to 128 classes) that fit the budget,
+   else square tiles of both sums in their own sweeps; desc->chunk_rows and
+   chunk_classes fix them. */
+static xent_status chip_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d, size_t budget,
+                             xent_linear_ce_plan* L) {
+  xent_status s = chip_serves(fn, h, d);
+  if (s != XENT_OK) return s;
+  const int64_t rows = d->ce.rows > 0 ? d->ce.rows : 1, V = d->ce.classes;
+  for (int whole = d->chunk_rows == 0 || d->chunk_rows >= rows; whole >= 0; --whole) {
+    for (int64_t p = 16384;; p /= 2) {
+      const int64_t n = whole ? rows : min64(d->chunk_rows > 0 ? d->chunk_rows : p, rows);
+      const int64_t w = min64(d->chunk_classes > 0 ? d->chunk_classes : p, V);
+      if ((s = chip_layout(h, d, n, w, L)) != XENT_OK || L->total <= budget) return s;
+      if (p / 2 < 128 || (d->chunk_classes > 0 && (whole || d->chunk_rows > 0))) break;
+    }
+  }
+  return over_budget(fn, d, budget, L);
 }
 
 xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d,
@@ -190,6 +272,7 @@ xent_status xent_linear_ce_op_plan(const char* fn, const xent_handle* h, const x
   const size_t budget = (size_t)(d->memory_mib > 0 ? d->memory_mib : XENT_LINEAR_CE_MEMORY_MIB) << 20;
   const xent_linear_ce_plan_kind kind = (xent_linear_ce_plan_kind)d->plan;
   xent_status s = XENT_OK;
+  if (kind == XENT_LINEAR_CE_PLAN_ON_CHIP) return chip_plan(fn, h, d, budget, L);
   if (kind == XENT_LINEAR_CE_PLAN_ONE_PASS || (kind == XENT_LINEAR_CE_PLAN_AUTO && d->chunk_classes == 0)) {
     int64_t n = 0;
     s = chunk_rows(h, d, &n);
@@ -643,6 +726,91 @@ static xent_status tiled(const run_ctx* r) {
   return s;
 }
 
+/* The ON_CHIP plan (xent.h; kernels/linear_cross_entropy/on_chip.h): pass
+   1's records of every row over the plan's slices of the vocabulary, the
+   combine (the loss, the lse), then pass 2's launches: where grad_hidden's
+   f32 sum holds every row, tiles of chip_classes classes, each making both
+   products; else a sweep of chip_rows rows at a time (G @ W) and one of
+   chip_classes classes (G^T @ hidden). f16/bf16 gradients are summed in
+   f32 in the workspace and rounded once; f32 ones and main_grad are their
+   own sums, zeroed first (grad_weight and main_grad unless accumulate). */
+static xent_status on_chip(const run_ctx* r) {
+  const xent_linear_ce_plan* L = r->L;
+  const xent_linear_ce_tensors* t = r->t;
+  const int64_t N = r->d->ce.rows, V = r->d->ce.classes, H = r->d->hidden;
+  xent_lce_args a = step_args(r->d, L->chunk, r->ws + L->steps, r->stream);
+  a.labels = t->labels;
+  a.hidden_data = t->hidden;
+  a.weight_data = t->weight;
+  a.hidden = H;
+  a.step = XENT_LCE_CHIP_STATS;
+  a.records = r->ws + L->records;
+  a.slice = L->tile;
+  xent_status s = step(r, &a);
+  if (s != XENT_OK) return s;
+  tile_call tc;
+  tile_setup(r, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
+  xent_ce_args c = tile_args(r, &tc);
+  c.gathered = r->ws + L->records;
+  c.shards = tc.shard.ranks;
+  if ((s = xent_backend_launch(r->h, r->vocab.forward, &c)) != XENT_OK) return s;
+
+  void* weight_out = t->main_grad ? t->main_grad : t->grad_weight;
+  if (!t->grad_hidden && !weight_out) return XENT_OK;
+  const int sums = summed_in_f32(r->d), whole = L->chip_rows >= N, weight_sum = sums && t->grad_weight;
+  float* acc = (float*)(r->ws + L->weight_acc);
+  float* hidden_sum = !t->grad_hidden ? NULL : !sums ? (float*)t->grad_hidden : whole ? (float*)(r->ws + L->hidden_acc) : acc;
+  const size_t hb = (size_t)H * 4;
+  if (hidden_sum && (whole || !sums)) s = r->h->backend->zero(r->h, r->fn, hidden_sum, (size_t)N * hb, r->stream);
+  if (s == XENT_OK && weight_out && !weight_sum && !r->d->accumulate)
+    s = r->h->backend->zero(r->h, r->fn, weight_out, (size_t)V * hb, r->stream);
+  a.step = XENT_LCE_CHIP_GRADS;
+  a.lse = t->lse ? (const char*)t->lse : r->ws + L->lse;
+  a.dloss = t->dloss;
+  a.ignore_invalid_labels = r->d->ce.invalid_labels == XENT_INVALID_LABELS_IGNORE;
+  /* grad_hidden a chunk of rows at a time, over the whole vocabulary. */
+  for (int64_t r0 = 0; r0 < N && s == XENT_OK && hidden_sum && !whole; r0 += L->chip_rows) {
+    const int64_t n = min64(L->chip_rows, N - r0);
+    a.row0 = r0, a.row_end = r0 + n, a.class0 = 0, a.class_end = V;
+    a.grad_hidden_sum = sums ? acc : hidden_sum + (size_t)r0 * H;
+    a.grad_weight_sum = NULL;
+    if (sums) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)n * hb, r->stream);
+    if (s == XENT_OK) s = step(r, &a);
+    if (s == XENT_OK && sums) s = round_sum(r, n, acc, (char*)t->grad_hidden + (size_t)r0 * H * 2, 0);
+  }
+  /* grad_weight a tile of classes at a time over every row, with
+     grad_hidden where its sum holds every row. */
+  for (int64_t v0 = 0; v0 < V && s == XENT_OK && (weight_out || (hidden_sum && whole)); v0 += L->chip_classes) {
+    const int64_t w = min64(L->chip_classes, V - v0);
+    a.row0 = 0, a.row_end = N, a.class0 = v0, a.class_end = v0 + w;
+    a.grad_hidden_sum = whole ? hidden_sum : NULL;
+    a.grad_weight_sum = !weight_out ? NULL : weight_sum ? acc : (float*)weight_out + (size_t)v0 * H;
+    if (weight_sum) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)w * hb, r->stream);
+    if (s == XENT_OK) s = step(r, &a);
+    if (s == XENT_OK && weight_sum)
+      s = round_sum(r, w, acc, (char*)t->grad_weight + (size_t)v0 * H * 2, r->d->accumulate);
+  }
+  if (s == XENT_OK && hidden_sum && whole && sums) s = round_sum(r, N, hidden_sum, t->grad_hidden, 0);
+  return s;
+}
+
+/* The ON_CHIP plan's tensors: what it does not take yet, refused by name. */
+static xent_status chip_tensors(const char* fn, const xent_linear_ce_tensors* t) {
+  const char* set = t->bias            ? "bias"
+                    : t->weights       ? "weights"
+                    : t->entropy       ? "entropy"
+                    : t->label_logprob ? "label_logprob"
+                    : t->argmax        ? "argmax"
+                    : t->dentropy      ? "dentropy"
+                    : t->temperature   ? "temperature"
+                    : t->token_weight  ? "token_weight"
+                                       : NULL;
+  if (!set) return XENT_OK;
+  return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
+                   "%s: tensors->%s is set, which desc->plan XENT_LINEAR_CE_PLAN_ON_CHIP does not take (xent.h)", fn,
+                   set);
+}
+
 /* grad_weight (or main_grad) and grad_bias when there are no rows (nothing to add). */
 static xent_status zero_outputs(const run_ctx* r) {
   const xent_linear_ce_tensors* t = r->t;
@@ -669,6 +837,7 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
                      L.total);
   if (((uintptr_t)workspace & 63) != 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
+  if (L.kind == XENT_LINEAR_CE_PLAN_ON_CHIP && (s = chip_tensors(fn, t)) != XENT_OK) return s;
   /* The option axes the tensors decide: the class weights, and any
      per-token output (the chunks' fused kernel computes them). */
   const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
@@ -710,7 +879,8 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
   a.dloss = d->ce.reduction != XENT_REDUCTION_NONE ? t->dloss : NULL;
   s = step(&r, &a);
   const int is_tiled = L.kind != XENT_LINEAR_CE_PLAN_ONE_PASS;
-  if (s == XENT_OK && is_tiled && L.chunks > 0) s = tiled(&r);
+  if (s == XENT_OK && L.kind == XENT_LINEAR_CE_PLAN_ON_CHIP && L.chunks > 0) s = on_chip(&r);
+  else if (s == XENT_OK && is_tiled && L.chunks > 0) s = tiled(&r);
   for (int64_t k = 0; s == XENT_OK && !is_tiled && k < L.chunks; ++k) s = chunk(&r, k);
   if (s == XENT_OK && L.chunks == 0 && !d->accumulate) s = zero_outputs(&r);
   if (s != XENT_OK) return s;

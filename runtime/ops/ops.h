@@ -81,6 +81,14 @@ typedef struct xent_linear_ce_plan {
   size_t steps;    /* the steps' workspace (xent_lce_workspace_bytes) */
   size_t ce;       /* the cross-entropy call's workspace */
   size_t total;
+  /* ON_CHIP: tile and tiles are pass 1's slices of the vocabulary (records
+     [tiles][rows], narrow), chunk the rows (one chunk); pass 2 runs in
+     launches of chip_rows rows (grad_hidden's f32 sum, [chip_rows, H] in
+     weight_acc, one launch a chunk with G @ W alone; rows: hidden_acc holds
+     every row's and the launches make both products) by chip_classes
+     classes (grad_weight's f32 sum, [chip_classes, H] in weight_acc). */
+  int64_t chip_rows;
+  int64_t chip_classes;
 } xent_linear_ce_plan;
 
 /* The plan of a validated call (the steps' PLAN on the host, unless

@@ -34,6 +34,7 @@ xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "xent_cpu_emulate: target must be XENT_BACKEND_CPU, XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
   h->emulated = target;
+  h->on_chip = target == XENT_BACKEND_CUDA;
   return XENT_OK;
 }
 

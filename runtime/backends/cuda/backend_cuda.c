@@ -13,6 +13,7 @@
 extern const xent_axis_row xent_cuda_dispatch_axes[];
 
 static xent_status code_fits(int device, int arch);
+static int has_sm90a(void);
 
 xent_status xent_cuda_open(xent_handle* h) {
   int count = 0;
@@ -37,7 +38,18 @@ xent_status xent_cuda_open(xent_handle* h) {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, h->device) == cudaSuccess &&
       cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, h->device) == cudaSuccess)
     h->resident_threads = (int64_t)sms * threads;
+  h->on_chip = h->arch == 90 && has_sm90a();
   return code_fits(h->device, h->arch);
+}
+
+/* Whether the kernels carry sm_90a's machine code, the tensor-core
+   instructions of the ON_CHIP plan (kernels/linear_cross_entropy/on_chip.h;
+   sm_90's traps there). */
+static int has_sm90a(void) {
+  static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
+  for (size_t i = 0; i < sizeof sass / sizeof sass[0]; ++i)
+    if (sass[i] == 90 && exact[i]) return 1;
+  return 0;
 }
 
 /* Whether the kernels carry code a GPU of compute capability `arch` (major *
