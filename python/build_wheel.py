@@ -6,7 +6,7 @@ one where a HIP compiler is). One command, from a checkout:
 
     python3 python/build_wheel.py --out dist            # plugins found
     python3 python/build_wheel.py --out dist --gpu none # the cpu backend alone
-    python3 python/build_wheel.py --out dist -- --define=xent_cuda_archs=90
+    python3 python/build_wheel.py --out dist -- --define=xent_cuda_archs=90a
 
 (after --: more flags for ./bazelw build; --library DIR takes libraries
 built already instead.) The wheel is `py3-none-manylinux_2_Y_x86_64`:

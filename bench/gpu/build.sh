@@ -14,7 +14,7 @@
 #                                  in pieces, one per call before the benchmark
 #   gpu_run/wheels/peers           the other wheels and SHA256SUMS of all
 #
-# Kernels for sm_90 only (the H100 and H200), as machine code alone (no PTX:
+# Kernels for sm_90a only (the H100 and H200; the ON_CHIP plan's wgmma), as machine code alone (no PTX:
 # two thirds of an object's bytes, and unused on sm_90) in uncompressed
 # fatbins (xz then finds the kernels the binaries share; nvcc's own
 # compression hides them), and host code at -O2 (-c opt: the past-2^31 test
@@ -43,7 +43,7 @@ PART_MIB=31   # a wheel bigger than this travels in pieces, one per call
 
 # libxent without OpenMP, as the wheel builds it (python/build_wheel.py): the
 # correctness stage installs the wheel made from these libraries.
-FLAGS=(-c opt --config=cuda --define=xent_cuda_archs=90 --define=xent_hip_on_cuda_archs=90 --define=xent_cuda_ptx=0
+FLAGS=(-c opt --config=cuda --define=xent_cuda_archs=90a --define=xent_hip_on_cuda_archs=90 --define=xent_cuda_ptx=0
        --define=xent_cuda_compress=none --define=xent_openmp=off)
 ./bazelw build "${FLAGS[@]}" //runtime:libxent_shared.so //runtime:libxent_cuda.so //runtime:libxent_hip_on_cuda_shared.so \
   //bench:libxent_roofline.so //tests:gpu_test //tests:gpu_hip_on_cuda_test //tests:large_shapes_test \

@@ -192,6 +192,11 @@ struct xent_wg_acc {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define XENT_WG_SM90A 1
+#elif defined(__CUDA_ARCH__)
+// Device code for another architecture (a fat binary's sm_80, sm_100...):
+// a kernel built on these products traps there (its body left out, so it
+// takes no registers or stack), and the runtime launches it on sm_90 alone.
+#define XENT_WG_ABSENT 1
 #endif
 
 // Orders this thread's earlier writes to the accumulator's registers (and

@@ -164,6 +164,10 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
 template <typename L>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const xent_lce_chip_args<L> a) {
+#if defined(XENT_WG_ABSENT)
+  (void)a;
+  __trap();
+#else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
   const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
   const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
@@ -219,6 +223,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     rec[2] = counted ? 1.0f : 0.0f;
     rec[3] = counted ? z - ref : 0.0f;
   }
+#endif
 }
 
 // How pass 2 scales a row's gradient: by the reduced loss's dloss (the
@@ -273,6 +278,10 @@ XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64
 template <typename L>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_lce_chip_grads(const xent_lce_chip_grad_args<L> a) {
+#if defined(XENT_WG_ABSENT)
+  (void)a;
+  __trap();
+#else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
   const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
   const int64_t cb = a.class0 + (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
@@ -350,4 +359,5 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       }
     }
   }
+#endif
 }

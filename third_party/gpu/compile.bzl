@@ -15,9 +15,10 @@ names each unit's variants ("unit: ce_fwd_bf16.unit.cu <file> <file> ...").
 With hip_on_cuda = True, the .hip files are compiled with nvcc for NVIDIA
 GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 
-Architectures: --define=xent_cuda_archs=80,90,100,120 (default with
---config=cuda: A100, H100, B200/GB200 and RTX 50; "90a" and the like are
-taken as nvcc spells them), --define=xent_hip_archs=gfx90a,gfx942 (default
+Architectures: --define=xent_cuda_archs=80,90a,100,120 (default with
+--config=cuda: A100, H100/H200, B200/GB200 and RTX 50; "90a" and the like
+are taken as nvcc spells them: sm_90a's code runs on sm_90 alone, with the
+wgmma instructions of the ON_CHIP plan, where plain sm_90's traps), --define=xent_hip_archs=gfx90a,gfx942 (default
 with --config=rocm: MI200 and MI300; a build without the backend, the
 tests', compiles for compute_100 and gfx942 alone: _TEST_ARCHS) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
@@ -40,7 +41,7 @@ load("@local_gpu//:defs.bzl", "HIP_COMPILER", "HIP_DEVICE_LIBS", "HIP_DEVICE_LIB
 # gfx90a: MI200 (MI210, MI250X); gfx942: MI300X, MI300A, MI325X (gfx940 was
 # the pre-production MI300, which later ROCm releases dropped).
 _DEFAULT_ARCHS = {
-    "cuda": "80,90,100,120",
+    "cuda": "80,90a,100,120",
     "hip": "gfx90a,gfx942",
     "hip_on_cuda": "90",
 }
