@@ -184,7 +184,8 @@ class DryRun(unittest.TestCase):
                 self.assertEqual(r["logits_bytes"], r["n"] * r["v"] * (2 if r["dtype"] == "bf16" else 4), name)
                 methods = r["methods"]
                 self.assertEqual(set(methods),
-                                 {"xent", "xent_package", "gemms", "torch_eager", "torch_compile", "liger", "cce"})
+                                 {"xent", "xent_package", "xent_on_chip", "gemms", "torch_eager", "torch_compile",
+                                  "liger", "cce"})
                 for m in ("xent", "xent_package", "torch_eager"):
                     self.assertGreater(methods[m]["s"], 0, f"{name} {m}")
                     self.assertEqual(set(methods[m]["errors"]), {"loss", "grad_hidden", "grad_weight"}, name)
@@ -224,6 +225,10 @@ class DryRun(unittest.TestCase):
                 # with the reason, never dropped.
                 for peer in ("liger", "cce"):
                     self.assertIn("CUDA only", methods[peer].get("error", ""), f"{name} {peer}")
+                # The ON_CHIP plan needs an H100/H200's sm_90a code (bf16;
+                # f32 is refused before the device is asked).
+                self.assertIn("sm_90 GPU" if r["dtype"] == "bf16" else "desc->ce.dtype XENT_BF16",
+                              methods["xent_on_chip"].get("error", ""), name)
 
 
 if __name__ == "__main__":

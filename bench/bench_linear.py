@@ -20,6 +20,9 @@ Lines, each a method on the same case:
                 the autograd function (the gradients of a loss of 1
                 computed in the forward, scaled by the incoming gradient in
                 the backward)
+  xent_on_chip  the same with plan="on_chip" (the tensor cores' tiles of
+                logits never stored; sm_90a code on an H100/H200, else
+                named as not run)
   xent          one xent_linear_ce_run: the loss and both gradients
                 (workspace from PyTorch's allocator, as the package takes it)
   gemms         the three GEMMs alone, unchunked: hidden @ weight^T, then
@@ -156,6 +159,7 @@ def make_methods(xent, device):
     """name -> a step of (hidden, weight, target), or the reason it cannot
     run here; made for each case (torch.compile's graph is the case's)."""
     methods = {"xent_package": with_autograd(lambda h, w, y: xent.linear_cross_entropy(h, w, y)),
+               "xent_on_chip": with_autograd(lambda h, w, y: xent.linear_cross_entropy(h, w, y, plan="on_chip")),
                "xent": lambda h, w, y: xent_call(xent, h, w, y)}
 
     def gemms(h, w, y):

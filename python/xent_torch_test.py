@@ -830,6 +830,36 @@ class LinearCrossEntropy(unittest.TestCase):
                 for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
                     close(self, g, e, torch.bfloat16, f"{what} grad of {name}")
 
+    def test_linear_plans(self):
+        """plan= names the xent_linear_ce_plan_kind: each plan's three
+        gradients against float64 for a bf16 mean over class indices.
+        "on_chip" runs where the device has sm_90a code (an H100/H200 with
+        the default build); elsewhere (the cpu backend) it is refused with
+        the device named. An unknown plan is a ValueError."""
+        torch.manual_seed(9)
+        N, H, V = 70, 72, 200
+        h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
+        w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
+        y = torch.randint(0, V, (N,))
+        y[3] = -100
+        h64, w64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w)]
+        want = F.cross_entropy(F.linear(h64, w64), y)
+        want_grads = torch.autograd.grad(want, (h64, w64))
+        on_chip = DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
+        for plan in ("auto", "one_pass", "tiled_hidden_sum", "tiled", "on_chip"):
+            with self.subTest(plan=plan):
+                if plan == "on_chip" and not on_chip:
+                    with self.assertRaisesRegex(xent.XentError, "runs on an sm_90 GPU"):
+                        xent.linear_cross_entropy(h, w, y, plan=plan)
+                    continue
+                loss = xent.linear_cross_entropy(h, w, y, chunk_rows=32, plan=plan)
+                got = torch.autograd.grad(loss, (h, w))
+                close(self, loss, want.detach(), torch.bfloat16, f"plan {plan}: loss")
+                for name, g, e in zip(("hidden", "weight"), got, want_grads):
+                    close(self, g, e, torch.bfloat16, f"plan {plan}: grad of {name}")
+        with self.assertRaisesRegex(ValueError, "plan is 'fast'"):
+            xent.linear_cross_entropy(h, w, y, plan="fast")
+
     def test_training_step(self):
         """Two SGD steps of an output layer: the same weights as with PyTorch's
         own loss, and the loss goes down."""

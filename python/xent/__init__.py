@@ -225,11 +225,17 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
     return _results(loss, lse, entropy, logprob, argmax, bool(return_lse), stats)
 
 
+# xent_linear_ce_plan_kind by name (xent.linear_cross_entropy's plan).
+_LINEAR_PLANS = {"auto": _capi.PLAN_AUTO, "one_pass": _capi.PLAN_ONE_PASS,
+                 "tiled_hidden_sum": _capi.PLAN_TILED_HIDDEN_SUM, "tiled": _capi.PLAN_TILED,
+                 "on_chip": _capi.PLAN_ON_CHIP}
+
+
 def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, ignore_index=-100, reduction="mean",
                          label_smoothing=0.0, *, z_loss=0.0, softcap=0.0, all_ignored_zero=False,
                          invalid_labels="raise", loss_dtype=None, chunk_rows=0, temperature=1.0,
                          return_entropy=False, return_logprob=False, return_argmax=False, token_weight=None,
-                         token_weight_mean="weights", weight_main_grad=None, memory_mib=0):
+                         token_weight_mean="weights", weight_main_grad=None, memory_mib=0, plan="auto"):
     """F.cross_entropy(F.linear(hidden, weight, bias), target, ...), fused:
     the [N, V] logits never exist whole (xent_linear_ce_run: rows are taken
     chunk_rows at a time, 0 = xent's default). hidden: [..., H]; weight:
@@ -255,8 +261,14 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     vocabulary, and an f16/bf16 weight gradient's f32 sum) needs more, an
     f16/bf16 call with class indices takes a tiled plan: one or two more
     logits GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). The entropy's
-    gradient takes the one-pass plan whatever it says."""
+    gradient takes the one-pass plan whatever it says. plan: "auto" (by
+    memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip" (the
+    logits made by the tensor cores and never stored: bf16 class indices
+    on an H100/H200 with sm_90a code, no bias or class weights, none of the
+    options; xent.h says what each plan is)."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
+    if plan not in _LINEAR_PLANS:
+        raise ValueError(f"xent: plan is {plan!r}; one of {', '.join(map(repr, _LINEAR_PLANS))} expected")
     if weight_main_grad is not None:
         if not isinstance(weight_main_grad, torch.Tensor) or weight_main_grad.dtype != torch.float32:
             raise TypeError("xent: weight_main_grad must be a float32 tensor")
@@ -269,7 +281,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         if isinstance(weight, torch.Tensor) and weight.dtype == torch.float64:
             raise TypeError("xent: weight_main_grad is for float32, float16 and bfloat16 weights; a float64 "
                             "weight's gradient is its own sum")
-    if _fast is not None and weight_main_grad is None and not (
+    if _fast is not None and weight_main_grad is None and plan == "auto" and not (
             return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
@@ -318,7 +330,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                   None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
         h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o,
-        (int(chunk_rows), int(memory_mib)), stats, weight_main_grad)
+        (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan]), stats, weight_main_grad)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
     return _results(loss, None, entropy, logprob, argmax, False, stats)

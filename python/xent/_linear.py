@@ -27,7 +27,7 @@ def _desc(hidden, weight, target, o, plan):
                  target.dtype, o)
     ce.rows = n
     d.ce = ce
-    d.chunk_rows, d.memory_mib = plan
+    d.chunk_rows, d.memory_mib, d.plan = plan
     return d
 
 
@@ -35,7 +35,8 @@ def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A
           main_grad=None):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
     entropy, logprob, argmax), the gradients None unless in `want`, the
-    per-token outputs empty unless in stats. plan: (chunk_rows, memory_mib).
+    per-token outputs empty unless in stats. plan: (chunk_rows, memory_mib,
+    plan kind).
     With main_grad (f32, weight's shape) the weight's gradient is added to it
     instead."""
     d = _desc(hidden, weight, target, o, plan)
