@@ -461,9 +461,10 @@ typedef struct xent_linear_ce_desc {
      memory_mib, else chunk_rows at a time in a sweep of their own) and of
      grad_weight (chunk_classes at a time), rounded once. An sm_90 GPU with
      the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
-     emulated CUDA rendering; bf16 hidden and weight, hard labels, no bias,
-     class weights, smoothing, z-loss, soft cap, temperature, per-token
-     outputs, token weights or vocabulary split (each refused by name). */
+     emulated CUDA rendering; bf16 hidden and weight, hard labels (class
+     weights, ignore_index, z-loss, the soft cap and the call's temperature
+     too), no bias, smoothing, per-row temperature, per-token outputs,
+     token weights or vocabulary split (each refused by name). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,

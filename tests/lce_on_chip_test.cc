@@ -38,7 +38,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   const size_t rec_bytes = (size_t)slices * ROWS * 4 * sizeof(float);
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
-  const xent_lce_chip_args<int64_t> a = {hidden, weight, labels, records, ROWS, H, V, slice, IGNORE};
+  const xent_lce_chip_args<int64_t> a = {hidden, weight, labels, records, nullptr, {0.0f, 1.0f}, ROWS, H, V, slice, IGNORE};
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
                                        XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
@@ -46,6 +46,8 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
                                 (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
                                 (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
                                 (float*)tc_device(nullptr, rec_bytes, 0xff),  // NaNs: a record no thread writes fails
+                                nullptr,
+                                {0.0f, 1.0f},
                                 ROWS,
                                 H,
                                 V,
@@ -69,7 +71,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
   const xent_lce_chip_grad_args<int64_t> a = {
-      hidden, weight, labels, lse, &scale, XENT_LCE_CHIP_DLOSS_SCALAR, grad_hidden, grad_weight, ROWS, H, V, IGNORE,
+      hidden, weight, labels, lse, nullptr, {0.0f, 1.0f}, 0.0f, &scale, XENT_LCE_CHIP_DLOSS_SCALAR, grad_hidden, grad_weight, ROWS, H, V, IGNORE,
       0,      ROWS,   0,      V,           true};
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
                                        XENT_LCE_CHIP_SMEM, nullptr, a));
@@ -78,6 +80,9 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
                                      (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
                                      (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
                                      (const float*)tc_device(lse, (size_t)ROWS * 4),
+                                     nullptr,
+                                     {0.0f, 1.0f},
+                                     0.0f,
                                      tc_device(&scale, 4),
                                      XENT_LCE_CHIP_DLOSS_SCALAR,
                                      (float*)tc_device(nullptr, gh_bytes),

@@ -525,7 +525,8 @@ class LinearCrossEntropy(unittest.TestCase):
         (element by element); both label types and every reduction, dloss,
         ignore_index; grad_hidden's f32 sum of every row or in chunks of 48
         rows, grad_weight's in tiles of 136 classes; f32 gradients and
-        main_grad (their own sums), accumulated; grad_hidden alone."""
+        main_grad (their own sums), accumulated; grad_hidden alone; class
+        weights, z-loss, the soft cap and the temperature."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
         chip = dict(bias=False, plan=PLAN_ON_CHIP, render=self.CHIP_RENDER, N=70, V=200)
@@ -543,6 +544,11 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, I64, SUM, H=72, chunk=48, grad_f32=True, accumulate=True, **chip)
             self.check(BF16, I64, MEAN, H=72, chunk=0, main_grad=True, accumulate=True, classes=136, **chip)
             self.check(BF16, I32, MEAN, H=72, chunk=48, main_grad=True, **chip)
+        with self.subTest(what="class weights, z-loss, soft cap, temperature"):
+            self.check(BF16, I64, MEAN, H=72, chunk=0, weights=True, ignore=True, z_loss=1e-2, dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=76, chunk=48, cap=3.0, tau=0.7, dloss=True, **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=0, weights=True, z_loss=1e-3, cap=2.0, tau=1.3, grad_f32=True,
+                       **chip)
         with self.subTest(what="grad_hidden alone"):
             self.check(BF16, I64, MEAN, H=72, chunk=0, hidden_only=True, **chip)
             self.check(BF16, I64, MEAN, H=72, chunk=48, hidden_only=True, **chip)
@@ -568,7 +574,7 @@ class LinearCrossEntropy(unittest.TestCase):
         N, H, V = 8, 16, 40
         x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
         y, loss = on(torch.zeros(N, dtype=torch.int64)), on(torch.zeros(1, dtype=torch.bfloat16))
-        b, cw = on(torch.zeros(V, dtype=torch.bfloat16)), on(torch.ones(V))
+        b, tw = on(torch.zeros(V, dtype=torch.bfloat16)), on(torch.ones(N))
         def call(render, desc_edit=None, **tensors):
             LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
             d.plan = PLAN_ON_CHIP
@@ -583,12 +589,11 @@ class LinearCrossEntropy(unittest.TestCase):
             finally:
                 LIB.xent_destroy(h)
         if self.CHIP_HERE:
-            for edit, name in ((dict(label_smoothing=0.1), "label_smoothing 0"), (dict(z_loss=1e-3), "z_loss 0"),
-                               (dict(softcap=30.0), "softcap 0"), (dict(temperature=0.5), "temperature 1")):
+            for edit, name in ((dict(label_smoothing=0.1), "label_smoothing 0"),):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, edit)
                     self.assertEqual((s, "which takes desc->ce." + name in msg), (INVALID_ARGUMENT, True), msg)
-            for name, tensor in (("bias", ptr(b)), ("weights", ptr(cw))):
+            for name, tensor in (("bias", ptr(b)), ("token_weight", ptr(tw))):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, **{name: tensor})
                     self.assertEqual((s, f"tensors->{name} is set, which desc->plan" in msg), (INVALID_ARGUMENT, True),

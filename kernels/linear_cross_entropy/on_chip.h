@@ -8,8 +8,9 @@
 // (xent_lce_chip_grads) makes each tile again, turns it into its gradient
 // G from the rows' lse, and multiplies G by the weight's rows into
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
-// bf16, hard labels and ignore_index, no other option yet (the steps of
-// steps.h launch both for the ON_CHIP plan of runtime/ops/linear_ce.c). The logits'
+// bf16 and hard labels, with ignore_index, class weights, z-loss, the soft
+// cap and the temperature (the steps of steps.h launch both for the ON_CHIP
+// plan of runtime/ops/linear_ce.c). The logits'
 // stages are cp.async copies into two buffers, the next in flight while
 // the tensor cores multiply this one; one warpgroup a block, nothing
 // overlapping the products' waits: the structure and its arithmetic,
@@ -47,13 +48,32 @@ XENT_DEVICE xent_wg_layout xent_lce_chip_layout(int64_t lines, bool mn_major) {
   return xent_wg_layout{(uint32_t)lines * 128u, 1024u, true, mn_major};
 }
 
+// The logits' options in the chunked path's order (cross_entropy.h): the
+// soft cap, then the temperature, z = cap tanh(x / cap) / tau; and dz/dx,
+// the factor of the gradient with respect to x.
+struct xent_lce_chip_logit {
+  float cap;   // 0: none
+  float itau;  // 1 / tau
+};
+XENT_DEVICE float xent_lce_chip_z(const xent_lce_chip_logit& o, float x, float& dzdx) {
+  dzdx = o.itau;
+  if (o.cap > 0.0f) {
+    const float th = xent_tanh(x / o.cap);
+    x = o.cap * th;
+    dzdx *= 1.0f - th * th;
+  }
+  return x * o.itau;
+}
+
 template <typename L>
 struct xent_lce_chip_args {
-  const uint16_t* hidden;       // [rows, H] bf16
-  const uint16_t* weight;       // [classes, H] bf16: the classes' rows
-  const L* labels;   // [rows] int32 or int64; ignore_index or out of range: a = b = 0 (the combine,
-                     // which reads the labels too, says what an out-of-range label's row is)
-  float* records;               // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
+  const uint16_t* hidden;  // [rows, H] bf16
+  const uint16_t* weight;  // [classes, H] bf16: the classes' rows
+  const L* labels;         // [rows] int32 or int64; ignore_index or out of range: a = b = 0 (the combine,
+                           // which reads the labels too, says what an out-of-range label's row is)
+  float* records;          // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
+  const float* weights;    // [classes] class weights, or NULL (1): a = w[y]
+  xent_lce_chip_logit logit;
   int64_t rows, hidden_size, classes, slice, ignore_index;  // slice: classes a slice (the grid's y)
 };
 
@@ -197,8 +217,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       XENT_UNROLL
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
         const int i = 4 * (j / 2) + 2 * h + j % 2, col = xent_wg_col(t, i);
-        x[j] = col < width ? acc.d[i] : -INFINITY;
-        if (cb + col == label[h] && col < width) zy[h] = acc.d[i], here[h] = true;
+        float unused;
+        const float z = xent_lce_chip_z(a.logit, acc.d[i], unused);
+        x[j] = col < width ? z : -INFINITY;
+        if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
       }
       xent_online_add_n(m[h], s[h], x);
     }
@@ -217,11 +239,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     if (t % 4 != 0 || row >= a.rows) continue;
     const float ref = s[h] > 0.0f ? m[h] : 0.0f;
     const bool counted = in > 0.0f && label[h] != a.ignore_index;
+    const float w = counted && a.weights ? a.weights[label[h]] : 1.0f;
     float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * 4;
     rec[0] = ref;
     rec[1] = s[h];
-    rec[2] = counted ? 1.0f : 0.0f;
-    rec[3] = counted ? z - ref : 0.0f;
+    rec[2] = counted ? w : 0.0f;
+    rec[3] = counted ? w * (z - ref) : 0.0f;
   }
 #endif
 }
@@ -242,7 +265,10 @@ struct xent_lce_chip_grad_args {
   const uint16_t* weight;  // [classes, H] bf16
   const L* labels;         // [rows]
   const float* lse;        // [rows]: pass 1's, from the combine
-  const void* dloss;       // dloss_kind's (XENT_LCE_CHIP_DLOSS_*)
+  const float* weights;    // [classes] class weights, or NULL (1)
+  xent_lce_chip_logit logit;
+  float z_loss;       // each counted row's z * lse^2 adds 2 z lse p to its gradient
+  const void* dloss;  // dloss_kind's (XENT_LCE_CHIP_DLOSS_*)
   int dloss_kind;
   // Rows [row0, row_end) against classes [class0, class_end): the grid's
   // blocks. Either sum may be NULL (that product is skipped).
@@ -300,10 +326,17 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       // NaN, as the chunked path's fused kernel does.
       const bool in_range = label >= 0 && label < a.classes;
       const bool counted = r < live && col < width && label != a.ignore_index && (in_range || !a.ignore_invalid);
+      // dx = scale ((w[y] + 2 z lse) p - w[y] [col = y]) dz/dx, of z (the
+      // cap's and the temperature's) and its lse.
       float g = 0.0f;
-      if (counted && !in_range) g = NAN;
-      else if (counted)
-        g = xent_lce_chip_scale(a, row) * (xent_exp(acc.d[i] - a.lse[row]) - (cb + col == label ? 1.0f : 0.0f));
+      if (counted && !in_range) {
+        g = NAN;
+      } else if (counted) {
+        const float w = a.weights ? a.weights[label] : 1.0f, scale = xent_lce_chip_scale(a, row), lse = a.lse[row];
+        float dzdx;
+        const float p = xent_exp(xent_lce_chip_z(a.logit, acc.d[i], dzdx) - lse);
+        g = scale * ((w + 2.0f * a.z_loss * lse) * p - (cb + col == label ? w : 0.0f)) * dzdx;
+      }
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }
   }

@@ -195,9 +195,6 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
   const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
                     : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
                     : c->label_smoothing != 0.0     ? "desc->ce.label_smoothing 0"
-                    : c->z_loss != 0.0              ? "desc->ce.z_loss 0"
-                    : c->softcap != 0.0             ? "desc->ce.softcap 0"
-                    : c->temperature != 1.0         ? "desc->ce.temperature 1"
                     : c->vocab_shard                ? "desc->ce.vocab_shard NULL"
                                                     : NULL;
   if (why)
@@ -740,6 +737,10 @@ static xent_status on_chip(const run_ctx* r) {
   const int64_t N = r->d->ce.rows, V = r->d->ce.classes, H = r->d->hidden;
   xent_lce_args a = step_args(r->d, L->chunk, r->ws + L->steps, r->stream);
   a.labels = t->labels;
+  a.weights = t->weights;
+  a.z_loss = r->d->ce.z_loss;
+  a.softcap = r->d->ce.softcap;
+  a.temperature = r->d->ce.temperature;
   a.hidden_data = t->hidden;
   a.weight_data = t->weight;
   a.hidden = H;
@@ -797,7 +798,6 @@ static xent_status on_chip(const run_ctx* r) {
 /* The ON_CHIP plan's tensors: what it does not take yet, refused by name. */
 static xent_status chip_tensors(const char* fn, const xent_linear_ce_tensors* t) {
   const char* set = t->bias            ? "bias"
-                    : t->weights       ? "weights"
                     : t->entropy       ? "entropy"
                     : t->label_logprob ? "label_logprob"
                     : t->argmax        ? "argmax"
