@@ -462,8 +462,8 @@ typedef struct xent_linear_ce_desc {
      grad_weight (chunk_classes at a time), rounded once. An sm_90 GPU with
      the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
      emulated CUDA rendering; bf16 hidden and weight, hard labels (class
-     weights, ignore_index, z-loss, the soft cap and the call's temperature
-     too), no bias, smoothing, per-row temperature, per-token outputs,
+     weights, ignore_index, z-loss, the soft cap, the call's temperature
+     and a bias too), no smoothing, per-row temperature, per-token outputs,
      token weights or vocabulary split (each refused by name). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,

@@ -38,24 +38,27 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   const size_t rec_bytes = (size_t)slices * ROWS * 4 * sizeof(float);
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
-  const xent_lce_chip_args<int64_t> a = {hidden, weight, labels, records, nullptr, {0.0f, 1.0f}, ROWS, H, V, slice, IGNORE};
-  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                       XENT_LCE_CHIP_SMEM, nullptr, a));
+  const xent_lce_chip_args<int64_t> a = {hidden,       weight, labels, records, nullptr, nullptr,
+                                         {0.0f, 1.0f}, ROWS,   H,      V,       slice,   IGNORE};
+  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+                                       dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  const xent_lce_chip_args<int64_t> a = {(const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
-                                (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
-                                (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
-                                (float*)tc_device(nullptr, rec_bytes, 0xff),  // NaNs: a record no thread writes fails
-                                nullptr,
-                                {0.0f, 1.0f},
-                                ROWS,
-                                H,
-                                V,
-                                slice,
-                                IGNORE};
+  const xent_lce_chip_args<int64_t> a = {
+      (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
+      (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
+      (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
+      (float*)tc_device(nullptr, rec_bytes, 0xff),  // NaNs: a record no thread writes fails
+      nullptr,
+      nullptr,
+      {0.0f, 1.0f},
+      ROWS,
+      H,
+      V,
+      slice,
+      IGNORE};
   void* args[] = {(void*)&a};
-  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS), args,
-                                         XENT_LCE_CHIP_SMEM, 0);
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
+                                         args, XENT_LCE_CHIP_SMEM, 0);
   return tc_finish(e, {{records, a.records, rec_bytes}},
                    {(void*)a.hidden, (void*)a.weight, (void*)a.labels, a.records});
 #endif
@@ -71,37 +74,40 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
   const xent_lce_chip_grad_args<int64_t> a = {
-      hidden, weight, labels, lse, nullptr, {0.0f, 1.0f}, 0.0f, &scale, XENT_LCE_CHIP_DLOSS_SCALAR, grad_hidden, grad_weight, ROWS, H, V, IGNORE,
-      0,      ROWS,   0,      V,           true};
-  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                       XENT_LCE_CHIP_SMEM, nullptr, a));
+      hidden,      weight,      labels,  lse,  nullptr, nullptr, {0.0f, 1.0f}, 0.0f, &scale, XENT_LCE_CHIP_DLOSS_SCALAR,
+      grad_hidden, grad_weight, nullptr, ROWS, H,       V,       IGNORE,       0,    ROWS,   0,
+      V,           true};
+  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+                                       dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
   const xent_lce_chip_grad_args<int64_t> a = {(const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
-                                     (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
-                                     (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
-                                     (const float*)tc_device(lse, (size_t)ROWS * 4),
-                                     nullptr,
-                                     {0.0f, 1.0f},
-                                     0.0f,
-                                     tc_device(&scale, 4),
-                                     XENT_LCE_CHIP_DLOSS_SCALAR,
-                                     (float*)tc_device(nullptr, gh_bytes),
-                                     (float*)tc_device(nullptr, gw_bytes),
-                                     ROWS,
-                                     H,
-                                     V,
-                                     IGNORE,
-                                     0,
-                                     ROWS,
-                                     0,
-                                     V,
-                                     true};
+                                              (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
+                                              (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
+                                              (const float*)tc_device(lse, (size_t)ROWS * 4),
+                                              nullptr,
+                                              nullptr,
+                                              {0.0f, 1.0f},
+                                              0.0f,
+                                              tc_device(&scale, 4),
+                                              XENT_LCE_CHIP_DLOSS_SCALAR,
+                                              (float*)tc_device(nullptr, gh_bytes),
+                                              (float*)tc_device(nullptr, gw_bytes),
+                                              nullptr,
+                                              ROWS,
+                                              H,
+                                              V,
+                                              IGNORE,
+                                              0,
+                                              ROWS,
+                                              0,
+                                              V,
+                                              true};
   void* args[] = {(void*)&a};
-  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS), args,
-                                         XENT_LCE_CHIP_SMEM, 0);
-  return tc_finish(e, {{grad_hidden, a.grad_hidden, gh_bytes}, {grad_weight, a.grad_weight, gw_bytes}},
-                   {(void*)a.hidden, (void*)a.weight, (void*)a.labels, (void*)a.lse, (void*)a.dloss, a.grad_hidden,
-                    a.grad_weight});
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
+                                         args, XENT_LCE_CHIP_SMEM, 0);
+  return tc_finish(
+      e, {{grad_hidden, a.grad_hidden, gh_bytes}, {grad_weight, a.grad_weight, gw_bytes}},
+      {(void*)a.hidden, (void*)a.weight, (void*)a.labels, (void*)a.lse, (void*)a.dloss, a.grad_hidden, a.grad_weight});
 #endif
 }
 

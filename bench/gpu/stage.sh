@@ -168,6 +168,19 @@ tensor_cores() {
   return "$status"
 }
 
+# The ON_CHIP plan on the GPU: linear_ce_vs_torch_test's on_chip tests
+# through the CUDA backend, and the package's test_linear_plans.
+on_chip() {
+  local status=0
+  env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda "$PYTHON" tests/linear_ce_vs_torch_test.py \
+    -k on_chip || status=1
+  # (The installed package, as PKG below runs it: exported functions see
+  # no arrays.)
+  env -u XENT_LIBRARY -u XENT_EXTENSION PYTHONPATH="$SITE" PYTHONSAFEPATH=1 XENT_TEST_DEVICE=cuda \
+    "$PYTHON" python/xent_torch_test.py -k test_linear_plans || status=1
+  return "$status"
+}
+
 # --- The fused linear cross entropy under memcheck ---------------------------
 
 # Its vocabulary split (the one pass and both tiled plans, ranks as threads
@@ -251,7 +264,7 @@ EOF
 export LD_LIBRARY_PATH="$BIN:${CUDA_HOME:-/usr/local/cuda}/lib64:$wheel_lib_dirs${LD_LIBRARY_PATH:-}"
 export ARCHIVES BIN STASH PYTHON
 export RESULTS
-export -f unpack stash install_peers exchange_racecheck tensor_cores memcheck_linear_ce
+export -f unpack stash install_peers exchange_racecheck tensor_cores on_chip memcheck_linear_ce
 run_step stash 10 stash
 if [ "$STAGE" != wheels ]; then
   XENT_GPU_ONLY='' run_step unpack 20 unpack
@@ -307,21 +320,25 @@ case "$STAGE" in
     # (The fifth run: 7 and 6 s of the linear CE's, 14 of the package's, 6 of
     # the graphs'.)
     run_step linear_ce_cuda 25 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
-      "$PYTHON" tests/linear_ce_vs_torch_test.py
+      XENT_TEST_SKIP_ON_CHIP=1 "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step linear_ce_hip 25 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step package_cuda 40 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 \
+    run_step package_cuda 40 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 XENT_TEST_SKIP_ON_CHIP=1 \
       "$PYTHON" python/xent_torch_test.py
     run_step package_graphs 25 --gpu "${PKG[@]}" "$PYTHON" python/xent_cuda_test.py
     run_step tensor_cores 25 --gpu tensor_cores
+    # The ON_CHIP plan's first run on tensor cores, in processes of its
+    # own: the C API's tests, then the package's plan= (a trap there would
+    # have cost the steps above their CUDA context).
+    run_step on_chip 30 --gpu on_chip
     # CUDA tensors alone (CPU tensors run off the GPU): Inductor's C++
     # builds for them took most of 70 s on the first run's machine, 29 s
     # in the fifth run.
-    run_step package_compile 70 --gpu "${PKG[@]}" XENT_TEST_DEVICES=cuda \
+    run_step package_compile 55 --gpu "${PKG[@]}" XENT_TEST_DEVICES=cuda \
       XENT_TEST_TRACEBACK_AFTER=60 "$PYTHON" python/xent_compile_test.py
     # xent_jax on JAX's CUDA platform, from the installed wheel: its FFI
     # handlers built against the device's jaxlib at first use (about 15 s).
-    run_step jax_cuda 60 --gpu "${PKG[@]}" XENT_JAX_PLATFORMS=cuda "$PYTHON" python/xent_jax_test.py
+    run_step jax_cuda 45 --gpu "${PKG[@]}" XENT_JAX_PLATFORMS=cuda "$PYTHON" python/xent_jax_test.py
     ;;
   sanitize)
     # One tool per run over the reduced case list (bench/sanitize_gpu.sh),

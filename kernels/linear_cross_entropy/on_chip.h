@@ -9,9 +9,9 @@
 // G from the rows' lse, and multiplies G by the weight's rows into
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
 // bf16 and hard labels, with ignore_index, class weights, z-loss, the soft
-// cap and the temperature (the steps of steps.h launch both for the ON_CHIP
-// plan of runtime/ops/linear_ce.c). The logits'
-// stages are cp.async copies into two buffers, the next in flight while
+// cap, the temperature and a bias (whose gradient is G's column sums); the
+// steps of steps.h launch both for the ON_CHIP plan of
+// runtime/ops/linear_ce.c. The logits' stages are cp.async copies into two buffers, the next in flight while
 // the tensor cores multiply this one; one warpgroup a block, nothing
 // overlapping the products' waits: the structure and its arithmetic,
 // tested, before bulk tensor copies, two consumer warpgroups and the
@@ -55,6 +55,10 @@ struct xent_lce_chip_logit {
   float cap;   // 0: none
   float itau;  // 1 / tau
 };
+// Column col of the tile at class cb: its logit x plus the bias's (bf16).
+XENT_DEVICE float xent_lce_chip_biased(const uint16_t* bias, int64_t cb, int col, int64_t width, float x) {
+  return bias && col < width ? x + xent_load_bf16(bias[cb + col]) : x;
+}
 XENT_DEVICE float xent_lce_chip_z(const xent_lce_chip_logit& o, float x, float& dzdx) {
   dzdx = o.itau;
   if (o.cap > 0.0f) {
@@ -73,6 +77,7 @@ struct xent_lce_chip_args {
                            // which reads the labels too, says what an out-of-range label's row is)
   float* records;          // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
   const float* weights;    // [classes] class weights, or NULL (1): a = w[y]
+  const uint16_t* bias;    // [classes] bf16, or NULL
   xent_lce_chip_logit logit;
   int64_t rows, hidden_size, classes, slice, ignore_index;  // slice: classes a slice (the grid's y)
 };
@@ -218,7 +223,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
         const int i = 4 * (j / 2) + 2 * h + j % 2, col = xent_wg_col(t, i);
         float unused;
-        const float z = xent_lce_chip_z(a.logit, acc.d[i], unused);
+        const float z = xent_lce_chip_z(a.logit, xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
         x[j] = col < width ? z : -INFINITY;
         if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
       }
@@ -266,6 +271,7 @@ struct xent_lce_chip_grad_args {
   const L* labels;         // [rows]
   const float* lse;        // [rows]: pass 1's, from the combine
   const float* weights;    // [classes] class weights, or NULL (1)
+  const uint16_t* bias;    // [classes] bf16, or NULL
   xent_lce_chip_logit logit;
   float z_loss;       // each counted row's z * lse^2 adds 2 z lse p to its gradient
   const void* dloss;  // dloss_kind's (XENT_LCE_CHIP_DLOSS_*)
@@ -274,6 +280,7 @@ struct xent_lce_chip_grad_args {
   // blocks. Either sum may be NULL (that product is skipped).
   float* grad_hidden;  // [row_end - row0, H] f32 from row0, added to
   float* grad_weight;  // [class_end - class0, H] f32 from class0, added to
+  float* grad_bias;    // [class_end - class0] f32 from class0, added to, or NULL
   int64_t rows, hidden_size, classes, ignore_index;
   int64_t row0, row_end, class0, class_end;
   bool ignore_invalid;  // a label out of range: the row is ignored (else its lse, from the combine, is NaN)
@@ -334,10 +341,21 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       } else if (counted) {
         const float w = a.weights ? a.weights[label] : 1.0f, scale = xent_lce_chip_scale(a, row), lse = a.lse[row];
         float dzdx;
-        const float p = xent_exp(xent_lce_chip_z(a.logit, acc.d[i], dzdx) - lse);
+        const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
+        const float p = xent_exp(xent_lce_chip_z(a.logit, x, dzdx) - lse);
         g = scale * ((w + 2.0f * a.z_loss * lse) * p - (cb + col == label ? w : 0.0f)) * dzdx;
       }
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
+    }
+    // grad_bias: G's column sums (as stored, the products' operand), a
+    // thread a column over the tile's rows, one atomic a column.
+    if (a.grad_bias) {
+      static_assert(XENT_LCE_CHIP_THREADS == XENT_LCE_CHIP_CLASSES, "a thread a column");
+      __syncthreads();
+      float sum = 0.0f;
+      for (int r = 0; r < XENT_LCE_CHIP_ROWS; ++r)
+        sum += xent_load_bf16(smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, t) / 2]);
+      if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
     }
   }
   // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
@@ -348,7 +366,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   xent_async_copies copies;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
-  for (int64_t h0 = 0; h0 < H; h0 += XENT_LCE_CHIP_K) {
+  for (int64_t h0 = 0; h0 < H && (a.grad_hidden || a.grad_weight); h0 += XENT_LCE_CHIP_K) {
     // Every product of the last columns waited for: the first buffer is
     // free (G, in the second, stays).
     __syncthreads();

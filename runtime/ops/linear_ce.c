@@ -626,16 +626,21 @@ static xent_status tile_gradient(const run_ctx* r, int64_t k, int64_t j, int fro
   return xent_backend_launch(r->h, r->vocab.backward, &a);
 }
 
-/* Rounds an f32 sum of rows x H into an f16/bf16 matrix (WEIGHT_GRAD). */
-static xent_status round_sum(const run_ctx* r, int64_t rows, const float* sum, void* out, int accumulate) {
+/* Rounds an f32 sum of rows x cols into an f16/bf16 matrix (WEIGHT_GRAD). */
+static xent_status round_sum_of(const run_ctx* r, int64_t rows, int64_t cols, const float* sum, void* out,
+                                int accumulate) {
   xent_lce_args a = step_args(r->d, r->L->chunk, r->ws + r->L->steps, r->stream);
   a.step = XENT_LCE_WEIGHT_GRAD;
   a.classes = rows;
   a.weight_acc = sum;
   a.grad_weight = out;
-  a.hidden = r->d->hidden;
+  a.hidden = cols;
   a.accumulate = accumulate;
   return step(r, &a);
+}
+/* ...of rows x H. */
+static xent_status round_sum(const run_ctx* r, int64_t rows, const float* sum, void* out, int accumulate) {
+  return round_sum_of(r, rows, r->d->hidden, sum, out, accumulate);
 }
 
 static xent_status tiled(const run_ctx* r) {
@@ -728,9 +733,10 @@ static xent_status tiled(const run_ctx* r) {
    combine (the loss, the lse), then pass 2's launches: where grad_hidden's
    f32 sum holds every row, tiles of chip_classes classes, each making both
    products; else a sweep of chip_rows rows at a time (G @ W) and one of
-   chip_classes classes (G^T @ hidden). f16/bf16 gradients are summed in
-   f32 in the workspace and rounded once; f32 ones and main_grad are their
-   own sums, zeroed first (grad_weight and main_grad unless accumulate). */
+   chip_classes classes (G^T @ hidden, and grad_bias's column sums of G).
+   f16/bf16 gradients are summed in f32 in the workspace and rounded once;
+   f32 ones and main_grad are their own sums, zeroed first (grad_weight,
+   main_grad and grad_bias unless accumulate). */
 static xent_status on_chip(const run_ctx* r) {
   const xent_linear_ce_plan* L = r->L;
   const xent_linear_ce_tensors* t = r->t;
@@ -738,6 +744,7 @@ static xent_status on_chip(const run_ctx* r) {
   xent_lce_args a = step_args(r->d, L->chunk, r->ws + L->steps, r->stream);
   a.labels = t->labels;
   a.weights = t->weights;
+  a.bias = t->bias;
   a.z_loss = r->d->ce.z_loss;
   a.softcap = r->d->ce.softcap;
   a.temperature = r->d->ce.temperature;
@@ -757,14 +764,24 @@ static xent_status on_chip(const run_ctx* r) {
   if ((s = xent_backend_launch(r->h, r->vocab.forward, &c)) != XENT_OK) return s;
 
   void* weight_out = t->main_grad ? t->main_grad : t->grad_weight;
-  if (!t->grad_hidden && !weight_out) return XENT_OK;
+  if (!t->grad_hidden && !weight_out && !t->grad_bias) return XENT_OK;
   const int sums = summed_in_f32(r->d), whole = L->chip_rows >= N, weight_sum = sums && t->grad_weight;
   float* acc = (float*)(r->ws + L->weight_acc);
-  float* hidden_sum = !t->grad_hidden ? NULL : !sums ? (float*)t->grad_hidden : whole ? (float*)(r->ws + L->hidden_acc) : acc;
+  float* hidden_sum = !t->grad_hidden ? NULL
+                      : !sums         ? (float*)t->grad_hidden
+                      : whole         ? (float*)(r->ws + L->hidden_acc)
+                                      : acc;
+  /* grad_bias's f32 sum: the steps' workspace's (an f16/bf16 grad_bias), or
+     grad_bias itself. */
+  float* bias_sum = !t->grad_bias ? NULL
+                    : sums        ? (float*)(r->ws + L->steps + xent_lce_gbias_offset(L->chunks, 4))
+                                  : (float*)t->grad_bias;
   const size_t hb = (size_t)H * 4;
   if (hidden_sum && (whole || !sums)) s = r->h->backend->zero(r->h, r->fn, hidden_sum, (size_t)N * hb, r->stream);
   if (s == XENT_OK && weight_out && !weight_sum && !r->d->accumulate)
     s = r->h->backend->zero(r->h, r->fn, weight_out, (size_t)V * hb, r->stream);
+  if (s == XENT_OK && bias_sum && (sums || !r->d->accumulate))
+    s = r->h->backend->zero(r->h, r->fn, bias_sum, (size_t)V * 4, r->stream);
   a.step = XENT_LCE_CHIP_GRADS;
   a.lse = t->lse ? (const char*)t->lse : r->ws + L->lse;
   a.dloss = t->dloss;
@@ -774,31 +791,33 @@ static xent_status on_chip(const run_ctx* r) {
     const int64_t n = min64(L->chip_rows, N - r0);
     a.row0 = r0, a.row_end = r0 + n, a.class0 = 0, a.class_end = V;
     a.grad_hidden_sum = sums ? acc : hidden_sum + (size_t)r0 * H;
-    a.grad_weight_sum = NULL;
+    a.grad_weight_sum = a.grad_bias_sum = NULL;
     if (sums) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)n * hb, r->stream);
     if (s == XENT_OK) s = step(r, &a);
     if (s == XENT_OK && sums) s = round_sum(r, n, acc, (char*)t->grad_hidden + (size_t)r0 * H * 2, 0);
   }
-  /* grad_weight a tile of classes at a time over every row, with
-     grad_hidden where its sum holds every row. */
-  for (int64_t v0 = 0; v0 < V && s == XENT_OK && (weight_out || (hidden_sum && whole)); v0 += L->chip_classes) {
+  /* grad_weight and grad_bias a tile of classes at a time over every row,
+     with grad_hidden where its sum holds every row. */
+  const int tiles = weight_out || bias_sum || (hidden_sum && whole);
+  for (int64_t v0 = 0; v0 < V && s == XENT_OK && tiles; v0 += L->chip_classes) {
     const int64_t w = min64(L->chip_classes, V - v0);
     a.row0 = 0, a.row_end = N, a.class0 = v0, a.class_end = v0 + w;
     a.grad_hidden_sum = whole ? hidden_sum : NULL;
     a.grad_weight_sum = !weight_out ? NULL : weight_sum ? acc : (float*)weight_out + (size_t)v0 * H;
+    a.grad_bias_sum = bias_sum ? bias_sum + v0 : NULL;
     if (weight_sum) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)w * hb, r->stream);
     if (s == XENT_OK) s = step(r, &a);
     if (s == XENT_OK && weight_sum)
       s = round_sum(r, w, acc, (char*)t->grad_weight + (size_t)v0 * H * 2, r->d->accumulate);
   }
   if (s == XENT_OK && hidden_sum && whole && sums) s = round_sum(r, N, hidden_sum, t->grad_hidden, 0);
+  if (s == XENT_OK && bias_sum && sums) s = round_sum_of(r, V, 1, bias_sum, t->grad_bias, r->d->accumulate);
   return s;
 }
 
 /* The ON_CHIP plan's tensors: what it does not take yet, refused by name. */
 static xent_status chip_tensors(const char* fn, const xent_linear_ce_tensors* t) {
-  const char* set = t->bias            ? "bias"
-                    : t->entropy       ? "entropy"
+  const char* set = t->entropy         ? "entropy"
                     : t->label_logprob ? "label_logprob"
                     : t->argmax        ? "argmax"
                     : t->dentropy      ? "dentropy"
