@@ -580,6 +580,48 @@ class LinearCrossEntropy(unittest.TestCase):
             bound = 1.0 if main_grad else 1.25
             self.assertLessEqual(err, bound, f"main_grad={main_grad}: grad_weight off by {err:.2f} bf16 ulps")
 
+    def test_on_chip_bad_labels(self):
+        """ON_CHIP with labels outside [0, V) in rows 6 and 9: xent_check
+        names row 6, the loss and those two rows of grad_hidden are NaN and
+        the rest finite; ignoring invalid labels instead records none and
+        leaves everything finite."""
+        if not self.CHIP_HERE:
+            self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
+        LIB.xent_check.argtypes = [P]
+        N, H, V = 11, 16, 130
+        torch.manual_seed(12)
+        x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
+        y = torch.randint(0, V, (N,))
+        y[6], y[9] = V, -3
+        y = on(y)
+        for ignore in (False, True):
+            with self.subTest(ignore=ignore):
+                d = LinearDesc()
+                LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
+                d.plan = PLAN_ON_CHIP
+                d.ce.invalid_labels = 1 if ignore else 0
+                loss, gh = on(torch.zeros(1, dtype=torch.bfloat16)), on(torch.zeros(N, H, dtype=torch.bfloat16))
+                t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), grad_hidden=ptr(gh))
+                h = handle(self.CHIP_RENDER)
+                try:
+                    self.assertEqual(LIB.xent_check(h), 0)
+                    s, msg, _ = run(h, d, t)
+                    self.assertEqual(s, 0, msg)
+                    c = LIB.xent_check(h)
+                    msg = LIB.xent_last_error().decode()
+                finally:
+                    LIB.xent_destroy(h)
+                finite = torch.isfinite(gh.float().cpu()).all(dim=1)
+                if ignore:
+                    self.assertEqual(c, 0, msg)
+                    self.assertTrue(torch.isfinite(loss.float().cpu()).all())
+                    self.assertTrue(finite.all())
+                else:
+                    self.assertEqual(c, 8, msg)  # XENT_ERROR_INVALID_LABEL
+                    self.assertIn("row 6 has a label outside", msg)
+                    self.assertTrue(torch.isnan(loss.float().cpu()).all())
+                    self.assertEqual(torch.nonzero(~finite).flatten().tolist(), [6, 9])
+
     def test_on_chip_refusals(self):
         """What the ON_CHIP plan does not take is refused by name, and where
         it cannot run (the HIP rendering, the cpu backend's own code), the

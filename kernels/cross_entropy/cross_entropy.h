@@ -1146,7 +1146,10 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
           }
           xent_ce_weigh<V>(a, row, l, row_weight);
         } else {
+          // Recorded here too: the on-chip linear CE's first pass reads no
+          // labels, so the combine is the first to see them.
           l = A(NAN);
+          if (a.bad_label_row) atomicMin(a.bad_label_row, (unsigned long long)row);
         }
       }
       if constexpr (F::kStats) {
