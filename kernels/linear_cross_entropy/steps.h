@@ -241,6 +241,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
   if constexpr (xent_lce_on_chip<V>) {
     typedef typename V::L L;
     const dim3 block(XENT_LCE_CHIP_THREADS);
+    const xent_lce_chip_logit logit = {(float)a.softcap, (float)(1.0 / a.temperature)};
     if (a.step == XENT_LCE_CHIP_STATS) {
       const xent_lce_chip_args<L> c = {(const uint16_t*)a.hidden_data,
                                        (const uint16_t*)a.weight_data,
@@ -248,7 +249,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        (float*)a.records,
                                        (const float*)a.weights,
                                        (const uint16_t*)a.bias,
-                                       {(float)a.softcap, (float)(1.0 / a.temperature)},
+                                       logit,
                                        a.rows,
                                        a.hidden,
                                        a.classes,
@@ -271,7 +272,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (const float*)a.lse,
                                             (const float*)a.weights,
                                             (const uint16_t*)a.bias,
-                                            {(float)a.softcap, (float)(1.0 / a.temperature)},
+                                            logit,
                                             (float)a.z_loss,
                                             rows_own ? a.dloss : (const char*)a.workspace + xent_lce_dloss_offset(1, 4),
                                             kind,

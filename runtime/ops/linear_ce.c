@@ -213,8 +213,8 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
 /* ON_CHIP's regions: grad_hidden's f32 sum n rows at a time (n = rows:
    every row's, beside grad_weight's of w classes), pass 1's records over
    slices sized to fill the device. */
-static xent_status chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
-                               xent_linear_ce_plan* L) {
+static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
+                        xent_linear_ce_plan* L) {
   const int64_t N = d->ce.rows, V = d->ce.classes, H = d->hidden, rows = N > 0 ? N : 1;
   const int64_t blocks = (rows + 63) / 64, most = (V + 127) / 128;
   const int64_t want = h->resident_threads > 0 ? h->resident_threads / 128 : 3 * blocks;
@@ -241,7 +241,6 @@ static xent_status chip_layout(const xent_handle* h, const xent_linear_ce_desc* 
   c.classes = slice;
   L->ce = at, at += round64(xent_ce_launcher_workspace(&c, XENT_OP_FORWARD_BACKWARD));
   L->total = at;
-  return XENT_OK;
 }
 
 /* ON_CHIP's plan: every row's grad_hidden sum with the largest grad_weight
@@ -257,7 +256,8 @@ static xent_status chip_plan(const char* fn, const xent_handle* h, const xent_li
     for (int64_t p = 16384;; p /= 2) {
       const int64_t n = whole ? rows : min64(d->chunk_rows > 0 ? d->chunk_rows : p, rows);
       const int64_t w = min64(d->chunk_classes > 0 ? d->chunk_classes : p, V);
-      if ((s = chip_layout(h, d, n, w, L)) != XENT_OK || L->total <= budget) return s;
+      chip_layout(h, d, n, w, L);
+      if (L->total <= budget) return XENT_OK;
       if (p / 2 < 128 || (d->chunk_classes > 0 && (whole || d->chunk_rows > 0))) break;
     }
   }
@@ -305,6 +305,11 @@ typedef struct run_ctx {
 } run_ctx;
 
 static xent_status step(const run_ctx* r, xent_lce_args* a) { return xent_backend_launch(r->h, r->steps, a); }
+
+/* bytes of zeros at p, on the call's stream. */
+static xent_status zero(const run_ctx* r, void* p, size_t bytes) {
+  return r->h->backend->zero(r->h, r->fn, p, bytes, r->stream);
+}
 
 /* The cross-entropy call over chunk k's rows (from r0): every per-row tensor
    of the call at r0, the logits and gradient at `logits` (in place), the lse
@@ -777,11 +782,9 @@ static xent_status on_chip(const run_ctx* r) {
                     : sums        ? (float*)(r->ws + L->steps + xent_lce_gbias_offset(L->chunks, 4))
                                   : (float*)t->grad_bias;
   const size_t hb = (size_t)H * 4;
-  if (hidden_sum && (whole || !sums)) s = r->h->backend->zero(r->h, r->fn, hidden_sum, (size_t)N * hb, r->stream);
-  if (s == XENT_OK && weight_out && !weight_sum && !r->d->accumulate)
-    s = r->h->backend->zero(r->h, r->fn, weight_out, (size_t)V * hb, r->stream);
-  if (s == XENT_OK && bias_sum && (sums || !r->d->accumulate))
-    s = r->h->backend->zero(r->h, r->fn, bias_sum, (size_t)V * 4, r->stream);
+  if (hidden_sum && (whole || !sums)) s = zero(r, hidden_sum, (size_t)N * hb);
+  if (s == XENT_OK && weight_out && !weight_sum && !r->d->accumulate) s = zero(r, weight_out, (size_t)V * hb);
+  if (s == XENT_OK && bias_sum && (sums || !r->d->accumulate)) s = zero(r, bias_sum, (size_t)V * 4);
   a.step = XENT_LCE_CHIP_GRADS;
   a.lse = t->lse ? (const char*)t->lse : r->ws + L->lse;
   a.dloss = t->dloss;
@@ -792,7 +795,7 @@ static xent_status on_chip(const run_ctx* r) {
     a.row0 = r0, a.row_end = r0 + n, a.class0 = 0, a.class_end = V;
     a.grad_hidden_sum = sums ? acc : hidden_sum + (size_t)r0 * H;
     a.grad_weight_sum = a.grad_bias_sum = NULL;
-    if (sums) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)n * hb, r->stream);
+    if (sums) s = zero(r, acc, (size_t)n * hb);
     if (s == XENT_OK) s = step(r, &a);
     if (s == XENT_OK && sums) s = round_sum(r, n, acc, (char*)t->grad_hidden + (size_t)r0 * H * 2, 0);
   }
@@ -805,7 +808,7 @@ static xent_status on_chip(const run_ctx* r) {
     a.grad_hidden_sum = whole ? hidden_sum : NULL;
     a.grad_weight_sum = !weight_out ? NULL : weight_sum ? acc : (float*)weight_out + (size_t)v0 * H;
     a.grad_bias_sum = bias_sum ? bias_sum + v0 : NULL;
-    if (weight_sum) s = r->h->backend->zero(r->h, r->fn, acc, (size_t)w * hb, r->stream);
+    if (weight_sum) s = zero(r, acc, (size_t)w * hb);
     if (s == XENT_OK) s = step(r, &a);
     if (s == XENT_OK && weight_sum)
       s = round_sum(r, w, acc, (char*)t->grad_weight + (size_t)v0 * H * 2, r->d->accumulate);
@@ -839,7 +842,7 @@ static xent_status zero_outputs(const run_ctx* r) {
   void* outs[3] = {t->grad_weight, t->grad_bias, t->main_grad};
   for (int i = 0; i < 3; ++i) {
     if (!outs[i]) continue;
-    const xent_status s = r->h->backend->zero(r->h, r->fn, outs[i], sizes[i], r->stream);
+    const xent_status s = zero(r, outs[i], sizes[i]);
     if (s != XENT_OK) return s;
   }
   return XENT_OK;
