@@ -462,9 +462,9 @@ typedef struct xent_linear_ce_desc {
      grad_weight (chunk_classes at a time), rounded once. An sm_90 GPU with
      the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
      emulated CUDA rendering; bf16 hidden and weight, hard labels (class
-     weights, ignore_index, z-loss, the soft cap, the call's temperature
-     and a bias too), no smoothing, per-row temperature, per-token outputs,
-     token weights or vocabulary split (each refused by name). */
+     weights, ignore_index, label smoothing, z-loss, the soft cap, the
+     temperature, the call's or each row's, token weights and a bias too),
+     no per-token outputs or vocabulary split (each refused by name). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,

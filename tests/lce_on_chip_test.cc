@@ -39,7 +39,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
   const xent_lce_chip_args<int64_t> a = {hidden,       weight, labels, records, nullptr, nullptr,
-                                         {0.0f, 1.0f}, ROWS,   H,      V,       slice,   IGNORE};
+                                         {0.0f, 1.0f}, ROWS,   H,      V,       slice,   IGNORE, 0.0f, nullptr};
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
@@ -55,7 +55,9 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
       H,
       V,
       slice,
-      IGNORE};
+      IGNORE,
+      0.0f,
+      nullptr};
   void* args[] = {(void*)&a};
   const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
                                          args, XENT_LCE_CHIP_SMEM, 0);
@@ -76,7 +78,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   const xent_lce_chip_grad_args<int64_t> a = {
       hidden,      weight,      labels,  lse,  nullptr, nullptr, {0.0f, 1.0f}, 0.0f, &scale, XENT_LCE_CHIP_DLOSS_SCALAR,
       grad_hidden, grad_weight, nullptr, ROWS, H,       V,       IGNORE,       0,    ROWS,   0,
-      V,           true};
+      V,           true,        0.0f,    nullptr, nullptr, nullptr};
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
@@ -101,7 +103,11 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
                                               ROWS,
                                               0,
                                               V,
-                                              true};
+                                              true,
+                                              0.0f,
+                                              nullptr,
+                                              nullptr,
+                                              nullptr};
   void* args[] = {(void*)&a};
   const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
                                          args, XENT_LCE_CHIP_SMEM, 0);

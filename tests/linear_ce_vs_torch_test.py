@@ -88,10 +88,13 @@ def run(h, desc, tensors, extra_bytes=0, keep=None):
 
 
 def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
-           dloss=None, tau=1.0, dentropy=None):
+           dloss=None, tau=1.0, dentropy=None, u=None):
     """Loss, lse, the gradients of hidden, weight, bias, and the per-token
     outputs (entropy, the label's log-prob, z) in float64. With dentropy the
-    objective adds sum(dentropy * entropy), ignored rows' entropy being 0."""
+    objective adds sum(dentropy * entropy), ignored rows' entropy being 0.
+    tau: a number or each row's ([N, 1]); u: each row's token weight, which
+    multiplies its loss (0: none) and its weight in a mean (xent.h's
+    XENT_TOKEN_WEIGHT_MEAN_WEIGHTS)."""
     h64 = h.to(torch.float64).requires_grad_()
     w64 = w.to(torch.float64).requires_grad_()
     b64 = b.to(torch.float64).requires_grad_() if b is not None else None
@@ -110,10 +113,16 @@ def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothin
     if hard_counted is not None:
         zterm = zterm * hard_counted
     rows = rows + zterm
+    if u is not None:
+        u = u.to(torch.float64)
+        rows = torch.where(u == 0, torch.zeros_like(rows), rows * u)
     if reduction == "none":
         loss = rows
     elif reduction == "sum":
         loss = rows.sum()
+    elif u is not None:
+        wy = wt[t.clamp(0, z.shape[1] - 1)] if wt is not None else torch.ones_like(hard_counted)
+        loss = rows.sum() / (wy * hard_counted * u).sum()
     else:
         loss = F.cross_entropy(z, t, weight=wt, ignore_index=ignore_index, label_smoothing=smoothing, reduction="mean")
         if hard_counted is None:
@@ -149,7 +158,8 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
               smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
-              stats=False, main_grad=False, classes=0, dentropy=True, plan=0, hidden_only=False):
+              stats=False, main_grad=False, classes=0, dentropy=True, plan=0, hidden_only=False, row_tau=False,
+              token_weight=False, trend=0.0):
         """One call against the oracle. classes: a tiled plan (desc.plan, or
         under AUTO the first that fits) with tiles of that many classes
         (desc.chunk_classes) and chunk rows. hidden_only: grad_hidden alone
@@ -157,12 +167,16 @@ class LinearCrossEntropy(unittest.TestCase):
         (entropy; the label's log-prob and argmax for hard labels) and a
         dentropy input, whose term joins every gradient. main_grad: the
         weight's gradient into an f32 main_grad (desc.main_grad) instead of
-        grad_weight."""
+        grad_weight. row_tau: a temperature per row instead of tau;
+        token_weight: a weight per row, one of them 0 (hard labels). trend:
+        added to the bias from 0 at the first class to trend at the last,
+        so that a row's running max grows along the vocabulary."""
         torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
         tt = TORCH[dtype]
         hid = torch.randn(N, H, dtype=torch.float64).to(tt)
         w = (torch.randn(V, H, dtype=torch.float64) * 2 / H ** 0.5).to(tt)
-        b = (torch.randn(V, dtype=torch.float64) * 0.5).to(tt) if bias else None
+        b = (torch.randn(V, dtype=torch.float64) * 0.5 + torch.linspace(0, trend, V, dtype=torch.float64)).to(tt) \
+            if bias else None
         if label == PROB:
             target = torch.softmax(torch.randn(N, V, dtype=torch.float64) * 2, 1).to(tt)
         else:
@@ -201,15 +215,20 @@ class LinearCrossEntropy(unittest.TestCase):
         lp = torch.full((N,), float("nan"), dtype=acc) if stats and hard else None
         am = torch.full((N,), -7, dtype=torch.int64) if stats and hard else None
         dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc) if stats and dentropy else None
+        taus = (torch.rand(N, dtype=torch.float64) + 0.5).to(acc) if row_tau else None
+        u = (torch.rand(N, dtype=torch.float64) * 2).to(acc) if token_weight else None
+        if u is not None:
+            u[N // 2] = 0
         # The call's tensors, on the device under test; the results come back.
-        ins = [on(x) for x in (hid, w, b, target, cw, up, dent)]
+        ins = [on(x) for x in (hid, w, b, target, cw, up, dent, taus, u)]
         outs = [on(x) for x in (loss, lse, gh, gw, gb, ent, lp, am)]
         t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(ins[1]), bias=ptr(ins[2]), labels=ptr(ins[3]),
                           weights=ptr(ins[4]), dloss=ptr(ins[5]), loss=ptr(outs[0]), lse=ptr(outs[1]),
                           grad_hidden=ptr(outs[2]),
                           grad_weight=None if main_grad or hidden_only else ptr(outs[3]),
                           grad_bias=None if hidden_only else ptr(outs[4]), entropy=ptr(outs[5]), label_logprob=ptr(outs[6]),
-                          argmax=ptr(outs[7]), dentropy=ptr(ins[6]), main_grad=ptr(outs[3]) if main_grad else None)
+                          argmax=ptr(outs[7]), dentropy=ptr(ins[6]), main_grad=ptr(outs[3]) if main_grad else None,
+                          temperature=ptr(ins[7]), token_weight=ptr(ins[8]))
         h = handle(render)
         try:
             s, msg, _ = run(h, d, t)
@@ -219,11 +238,11 @@ class LinearCrossEntropy(unittest.TestCase):
         loss, lse, gh, gw, gb, ent, lp, am = [x.cpu() if x is not None else None for x in outs]
         want_loss, want_lse, grads, per_token = oracle(hid, w, b, target, REDUCTION[reduction], cw,
                                                        5 if ignore else -100, smoothing, z_loss, cap,
-                                                       up.reshape(()) if dloss and reduction != NONE else up, tau,
-                                                       dent)
+                                                       up.reshape(()) if dloss and reduction != NONE else up,
+                                                       taus[:, None] if row_tau else tau, dent, u)
         what = (f"{TORCH[dtype]} label {label} {REDUCTION[reduction]} N={N} V={V} H={H} chunk={chunk} weights={weights} "
                 f"ignore={ignore} eps={smoothing} z={z_loss} cap={cap} dloss={dloss} f32={grad_f32} acc={accumulate} "
-                f"tau={tau} main_grad={main_grad} classes={classes} plan={plan}")
+                f"tau={tau} main_grad={main_grad} classes={classes} plan={plan} row_tau={row_tau} u={token_weight}")
         # The logits are rounded to dtype whatever the outputs' type.
         self.close(loss.reshape(want_loss.shape), want_loss, dtype, what + ": loss")
         self.close(lse, want_lse, dtype, what + ": lse")
@@ -533,8 +552,9 @@ class LinearCrossEntropy(unittest.TestCase):
         ignore_index; grad_hidden's f32 sum of every row or in chunks of 48
         rows, grad_weight's in tiles of 136 classes; f32 gradients and
         main_grad (their own sums), accumulated; grad_hidden alone; class
-        weights, z-loss, the soft cap and the temperature; a bias and its
-        gradient (rounded once, f32, accumulated)."""
+        weights, label smoothing, z-loss, the soft cap and the temperature,
+        the call's or each row's; token weights; a bias and its gradient
+        (rounded once, f32, accumulated)."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
         chip = dict(bias=False, plan=PLAN_ON_CHIP, render=self.CHIP_RENDER, N=70, V=200)
@@ -557,6 +577,28 @@ class LinearCrossEntropy(unittest.TestCase):
             self.check(BF16, I32, NONE, H=76, chunk=48, cap=3.0, tau=0.7, dloss=True, **chip)
             self.check(BF16, I64, SUM, H=72, chunk=0, weights=True, z_loss=1e-3, cap=2.0, tau=1.3, grad_f32=True,
                        **chip)
+        with self.subTest(what="label smoothing"):
+            self.check(BF16, I64, MEAN, H=72, chunk=0, smoothing=0.1, ignore=True, dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=76, chunk=48, smoothing=0.5, weights=True, ignore=True, dloss=True,
+                       **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=0, smoothing=0.05, weights=True, z_loss=1e-2, cap=3.0, tau=0.7,
+                       classes=136, **chip)
+            # (eps / C w[c] in every element of G: at 0.6 more than bf16's
+            # tolerance of grad_bias, the column sums.)
+            self.check(BF16, I64, MEAN, H=72, chunk=0, smoothing=0.6, weights=True, main_grad=True,
+                       **dict(chip, bias=True))
+            # Slices of three tiles (V = 1000, three slices), the rows' max
+            # growing at each: the smoothing sums move with it.
+            self.check(BF16, I64, SUM, H=72, chunk=0, smoothing=0.6, weights=True, trend=8.0,
+                       **dict(chip, bias=True, V=1000))
+        with self.subTest(what="a temperature per row, token weights"):
+            # The chunked path first: the oracle's per-row terms.
+            self.check(BF16, I64, MEAN, N=9, H=12, V=37, row_tau=True, token_weight=True, weights=True, ignore=True)
+            self.check(BF16, I64, MEAN, H=72, chunk=0, row_tau=True, token_weight=True, weights=True, ignore=True,
+                       dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=76, chunk=48, row_tau=True, cap=3.0, smoothing=0.1, dloss=True, **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=0, token_weight=True, z_loss=1e-2, classes=136,
+                       **dict(chip, bias=True))
         with self.subTest(what="a bias"):
             bias = dict(chip, bias=True)
             self.check(BF16, I64, MEAN, H=72, chunk=0, ignore=True, dloss=True, **bias)
@@ -584,24 +626,31 @@ class LinearCrossEntropy(unittest.TestCase):
         """ON_CHIP with labels outside [0, V) in rows 6 and 9: xent_check
         names row 6, the loss and those two rows of grad_hidden are NaN and
         the rest finite; ignoring invalid labels instead records none and
-        leaves everything finite."""
+        leaves everything finite. A per-row temperature of 0 in row 3 and
+        NaN in row 8 does the same (a bad label's report, naming row 3)."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
         LIB.xent_check.argtypes = [P]
         N, H, V = 11, 16, 130
         torch.manual_seed(12)
         x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
-        y = torch.randint(0, V, (N,))
-        y[6], y[9] = V, -3
-        y = on(y)
-        for ignore in (False, True):
-            with self.subTest(ignore=ignore):
+        good = torch.randint(0, V, (N,))
+        bad = good.clone()
+        bad[6], bad[9] = V, -3
+        tau = torch.ones(N)
+        tau[3], tau[8] = 0.0, float("nan")
+        for what, labels, temperature, ignore, rows in (("labels", bad, None, False, [6, 9]),
+                                                        ("labels, ignored", bad, None, True, []),
+                                                        ("temperature", good, tau, False, [3, 8])):
+            with self.subTest(what=what):
+                y, taus = on(labels), on(temperature)
                 d = LinearDesc()
                 LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, SUM)
                 d.plan = PLAN_ON_CHIP
                 d.ce.invalid_labels = 1 if ignore else 0
                 loss, gh = on(torch.zeros(1, dtype=torch.bfloat16)), on(torch.zeros(N, H, dtype=torch.bfloat16))
-                t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), grad_hidden=ptr(gh))
+                t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), grad_hidden=ptr(gh),
+                                  temperature=ptr(taus))
                 h = handle(self.CHIP_RENDER)
                 try:
                     self.assertEqual(LIB.xent_check(h), 0)
@@ -612,15 +661,14 @@ class LinearCrossEntropy(unittest.TestCase):
                 finally:
                     LIB.xent_destroy(h)
                 finite = torch.isfinite(gh.float().cpu()).all(dim=1)
-                if ignore:
+                self.assertEqual(torch.nonzero(~finite).flatten().tolist(), rows)
+                if not rows:
                     self.assertEqual(c, 0, msg)
                     self.assertTrue(torch.isfinite(loss.float().cpu()).all())
-                    self.assertTrue(finite.all())
                 else:
                     self.assertEqual(c, 8, msg)  # XENT_ERROR_INVALID_LABEL
-                    self.assertIn("row 6 has a label outside", msg)
+                    self.assertIn(f"row {rows[0]} has a label outside", msg)
                     self.assertTrue(torch.isnan(loss.float().cpu()).all())
-                    self.assertEqual(torch.nonzero(~finite).flatten().tolist(), [6, 9])
 
     def test_on_chip_refusals(self):
         """What the ON_CHIP plan does not take is refused by name, and where
@@ -630,7 +678,7 @@ class LinearCrossEntropy(unittest.TestCase):
         N, H, V = 8, 16, 40
         x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
         y, loss = on(torch.zeros(N, dtype=torch.int64)), on(torch.zeros(1, dtype=torch.bfloat16))
-        ent, tw = on(torch.zeros(N)), on(torch.ones(N))
+        ent, lp = on(torch.zeros(N)), on(torch.zeros(N))
         def call(render, desc_edit=None, **tensors):
             LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
             d.plan = PLAN_ON_CHIP
@@ -645,11 +693,12 @@ class LinearCrossEntropy(unittest.TestCase):
             finally:
                 LIB.xent_destroy(h)
         if self.CHIP_HERE:
-            for edit, name in ((dict(label_smoothing=0.1), "label_smoothing 0"),):
+            for edit, name in ((dict(dtype=F32, loss_dtype=F32, grad_dtype=F32), "desc->ce.dtype XENT_BF16"),
+                               (dict(label_type=PROB), "class indices")):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, edit)
-                    self.assertEqual((s, "which takes desc->ce." + name in msg), (INVALID_ARGUMENT, True), msg)
-            for name, tensor in (("entropy", ptr(ent)), ("token_weight", ptr(tw))):
+                    self.assertEqual((s, "which takes " + name in msg), (INVALID_ARGUMENT, True), msg)
+            for name, tensor in (("entropy", ptr(ent)), ("label_logprob", ptr(lp))):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, **{name: tensor})
                     self.assertEqual((s, f"tensors->{name} is set, which desc->plan" in msg), (INVALID_ARGUMENT, True),

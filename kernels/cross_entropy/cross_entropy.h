@@ -1121,6 +1121,9 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
     const xent_gathered<A> g = xent_gathered_row((const A*)a.gathered, rows, a.shards, row, a.shard_token_stats);
     const A lse = g.lse;
     A l = 0, row_weight = 0;  // row_weight: the row's weight in the mean
+    // A bad temperature's row is NaN in the records; reported here (the
+    // on-chip linear CE's first pass records nothing), as a bad label's.
+    if (a.row_temperature) (void)xent_ce_row_itau<A>(a, row, true);
     (void)row_weight;
     if constexpr (V::kSoft) {
       l = g.loss;
@@ -1145,6 +1148,9 @@ static XENT_GLOBAL void __launch_bounds__(V::kColumnThreads, 1) xent_ce_combine(
             if (V::kZLoss == XENT_ON || z != 0) l += z * lse * lse;
           }
           xent_ce_weigh<V>(a, row, l, row_weight);
+          // The row's whole coefficient of p (smoothed: (1 - eps) w[y] +
+          // eps / C sum_c w[c]), for the on-chip linear CE's second pass.
+          if (a.sum_a_out) ((A*)a.sum_a_out)[row] = g.sum_a;
         } else {
           // Recorded here too: the on-chip linear CE's first pass reads no
           // labels, so the combine is the first to see them.

@@ -8,8 +8,9 @@
 // (xent_lce_chip_grads) makes each tile again, turns it into its gradient
 // G from the rows' lse, and multiplies G by the weight's rows into
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
-// bf16 and hard labels, with ignore_index, class weights, z-loss, the soft
-// cap, the temperature and a bias (whose gradient is G's column sums); the
+// bf16 and hard labels, with ignore_index, class weights, label smoothing,
+// z-loss, the soft cap, the temperature (the call's or each row's), token
+// weights and a bias (whose gradient is G's column sums); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into two buffers, the next in flight while
 // the tensor cores multiply this one; one warpgroup a block, nothing
@@ -68,6 +69,16 @@ XENT_DEVICE float xent_lce_chip_z(const xent_lce_chip_logit& o, float x, float& 
   }
   return x * o.itau;
 }
+// Row row's options: the call's, with its own 1 / tau where the call has a
+// temperature per row (NaN where tau is not finite and > 0: a NaN row,
+// which the combine reports as a bad label's).
+XENT_DEVICE xent_lce_chip_logit xent_lce_chip_row_logit(xent_lce_chip_logit o, const float* tau, int64_t row) {
+  if (tau) {
+    const float t = tau[row], it = 1.0f / t;
+    o.itau = t > 0.0f && t - t == 0.0f && it - it == 0.0f ? it : NAN;
+  }
+  return o;
+}
 
 template <typename L>
 struct xent_lce_chip_args {
@@ -80,7 +91,12 @@ struct xent_lce_chip_args {
   const uint16_t* bias;    // [classes] bf16, or NULL
   xent_lce_chip_logit logit;
   int64_t rows, hidden_size, classes, slice, ignore_index;  // slice: classes a slice (the grid's y)
+  float smoothing;  // eps: a = (1 - eps) w[y] + eps / C sum_c w[c] over the slice, b likewise
+  const float* row_temperature;  // [rows] each row's tau, or NULL (logit's)
 };
+
+// Class col of the tile at class cb: its weight (1 without class weights).
+XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weights ? weights[c] : 1.0f; }
 
 // Stages columns [k0, k0 + 64) of `count` rows of src (row r at src + r * H)
 // at byte `start` of smem, a line a row, as a K-major operand's rows or an
@@ -201,13 +217,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   // This thread's two rows of the tile (its accumulator's elements i with
   // i % 4 < 2, and the rest), their labels, and its running statistics
   // over its own columns: max, sum of exp, the label's logit if it met it.
+  // Smoothing: also the sum of w[c] over its columns and of w[c] (z - m)
+  // relative to its running max m, moved as m grows.
   int64_t label[2];
-  float m[2], s[2], zy[2];
+  float m[2], s[2], zy[2], sw[2], swz[2];
   bool here[2];
+  xent_lce_chip_logit logit[2];
+  const bool smooth = a.smoothing != 0.0f;
   for (int h = 0; h < 2; ++h) {
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
     label[h] = row < a.rows ? (int64_t)a.labels[row] : a.ignore_index;
-    m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false;
+    logit[h] = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
+    m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false, sw[h] = 0.0f, swz[h] = 0.0f;
   }
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
@@ -223,16 +244,30 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
         const int i = 4 * (j / 2) + 2 * h + j % 2, col = xent_wg_col(t, i);
         float unused;
-        const float z = xent_lce_chip_z(a.logit, xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
+        const float z = xent_lce_chip_z(logit[h], xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
         x[j] = col < width ? z : -INFINITY;
         if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
       }
+      const float before = m[h];
       xent_online_add_n(m[h], s[h], x);
+      if (smooth) {
+        float tw = 0.0f, twz = 0.0f;
+        XENT_UNROLL
+        for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
+          const int col = xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+          if (col >= width) continue;
+          const float w = xent_lce_chip_w(a.weights, cb + col);
+          tw += w, twz += w * (x[j] - m[h]);
+        }
+        if (sw[h] != 0.0f) swz[h] += sw[h] * (before - m[h]);
+        sw[h] += tw, swz[h] += twz;
+      }
     }
   }
   // A row's four threads (lanes 4j to 4j + 3) merge theirs; the first
   // writes the record.
   for (int h = 0; h < 2; ++h) {
+    const float own = m[h];
     float z = zy[h], in = here[h] ? 1.0f : 0.0f;
     for (int offset = 1; offset < 4; offset *= 2) {
       const float m2 = xent_shfl_xor(m[h], offset), s2 = xent_shfl_xor(s[h], offset);
@@ -240,16 +275,29 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       z += xent_shfl_xor(z, offset);
       in += xent_shfl_xor(in, offset);
     }
+    const float ref = s[h] > 0.0f ? m[h] : 0.0f;
+    // Smoothing's sums, each lane's moved from its own max to ref, merged.
+    float tw = sw[h], twz = sw[h] != 0.0f ? swz[h] + sw[h] * (own - ref) : 0.0f;
+    for (int offset = 1; offset < 4 && smooth; offset *= 2) {
+      tw += xent_shfl_xor(tw, offset);
+      twz += xent_shfl_xor(twz, offset);
+    }
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
-    const float ref = s[h] > 0.0f ? m[h] : 0.0f;
-    const bool counted = in > 0.0f && label[h] != a.ignore_index;
-    const float w = counted && a.weights ? a.weights[label[h]] : 1.0f;
+    const bool labelled = label[h] != a.ignore_index && label[h] >= 0 && label[h] < a.classes;
+    const bool counted = in > 0.0f && labelled;
+    const float w = counted ? xent_lce_chip_w(a.weights, label[h]) : 0.0f;
+    float ra = w, rb = counted ? w * (z - ref) : 0.0f;
+    if (smooth && labelled) {
+      const float e = a.smoothing, ec = e / (float)a.classes;
+      ra = (1.0f - e) * ra + ec * tw;
+      rb = (1.0f - e) * rb + ec * twz;
+    }
     float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * 4;
     rec[0] = ref;
     rec[1] = s[h];
-    rec[2] = counted ? w : 0.0f;
-    rec[3] = counted ? w * (z - ref) : 0.0f;
+    rec[2] = ra;
+    rec[3] = rb;
   }
 #endif
 }
@@ -284,6 +332,10 @@ struct xent_lce_chip_grad_args {
   int64_t rows, hidden_size, classes, ignore_index;
   int64_t row0, row_end, class0, class_end;
   bool ignore_invalid;  // a label out of range: the row is ignored (else its lse, from the combine, is NaN)
+  float smoothing;      // eps
+  const float* sum_a;   // smoothing: [rows] the combine's (1 - eps) w[y] + eps / C sum_c w[c]
+  const float* row_temperature;  // [rows] each row's tau, or NULL (logit's)
+  const float* token_weight;     // [rows] each row's u (0: as ignored), or NULL (1)
 };
 
 template <typename L>
@@ -325,25 +377,40 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
     xent_lce_chip_logits(smem, a.hidden, a.weight, H, r0, live, cb, width, acc);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false);
+    // The thread's two rows' options and token weights (its elements i with
+    // (i / 2) % 2 == h).
+    xent_lce_chip_logit logit[2];
+    float u[2];
+    for (int h = 0; h < 2; ++h) {
+      const int r = xent_wg_row(t, 2 * h);
+      logit[h] = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, r0 + r) : a.logit;
+      u[h] = r < live && a.token_weight ? a.token_weight[r0 + r] : 1.0f;
+    }
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
-      const int r = xent_wg_row(t, i), col = xent_wg_col(t, i);
+      const int r = xent_wg_row(t, i), col = xent_wg_col(t, i), h = (i / 2) % 2;
       const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
       // A label out of range that the call does not ignore makes its row
-      // NaN, as the chunked path's fused kernel does.
+      // NaN, as the chunked path's fused kernel does; a token weight of 0
+      // ignores the row.
       const bool in_range = label >= 0 && label < a.classes;
-      const bool counted = r < live && col < width && label != a.ignore_index && (in_range || !a.ignore_invalid);
-      // dx = scale ((w[y] + 2 z lse) p - w[y] [col = y]) dz/dx, of z (the
-      // cap's and the temperature's) and its lse.
+      const bool counted = r < live && col < width && label != a.ignore_index && (in_range || !a.ignore_invalid) &&
+                           u[h] != 0.0f;
+      // dx = u scale ((A + 2 z lse) p - (1 - eps) w[y] [col = y] - eps / C
+      // w[col]) dz/dx, of z (the cap's and the temperature's) and its lse,
+      // A the row's coefficient of p: w[y], or smoothed the combine's.
       float g = 0.0f;
       if (counted && !in_range) {
         g = NAN;
       } else if (counted) {
-        const float w = a.weights ? a.weights[label] : 1.0f, scale = xent_lce_chip_scale(a, row), lse = a.lse[row];
+        const float w = xent_lce_chip_w(a.weights, label), scale = u[h] * xent_lce_chip_scale(a, row);
+        const float lse = a.lse[row];
+        const float e = a.smoothing, coef = e != 0.0f ? a.sum_a[row] : w;
+        const float off = e != 0.0f ? e / (float)a.classes * xent_lce_chip_w(a.weights, cb + col) : 0.0f;
         float dzdx;
         const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
-        const float p = xent_exp(xent_lce_chip_z(a.logit, x, dzdx) - lse);
-        g = scale * ((w + 2.0f * a.z_loss * lse) * p - (cb + col == label ? w : 0.0f)) * dzdx;
+        const float p = xent_exp(xent_lce_chip_z(logit[h], x, dzdx) - lse);
+        g = scale * ((coef + 2.0f * a.z_loss * lse) * p - (cb + col == label ? (1.0f - e) * w : 0.0f) - off) * dzdx;
       }
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }

@@ -254,7 +254,9 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        a.hidden,
                                        a.classes,
                                        a.slice,
-                                       a.ignore_index};
+                                       a.ignore_index,
+                                       (float)a.label_smoothing,
+                                       (const float*)a.row_temperature};
       const int64_t blocks = (a.rows + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
       if (blocks > 0 && slices > 0)
@@ -287,7 +289,11 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             a.row_end,
                                             a.class0,
                                             a.class_end,
-                                            a.ignore_invalid_labels != 0};
+                                            a.ignore_invalid_labels != 0,
+                                            (float)a.label_smoothing,
+                                            (const float*)a.sum_a,
+                                            (const float*)a.row_temperature,
+                                            (const float*)a.token_weight};
       const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
       if (blocks > 0 && tiles > 0)

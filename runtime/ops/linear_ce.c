@@ -194,7 +194,6 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
   const xent_ce_desc* c = &d->ce;
   const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
                     : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
-                    : c->label_smoothing != 0.0     ? "desc->ce.label_smoothing 0"
                     : c->vocab_shard                ? "desc->ce.vocab_shard NULL"
                                                     : NULL;
   if (why)
@@ -235,7 +234,8 @@ static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int6
   L->hidden_acc = at, at += sums && whole ? round64((size_t)rows * (size_t)H * 4) : 0;
   L->records = at, at += round64((size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 0));
   L->lse = at, at += round64((size_t)rows * 4);
-  L->logits = L->entropy = L->sum_a = L->gemm = at;
+  L->sum_a = at, at += d->ce.label_smoothing != 0.0 ? round64((size_t)rows * 4) : 0;
+  L->logits = L->entropy = L->gemm = at;
   L->steps = at, at += round64(xent_lce_workspace_bytes(1, V, 4));
   xent_ce_desc c = chunk_desc(d, rows);
   c.classes = slice;
@@ -753,6 +753,9 @@ static xent_status on_chip(const run_ctx* r) {
   a.z_loss = r->d->ce.z_loss;
   a.softcap = r->d->ce.softcap;
   a.temperature = r->d->ce.temperature;
+  a.label_smoothing = r->d->ce.label_smoothing;
+  a.row_temperature = t->temperature;
+  a.token_weight = t->token_weight;
   a.hidden_data = t->hidden;
   a.weight_data = t->weight;
   a.hidden = H;
@@ -766,6 +769,9 @@ static xent_status on_chip(const run_ctx* r) {
   xent_ce_args c = tile_args(r, &tc);
   c.gathered = r->ws + L->records;
   c.shards = tc.shard.ranks;
+  /* Smoothed, each row's coefficient of p, for CHIP_GRADS. */
+  const int smooth = r->d->ce.label_smoothing != 0.0;
+  c.sum_a_out = smooth ? r->ws + L->sum_a : NULL;
   if ((s = xent_backend_launch(r->h, r->vocab.forward, &c)) != XENT_OK) return s;
 
   void* weight_out = t->main_grad ? t->main_grad : t->grad_weight;
@@ -788,6 +794,7 @@ static xent_status on_chip(const run_ctx* r) {
   a.step = XENT_LCE_CHIP_GRADS;
   a.lse = t->lse ? (const char*)t->lse : r->ws + L->lse;
   a.dloss = t->dloss;
+  a.sum_a = smooth ? r->ws + L->sum_a : NULL;
   a.ignore_invalid_labels = r->d->ce.invalid_labels == XENT_INVALID_LABELS_IGNORE;
   /* grad_hidden a chunk of rows at a time, over the whole vocabulary. */
   for (int64_t r0 = 0; r0 < N && s == XENT_OK && hidden_sum && !whole; r0 += L->chip_rows) {
@@ -824,8 +831,6 @@ static xent_status chip_tensors(const char* fn, const xent_linear_ce_tensors* t)
                     : t->label_logprob ? "label_logprob"
                     : t->argmax        ? "argmax"
                     : t->dentropy      ? "dentropy"
-                    : t->temperature   ? "temperature"
-                    : t->token_weight  ? "token_weight"
                                        : NULL;
   if (!set) return XENT_OK;
   return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
