@@ -137,7 +137,7 @@ int tu_check_key(xent_handle* h, const char* key, const char* tag, unsigned seed
    The class axis last, at most max_classes classes (CUDA: 65536, an f32
    row of them fills a cluster of 8 at two 32 KiB halves a block; HIP:
    4096, a soft-label f32 row's 16 KiB fills its shape, specs/
-   cross_entropy.lua) and 16383 rows. */
+   cross_entropy.lua) and 128 rows. */
 int tu_check_key_on_chip(xent_handle* h, const char* key, const char* tag, unsigned seed, int64_t max_classes,
                          int* runs);
 
