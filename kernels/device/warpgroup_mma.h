@@ -117,13 +117,18 @@ struct xent_wg_acc {
   void run(const issued& p) {
     in_flight(p, 0);
     const int t = (int)(threadIdx.x % 128);
+    // This thread's two rows of A and N / 4 columns of B, each element read
+    // (and checked) once: element i takes row (i / 2) % 2 and column
+    // 2 (i / 4) + i % 2 of them.
+    float a[2][16], b[N / 4][16];
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 16; ++k) a[h][k] = xent_bf16_to_float(p.a.at(xent_wg_row(t, 2 * h), k));
+    for (int j = 0; j < N / 4; ++j)
+      for (int k = 0; k < 16; ++k) b[j][k] = xent_bf16_to_float(p.b.at(xent_wg_col(t, 4 * (j / 2) + j % 2), k));
     for (int i = 0; i < N / 2; ++i) {
-      const int r = xent_wg_row(t, i), c = xent_wg_col(t, i);
+      const float *x = a[(i / 2) % 2], *y = b[2 * (i / 4) + i % 2];
       double sum = 0;
-      for (int k = 0; k < 16; ++k) {
-        const uint16_t x = p.a.at(r, k), y = p.b.at(c, k);
-        sum += (double)xent_bf16_to_float(x) * (double)xent_bf16_to_float(y);
-      }
+      for (int k = 0; k < 16; ++k) sum += (double)x[k] * (double)y[k];
       d[i] = (p.accumulate ? d[i] : 0.0f) + (float)sum;
     }
   }
