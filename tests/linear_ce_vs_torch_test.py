@@ -87,6 +87,21 @@ def run(h, desc, tensors, extra_bytes=0, keep=None):
     return s, msg, n.value
 
 
+def run_checked(render, desc, tensors):
+    """One call on a fresh handle whose bad-label record starts clear:
+    (xent_check's status before, the call's status and message, xent_check's
+    status and message after)."""
+    LIB.xent_check.argtypes = [P]
+    h = handle(render)
+    try:
+        before = LIB.xent_check(h)
+        s, msg, _ = run(h, desc, tensors)
+        c = LIB.xent_check(h)
+        return before, s, msg, c, LIB.xent_last_error().decode()
+    finally:
+        LIB.xent_destroy(h)
+
+
 def oracle(h, w, b, target, reduction, weights=None, ignore_index=-100, smoothing=0.0, z_loss=0.0, cap=0.0,
            dloss=None, tau=1.0, dentropy=None, u=None):
     """Loss, lse, the gradients of hidden, weight, bias, and the per-token
@@ -630,7 +645,6 @@ class LinearCrossEntropy(unittest.TestCase):
         NaN in row 8 does the same (a bad label's report, naming row 3)."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
-        LIB.xent_check.argtypes = [P]
         N, H, V = 11, 16, 130
         torch.manual_seed(12)
         x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
@@ -651,15 +665,9 @@ class LinearCrossEntropy(unittest.TestCase):
                 loss, gh = on(torch.zeros(1, dtype=torch.bfloat16)), on(torch.zeros(N, H, dtype=torch.bfloat16))
                 t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), grad_hidden=ptr(gh),
                                   temperature=ptr(taus))
-                h = handle(self.CHIP_RENDER)
-                try:
-                    self.assertEqual(LIB.xent_check(h), 0)
-                    s, msg, _ = run(h, d, t)
-                    self.assertEqual(s, 0, msg)
-                    c = LIB.xent_check(h)
-                    msg = LIB.xent_last_error().decode()
-                finally:
-                    LIB.xent_destroy(h)
+                before, s, msg, c, msg_after = run_checked(self.CHIP_RENDER, d, t)
+                self.assertEqual((before, s), (0, 0), msg)
+                msg = msg_after
                 finite = torch.isfinite(gh.float().cpu()).all(dim=1)
                 self.assertEqual(torch.nonzero(~finite).flatten().tolist(), rows)
                 if not rows:
@@ -818,7 +826,6 @@ class LinearCrossEntropy(unittest.TestCase):
         names the lowest such row counted from the first row of all (each
         chunk's fused call records it from its own first row); ignoring
         invalid labels instead records none, and the loss is finite."""
-        LIB.xent_check.argtypes = [P]
         N, H, V = 11, 6, 13
         torch.manual_seed(11)
         x, w = on(torch.randn(N, H)), on(torch.randn(V, H))
@@ -832,15 +839,9 @@ class LinearCrossEntropy(unittest.TestCase):
             d.ce.invalid_labels = 1 if ignore else 0
             loss = on(torch.zeros(1))
             t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss))
-            h = handle()
-            try:
-                self.assertEqual(LIB.xent_check(h), 0)
-                s, msg, _ = run(h, d, t)
-                self.assertEqual(s, 0, msg)
-                c = LIB.xent_check(h)
-                msg = LIB.xent_last_error().decode()
-            finally:
-                LIB.xent_destroy(h)
+            before, s, msg, c, msg_after = run_checked(None, d, t)
+            self.assertEqual((before, s), (0, 0), msg)
+            msg = msg_after
             if ignore:
                 self.assertEqual(c, 0, msg)
                 self.assertTrue(torch.isfinite(loss.cpu()).all())
