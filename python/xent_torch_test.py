@@ -831,8 +831,9 @@ class LinearCrossEntropy(unittest.TestCase):
                     close(self, g, e, torch.bfloat16, f"{what} grad of {name}")
 
     def test_linear_plans(self):
-        """plan= names the xent_linear_ce_plan_kind: each plan's three
-        gradients against float64 for a bf16 mean over class indices.
+        """plan= names the xent_linear_ce_plan_kind: each plan's loss,
+        entropy and argmax, and the gradients of the loss plus a share of
+        the entropy, against float64 for a bf16 mean over class indices.
         "on_chip" runs where the device has sm_90a code (an H100/H200 with
         the default build); elsewhere (the cpu backend) it is refused with
         the device named. An unknown plan is a ValueError."""
@@ -845,8 +846,11 @@ class LinearCrossEntropy(unittest.TestCase):
         y = torch.randint(0, V, (N,))
         y[3] = -100
         h64, w64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w)]
-        want = F.cross_entropy(F.linear(h64, w64), y)
-        want_grads = torch.autograd.grad(want, (h64, w64))
+        z64 = F.linear(h64, w64)
+        want = F.cross_entropy(z64, y)
+        want_ent = torch.distributions.Categorical(logits=z64).entropy()
+        want_ent = torch.where(y == -100, torch.zeros_like(want_ent), want_ent)
+        want_grads = torch.autograd.grad(want + 0.1 * want_ent.sum(), (h64, w64))
         on_chip = DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
         for plan in ("auto", "one_pass", "tiled_hidden_sum", "tiled", "on_chip"):
             with self.subTest(plan=plan):
@@ -854,9 +858,13 @@ class LinearCrossEntropy(unittest.TestCase):
                     with self.assertRaisesRegex(xent.XentError, "runs on an sm_90 GPU"):
                         xent.linear_cross_entropy(h, w, y, plan=plan)
                     continue
-                loss = xent.linear_cross_entropy(h, w, y, chunk_rows=32, plan=plan)
-                got = torch.autograd.grad(loss, (h, w))
+                loss, ent, am = xent.linear_cross_entropy(h, w, y, chunk_rows=32, plan=plan, return_entropy=True,
+                                                          return_argmax=True)
+                got = torch.autograd.grad(loss + 0.1 * ent.sum(), (h, w))
                 close(self, loss, want.detach(), torch.bfloat16, f"plan {plan}: loss")
+                close(self, ent, want_ent.detach(), torch.bfloat16, f"plan {plan}: entropy")
+                picked = z64.detach().gather(1, am[:, None])[:, 0]
+                self.assertLess((z64.detach().max(1).values - picked).max().item(), 0.05, f"plan {plan}: argmax")
                 for name, g, e in zip(("hidden", "weight"), got, want_grads):
                     close(self, g, e, torch.bfloat16, f"plan {plan}: grad of {name}")
         with self.assertRaisesRegex(ValueError, "plan is 'fast'"):

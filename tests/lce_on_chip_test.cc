@@ -36,31 +36,23 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
                int slices) {
   const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS, slices);
   const size_t rec_bytes = (size_t)slices * ROWS * 4 * sizeof(float);
+  // The arguments, set by name; the GPU's copies of the pointers below.
+  xent_lce_chip_args<int64_t> a = {};
+  a.hidden = hidden, a.weight = weight, a.labels = labels, a.records = records;
+  a.logit = {0.0f, 1.0f};
+  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.slice = slice, a.ignore_index = IGNORE;
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
-  const xent_lce_chip_args<int64_t> a = {hidden,       weight, labels, records, nullptr, nullptr,
-                                         {0.0f, 1.0f}, ROWS,   H,      V,       slice,   IGNORE, 0.0f, nullptr};
-  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_stats<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+  return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_stats<int64_t, false>), 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  const xent_lce_chip_args<int64_t> a = {
-      (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
-      (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
-      (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
-      (float*)tc_device(nullptr, rec_bytes, 0xff),  // NaNs: a record no thread writes fails
-      nullptr,
-      nullptr,
-      {0.0f, 1.0f},
-      ROWS,
-      H,
-      V,
-      slice,
-      IGNORE,
-      0.0f,
-      nullptr};
+  a.hidden = (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2);
+  a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
+  a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
+  a.records = (float*)tc_device(nullptr, rec_bytes, 0xff);  // NaNs: a record no thread writes fails
   void* args[] = {(void*)&a};
-  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                         args, XENT_LCE_CHIP_SMEM, 0);
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t, false>, grid,
+                                         dim3(XENT_LCE_CHIP_THREADS), args, XENT_LCE_CHIP_SMEM, 0);
   return tc_finish(e, {{records, a.records, rec_bytes}},
                    {(void*)a.hidden, (void*)a.weight, (void*)a.labels, a.records});
 #endif
@@ -72,42 +64,27 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS,
                   (V + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES);
   const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
+  xent_lce_chip_grad_args<int64_t> a = {};
+  a.hidden = hidden, a.weight = weight, a.labels = labels, a.lse = lse;
+  a.logit = {0.0f, 1.0f};
+  a.dloss = &scale, a.dloss_kind = XENT_LCE_CHIP_DLOSS_SCALAR;
+  a.grad_hidden = grad_hidden, a.grad_weight = grad_weight;
+  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.ignore_index = IGNORE;
+  a.row0 = 0, a.row_end = ROWS, a.class0 = 0, a.class_end = V;
+  a.ignore_invalid = true;
 #if defined(XENT_EMU)
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
-  const xent_lce_chip_grad_args<int64_t> a = {
-      hidden,      weight,      labels,  lse,  nullptr, nullptr, {0.0f, 1.0f}, 0.0f, &scale, XENT_LCE_CHIP_DLOSS_SCALAR,
-      grad_hidden, grad_weight, nullptr, ROWS, H,       V,       IGNORE,       0,    ROWS,   0,
-      V,           true,        0.0f,    nullptr, nullptr, nullptr};
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  const xent_lce_chip_grad_args<int64_t> a = {(const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2),
-                                              (const uint16_t*)tc_device(weight, (size_t)V * H * 2),
-                                              (const int64_t*)tc_device(labels, (size_t)ROWS * 8),
-                                              (const float*)tc_device(lse, (size_t)ROWS * 4),
-                                              nullptr,
-                                              nullptr,
-                                              {0.0f, 1.0f},
-                                              0.0f,
-                                              tc_device(&scale, 4),
-                                              XENT_LCE_CHIP_DLOSS_SCALAR,
-                                              (float*)tc_device(nullptr, gh_bytes),
-                                              (float*)tc_device(nullptr, gw_bytes),
-                                              nullptr,
-                                              ROWS,
-                                              H,
-                                              V,
-                                              IGNORE,
-                                              0,
-                                              ROWS,
-                                              0,
-                                              V,
-                                              true,
-                                              0.0f,
-                                              nullptr,
-                                              nullptr,
-                                              nullptr};
+  a.hidden = (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2);
+  a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
+  a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
+  a.lse = (const float*)tc_device(lse, (size_t)ROWS * 4);
+  a.dloss = tc_device(&scale, 4);
+  a.grad_hidden = (float*)tc_device(nullptr, gh_bytes);
+  a.grad_weight = (float*)tc_device(nullptr, gw_bytes);
   void* args[] = {(void*)&a};
   const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
                                          args, XENT_LCE_CHIP_SMEM, 0);

@@ -174,7 +174,7 @@ class LinearCrossEntropy(unittest.TestCase):
     def check(self, dtype, label, reduction, N=9, H=12, V=37, chunk=4, bias=True, weights=False, ignore=False,
               smoothing=0.0, z_loss=0.0, cap=0.0, dloss=False, grad_f32=False, accumulate=False, render=None, tau=1.0,
               stats=False, main_grad=False, classes=0, dentropy=True, plan=0, hidden_only=False, row_tau=False,
-              token_weight=False, trend=0.0):
+              token_weight=False, trend=0.0, period=0):
         """One call against the oracle. classes: a tiled plan (desc.plan, or
         under AUTO the first that fits) with tiles of that many classes
         (desc.chunk_classes) and chunk rows. hidden_only: grad_hidden alone
@@ -185,13 +185,19 @@ class LinearCrossEntropy(unittest.TestCase):
         grad_weight. row_tau: a temperature per row instead of tau;
         token_weight: a weight per row, one of them 0 (hard labels). trend:
         added to the bias from 0 at the first class to trend at the last,
-        so that a row's running max grows along the vocabulary."""
+        so that a row's running max grows along the vocabulary. period: the
+        weight's (and bias's) rows repeat every `period` classes, so that
+        each row's largest logit ties across classes (the argmax is the
+        first)."""
         torch.manual_seed(N * 131 + V + 7 * chunk + dtype)
         tt = TORCH[dtype]
         hid = torch.randn(N, H, dtype=torch.float64).to(tt)
         w = (torch.randn(V, H, dtype=torch.float64) * 2 / H ** 0.5).to(tt)
         b = (torch.randn(V, dtype=torch.float64) * 0.5 + torch.linspace(0, trend, V, dtype=torch.float64)).to(tt) \
             if bias else None
+        if period:
+            w = w[torch.arange(V) % period]
+            b = b[torch.arange(V) % period] if bias else None
         if label == PROB:
             target = torch.softmax(torch.randn(N, V, dtype=torch.float64) * 2, 1).to(tt)
         else:
@@ -279,6 +285,14 @@ class LinearCrossEntropy(unittest.TestCase):
                 gap = (z.max(1).values - picked).max().item()
                 bound = 0.0 if dtype == F64 else TOL[dtype] * max(z.abs().max().item(), 1.0)
                 self.assertLessEqual(gap, bound, f"{what}: argmax picks a value {gap:.3g} below the row's largest")
+                # Where a row's largest value leads its second by more than
+                # that rounding, or ties with it exactly (the same logits:
+                # the first), the index itself.
+                top = z.topk(min(2, V), dim=1).values
+                lead = top[:, 0] - top[:, -1]
+                clear = (lead > 2 * bound) | (lead == 0) if V > 1 else torch.ones(N, dtype=torch.bool)
+                self.assertTrue(torch.equal(am[clear], z.argmax(1)[clear]),
+                                f"{what}: argmax {am[clear]} != {z.argmax(1)[clear]}")
                 if dtype == F64:
                     self.assertTrue(torch.equal(am, z.argmax(1)), f"{what}: argmax {am} != {z.argmax(1)}")
 
@@ -569,7 +583,9 @@ class LinearCrossEntropy(unittest.TestCase):
         main_grad (their own sums), accumulated; grad_hidden alone; class
         weights, label smoothing, z-loss, the soft cap and the temperature,
         the call's or each row's; token weights; a bias and its gradient
-        (rounded once, f32, accumulated)."""
+        (rounded once, f32, accumulated); the per-token outputs (entropy,
+        the label's log-prob, argmax) and dentropy's term in every
+        gradient, with those options and over three slices."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
         chip = dict(bias=False, plan=PLAN_ON_CHIP, render=self.CHIP_RENDER, N=70, V=200)
@@ -623,6 +639,17 @@ class LinearCrossEntropy(unittest.TestCase):
         with self.subTest(what="grad_hidden alone"):
             self.check(BF16, I64, MEAN, H=72, chunk=0, hidden_only=True, **chip)
             self.check(BF16, I64, MEAN, H=72, chunk=48, hidden_only=True, **chip)
+        with self.subTest(what="the per-token outputs and the entropy's gradient"):
+            self.check(BF16, I64, MEAN, H=72, chunk=0, stats=True, ignore=True, dloss=True, **chip)
+            self.check(BF16, I32, NONE, H=76, chunk=48, stats=True, dentropy=False, tau=0.7, cap=3.0, **chip)
+            self.check(BF16, I64, SUM, H=72, chunk=0, stats=True, weights=True, smoothing=0.1, z_loss=1e-2,
+                       row_tau=True, token_weight=True, ignore=True, classes=136, **dict(chip, bias=True))
+            # Three slices, the rows' max growing along the vocabulary: the
+            # argmax and the entropy's t move with it.
+            self.check(BF16, I64, MEAN, H=72, chunk=0, stats=True, trend=8.0, **dict(chip, bias=True, V=1000))
+            # Ties: the classes repeat every 37 (across lanes, tiles and
+            # slices), and the first of the largest is the argmax.
+            self.check(BF16, I64, SUM, H=72, chunk=0, stats=True, period=37, **dict(chip, bias=True, V=1000))
 
     def test_on_chip_weight_gradient_rounded_once(self):
         """ON_CHIP's bf16 grad_weight over 256 rows: the four row blocks'
@@ -642,7 +669,10 @@ class LinearCrossEntropy(unittest.TestCase):
         names row 6, the loss and those two rows of grad_hidden are NaN and
         the rest finite; ignoring invalid labels instead records none and
         leaves everything finite. A per-row temperature of 0 in row 3 and
-        NaN in row 8 does the same (a bad label's report, naming row 3)."""
+        NaN in row 8 does the same (a bad label's report, naming row 3).
+        The per-token outputs: entropy and label_logprob NaN in those rows
+        (0 where ignored), a row of NaN logits' argmax 0 (torch.argmax's
+        first NaN)."""
         if not self.CHIP_HERE:
             self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
         N, H, V = 11, 16, 130
@@ -663,13 +693,22 @@ class LinearCrossEntropy(unittest.TestCase):
                 d.plan = PLAN_ON_CHIP
                 d.ce.invalid_labels = 1 if ignore else 0
                 loss, gh = on(torch.zeros(1, dtype=torch.bfloat16)), on(torch.zeros(N, H, dtype=torch.bfloat16))
+                ent, lp, am = on(torch.ones(N)), on(torch.ones(N)), on(torch.full((N,), -7))
                 t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss), grad_hidden=ptr(gh),
-                                  temperature=ptr(taus))
+                                  temperature=ptr(taus), entropy=ptr(ent), label_logprob=ptr(lp), argmax=ptr(am))
                 before, s, msg, c, msg_after = run_checked(self.CHIP_RENDER, d, t)
                 self.assertEqual((before, s), (0, 0), msg)
                 msg = msg_after
                 finite = torch.isfinite(gh.float().cpu()).all(dim=1)
                 self.assertEqual(torch.nonzero(~finite).flatten().tolist(), rows)
+                ent, lp, am = ent.cpu(), lp.cpu(), am.cpu()
+                for name, out in (("entropy", ent), ("label_logprob", lp)):
+                    self.assertEqual(torch.nonzero(~torch.isfinite(out)).flatten().tolist(), rows, name)
+                    if ignore:
+                        self.assertEqual(out[[6, 9]].tolist(), [0.0, 0.0], name)
+                self.assertTrue(bool(((am >= 0) & (am < V)).all()), f"argmax {am}")
+                if temperature is not None:
+                    self.assertEqual(am[[3, 8]].tolist(), [0, 0])
                 if not rows:
                     self.assertEqual(c, 0, msg)
                     self.assertTrue(torch.isfinite(loss.float().cpu()).all())
@@ -686,7 +725,6 @@ class LinearCrossEntropy(unittest.TestCase):
         N, H, V = 8, 16, 40
         x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
         y, loss = on(torch.zeros(N, dtype=torch.int64)), on(torch.zeros(1, dtype=torch.bfloat16))
-        ent, lp = on(torch.zeros(N)), on(torch.zeros(N))
         def call(render, desc_edit=None, **tensors):
             LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
             d.plan = PLAN_ON_CHIP
@@ -706,11 +744,6 @@ class LinearCrossEntropy(unittest.TestCase):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, edit)
                     self.assertEqual((s, "which takes " + name in msg), (INVALID_ARGUMENT, True), msg)
-            for name, tensor in (("entropy", ptr(ent)), ("label_logprob", ptr(lp))):
-                with self.subTest(name=name):
-                    s, msg = call(self.CHIP_RENDER, **{name: tensor})
-                    self.assertEqual((s, f"tensors->{name} is set, which desc->plan" in msg), (INVALID_ARGUMENT, True),
-                                     msg)
         if not GPU:
             for render in (BACKEND_HIP, None):
                 with self.subTest(render=render):

@@ -10,7 +10,8 @@
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
 // bf16 and hard labels, with ignore_index, class weights, label smoothing,
 // z-loss, the soft cap, the temperature (the call's or each row's), token
-// weights and a bias (whose gradient is G's column sums); the
+// weights, a bias (whose gradient is G's column sums) and the per-token
+// outputs (pass 1's wide records; dentropy's term in G); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into two buffers, the next in flight while
 // the tensor cores multiply this one; one warpgroup a block, nothing
@@ -23,6 +24,7 @@
 #include "device/convert.h"
 #include "device/async_copy.h"
 #include "device/warpgroup_mma.h"
+#include "cross_entropy/vocab_parallel.h"
 
 enum {
   XENT_LCE_CHIP_ROWS = 64,      // a warpgroup's rows: wgmma's M
@@ -86,7 +88,8 @@ struct xent_lce_chip_args {
   const uint16_t* weight;  // [classes, H] bf16: the classes' rows
   const L* labels;         // [rows] int32 or int64; ignore_index or out of range: a = b = 0 (the combine,
                            // which reads the labels too, says what an out-of-range label's row is)
-  float* records;          // [slices][rows][4]: (ref, s, a, b), vocab_parallel.h's
+  float* records;          // [slices][rows][record]: (ref, s, a, b), wide (t, yz, here, v, index) too,
+                           // vocab_parallel.h's (xent_shard_record)
   const float* weights;    // [classes] class weights, or NULL (1): a = w[y]
   const uint16_t* bias;    // [classes] bf16, or NULL
   xent_lce_chip_logit logit;
@@ -94,6 +97,11 @@ struct xent_lce_chip_args {
   float smoothing;  // eps: a = (1 - eps) w[y] + eps / C sum_c w[c] over the slice, b likewise
   const float* row_temperature;  // [rows] each row's tau, or NULL (logit's)
 };
+
+// A lane's argmax over its columns, as an offset in the slice (int32: the
+// plan's slices are under 2^31 classes), none if it has seen no value above
+// the lowest finite one.
+enum { XENT_LCE_CHIP_NO_INDEX = INT32_MAX };
 
 // Class col of the tile at class cb: its weight (1 without class weights).
 XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weights ? weights[c] : 1.0f; }
@@ -203,7 +211,10 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
 
 // Grid (ceil(rows / 64), slices), blocks of 128 threads, XENT_LCE_CHIP_SMEM
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
-template <typename L>
+// Wide: the per-token outputs' records too (a call with entropy,
+// label_logprob, argmax or dentropy), compiled apart so that the plain
+// pass keeps its registers.
+template <typename L, bool Wide>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const xent_lce_chip_args<L> a) {
 #if defined(XENT_WG_ABSENT)
   (void)a;
@@ -218,9 +229,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   // i % 4 < 2, and the rest), their labels, and its running statistics
   // over its own columns: max, sum of exp, the label's logit if it met it.
   // Smoothing: also the sum of w[c] over its columns and of w[c] (z - m)
-  // relative to its running max m, moved as m grows.
+  // relative to its running max m, moved as m grows. Wide: the entropy's t
+  // (token_stats.h) and the argmax, the lowest column of the lane's max (its
+  // columns rise with the tile and with j, so the first new max found is
+  // it) and of its first NaN.
   int64_t label[2];
-  float m[2], s[2], zy[2], sw[2], swz[2];
+  float m[2], s[2], zy[2], sw[2], swz[2], te[2];
+  int32_t bi[2], bn[2];
   bool here[2];
   xent_lce_chip_logit logit[2];
   const bool smooth = a.smoothing != 0.0f;
@@ -229,6 +244,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     label[h] = row < a.rows ? (int64_t)a.labels[row] : a.ignore_index;
     logit[h] = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
     m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false, sw[h] = 0.0f, swz[h] = 0.0f;
+    te[h] = 0.0f, bi[h] = bn[h] = XENT_LCE_CHIP_NO_INDEX;
   }
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
@@ -249,7 +265,22 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
       }
       const float before = m[h];
-      xent_online_add_n(m[h], s[h], x);
+      if constexpr (Wide) {
+        xent_online_add_n_t(m[h], s[h], te[h], x, 1.0f);
+        const int32_t at = (int32_t)(cb - c0);
+        if (m[h] > before || bi[h] == XENT_LCE_CHIP_NO_INDEX) {
+          XENT_UNROLL
+          for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
+            if (x[j] == m[h]) bi[h] = at + xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+        }
+        if (s[h] != s[h] && bn[h] == XENT_LCE_CHIP_NO_INDEX) {
+          XENT_UNROLL
+          for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
+            if (x[j] != x[j]) bn[h] = at + xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+        }
+      } else {
+        xent_online_add_n(m[h], s[h], x);
+      }
       if (smooth) {
         float tw = 0.0f, twz = 0.0f;
         XENT_UNROLL
@@ -267,7 +298,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   // A row's four threads (lanes 4j to 4j + 3) merge theirs; the first
   // writes the record.
   for (int h = 0; h < 2; ++h) {
-    const float own = m[h];
+    const float own = m[h], own_s = s[h];
     float z = zy[h], in = here[h] ? 1.0f : 0.0f;
     for (int offset = 1; offset < 4; offset *= 2) {
       const float m2 = xent_shfl_xor(m[h], offset), s2 = xent_shfl_xor(s[h], offset);
@@ -282,6 +313,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       tw += xent_shfl_xor(tw, offset);
       twz += xent_shfl_xor(twz, offset);
     }
+    // Wide: the row's T (each lane's t moved to the row's max), its argmax
+    // (the lowest column holding the max, or the lowest NaN's) as a global
+    // class, none where the slice has no value above the lowest and no NaN.
+    float T = 0.0f;
+    int64_t cand = XENT_NO_INDEX, nan_at = XENT_NO_INDEX;
+    if constexpr (Wide) {
+      T = xent_entropy_share(own, own_s, te[h], m[h]);
+      for (int offset = 1; offset < 4; offset *= 2) T += xent_shfl_xor(T, offset);
+      if (bi[h] != XENT_LCE_CHIP_NO_INDEX && own == m[h]) cand = c0 + bi[h];
+      if (bn[h] != XENT_LCE_CHIP_NO_INDEX) nan_at = c0 + bn[h];
+      xent_lanes_min2(cand, nan_at, 4);
+    }
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
     const bool labelled = label[h] != a.ignore_index && label[h] >= 0 && label[h] < a.classes;
@@ -293,11 +336,19 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       ra = (1.0f - e) * ra + ec * tw;
       rb = (1.0f - e) * rb + ec * twz;
     }
-    float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * 4;
+    float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * xent_shard_record<float>(Wide);
     rec[0] = ref;
     rec[1] = s[h];
     rec[2] = ra;
     rec[3] = rb;
+    if constexpr (Wide) {
+      const bool holds = labelled && in > 0.0f, nan = nan_at != XENT_NO_INDEX;
+      rec[4] = T;
+      rec[5] = holds ? z - ref : 0.0f;
+      rec[6] = holds ? 1.0f : 0.0f;
+      rec[7] = nan ? NAN : m[h];
+      *(int64_t*)(rec + 8) = nan ? nan_at : cand;
+    }
   }
 #endif
 }
@@ -336,6 +387,8 @@ struct xent_lce_chip_grad_args {
   const float* sum_a;   // smoothing: [rows] the combine's (1 - eps) w[y] + eps / C sum_c w[c]
   const float* row_temperature;  // [rows] each row's tau, or NULL (logit's)
   const float* token_weight;     // [rows] each row's u (0: as ignored), or NULL (1)
+  const float* dentropy;         // [rows] the entropy's upstream gradient, or NULL: G -= dent p (H + z - lse)
+  const float* entropy;          // dentropy: [rows] each row's H, from the combine
 };
 
 template <typename L>
@@ -377,40 +430,55 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
     xent_lce_chip_logits(smem, a.hidden, a.weight, H, r0, live, cb, width, acc);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false);
-    // The thread's two rows' options and token weights (its elements i with
-    // (i / 2) % 2 == h).
-    xent_lce_chip_logit logit[2];
-    float u[2];
+    // What G needs of the thread's two rows (its elements i with (i / 2) %
+    // 2 == h), loaded once: dx = (u scale ((A + 2 z lse) p - (1 - eps) w[y]
+    // [col = y] - eps / C w[col]) - dent p (H + z - lse)) dz/dx, of z (the
+    // cap's and the temperature's) and its lse, A the row's coefficient of
+    // p (w[y], or smoothed the combine's), H its entropy. A label out of
+    // range that the call does not ignore makes its row NaN, as the chunked
+    // path's fused kernel does; a token weight of 0 leaves only the
+    // entropy's term, an ignored row nothing.
+    struct {
+      xent_lce_chip_logit logit;
+      int64_t label;
+      float lse, coef, at_label, scale, dent, H;
+      bool counted, nan, live;
+    } rw[2];
+    const float e = a.smoothing, ec = e / (float)a.classes;
+    XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int r = xent_wg_row(t, 2 * h);
-      logit[h] = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, r0 + r) : a.logit;
-      u[h] = r < live && a.token_weight ? a.token_weight[r0 + r] : 1.0f;
+      const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
+      const bool in_range = label >= 0 && label < a.classes;
+      const bool ignored = r >= live || label == a.ignore_index || (a.ignore_invalid && !in_range);
+      const float u = r < live && a.token_weight ? a.token_weight[row] : 1.0f;
+      rw[h].logit = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
+      rw[h].label = label;
+      rw[h].counted = !ignored && u != 0.0f;
+      rw[h].nan = rw[h].counted && !in_range;
+      rw[h].dent = !ignored && a.dentropy ? a.dentropy[row] : 0.0f;
+      rw[h].live = (rw[h].counted && in_range) || rw[h].dent != 0.0f;
+      rw[h].lse = rw[h].live ? a.lse[row] : 0.0f;
+      rw[h].H = rw[h].dent != 0.0f ? a.entropy[row] : 0.0f;
+      const bool loss = rw[h].counted && in_range;  // the loss's term (else the entropy's alone)
+      rw[h].scale = loss ? u * xent_lce_chip_scale(a, row) : 0.0f;
+      const float w = loss ? xent_lce_chip_w(a.weights, label) : 0.0f;
+      rw[h].coef = (e != 0.0f && loss ? a.sum_a[row] : w) + 2.0f * a.z_loss * rw[h].lse;
+      rw[h].at_label = (1.0f - e) * w;
     }
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
       const int r = xent_wg_row(t, i), col = xent_wg_col(t, i), h = (i / 2) % 2;
-      const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
-      // A label out of range that the call does not ignore makes its row
-      // NaN, as the chunked path's fused kernel does; a token weight of 0
-      // ignores the row.
-      const bool in_range = label >= 0 && label < a.classes;
-      const bool counted = r < live && col < width && label != a.ignore_index && (in_range || !a.ignore_invalid) &&
-                           u[h] != 0.0f;
-      // dx = u scale ((A + 2 z lse) p - (1 - eps) w[y] [col = y] - eps / C
-      // w[col]) dz/dx, of z (the cap's and the temperature's) and its lse,
-      // A the row's coefficient of p: w[y], or smoothed the combine's.
       float g = 0.0f;
-      if (counted && !in_range) {
+      if (col < width && rw[h].nan) {
         g = NAN;
-      } else if (counted) {
-        const float w = xent_lce_chip_w(a.weights, label), scale = u[h] * xent_lce_chip_scale(a, row);
-        const float lse = a.lse[row];
-        const float e = a.smoothing, coef = e != 0.0f ? a.sum_a[row] : w;
-        const float off = e != 0.0f ? e / (float)a.classes * xent_lce_chip_w(a.weights, cb + col) : 0.0f;
+      } else if (col < width && rw[h].live) {
         float dzdx;
         const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
-        const float p = xent_exp(xent_lce_chip_z(logit[h], x, dzdx) - lse);
-        g = scale * ((coef + 2.0f * a.z_loss * lse) * p - (cb + col == label ? (1.0f - e) * w : 0.0f) - off) * dzdx;
+        const float lp = xent_lce_chip_z(rw[h].logit, x, dzdx) - rw[h].lse, p = xent_exp(lp);
+        const float off = e != 0.0f ? ec * xent_lce_chip_w(a.weights, cb + col) : 0.0f;
+        const float d = rw[h].scale * (rw[h].coef * p - (cb + col == rw[h].label ? rw[h].at_label : 0.0f) - off);
+        g = (d - rw[h].dent * p * (rw[h].H + lp)) * dzdx;
       }
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }

@@ -259,9 +259,11 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        (const float*)a.row_temperature};
       const int64_t blocks = (a.rows + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
-      if (blocks > 0 && slices > 0)
-        XENT_LAUNCH(xent_lce_chip_stats<L>, dim3((unsigned)blocks, (unsigned)slices), block, XENT_LCE_CHIP_SMEM,
-                    stream, c);
+      const dim3 grid((unsigned)blocks, (unsigned)slices);
+      if (blocks > 0 && slices > 0 && a.wide)
+        XENT_LAUNCH((xent_lce_chip_stats<L, true>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+      else if (blocks > 0 && slices > 0)
+        XENT_LAUNCH((xent_lce_chip_stats<L, false>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
     } else {
       const bool rows_own = V::kReduction == XENT_REDUCE_NONE;
       const int kind = !rows_own ? XENT_LCE_CHIP_DLOSS_SCALAR
@@ -293,7 +295,9 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (float)a.label_smoothing,
                                             (const float*)a.sum_a,
                                             (const float*)a.row_temperature,
-                                            (const float*)a.token_weight};
+                                            (const float*)a.token_weight,
+                                            (const float*)a.dentropy,
+                                            (const float*)a.entropy};
       const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
       if (blocks > 0 && tiles > 0)

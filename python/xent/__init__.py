@@ -260,12 +260,11 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     MiB). Where the one-pass plan (each chunk's logits over the whole
     vocabulary, and an f16/bf16 weight gradient's f32 sum) needs more, an
     f16/bf16 call with class indices takes a tiled plan: one or two more
-    logits GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). The entropy's
-    gradient takes the one-pass plan whatever it says. plan: "auto" (by
-    memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip" (the
-    logits made by the tensor cores and never stored: bf16 class indices
-    on an H100/H200 with sm_90a code, without per-token outputs; xent.h
-    says what each plan is)."""
+    logits GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). plan: "auto"
+    (by memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip"
+    (the logits made by the tensor cores and never stored: bf16 class
+    indices on an H100/H200 with sm_90a code; xent.h says what each plan
+    is)."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
     if plan not in _LINEAR_PLANS:
         raise ValueError(f"xent: plan is {plan!r}; one of {', '.join(map(repr, _LINEAR_PLANS))} expected")

@@ -195,6 +195,7 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
   const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
                     : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
                     : c->vocab_shard                ? "desc->ce.vocab_shard NULL"
+                    : c->classes >= INT32_MAX       ? "desc->ce.classes below 2^31 - 1"
                                                     : NULL;
   if (why)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which takes %s",
@@ -211,7 +212,9 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
 
 /* ON_CHIP's regions: grad_hidden's f32 sum n rows at a time (n = rows:
    every row's, beside grad_weight's of w classes), pass 1's records over
-   slices sized to fill the device. */
+   slices sized to fill the device (wide: the plan does not know whether a
+   call asks for per-token outputs), the rows' lse and entropy (dentropy
+   without entropy). */
 static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
                         xent_linear_ce_plan* L) {
   const int64_t N = d->ce.rows, V = d->ce.classes, H = d->hidden, rows = N > 0 ? N : 1;
@@ -232,10 +235,11 @@ static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int6
   size_t at = 0;
   L->weight_acc = at, at += round64((size_t)(weight_rows > hidden_rows ? weight_rows : hidden_rows) * H * 4);
   L->hidden_acc = at, at += sums && whole ? round64((size_t)rows * (size_t)H * 4) : 0;
-  L->records = at, at += round64((size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 0));
+  L->records = at, at += round64((size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 1));
   L->lse = at, at += round64((size_t)rows * 4);
+  L->entropy = at, at += round64((size_t)rows * 4);
   L->sum_a = at, at += d->ce.label_smoothing != 0.0 ? round64((size_t)rows * 4) : 0;
-  L->logits = L->entropy = L->gemm = at;
+  L->logits = L->gemm = at;
   L->steps = at, at += round64(xent_lce_workspace_bytes(1, V, 4));
   xent_ce_desc c = chunk_desc(d, rows);
   c.classes = slice;
@@ -762,10 +766,13 @@ static xent_status on_chip(const run_ctx* r) {
   a.step = XENT_LCE_CHIP_STATS;
   a.records = r->ws + L->records;
   a.slice = L->tile;
+  a.wide = r->vocab.token_stats;
   xent_status s = step(r, &a);
   if (s != XENT_OK) return s;
   tile_call tc;
   tile_setup(r, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
+  /* dentropy's term in pass 2 takes each row's entropy from the combine. */
+  if (t->dentropy && !t->entropy) tc.call.t.entropy = entropy_of(r);
   xent_ce_args c = tile_args(r, &tc);
   c.gathered = r->ws + L->records;
   c.shards = tc.shard.ranks;
@@ -795,6 +802,8 @@ static xent_status on_chip(const run_ctx* r) {
   a.lse = t->lse ? (const char*)t->lse : r->ws + L->lse;
   a.dloss = t->dloss;
   a.sum_a = smooth ? r->ws + L->sum_a : NULL;
+  a.dentropy = t->dentropy;
+  a.entropy = t->dentropy ? entropy_of(r) : NULL;
   a.ignore_invalid_labels = r->d->ce.invalid_labels == XENT_INVALID_LABELS_IGNORE;
   /* grad_hidden a chunk of rows at a time, over the whole vocabulary. */
   for (int64_t r0 = 0; r0 < N && s == XENT_OK && hidden_sum && !whole; r0 += L->chip_rows) {
@@ -825,19 +834,6 @@ static xent_status on_chip(const run_ctx* r) {
   return s;
 }
 
-/* The ON_CHIP plan's tensors: what it does not take yet, refused by name. */
-static xent_status chip_tensors(const char* fn, const xent_linear_ce_tensors* t) {
-  const char* set = t->entropy         ? "entropy"
-                    : t->label_logprob ? "label_logprob"
-                    : t->argmax        ? "argmax"
-                    : t->dentropy      ? "dentropy"
-                                       : NULL;
-  if (!set) return XENT_OK;
-  return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
-                   "%s: tensors->%s is set, which desc->plan XENT_LINEAR_CE_PLAN_ON_CHIP does not take (xent.h)", fn,
-                   set);
-}
-
 /* grad_weight (or main_grad) and grad_bias when there are no rows (nothing to add). */
 static xent_status zero_outputs(const run_ctx* r) {
   const xent_linear_ce_tensors* t = r->t;
@@ -864,7 +860,6 @@ xent_status xent_linear_ce_op(const char* fn, xent_handle* h, const xent_linear_
                      L.total);
   if (((uintptr_t)workspace & 63) != 0)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: workspace must be 64-byte aligned", fn);
-  if (L.kind == XENT_LINEAR_CE_PLAN_ON_CHIP && (s = chip_tensors(fn, t)) != XENT_OK) return s;
   /* The option axes the tensors decide: the class weights, and any
      per-token output (the chunks' fused kernel computes them). */
   const int stats = t->entropy || t->label_logprob || t->argmax || t->dentropy;
