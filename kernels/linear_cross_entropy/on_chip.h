@@ -13,11 +13,11 @@
 // weights, a bias (whose gradient is G's column sums) and the per-token
 // outputs (pass 1's wide records; dentropy's term in G); the
 // steps of steps.h launch both for the ON_CHIP plan of
-// runtime/ops/linear_ce.c. The logits' stages are cp.async copies into two buffers, the next in flight while
-// the tensor cores multiply this one; one warpgroup a block, nothing
-// overlapping the products' waits: the structure and its arithmetic,
-// tested, before bulk tensor copies, two consumer warpgroups and the
-// generated variants.
+// runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
+// buffers, three in flight while the tensor cores multiply the fourth, and
+// pass 2's operands into two; one warpgroup a block, nothing overlapping
+// the products' waits: the structure and its arithmetic, tested, before
+// bulk tensor copies and two consumer warpgroups.
 #pragma once
 
 #include "device/reduce.h"
@@ -31,14 +31,19 @@ enum {
   XENT_LCE_CHIP_CLASSES = 128,  // a tile's classes: wgmma's N
   XENT_LCE_CHIP_K = 64,         // hidden's columns a stage: a 128-byte swizzled line
   XENT_LCE_CHIP_THREADS = 128,
-  // Shared memory: two buffers (one loads while the other is multiplied),
-  // each a stage of K columns of the rows and of the classes; pass 2
-  // stages its products' operands in the first and keeps G in the second.
+  // Shared memory: four buffers, each a stage of K columns of the rows and
+  // of the classes, three loading while the tensor cores multiply the
+  // fourth (a stage's four products, about 250 cycles, cover a third of a
+  // load's latency from memory). Pass 2 then keeps G in the first and
+  // stages its products' operands in the second and third, one loading
+  // while the other is multiplied. 96 KiB: two blocks an SM, as the
+  // registers allow (the launch raises the kernels' limit past 48 KiB).
+  XENT_LCE_CHIP_STAGES = 4,
   XENT_LCE_CHIP_STAGE_ROWS = 0,
   XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_ROWS * XENT_LCE_CHIP_K * 2,
   XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
-  XENT_LCE_CHIP_G = XENT_LCE_CHIP_BUFFER,
-  XENT_LCE_CHIP_SMEM = 2 * XENT_LCE_CHIP_BUFFER,
+  XENT_LCE_CHIP_G = 0,
+  XENT_LCE_CHIP_SMEM = XENT_LCE_CHIP_STAGES * XENT_LCE_CHIP_BUFFER,
 };
 
 // The layouts, all 128-byte swizzled (lines of 64 elements, 8-line atoms of
@@ -157,12 +162,17 @@ XENT_DEVICE bool xent_lce_chip_vec(const uint16_t* hidden, const uint16_t* weigh
 }
 
 // Stage n of the logits' product (hidden columns [64 n, 64 n + 64) of the
-// rows and of the classes) into buffer n % 2, one commit group.
+// rows and of the classes) into buffer n % XENT_LCE_CHIP_STAGES, one commit
+// group (an empty one past the last stage, so that every step waits alike).
 template <typename Smem>
 XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem smem, const uint16_t* hidden,
                                      const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t cb,
                                      int64_t width, int64_t n) {
-  const uint32_t buf = (uint32_t)(n % 2) * XENT_LCE_CHIP_BUFFER;
+  if (n * XENT_LCE_CHIP_K >= H) {
+    xent_async_commit(copies);
+    return;
+  }
+  const uint32_t buf = (uint32_t)(n % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
   xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS,
                       xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_ROWS, live, H,
                       n * XENT_LCE_CHIP_K);
@@ -174,9 +184,9 @@ XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem s
 
 // The 64 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
 // width) into acc: K-major stages of 64 hidden columns, four products each,
-// the next stage's copies in flight while the tensor cores work on this
-// one's. The caller's earlier readers of both buffers are past a barrier;
-// every thread is past its products when it returns (a barrier).
+// the next three stages' copies in flight while the tensor cores work on
+// this one's. The caller's earlier readers of the buffers are past a
+// barrier; every thread is past its products when it returns (a barrier).
 template <typename Smem>
 XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const uint16_t* weight, int64_t H, int64_t r0,
                                       int64_t live, int64_t cb, int64_t width,
@@ -185,20 +195,17 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
                        lb = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false);
   const bool vec = xent_lce_chip_vec(hidden, weight, H);
   const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
+  constexpr int kAhead = XENT_LCE_CHIP_STAGES - 1;
   xent_async_copies copies;
-  xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, 0);
+  for (int64_t n = 0; n < kAhead; ++n) xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, n);
   for (int64_t s = 0; s < stages; ++s) {
-    // Stage s + 1 into the other buffer, whose products (stage s - 1's)
-    // every thread is past; then stage s landed.
-    if (s + 1 < stages) {
-      xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + 1);
-      xent_async_wait<1>(copies);
-    } else {
-      xent_async_wait<0>(copies);
-    }
+    // Stage s + 3 into stage s - 1's buffer, whose products every thread is
+    // past; then stage s landed (three groups, some empty, are newer).
+    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + kAhead);
+    xent_async_wait<kAhead>(copies);
     xent_wg_publish_smem();
     __syncthreads();
-    const uint32_t buf = (uint32_t)(s % 2) * XENT_LCE_CHIP_BUFFER;
+    const uint32_t buf = (uint32_t)(s % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
     xent_wg_fence();
     for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
       xent_wg_mma(acc, xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 32u * j, la),
@@ -501,18 +508,29 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   xent_async_copies copies;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
-  for (int64_t h0 = 0; h0 < H && (a.grad_hidden || a.grad_weight); h0 += XENT_LCE_CHIP_K) {
-    // Every product of the last columns waited for: the first buffer is
-    // free (G, in the second, stays).
-    __syncthreads();
-    xent_lce_chip_stage(copies, vec, smem, XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H, XENT_LCE_CHIP_ROWS, live, H,
-                        h0);
-    xent_lce_chip_stage(copies, vec, smem, XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H, XENT_LCE_CHIP_CLASSES,
-                        width, H, h0);
+  // The operands of hidden's columns [h0, h0 + 64) into buffer 1 + (h0 /
+  // 64) % 2, one commit group (G, in buffer 0, stays).
+  const auto issue = [&](int64_t h0) {
+    const uint32_t buf = (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER;
+    if (h0 < H) {
+      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
+                          XENT_LCE_CHIP_ROWS, live, H, h0);
+      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H,
+                          XENT_LCE_CHIP_CLASSES, width, H, h0);
+    }
     xent_async_commit(copies);
-    xent_async_wait<0>(copies);
+  };
+  const bool products = a.grad_hidden || a.grad_weight;
+  if (products) issue(0);
+  for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
+    // Every product of the last columns waited for: their buffer takes the
+    // next columns, loading while these are multiplied; then these landed.
+    __syncthreads();
+    issue(h0 + XENT_LCE_CHIP_K);
+    xent_async_wait<1>(copies);
     xent_wg_publish_smem();
     __syncthreads();
+    const uint32_t buf = (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER;
     // grad_hidden[rows, h0 + 64) += G @ W: k over the tile's classes, 16 a
     // step (32 bytes along G's line, a block of 64 on; two lines of W's).
     if (a.grad_hidden) {
@@ -520,7 +538,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
         xent_wg_mma<false, true>(acc,
                                  xent_wg_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-                                 xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
+                                 xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
       XENT_UNROLL
@@ -535,7 +553,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       xent_wg_fence();
       for (int j = 0; j < XENT_LCE_CHIP_ROWS / 16; ++j)
         xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + half * g_mn.leading + 2048u * j, g_mn),
-                                xent_wg_operand_at(smem, XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
+                                xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
       XENT_UNROLL

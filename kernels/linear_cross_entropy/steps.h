@@ -232,6 +232,16 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_finish(
   }
 }
 
+#if defined(XENT_TARGET_CUDA)
+// Whether the device lets `kernel` have XENT_LCE_CHIP_SMEM of dynamic shared
+// memory: past 48 KiB once its limit is raised, once per kernel and device
+// (launch.h's xent_kernel_prepare; `known` the launch site's).
+template <typename K>
+static bool xent_lce_chip_ready(K* kernel, const char* name, int64_t (&known)[XENT_MAX_DEVICES]) {
+  return xent_kernel_prepare(kernel, name, known).max_dynamic >= XENT_LCE_CHIP_SMEM;
+}
+#endif
+
 // CHIP_STATS and CHIP_GRADS (on_chip.h's kernels): one chunk of every row
 // (the steps' workspace for one chunk); pass 2's scale is BEGIN's dloss
 // (reduced) or the rows' own (none).
@@ -240,6 +250,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
 #if defined(XENT_TARGET_CUDA)
   if constexpr (xent_lce_on_chip<V>) {
     typedef typename V::L L;
+    static int64_t known[3][XENT_MAX_DEVICES];  // the kernels' limits, as xent_lce_chip_ready found them
     const dim3 block(XENT_LCE_CHIP_THREADS);
     const xent_lce_chip_logit logit = {(float)a.softcap, (float)(1.0 / a.temperature)};
     if (a.step == XENT_LCE_CHIP_STATS) {
@@ -260,10 +271,15 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
       const int64_t blocks = (a.rows + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
       const dim3 grid((unsigned)blocks, (unsigned)slices);
-      if (blocks > 0 && slices > 0 && a.wide)
+      if (blocks > 0 && slices > 0 && a.wide) {
+        if (!xent_lce_chip_ready(xent_lce_chip_stats<L, true>, "xent_lce_chip_stats", known[1]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_stats");
         XENT_LAUNCH((xent_lce_chip_stats<L, true>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
-      else if (blocks > 0 && slices > 0)
+      } else if (blocks > 0 && slices > 0) {
+        if (!xent_lce_chip_ready(xent_lce_chip_stats<L, false>, "xent_lce_chip_stats", known[0]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_stats");
         XENT_LAUNCH((xent_lce_chip_stats<L, false>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+      }
     } else {
       const bool rows_own = V::kReduction == XENT_REDUCE_NONE;
       const int kind = !rows_own ? XENT_LCE_CHIP_DLOSS_SCALAR
@@ -300,6 +316,8 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (const float*)a.entropy};
       const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
+      if (blocks > 0 && tiles > 0 && !xent_lce_chip_ready(xent_lce_chip_grads<L>, "xent_lce_chip_grads", known[2]))
+        return XENT_REFUSED_SHAPE("xent_lce_chip_grads");
       if (blocks > 0 && tiles > 0)
         XENT_LAUNCH(xent_lce_chip_grads<L>, dim3((unsigned)blocks, (unsigned)tiles), block, XENT_LCE_CHIP_SMEM,
                     stream, c);
