@@ -463,9 +463,9 @@ typedef struct xent_linear_ce_desc {
      the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
      emulated CUDA rendering; bf16 hidden and weight, hard labels (class
      weights, ignore_index, label smoothing, z-loss, the soft cap, the
-     temperature, the call's or each row's, token weights, a bias and the
-     per-token outputs with dentropy too), no vocabulary split (refused by
-     name). */
+     temperature, the call's or each row's, token weights, a bias, the
+     per-token outputs with dentropy, and the vocabulary split over ranks
+     (each rank's records all-gathered, as the tiled plans') too). */
 typedef enum xent_linear_ce_plan_kind {
   XENT_LINEAR_CE_PLAN_AUTO = 0,
   XENT_LINEAR_CE_PLAN_ONE_PASS = 1,

@@ -50,7 +50,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   xent_lce_chip_args<int64_t> a = {};
   a.hidden = hidden, a.weight = weight, a.labels = labels, a.records = records;
   a.logit = {0.0f, 1.0f};
-  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.slice = slice, a.ignore_index = IGNORE;
+  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.slice = slice, a.ignore_index = IGNORE, a.global_classes = V;
   if (raise_smem(xent_lce_chip_stats<int64_t, false>, "xent_lce_chip_stats")) return 1;
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
@@ -80,7 +80,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   a.logit = {0.0f, 1.0f};
   a.dloss = &scale, a.dloss_kind = XENT_LCE_CHIP_DLOSS_SCALAR;
   a.grad_hidden = grad_hidden, a.grad_weight = grad_weight;
-  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.ignore_index = IGNORE;
+  a.rows = ROWS, a.hidden_size = H, a.classes = V, a.ignore_index = IGNORE, a.global_classes = V;
   a.row0 = 0, a.row_end = ROWS, a.class0 = 0, a.class_end = V;
   a.ignore_invalid = true;
   if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;

@@ -761,11 +761,28 @@ class LinearCrossEntropy(unittest.TestCase):
         over ranks is the unsplit gradient. Under a temperature, with the
         per-token outputs of the whole vocabulary (the same bits on every
         rank) and dentropy's term in every gradient."""
-        N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
         # The last two: the tiled plans, tiles of 4 classes within each
         # rank's slice.
-        for dtype, reduction, tile, plan in ((F32, MEAN, 0, 0), (F64, NONE, 0, 0), (BF16, SUM, 0, 0),
-                                             (BF16, MEAN, 4, PLAN_TILED_HIDDEN_SUM), (BF16, NONE, 4, PLAN_TILED)):
+        self.vocabulary_parallel(((F32, MEAN, 0, 0), (F64, NONE, 0, 0), (BF16, SUM, 0, 0),
+                                  (BF16, MEAN, 4, PLAN_TILED_HIDDEN_SUM), (BF16, NONE, 4, PLAN_TILED)))
+
+    def test_on_chip_vocabulary_parallel(self):
+        """The ON_CHIP plan over 3 ranks, as test_vocabulary_parallel: each
+        rank's records of its classes gathered, its slice of the gradients,
+        the per-token outputs of the whole vocabulary."""
+        if not self.CHIP_HERE:
+            self.skipTest("the ON_CHIP plan is the CUDA rendering's (test_on_chip_refusals)")
+        self.vocabulary_parallel(((BF16, MEAN, 0, PLAN_ON_CHIP), (BF16, NONE, 0, PLAN_ON_CHIP)), self.CHIP_RENDER)
+        # Class weights of the whole vocabulary, as the labels are, from 0.1
+        # to 4.1, and a smoothing large enough for eps / C w[c] to show.
+        self.vocabulary_parallel(((BF16, SUM, 0, PLAN_ON_CHIP),), self.CHIP_RENDER, weighted=True, eps=0.6)
+
+    def vocabulary_parallel(self, cases, render=None, weighted=False, eps=0.1):
+        """test_vocabulary_parallel's call of each (dtype, reduction, tile,
+        plan) case on the handles `render` makes; weighted: class weights;
+        eps: the label smoothing."""
+        N, H, V, cuts = 7, 8, 30, (0, 9, 20, 30)
+        for dtype, reduction, tile, plan in cases:
             torch.manual_seed(3)
             tt = TORCH[dtype]
             hid = torch.randn(N, H, dtype=torch.float64).to(tt)
@@ -775,6 +792,7 @@ class LinearCrossEntropy(unittest.TestCase):
             y[2] = -100
             acc = torch.float64 if dtype == F64 else torch.float32
             dent = (torch.rand(N, dtype=torch.float64) - 0.3).to(acc)
+            cw = (torch.rand(V, dtype=torch.float64) * 4 + 0.1).to(acc) if weighted else None
             ranks = len(cuts) - 1
             parts, out = [None] * ranks, [None] * ranks
             barrier = threading.Barrier(ranks, timeout=20 if GPU else 120)  # (the GPU step's limit is 30 s)
@@ -806,7 +824,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 d.chunk_rows = 3
                 d.chunk_classes = tile
                 d.plan = plan
-                d.ce.label_smoothing = 0.1
+                d.ce.label_smoothing = eps
                 d.ce.temperature = 0.8
                 d.ce.vocab_shard = ctypes.pointer(shard)
                 outs = [on(x) for x in (torch.zeros(N if reduction == NONE else 1, dtype=tt),
@@ -815,11 +833,12 @@ class LinearCrossEntropy(unittest.TestCase):
                                         torch.full((N,), float("nan"), dtype=acc),
                                         torch.full((N,), -7, dtype=torch.int64))]
                 loss, gh, gw, gb, ent, lp, am = outs
-                ins = [on(x) for x in (hid, y, dent)]
+                ins = [on(x) for x in (hid, y, dent, cw)]
                 t = LinearTensors(hidden=ptr(ins[0]), weight=ptr(w_k), bias=ptr(b_k), labels=ptr(ins[1]),
                                   loss=ptr(loss), grad_hidden=ptr(gh), grad_weight=ptr(gw), grad_bias=ptr(gb),
-                                  entropy=ptr(ent), label_logprob=ptr(lp), argmax=ptr(am), dentropy=ptr(ins[2]))
-                h = handle()
+                                  entropy=ptr(ent), label_logprob=ptr(lp), argmax=ptr(am), dentropy=ptr(ins[2]),
+                                  weights=ptr(ins[3]))
+                h = handle(render)
                 try:
                     s, msg, _ = run(h, d, t, keep=spaces[k])
                 finally:
@@ -832,7 +851,7 @@ class LinearCrossEntropy(unittest.TestCase):
                 th.start()
             for th in threads:
                 th.join()
-            want_loss, _, grads, (want_ent, want_lp, z) = oracle(hid, w, b, y, REDUCTION[reduction], smoothing=0.1,
+            want_loss, _, grads, (want_ent, want_lp, z) = oracle(hid, w, b, y, REDUCTION[reduction], cw, smoothing=eps,
                                                                  tau=0.8, dentropy=dent)
             what = f"{TORCH[dtype]} {REDUCTION[reduction]} vocabulary-parallel, tiles of {tile}, plan {plan}"
             for k, (s, msg, loss, gh, gw, gb, _, ent, lp, am) in enumerate(out):

@@ -10,8 +10,9 @@
 // grad_hidden and by hidden's rows into grad_weight, both f32 sums.
 // bf16 and hard labels, with ignore_index, class weights, label smoothing,
 // z-loss, the soft cap, the temperature (the call's or each row's), token
-// weights, a bias (whose gradient is G's column sums) and the per-token
-// outputs (pass 1's wide records; dentropy's term in G); the
+// weights, a bias (whose gradient is G's column sums), the per-token
+// outputs (pass 1's wide records; dentropy's term in G) and a vocabulary
+// split over ranks (weight's rows a rank's classes); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
 // buffers, three in flight while the tensor cores multiply the fourth, and
@@ -101,6 +102,9 @@ struct xent_lce_chip_args {
   int64_t rows, hidden_size, classes, slice, ignore_index;  // slice: classes a slice (the grid's y)
   float smoothing;  // eps: a = (1 - eps) w[y] + eps / C sum_c w[c] over the slice, b likewise
   const float* row_temperature;  // [rows] each row's tau, or NULL (logit's)
+  // Vocabulary-parallel: weight's rows are classes [class_offset, +classes)
+  // of global_classes, which the labels, class weights and eps / C are of.
+  int64_t class_offset, global_classes;
 };
 
 // A lane's argmax over its columns, as an offset in the slice (int32: the
@@ -269,7 +273,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         float unused;
         const float z = xent_lce_chip_z(logit[h], xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
         x[j] = col < width ? z : -INFINITY;
-        if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
+        if (cb + col == label[h] - a.class_offset && col < width) zy[h] = z, here[h] = true;
       }
       const float before = m[h];
       if constexpr (Wide) {
@@ -294,7 +298,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
           const int col = xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
           if (col >= width) continue;
-          const float w = xent_lce_chip_w(a.weights, cb + col);
+          const float w = xent_lce_chip_w(a.weights, a.class_offset + cb + col);
           tw += w, twz += w * (x[j] - m[h]);
         }
         if (sw[h] != 0.0f) swz[h] += sw[h] * (before - m[h]);
@@ -328,18 +332,18 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     if constexpr (Wide) {
       T = xent_entropy_share(own, own_s, te[h], m[h]);
       for (int offset = 1; offset < 4; offset *= 2) T += xent_shfl_xor(T, offset);
-      if (bi[h] != XENT_LCE_CHIP_NO_INDEX && own == m[h]) cand = c0 + bi[h];
-      if (bn[h] != XENT_LCE_CHIP_NO_INDEX) nan_at = c0 + bn[h];
+      if (bi[h] != XENT_LCE_CHIP_NO_INDEX && own == m[h]) cand = a.class_offset + c0 + bi[h];
+      if (bn[h] != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + bn[h];
       xent_lanes_min2(cand, nan_at, 4);
     }
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
-    const bool labelled = label[h] != a.ignore_index && label[h] >= 0 && label[h] < a.classes;
+    const bool labelled = label[h] != a.ignore_index && label[h] >= 0 && label[h] < a.global_classes;
     const bool counted = in > 0.0f && labelled;
     const float w = counted ? xent_lce_chip_w(a.weights, label[h]) : 0.0f;
     float ra = w, rb = counted ? w * (z - ref) : 0.0f;
     if (smooth && labelled) {
-      const float e = a.smoothing, ec = e / (float)a.classes;
+      const float e = a.smoothing, ec = e / (float)a.global_classes;
       ra = (1.0f - e) * ra + ec * tw;
       rb = (1.0f - e) * rb + ec * twz;
     }
@@ -396,6 +400,7 @@ struct xent_lce_chip_grad_args {
   const float* token_weight;     // [rows] each row's u (0: as ignored), or NULL (1)
   const float* dentropy;         // [rows] the entropy's upstream gradient, or NULL: G -= dent p (H + z - lse)
   const float* entropy;          // dentropy: [rows] each row's H, from the combine
+  int64_t class_offset, global_classes;  // vocabulary-parallel, as xent_lce_chip_args's
 };
 
 template <typename L>
@@ -451,16 +456,16 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       float lse, coef, at_label, scale, dent, H;
       bool counted, nan, live;
     } rw[2];
-    const float e = a.smoothing, ec = e / (float)a.classes;
+    const float e = a.smoothing, ec = e / (float)a.global_classes;
     XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int r = xent_wg_row(t, 2 * h);
       const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
-      const bool in_range = label >= 0 && label < a.classes;
+      const bool in_range = label >= 0 && label < a.global_classes;
       const bool ignored = r >= live || label == a.ignore_index || (a.ignore_invalid && !in_range);
       const float u = r < live && a.token_weight ? a.token_weight[row] : 1.0f;
       rw[h].logit = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
-      rw[h].label = label;
+      rw[h].label = label - a.class_offset;  // in the slice's classes
       rw[h].counted = !ignored && u != 0.0f;
       rw[h].nan = rw[h].counted && !in_range;
       rw[h].dent = !ignored && a.dentropy ? a.dentropy[row] : 0.0f;
@@ -483,7 +488,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
         float dzdx;
         const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
         const float lp = xent_lce_chip_z(rw[h].logit, x, dzdx) - rw[h].lse, p = xent_exp(lp);
-        const float off = e != 0.0f ? ec * xent_lce_chip_w(a.weights, cb + col) : 0.0f;
+        const float off = e != 0.0f ? ec * xent_lce_chip_w(a.weights, a.class_offset + cb + col) : 0.0f;
         const float d = rw[h].scale * (rw[h].coef * p - (cb + col == rw[h].label ? rw[h].at_label : 0.0f) - off);
         g = (d - rw[h].dent * p * (rw[h].H + lp)) * dzdx;
       }

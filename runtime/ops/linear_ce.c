@@ -194,7 +194,6 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
   const xent_ce_desc* c = &d->ce;
   const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
                     : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
-                    : c->vocab_shard                ? "desc->ce.vocab_shard NULL"
                     : c->classes >= INT32_MAX       ? "desc->ce.classes below 2^31 - 1"
                                                     : NULL;
   if (why)
@@ -212,9 +211,9 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
 
 /* ON_CHIP's regions: grad_hidden's f32 sum n rows at a time (n = rows:
    every row's, beside grad_weight's of w classes), pass 1's records over
-   slices sized to fill the device (wide: the plan does not know whether a
-   call asks for per-token outputs), the rows' lse and entropy (dentropy
-   without entropy). */
+   slices sized to fill the device, every rank's (wide: the plan does not
+   know whether a call asks for per-token outputs), the rows' lse and
+   entropy (dentropy without entropy). */
 static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
                         xent_linear_ce_plan* L) {
   const int64_t N = d->ce.rows, V = d->ce.classes, H = d->hidden, rows = N > 0 ? N : 1;
@@ -235,7 +234,8 @@ static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int6
   size_t at = 0;
   L->weight_acc = at, at += round64((size_t)(weight_rows > hidden_rows ? weight_rows : hidden_rows) * H * 4);
   L->hidden_acc = at, at += sums && whole ? round64((size_t)rows * (size_t)H * 4) : 0;
-  L->records = at, at += round64((size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 1));
+  L->records = at,
+  at += round64((size_t)ranks_of(d) * (size_t)L->tiles * (size_t)rows * xent_shard_record_bytes(4, 1));
   L->lse = at, at += round64((size_t)rows * 4);
   L->entropy = at, at += round64((size_t)rows * 4);
   L->sum_a = at, at += d->ce.label_smoothing != 0.0 ? round64((size_t)rows * 4) : 0;
@@ -738,8 +738,9 @@ static xent_status tiled(const run_ctx* r) {
 }
 
 /* The ON_CHIP plan (xent.h; kernels/linear_cross_entropy/on_chip.h): pass
-   1's records of every row over the plan's slices of the vocabulary, the
-   combine (the loss, the lse), then pass 2's launches: where grad_hidden's
+   1's records of every row over the plan's slices of the vocabulary (of
+   this rank's classes, then every rank's: all_gather), the combine (the
+   loss, the lse), then pass 2's launches: where grad_hidden's
    f32 sum holds every row, tiles of chip_classes classes, each making both
    products; else a sweep of chip_rows rows at a time (G @ W) and one of
    chip_classes classes (G^T @ hidden, and grad_bias's column sums of G).
@@ -763,12 +764,22 @@ static xent_status on_chip(const run_ctx* r) {
   a.hidden_data = t->hidden;
   a.weight_data = t->weight;
   a.hidden = H;
+  const xent_vocab_shard* user = r->d->ce.vocab_shard;
+  const size_t bytes = (size_t)L->tiles * record_bytes(r, N);  /* a rank's records */
+  a.class_offset = user ? user->class_offset : 0;
   a.step = XENT_LCE_CHIP_STATS;
-  a.records = r->ws + L->records;
+  a.records = r->ws + L->records + (user ? (size_t)user->rank * bytes : 0);
   a.slice = L->tile;
   a.wide = r->vocab.token_stats;
   xent_status s = step(r, &a);
   if (s != XENT_OK) return s;
+  if (user && user->ranks > 1) {
+    const int rc = user->all_gather(user->ctx, a.records, r->ws + L->records, bytes, r->stream);
+    if (rc != 0)
+      return xent_fail(XENT_ERROR_COLLECTIVE,
+                       "%s: desc->ce.vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes per rank)", r->fn,
+                       rc, user->rank, user->ranks, bytes);
+  }
   tile_call tc;
   tile_setup(r, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
   /* dentropy's term in pass 2 takes each row's entropy from the combine. */
