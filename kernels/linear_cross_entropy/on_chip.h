@@ -250,9 +250,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   bool here[2];
   xent_lce_chip_logit logit[2];
   const bool smooth = a.smoothing != 0.0f;
+  const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
   for (int h = 0; h < 2; ++h) {
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
-    label[h] = row < a.rows ? (int64_t)a.labels[row] : a.ignore_index;
+    label[h] = (row < a.rows ? (int64_t)a.labels[row] : a.ignore_index) - a.class_offset;  // in the slice's classes
     logit[h] = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
     m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false, sw[h] = 0.0f, swz[h] = 0.0f;
     te[h] = 0.0f, bi[h] = bn[h] = XENT_LCE_CHIP_NO_INDEX;
@@ -273,7 +274,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         float unused;
         const float z = xent_lce_chip_z(logit[h], xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
         x[j] = col < width ? z : -INFINITY;
-        if (cb + col == label[h] - a.class_offset && col < width) zy[h] = z, here[h] = true;
+        if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
       }
       const float before = m[h];
       if constexpr (Wide) {
@@ -298,7 +299,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
           const int col = xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
           if (col >= width) continue;
-          const float w = xent_lce_chip_w(a.weights, a.class_offset + cb + col);
+          const float w = xent_lce_chip_w(slice_weights, cb + col);
           tw += w, twz += w * (x[j] - m[h]);
         }
         if (sw[h] != 0.0f) swz[h] += sw[h] * (before - m[h]);
@@ -338,9 +339,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     }
     const int64_t row = r0 + xent_wg_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
-    const bool labelled = label[h] != a.ignore_index && label[h] >= 0 && label[h] < a.global_classes;
+    const int64_t y = label[h] + a.class_offset;
+    const bool labelled = y != a.ignore_index && y >= 0 && y < a.global_classes;
     const bool counted = in > 0.0f && labelled;
-    const float w = counted ? xent_lce_chip_w(a.weights, label[h]) : 0.0f;
+    const float w = counted ? xent_lce_chip_w(a.weights, y) : 0.0f;
     float ra = w, rb = counted ? w * (z - ref) : 0.0f;
     if (smooth && labelled) {
       const float e = a.smoothing, ec = e / (float)a.global_classes;
@@ -457,6 +459,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       bool counted, nan, live;
     } rw[2];
     const float e = a.smoothing, ec = e / (float)a.global_classes;
+    const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
     XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int r = xent_wg_row(t, 2 * h);
@@ -488,7 +491,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
         float dzdx;
         const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
         const float lp = xent_lce_chip_z(rw[h].logit, x, dzdx) - rw[h].lse, p = xent_exp(lp);
-        const float off = e != 0.0f ? ec * xent_lce_chip_w(a.weights, a.class_offset + cb + col) : 0.0f;
+        const float off = e != 0.0f ? ec * xent_lce_chip_w(slice_weights, cb + col) : 0.0f;
         const float d = rw[h].scale * (rw[h].coef * p - (cb + col == rw[h].label ? rw[h].at_label : 0.0f) - off);
         g = (d - rw[h].dent * p * (rw[h].H + lp)) * dzdx;
       }
