@@ -777,6 +777,31 @@ class LinearCrossEntropy(unittest.TestCase):
         # to 4.1, and a smoothing large enough for eps / C w[c] to show.
         self.vocabulary_parallel(((BF16, SUM, 0, PLAN_ON_CHIP),), self.CHIP_RENDER, weighted=True, eps=0.6)
 
+    def test_on_chip_failed_gather(self):
+        """An all-gather that fails is the call's XENT_ERROR_COLLECTIVE, named
+        with the rank, in the tiled plans and ON_CHIP (whose first pass
+        gathers its records as they do)."""
+        N, H, V = 5, 8, 12
+        x, w = on(torch.randn(N, H).to(torch.bfloat16)), on(torch.randn(V, H).to(torch.bfloat16))
+        y, loss = on(torch.randint(0, 2 * V, (N,))), on(torch.zeros(1, dtype=torch.bfloat16))
+        fn = ALL_GATHER(lambda ctx, send, recv, nbytes, stream: 7)
+        plans = [PLAN_TILED] + ([PLAN_ON_CHIP] if self.CHIP_HERE else [])
+        for plan in plans:
+            with self.subTest(plan=plan):
+                shard = VocabShard(V, 2 * V, 1, 2, fn, None)
+                d = LinearDesc()
+                LIB.xent_linear_ce_desc_init(ctypes.byref(d), N, H, V, BF16, I64, MEAN)
+                d.plan, d.chunk_classes = plan, 4 if plan == PLAN_TILED else 0
+                d.ce.vocab_shard = ctypes.pointer(shard)
+                t = LinearTensors(hidden=ptr(x), weight=ptr(w), labels=ptr(y), loss=ptr(loss))
+                h = handle(self.CHIP_RENDER if plan == PLAN_ON_CHIP else None)
+                try:
+                    s, msg, _ = run(h, d, t)
+                finally:
+                    LIB.xent_destroy(h)
+                self.assertEqual(s, 9, msg)  # XENT_ERROR_COLLECTIVE
+                self.assertIn("all_gather returned 7 (rank 1 of 2", msg)
+
     def vocabulary_parallel(self, cases, render=None, weighted=False, eps=0.1):
         """test_vocabulary_parallel's call of each (dtype, reduction, tile,
         plan) case on the handles `render` makes; weighted: class weights;

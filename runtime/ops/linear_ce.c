@@ -577,6 +577,18 @@ static xent_status row_records(const run_ctx* r, int64_t k) {
   return step(r, &a);
 }
 
+/* Every rank's records beside this rank's `bytes` of them, which lie at
+   its place in `records` (vocabulary-parallel; nothing for one rank). */
+static xent_status gather_records(const run_ctx* r, char* records, size_t bytes) {
+  const xent_vocab_shard* user = r->d->ce.vocab_shard;
+  if (!user || user->ranks <= 1) return XENT_OK;
+  const int rc = user->all_gather(user->ctx, records + (size_t)user->rank * bytes, records, bytes, r->stream);
+  if (rc == 0) return XENT_OK;
+  return xent_fail(XENT_ERROR_COLLECTIVE,
+                   "%s: desc->ce.vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes per rank)", r->fn, rc,
+                   user->rank, user->ranks, bytes);
+}
+
 /* Sweep 1 for chunk k: each tile's records; every rank's (all_gather); the
    combine: the chunk's loss (or sum), lse and per-token outputs. */
 static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
@@ -594,15 +606,7 @@ static xent_status tiled_statistics(const run_ctx* r, int64_t k) {
     a.loss = a.lse_out = NULL;
     if ((s = xent_backend_launch(r->h, r->vocab.forward, &a)) != XENT_OK) return s;
   }
-  const xent_vocab_shard* user = r->d->ce.vocab_shard;
-  if (user && user->ranks > 1) {
-    const size_t bytes = (size_t)L->tiles * slice;
-    const int rc = user->all_gather(user->ctx, records + (size_t)user->rank * bytes, records, bytes, r->stream);
-    if (rc != 0)
-      return xent_fail(XENT_ERROR_COLLECTIVE,
-                       "%s: desc->ce.vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes per rank)", r->fn,
-                       rc, user->rank, user->ranks, bytes);
-  }
+  if ((s = gather_records(r, records, (size_t)L->tiles * slice)) != XENT_OK) return s;
   tile_setup(r, k, 0, XENT_OP_FORWARD_BACKWARD, &tc);
   /* Sweep 3's records need each row's entropy (row_records). */
   if (r->t->dentropy && !r->t->entropy)
@@ -772,14 +776,8 @@ static xent_status on_chip(const run_ctx* r) {
   a.slice = L->tile;
   a.wide = r->vocab.token_stats;
   xent_status s = step(r, &a);
+  if (s == XENT_OK) s = gather_records(r, r->ws + L->records, bytes);
   if (s != XENT_OK) return s;
-  if (user && user->ranks > 1) {
-    const int rc = user->all_gather(user->ctx, a.records, r->ws + L->records, bytes, r->stream);
-    if (rc != 0)
-      return xent_fail(XENT_ERROR_COLLECTIVE,
-                       "%s: desc->ce.vocab_shard->all_gather returned %d (rank %d of %d, %zu bytes per rank)", r->fn,
-                       rc, user->rank, user->ranks, bytes);
-  }
   tile_call tc;
   tile_setup(r, 0, 0, XENT_OP_FORWARD_BACKWARD, &tc);
   /* dentropy's term in pass 2 takes each row's entropy from the combine. */
