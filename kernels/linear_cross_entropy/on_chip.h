@@ -112,6 +112,11 @@ struct xent_lce_chip_args {
 // the lowest finite one.
 enum { XENT_LCE_CHIP_NO_INDEX = INT32_MAX };
 
+// Pass 1's j-th logit of a thread's row h (h = 0, 1): its accumulator
+// element, and that element's column (rising with j).
+XENT_DEVICE int xent_lce_chip_elem(int h, int j) { return 4 * (j / 2) + 2 * h + j % 2; }
+XENT_DEVICE int xent_lce_chip_col(int t, int h, int j) { return xent_wg_col(t, xent_lce_chip_elem(h, j)); }
+
 // Class col of the tile at class cb: its weight (1 without class weights).
 XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weights ? weights[c] : 1.0f; }
 
@@ -270,7 +275,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       float x[XENT_LCE_CHIP_CLASSES / 4];
       XENT_UNROLL
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
-        const int i = 4 * (j / 2) + 2 * h + j % 2, col = xent_wg_col(t, i);
+        const int i = xent_lce_chip_elem(h, j), col = xent_wg_col(t, i);
         float unused;
         const float z = xent_lce_chip_z(logit[h], xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
         x[j] = col < width ? z : -INFINITY;
@@ -283,12 +288,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         if (m[h] > before || bi[h] == XENT_LCE_CHIP_NO_INDEX) {
           XENT_UNROLL
           for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
-            if (x[j] == m[h]) bi[h] = at + xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+            if (x[j] == m[h]) bi[h] = at + xent_lce_chip_col(t, h, j);
         }
         if (s[h] != s[h] && bn[h] == XENT_LCE_CHIP_NO_INDEX) {
           XENT_UNROLL
           for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
-            if (x[j] != x[j]) bn[h] = at + xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+            if (x[j] != x[j]) bn[h] = at + xent_lce_chip_col(t, h, j);
         }
       } else {
         xent_online_add_n(m[h], s[h], x);
@@ -297,7 +302,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
         float tw = 0.0f, twz = 0.0f;
         XENT_UNROLL
         for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
-          const int col = xent_wg_col(t, 4 * (j / 2) + 2 * h + j % 2);
+          const int col = xent_lce_chip_col(t, h, j);
           if (col >= width) continue;
           const float w = xent_lce_chip_w(slice_weights, cb + col);
           tw += w, twz += w * (x[j] - m[h]);
@@ -456,7 +461,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       xent_lce_chip_logit logit;
       int64_t label;
       float lse, coef, at_label, scale, dent, H;
-      bool counted, nan, live;
+      bool nan, live;
     } rw[2];
     const float e = a.smoothing, ec = e / (float)a.global_classes;
     const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
@@ -469,13 +474,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       const float u = r < live && a.token_weight ? a.token_weight[row] : 1.0f;
       rw[h].logit = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
       rw[h].label = label - a.class_offset;  // in the slice's classes
-      rw[h].counted = !ignored && u != 0.0f;
-      rw[h].nan = rw[h].counted && !in_range;
+      const bool counted = !ignored && u != 0.0f;
+      rw[h].nan = counted && !in_range;
       rw[h].dent = !ignored && a.dentropy ? a.dentropy[row] : 0.0f;
-      rw[h].live = (rw[h].counted && in_range) || rw[h].dent != 0.0f;
+      rw[h].live = (counted && in_range) || rw[h].dent != 0.0f;
       rw[h].lse = rw[h].live ? a.lse[row] : 0.0f;
       rw[h].H = rw[h].dent != 0.0f ? a.entropy[row] : 0.0f;
-      const bool loss = rw[h].counted && in_range;  // the loss's term (else the entropy's alone)
+      const bool loss = counted && in_range;  // the loss's term (else the entropy's alone)
       rw[h].scale = loss ? u * xent_lce_chip_scale(a, row) : 0.0f;
       const float w = loss ? xent_lce_chip_w(a.weights, label) : 0.0f;
       rw[h].coef = (e != 0.0f && loss ? a.sum_a[row] : w) + 2.0f * a.z_loss * rw[h].lse;
@@ -516,10 +521,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   xent_async_copies copies;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
-  // The operands of hidden's columns [h0, h0 + 64) into buffer 1 + (h0 /
-  // 64) % 2, one commit group (G, in buffer 0, stays).
+  // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
+  // 2 (G, in buffer 0, stays); issued as one commit group.
+  const auto operands = [](int64_t h0) { return (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER; };
   const auto issue = [&](int64_t h0) {
-    const uint32_t buf = (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER;
+    const uint32_t buf = operands(h0);
     if (h0 < H) {
       xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
                           XENT_LCE_CHIP_ROWS, live, H, h0);
@@ -538,7 +544,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_async_wait<1>(copies);
     xent_wg_publish_smem();
     __syncthreads();
-    const uint32_t buf = (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER;
+    const uint32_t buf = operands(h0);
     // grad_hidden[rows, h0 + 64) += G @ W: k over the tile's classes, 16 a
     // step (32 bytes along G's line, a block of 64 on; two lines of W's).
     if (a.grad_hidden) {
