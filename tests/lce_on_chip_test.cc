@@ -4,8 +4,9 @@
 // the slice's logits and its label terms, and the row's lse and loss from
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
 // and grad_weight = G^T @ hidden for a mean's G. 100 rows (a partial
-// block), H = 200 and 76 (a partial stage of 64 columns; rows of whole
-// 16-byte chunks, copied asynchronously, or not), 300 classes as two slices
+// block), H = 200, 76 and 74 (a partial stage of 64 columns; rows of whole
+// 16-byte chunks, copied asynchronously, or not; the sums' rows of whole
+// 16-byte reductions, or not), 300 classes as two slices
 // (160 and 140: partial tiles) and as one; labels at both ends of the
 // vocabulary and of a slice, ignored rows, and rows of large logits (hidden
 // scaled by 64: most exps underflow).
@@ -24,7 +25,8 @@
 
 enum { ROWS = 100, H_MAX = 200, V = 300, IGNORE = -100 };
 // hidden's columns: 200 (16-byte rows: the stages copied asynchronously,
-// four of them, so each buffer is loaded twice) or 76 (element by
+// four of them, so each buffer is loaded twice), 76 (element by element;
+// pass 2's sums still added four floats at a time) or 74 (an atomic an
 // element), main's loop.
 static int H = H_MAX;
 
@@ -249,7 +251,7 @@ int main() {
   }
 #endif
   int failures = 0;
-  const int widths[] = {H_MAX, 76};
+  const int widths[] = {H_MAX, 76, 74};
   for (int h : widths) {
     H = h;
     failures += test();

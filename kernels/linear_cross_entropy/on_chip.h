@@ -410,6 +410,50 @@ struct xent_lce_chip_grad_args {
   int64_t class_offset, global_classes;  // vocabulary-parallel, as xent_lce_chip_args's
 };
 
+// Adds a warpgroup's 64 x 64 f32 product (acc) into an f32 sum, its
+// element (r, c) at sum[r * ld + c] for r < rows and c < cols: by
+// sm_90a's 16-byte reductions where `four` (ld a multiple of 4, sum 16-byte
+// aligned), four columns of a row each, a quarter of the atomics (pass 2's
+// likely bound); else an atomic an element. Lanes 2j and 2j + 1 hold
+// columns [0, 2) and [2, 4) of an 8-column group of the same two rows: each
+// trades a pair with its neighbour, the even lane keeping the upper row's
+// four, the odd the lower's. Every lane of the warpgroup calls it.
+XENT_DEVICE void xent_lce_chip_add(float* sum, int64_t ld, int rows, int cols, bool four,
+                                   const xent_wg_acc<XENT_LCE_CHIP_K>& acc) {
+  const int t = (int)threadIdx.x;
+  if (!four) {
+    XENT_UNROLL
+    for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
+      const int r = xent_wg_row(t, i), c = xent_wg_col(t, i);
+      if (r < rows && c < cols) atomicAdd(sum + r * ld + c, acc.d[i]);
+    }
+    return;
+  }
+  const bool odd = t % 2 != 0;
+  const int r = xent_wg_row(t, odd ? 2 : 0);
+  XENT_UNROLL
+  for (int j = 0; j < XENT_LCE_CHIP_K / 8; ++j) {
+    const float* d = acc.d + 4 * j;
+    const float n0 = xent_shfl_xor(odd ? d[0] : d[2], 1), n1 = xent_shfl_xor(odd ? d[1] : d[3], 1);
+    const int c = 8 * j + 4 * ((t % 4) / 2);
+    if (r >= rows || c >= cols) continue;
+    float* at = sum + r * ld + c;
+    const float v0 = odd ? n0 : d[0], v1 = odd ? n1 : d[1], v2 = odd ? d[2] : n0, v3 = odd ? d[3] : n1;
+#if defined(XENT_WG_SM90A)
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "l"(at), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+                 : "memory");
+#else
+#if defined(XENT_EMU)
+    if ((uintptr_t)at % 16 != 0)
+      xent_emu_fail("misaligned 16-byte reduction at %p (%s:%d)", (void*)at, __FILE__, __LINE__);
+#endif
+    atomicAdd(at, v0), atomicAdd(at + 1, v1), atomicAdd(at + 2, v2), atomicAdd(at + 3, v3);
+#endif
+  }
+}
+
 template <typename L>
 XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64_t row) {
   switch (a.dloss_kind) {
@@ -519,6 +563,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
                        lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
                        lh = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, true);
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
+  // The sums' 16-byte reductions: rows of a multiple of 4 floats from
+  // 16-byte aligned starts.
+  const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
   xent_async_copies copies;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
   // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
@@ -555,11 +602,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
                                  xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      XENT_UNROLL
-      for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
-        const int64_t row = r0 + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
-        if (row < r0 + live && h < H) atomicAdd(a.grad_hidden + (row - a.row0) * H + h, acc.d[i]);
-      }
+      xent_lce_chip_add(a.grad_hidden + (r0 - a.row0) * H + h0, H, (int)live,
+                        (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K), four, acc);
     }
     // grad_weight[classes, h0 + 64) += G^T @ hidden, 64 classes at a time:
     // k over the rows, 16 a step (two lines of G's and of hidden's).
@@ -570,11 +614,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
                                 xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      XENT_UNROLL
-      for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
-        const int64_t c = 64 * half + xent_wg_row(t, i), h = h0 + xent_wg_col(t, i);
-        if (c < width && h < H) atomicAdd(a.grad_weight + (cb - a.class0 + c) * H + h, acc.d[i]);
-      }
+      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * half) * H + h0, H, (int)width - 64 * half,
+                        (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K), four, acc);
     }
   }
 #endif
