@@ -4,7 +4,7 @@
 // the slice's logits and its label terms, and the row's lse and loss from
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
 // and grad_weight = G^T @ hidden for a mean's G. 100 rows (a partial
-// block), H = 200, 76 and 74 (a partial stage of 64 columns; rows of whole
+// block), H = 328, 76 and 74 (a partial stage of 64 columns; rows of whole
 // 16-byte chunks, copied asynchronously, or not; the sums' rows of whole
 // 16-byte reductions, or not), 300 classes as two slices
 // (160 and 140: partial tiles) and as one; labels at both ends of the
@@ -23,9 +23,10 @@
 #include "linear_cross_entropy/on_chip.h"
 #include "tensor_core_test.h"
 
-enum { ROWS = 100, H_MAX = 200, V = 300, IGNORE = -100 };
-// hidden's columns: 200 (16-byte rows: the stages copied asynchronously,
-// four of them, so each buffer is loaded twice), 76 (element by element;
+enum { ROWS = 100, H_MAX = 328, V = 300, IGNORE = -100 };
+// hidden's columns: 328 (16-byte rows: the stages copied asynchronously,
+// six of them, so that a tile refills two of its four buffers while the
+// products of the stage before are in flight), 76 (element by element;
 // pass 2's sums still added four floats at a time) or 74 (an atomic an
 // element), main's loop.
 static int H = H_MAX;

@@ -15,10 +15,11 @@
 // split over ranks (weight's rows a rank's classes); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
-// buffers, three in flight while the tensor cores multiply the fourth, and
-// pass 2's operands into two; one warpgroup a block, nothing overlapping
-// the products' waits: the structure and its arithmetic, tested, before
-// bulk tensor copies and two consumer warpgroups.
+// buffers, the next ones in flight while the tensor cores multiply one,
+// whose products stay in flight while the last one's buffer is refilled;
+// pass 2's operands go into two. One warpgroup a block: the structure and
+// its arithmetic, tested, before bulk tensor copies and two consumer
+// warpgroups.
 #pragma once
 
 #include "device/reduce.h"
@@ -193,9 +194,12 @@ XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem s
 
 // The 64 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
 // width) into acc: K-major stages of 64 hidden columns, four products each,
-// the next three stages' copies in flight while the tensor cores work on
-// this one's. The caller's earlier readers of the buffers are past a
-// barrier; every thread is past its products when it returns (a barrier).
+// the next stages' copies in flight while the tensor cores work on this
+// one's, and this one's products in flight while the last one's are waited
+// for and its buffer refilled (so the tensor cores need not idle through
+// the barriers and the copies' issue). The caller's earlier readers of the
+// buffers are past a barrier; every thread is past its products when it
+// returns (a barrier).
 template <typename Smem>
 XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const uint16_t* weight, int64_t H, int64_t r0,
                                       int64_t live, int64_t cb, int64_t width,
@@ -208,10 +212,8 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
   xent_async_copies copies;
   for (int64_t n = 0; n < kAhead; ++n) xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, n);
   for (int64_t s = 0; s < stages; ++s) {
-    // Stage s + 3 into stage s - 1's buffer, whose products every thread is
-    // past; then stage s landed (three groups, some empty, are newer).
-    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + kAhead);
-    xent_async_wait<kAhead>(copies);
+    // Stage s landed (two groups, some empty, are newer), for every thread.
+    xent_async_wait<kAhead - 1>(copies);
     xent_wg_publish_smem();
     __syncthreads();
     const uint32_t buf = (uint32_t)(s % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
@@ -220,9 +222,14 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
       xent_wg_mma(acc, xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 32u * j, la),
                   xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
     xent_wg_commit(acc);
-    xent_wg_wait<0>(acc);
+    // Stage s - 1's products done (stage s's run on), for every thread:
+    // its buffer takes stage s + 3.
+    xent_wg_wait<1>(acc);
     __syncthreads();
+    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + kAhead);
   }
+  xent_wg_wait<0>(acc);
+  __syncthreads();
 }
 
 // Grid (ceil(rows / 64), slices), blocks of 128 threads, XENT_LCE_CHIP_SMEM
