@@ -40,6 +40,10 @@ the default 64 MiB to the one-pass plan's: the memory-for-speed curve of
 docs/LINEAR_CE.md. Each is checked as the methods are, and they are timed
 interleaved with each other and the default.
 
+The package's step, with its default plan and with plan="on_chip", is
+also profiled once (torch.profiler): each kernel's device time by name,
+where the time goes (`kernels`).
+
 Memory: the peak of PyTorch's allocator during one step beyond what was
 allocated before it, less the step's own outputs (the loss and the two
 gradients): what the step needs besides its inputs and outputs. On the CPU
@@ -246,6 +250,39 @@ def peak_extra_bytes(step, args, device):
     return peak - outputs
 
 
+# The methods whose step is also profiled once, kernel by kernel.
+PROFILED = ("xent_package", "xent_on_chip")
+
+
+def kernel_times(step, args, device):
+    """One step under torch.profiler (CUDA activity alone): each GPU
+    kernel's device time summed by name, its template arguments and
+    parameters dropped, largest first: [{"name", "s", "calls"}], where a
+    plan's time goes (the ON_CHIP plan's two passes beside the combine and
+    the rounding). None on the CPU, where the cpu backend's kernels are no
+    profiler events."""
+    if device != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = step(*args)
+        torch.cuda.synchronize()
+    del out
+    sums = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0)
+        if us <= 0:
+            continue
+        name = e.key.split("(")[0].split("<")[0].strip()
+        name = (name[5:] if name.startswith("void ") else name) or e.key
+        total = sums.setdefault(name, dict(name=name, s=0.0, calls=0))
+        total["s"] += us * 1e-6
+        total["calls"] += e.count
+    return sorted(sums.values(), key=lambda k: -k["s"])
+
+
 def keep_times(entries, spreads):
     """Into each entry of {name: entry}: the median, spread and host time
     of its calls from Timer.many's {name: (calls, host)}."""
@@ -308,6 +345,12 @@ def run_case(case, xent, methods, timer, device):
     for name, step in checked.items():
         measure_memory(timed, name, step, ms[name])
     keep_times(ms, timer.many(timed) if timed else {})
+    for name in PROFILED:
+        if name in timed:
+            try:
+                ms[name]["kernels"] = kernel_times(checked[name], args, device)
+            except Exception as e:  # noqa: BLE001 -- reported, never fatal
+                ms[name]["kernels_error"] = f"{type(e).__name__}: {e}"[:500]
     # The clocks right after (a GEMM-bound step at the power limit clocks
     # down: what the GEMMs' TFLOP/s is read against), and each method's
     # rate in the three GEMMs' flops.
@@ -379,6 +422,8 @@ def main():
                                                                    else "")
             else:
                 line += f"\n  {name:14s} did not run: {m['error']}"
+            for k in (m.get("kernels") or [])[:6]:
+                line += f"\n    {k['name'][:60]:60s} {k['s'] * 1e3:9.3f} ms in {k['calls']}"
         for c in r.get("sweep", []):
             what = ", ".join(f"{k} {'one pass' if v == ONE_PASS else v}" for k, v in c.items()
                              if k in ("memory_mib", "plan", "chunk_rows", "chunk_classes"))
