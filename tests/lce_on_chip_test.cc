@@ -3,8 +3,9 @@
 // bf16 values. Pass 1: each (row, slice) record's max and sum of exp over
 // the slice's logits and its label terms, and the row's lse and loss from
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
-// and grad_weight = G^T @ hidden for a mean's G. 100 rows (a partial
-// block), H = 328, 76 and 74 (a partial stage of 64 columns; rows of whole
+// and grad_weight = G^T @ hidden for a mean's G. 150 rows (a block of
+// 128, two warpgroups of 64, then a partial block whose second warpgroup
+// has no row), H = 328, 76 and 74 (a partial stage of 64 columns; rows of whole
 // 16-byte chunks, copied asynchronously, or not; the sums' rows of whole
 // 16-byte reductions, or not), 300 classes as two slices
 // (160 and 140: partial tiles) and as one; labels at both ends of the
@@ -23,7 +24,7 @@
 #include "linear_cross_entropy/on_chip.h"
 #include "tensor_core_test.h"
 
-enum { ROWS = 100, H_MAX = 328, V = 300, IGNORE = -100 };
+enum { ROWS = 150, H_MAX = 328, V = 300, IGNORE = -100 };
 // hidden's columns: 328 (16-byte rows: the stages copied asynchronously,
 // six of them, so that a tile refills two of its four buffers while the
 // products of the stage before are in flight), 76 (element by element;
@@ -33,7 +34,7 @@ static int H = H_MAX;
 
 static tc_random rng = {0x13198a2e03707344ull};
 
-// The kernels' 96 KiB of shared memory, past the 48 KiB a launch has unless
+// The kernels' 128 KiB of shared memory, past the 48 KiB a launch has unless
 // the kernel's limit is raised (as steps.h's launch does); 0, or 1 with the
 // error printed.
 template <typename K>
@@ -47,7 +48,7 @@ static int raise_smem(K* kernel, const char* name) {
 // error printed.
 static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records, int64_t slice,
                int slices) {
-  const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS, slices);
+  const dim3 grid((ROWS + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS, slices);
   const size_t rec_bytes = (size_t)slices * ROWS * 4 * sizeof(float);
   // The arguments, set by name; the GPU's copies of the pointers below.
   xent_lce_chip_args<int64_t> a = {};
@@ -75,7 +76,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
 static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const float* lse,
                      float scale, float* grad_hidden, float* grad_weight) {
-  const dim3 grid((ROWS + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS,
+  const dim3 grid((ROWS + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS,
                   (V + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES);
   const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
   xent_lce_chip_grad_args<int64_t> a = {};
@@ -128,11 +129,12 @@ static int test() {
   static int64_t labels[ROWS];
   static float records[2 * ROWS * 4];
   for (int r = 0; r < ROWS; ++r)
-    for (int k = 0; k < H; ++k) hidden[r * H + k] = to_bf16(rng.uniform() * (r >= 10 && r < 14 ? 64.0f : 1.0f));
+    for (int k = 0; k < H; ++k)
+      hidden[r * H + k] = to_bf16(rng.uniform() * ((r >= 10 && r < 14) || (r >= 130 && r < 134) ? 64.0f : 1.0f));
   for (int i = 0; i < V * H; ++i) weight[i] = to_bf16(rng.uniform());
   for (int r = 0; r < ROWS; ++r) labels[r] = (int64_t)((rng.uniform() + 1.0f) * 0.5f * V) % V;
   labels[0] = 0, labels[1] = V - 1, labels[2] = 159, labels[3] = 160, labels[4] = IGNORE, labels[99] = IGNORE;
-  labels[63] = 127, labels[64] = 128;
+  labels[63] = 127, labels[64] = 128, labels[127] = V - 1, labels[128] = 0, labels[ROWS - 1] = IGNORE;
   // The logits in float64, and the bound on an f32 accumulation's error:
   // each of H additions errs by at most 2^-22 of the running sum (2^-23
   // rounding, or truncation), below the sum of |h w|.

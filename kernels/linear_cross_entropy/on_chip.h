@@ -1,7 +1,8 @@
 // The linear cross entropy with the logits on chip (issue 62,
-// docs/LINEAR_CE.md's design), sm_90a: a block of 64 rows of hidden
-// against tiles of 128 classes, each 64 x 128 tile of logits made by the
-// tensor cores (warpgroup_mma.h) into registers, never reaching memory.
+// docs/LINEAR_CE.md's design), sm_90a: a block of 128 rows of hidden, two
+// warpgroups of 64, against tiles of 128 classes, each warpgroup's 64 x
+// 128 tile of logits made by the tensor cores (warpgroup_mma.h) into
+// registers, never reaching memory.
 // Pass 1 (xent_lce_chip_stats) folds the tiles into the rows' softmax
 // statistics, a vocabulary-parallel record (vocab_parallel.h) per row and
 // slice, so the existing combine gives the loss and lse. Pass 2
@@ -17,9 +18,9 @@
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
 // buffers, the next ones in flight while the tensor cores multiply one,
 // whose products stay in flight while the last one's buffer is refilled;
-// pass 2's operands go into two. One warpgroup a block: the structure and
-// its arithmetic, tested, before bulk tensor copies and two consumer
-// warpgroups.
+// pass 2's operands go into two. Every thread copies and multiplies: the
+// structure and its arithmetic, tested, before bulk tensor copies and a
+// producer warp.
 #pragma once
 
 #include "device/reduce.h"
@@ -30,20 +31,24 @@
 
 enum {
   XENT_LCE_CHIP_ROWS = 64,      // a warpgroup's rows: wgmma's M
+  XENT_LCE_CHIP_GROUPS = 2,     // warpgroups a block, each its own rows of the same classes
+  XENT_LCE_CHIP_BLOCK_ROWS = XENT_LCE_CHIP_GROUPS * XENT_LCE_CHIP_ROWS,
   XENT_LCE_CHIP_CLASSES = 128,  // a tile's classes: wgmma's N
   XENT_LCE_CHIP_K = 64,         // hidden's columns a stage: a 128-byte swizzled line
-  XENT_LCE_CHIP_THREADS = 128,
-  // Shared memory: four buffers, each a stage of K columns of the rows and
-  // of the classes, three loading while the tensor cores multiply the
-  // fourth (a stage's four products, about 250 cycles, cover a third of a
-  // load's latency from memory). Pass 2 then keeps G in the first and
-  // stages its products' operands in the second and third, one loading
-  // while the other is multiplied. 96 KiB: two blocks an SM, as the
-  // registers allow (the launch raises the kernels' limit past 48 KiB).
+  XENT_LCE_CHIP_THREADS = 128 * XENT_LCE_CHIP_GROUPS,
+  // Shared memory: four buffers, each a stage of K columns of the block's
+  // rows and of the classes (the classes' shared by both warpgroups: 32 KB
+  // a stage for two products of 64 x 128 x 64, where a warpgroup alone
+  // loaded 24 KB for one, the L2's traffic a flop two thirds of it), the
+  // next ones loading while the tensor cores multiply one. Pass 2 then
+  // keeps G in the first and stages its products' operands in the second
+  // and third, one loading while the other is multiplied. 128 KiB: one
+  // block (eight warps) an SM, as the registers allow (the launch raises
+  // the kernels' limit past 48 KiB).
   XENT_LCE_CHIP_STAGES = 4,
   XENT_LCE_CHIP_STAGE_ROWS = 0,
-  XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_ROWS * XENT_LCE_CHIP_K * 2,
-  XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
+  XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_BLOCK_ROWS * XENT_LCE_CHIP_K * 2,
+  XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_BLOCK_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
   XENT_LCE_CHIP_G = 0,
   XENT_LCE_CHIP_SMEM = XENT_LCE_CHIP_STAGES * XENT_LCE_CHIP_BUFFER,
 };
@@ -57,6 +62,10 @@ enum {
 XENT_DEVICE xent_wg_layout xent_lce_chip_layout(int64_t lines, bool mn_major) {
   return xent_wg_layout{(uint32_t)lines * 128u, 1024u, true, mn_major};
 }
+
+// The block's row of thread t's accumulator element i: its warpgroup's 64
+// rows, then the fragment's row among them.
+XENT_DEVICE int xent_lce_chip_row(int t, int i) { return XENT_LCE_CHIP_ROWS * (t / 128) + xent_wg_row(t, i); }
 
 // The logits' options in the chunked path's order (cross_entropy.h): the
 // soft cap, then the temperature, z = cap tanh(x / cap) / tau; and dz/dx,
@@ -184,16 +193,17 @@ XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem s
   }
   const uint32_t buf = (uint32_t)(n % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
   xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS,
-                      xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_ROWS, live, H,
-                      n * XENT_LCE_CHIP_K);
+                      xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_BLOCK_ROWS,
+                      live, H, n * XENT_LCE_CHIP_K);
   xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES,
                       xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false), weight + cb * H, XENT_LCE_CHIP_CLASSES, width,
                       H, n * XENT_LCE_CHIP_K);
   xent_async_commit(copies);
 }
 
-// The 64 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
-// width) into acc: K-major stages of 64 hidden columns, four products each,
+// The 128 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
+// width) into each warpgroup's acc, its own 64 rows': K-major stages of 64
+// hidden columns, four products each,
 // the next stages' copies in flight while the tensor cores work on this
 // one's, and this one's products in flight while the last one's are waited
 // for and its buffer refilled (so the tensor cores need not idle through
@@ -206,6 +216,8 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
                                       xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
   const xent_wg_layout la = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
                        lb = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false);
+  // This warpgroup's rows: 64 lines (eight whole atoms) on in the stage.
+  const uint32_t rows_at = XENT_LCE_CHIP_STAGE_ROWS + threadIdx.x / 128 * XENT_LCE_CHIP_ROWS * 128u;
   const bool vec = xent_lce_chip_vec(hidden, weight, H);
   const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
   constexpr int kAhead = XENT_LCE_CHIP_STAGES - 1;
@@ -219,7 +231,7 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
     const uint32_t buf = (uint32_t)(s % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
     xent_wg_fence();
     for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
-      xent_wg_mma(acc, xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 32u * j, la),
+      xent_wg_mma(acc, xent_wg_operand_at(smem, buf + rows_at + 32u * j, la),
                   xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
     xent_wg_commit(acc);
     // Stage s - 1's products done (stage s's run on), for every thread:
@@ -232,7 +244,7 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
   __syncthreads();
 }
 
-// Grid (ceil(rows / 64), slices), blocks of 128 threads, XENT_LCE_CHIP_SMEM
+// Grid (ceil(rows / 128), slices), blocks of 256 threads, XENT_LCE_CHIP_SMEM
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
 // Wide: the per-token outputs' records too (a call with entropy,
 // label_logprob, argmax or dentropy), compiled apart so that the plain
@@ -244,9 +256,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   __trap();
 #else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
-  const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
+  const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_BLOCK_ROWS;
   const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
-  const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_ROWS);
+  const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int t = (int)threadIdx.x;
   // This thread's two rows of the tile (its accumulator's elements i with
   // i % 4 < 2, and the rest), their labels, and its running statistics
@@ -264,7 +276,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
   const bool smooth = a.smoothing != 0.0f;
   const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
   for (int h = 0; h < 2; ++h) {
-    const int64_t row = r0 + xent_wg_row(t, 2 * h);
+    const int64_t row = r0 + xent_lce_chip_row(t, 2 * h);
     label[h] = (row < a.rows ? (int64_t)a.labels[row] : a.ignore_index) - a.class_offset;  // in the slice's classes
     logit[h] = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
     m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false, sw[h] = 0.0f, swz[h] = 0.0f;
@@ -349,7 +361,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
       if (bn[h] != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + bn[h];
       xent_lanes_min2(cand, nan_at, 4);
     }
-    const int64_t row = r0 + xent_wg_row(t, 2 * h);
+    const int64_t row = r0 + xent_lce_chip_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
     const int64_t y = label[h] + a.class_offset;
     const bool labelled = y != a.ignore_index && y >= 0 && y < a.global_classes;
@@ -475,8 +487,8 @@ XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64
   }
 }
 
-// Pass 2. Grid (ceil((row_end - row0) / 64), ceil((class_end - class0) /
-// 128)), blocks of 128 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
+// Pass 2. Grid (ceil((row_end - row0) / 128), ceil((class_end - class0) /
+// 128)), blocks of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
 // memory (1024-byte aligned). G = scale (softmax - onehot) of the tile,
 // rounded to bf16 in shared memory (the tensor cores' operand, as the
 // chunked path's G in the logits' dtype), then per 64 hidden columns:
@@ -491,15 +503,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   __trap();
 #else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
-  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * XENT_LCE_CHIP_ROWS;
+  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * XENT_LCE_CHIP_BLOCK_ROWS;
   const int64_t cb = a.class0 + (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
-  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_ROWS);
+  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
   const int t = (int)threadIdx.x;
   {
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
     xent_lce_chip_logits(smem, a.hidden, a.weight, H, r0, live, cb, width, acc);
-    const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false);
+    const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
     // What G needs of the thread's two rows (its elements i with (i / 2) %
     // 2 == h), loaded once: dx = (u scale ((A + 2 z lse) p - (1 - eps) w[y]
     // [col = y] - eps / C w[col]) - dent p (H + z - lse)) dz/dx, of z (the
@@ -518,7 +530,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
     XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int r = xent_wg_row(t, 2 * h);
+      const int r = xent_lce_chip_row(t, 2 * h);
       const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
       const bool in_range = label >= 0 && label < a.global_classes;
       const bool ignored = r >= live || label == a.ignore_index || (a.ignore_invalid && !in_range);
@@ -539,7 +551,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     }
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
-      const int r = xent_wg_row(t, i), col = xent_wg_col(t, i), h = (i / 2) % 2;
+      const int r = xent_lce_chip_row(t, i), col = xent_wg_col(t, i), h = (i / 2) % 2;
       float g = 0.0f;
       if (col < width && rw[h].nan) {
         g = NAN;
@@ -556,19 +568,24 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     // grad_bias: G's column sums (as stored, the products' operand), a
     // thread a column over the tile's rows, one atomic a column.
     if (a.grad_bias) {
-      static_assert(XENT_LCE_CHIP_THREADS == XENT_LCE_CHIP_CLASSES, "a thread a column");
       __syncthreads();
-      float sum = 0.0f;
-      for (int r = 0; r < XENT_LCE_CHIP_ROWS; ++r)
-        sum += xent_load_bf16(smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, t) / 2]);
-      if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
+      if (t < XENT_LCE_CHIP_CLASSES) {
+        float sum = 0.0f;
+        for (int r = 0; r < XENT_LCE_CHIP_BLOCK_ROWS; ++r)
+          sum += xent_load_bf16(smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, t) / 2]);
+        if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
+      }
     }
   }
   // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
-  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
-                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, true),
+  // Warpgroup g makes its own rows' G @ W and the g-th 64 classes' G^T @
+  // hidden (k over all the block's rows).
+  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false),
+                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
                        lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
-                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, true);
+                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
+  static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
+  const int g = t / 128;
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   // The sums' 16-byte reductions: rows of a multiple of 4 floats from
   // 16-byte aligned starts.
@@ -582,7 +599,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     const uint32_t buf = operands(h0);
     if (h0 < H) {
       xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
-                          XENT_LCE_CHIP_ROWS, live, H, h0);
+                          XENT_LCE_CHIP_BLOCK_ROWS, live, H, h0);
       xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H,
                           XENT_LCE_CHIP_CLASSES, width, H, h0);
     }
@@ -599,30 +616,33 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_wg_publish_smem();
     __syncthreads();
     const uint32_t buf = operands(h0);
-    // grad_hidden[rows, h0 + 64) += G @ W: k over the tile's classes, 16 a
-    // step (32 bytes along G's line, a block of 64 on; two lines of W's).
+    const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
+    // grad_hidden[rows, h0 + 64) += G @ W, this warpgroup's 64 rows: k over
+    // the tile's classes, 16 a step (32 bytes along G's line, a block of 64
+    // on; two lines of W's).
     if (a.grad_hidden) {
+      const uint32_t mine = XENT_LCE_CHIP_G + (uint32_t)g * XENT_LCE_CHIP_ROWS * 128u;
       xent_wg_fence();
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
-        xent_wg_mma<false, true>(acc,
-                                 xent_wg_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+        xent_wg_mma<false, true>(acc, xent_wg_operand_at(smem, mine + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
                                  xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      xent_lce_chip_add(a.grad_hidden + (r0 - a.row0) * H + h0, H, (int)live,
-                        (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K), four, acc);
+      const int64_t first = r0 + XENT_LCE_CHIP_ROWS * g;
+      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(live - XENT_LCE_CHIP_ROWS * g), cols,
+                        four, acc);
     }
-    // grad_weight[classes, h0 + 64) += G^T @ hidden, 64 classes at a time:
-    // k over the rows, 16 a step (two lines of G's and of hidden's).
-    for (int half = 0; half < XENT_LCE_CHIP_CLASSES / 64 && a.grad_weight; ++half) {
+    // grad_weight[classes, h0 + 64) += G^T @ hidden, this warpgroup's 64
+    // classes: k over the block's rows, 16 a step (two lines of G's and of
+    // hidden's).
+    if (a.grad_weight) {
       xent_wg_fence();
-      for (int j = 0; j < XENT_LCE_CHIP_ROWS / 16; ++j)
-        xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + half * g_mn.leading + 2048u * j, g_mn),
+      for (int j = 0; j < XENT_LCE_CHIP_BLOCK_ROWS / 16; ++j)
+        xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + g * g_mn.leading + 2048u * j, g_mn),
                                 xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * half) * H + h0, H, (int)width - 64 * half,
-                        (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K), four, acc);
+      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * g) * H + h0, H, (int)width - 64 * g, cols, four, acc);
     }
   }
 #endif

@@ -270,7 +270,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        (const float*)a.row_temperature,
                                        a.class_offset,
                                        a.global_classes};
-      const int64_t blocks = (a.rows + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
+      const int64_t blocks = (a.rows + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
       const dim3 grid((unsigned)blocks, (unsigned)slices);
       if (blocks > 0 && slices > 0 && a.wide) {
@@ -318,7 +318,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (const float*)a.entropy,
                                             a.class_offset,
                                             a.global_classes};
-      const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_ROWS - 1) / XENT_LCE_CHIP_ROWS;
+      const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
       if (blocks > 0 && tiles > 0 && !xent_lce_chip_ready(xent_lce_chip_grads<L>, "xent_lce_chip_grads", known[2]))
         return XENT_REFUSED_SHAPE("xent_lce_chip_grads");

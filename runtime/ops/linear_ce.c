@@ -217,8 +217,10 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
 static void chip_layout(const xent_handle* h, const xent_linear_ce_desc* d, int64_t n, int64_t w,
                         xent_linear_ce_plan* L) {
   const int64_t N = d->ce.rows, V = d->ce.classes, H = d->hidden, rows = N > 0 ? N : 1;
-  const int64_t blocks = (rows + 63) / 64, most = (V + 127) / 128;
-  const int64_t want = h->resident_threads > 0 ? h->resident_threads / 128 : 3 * blocks;
+  /* Pass 1's blocks: 128 rows of 256 threads, by tiles of 128 classes
+     (kernels/linear_cross_entropy/on_chip.h). */
+  const int64_t blocks = (rows + 127) / 128, most = (V + 127) / 128;
+  const int64_t want = h->resident_threads > 0 ? h->resident_threads / 256 : 3 * blocks;
   const int64_t slices = min64(most, (want + blocks - 1) / blocks > 1 ? (want + blocks - 1) / blocks : 1);
   const int64_t slice = ((V + slices - 1) / slices + 127) / 128 * 128;
   memset(L, 0, sizeof *L);
