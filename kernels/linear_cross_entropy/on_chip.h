@@ -16,9 +16,9 @@
 // split over ranks (weight's rows a rank's classes); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
-// buffers, the next ones in flight while the tensor cores multiply one,
-// whose products stay in flight while the last one's buffer is refilled;
-// pass 2's operands go into two. Every thread copies and multiplies: the
+// buffers, the next ones in flight (across pass 1's tiles) while the
+// tensor cores multiply one, whose products stay in flight while the last
+// one's buffer is refilled; pass 2's operands go into two. Every thread copies and multiplies: the
 // structure and its arithmetic, tested, before bulk tensor copies and a
 // producer warp.
 #pragma once
@@ -181,17 +181,12 @@ XENT_DEVICE bool xent_lce_chip_vec(const uint16_t* hidden, const uint16_t* weigh
 }
 
 // Stage n of the logits' product (hidden columns [64 n, 64 n + 64) of the
-// rows and of the classes) into buffer n % XENT_LCE_CHIP_STAGES, one commit
-// group (an empty one past the last stage, so that every step waits alike).
+// rows and of the classes) into buffer `buffer`, one commit group.
 template <typename Smem>
 XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem smem, const uint16_t* hidden,
                                      const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t cb,
-                                     int64_t width, int64_t n) {
-  if (n * XENT_LCE_CHIP_K >= H) {
-    xent_async_commit(copies);
-    return;
-  }
-  const uint32_t buf = (uint32_t)(n % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
+                                     int64_t width, int64_t n, int64_t buffer) {
+  const uint32_t buf = (uint32_t)buffer * XENT_LCE_CHIP_BUFFER;
   xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS,
                       xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_BLOCK_ROWS,
                       live, H, n * XENT_LCE_CHIP_K);
@@ -201,34 +196,51 @@ XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem s
   xent_async_commit(copies);
 }
 
-// The 128 x 128 tile of logits of rows [r0, r0 + live) and classes [cb, cb +
-// width) into each warpgroup's acc, its own 64 rows': K-major stages of 64
-// hidden columns, four products each,
+// Tile `tile` (from 0) of the block's tiles of classes [c0, c1), 128
+// classes each: its 128 x 128 logits of rows [r0, r0 + live) into each
+// warpgroup's acc, its own 64 rows'. K-major stages of 64 hidden columns,
+// four products each, numbered across the tiles (stage g: tile g / stages,
+// columns 64 (g % stages) on, buffer g % 4), so that the next tile's first
+// stages load while this one's last are multiplied and its logits folded:
 // the next stages' copies in flight while the tensor cores work on this
-// one's, and this one's products in flight while the last one's are waited
-// for and its buffer refilled (so the tensor cores need not idle through
-// the barriers and the copies' issue). The caller's earlier readers of the
-// buffers are past a barrier; every thread is past its products when it
-// returns (a barrier).
+// one's, and this one's products in flight while the last one's are
+// waited for and its buffer refilled (so the tensor cores need not idle
+// through the barriers and the copies' issue). Past the last stage, empty
+// commit groups, so that every step waits alike. Tile 0 issues the first
+// stages; the caller keeps `copies` from tile to tile and leaves the
+// buffers alone between them. The caller's earlier readers of the buffers
+// are past a barrier; every thread is past its products when it returns (a
+// barrier).
 template <typename Smem>
-XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const uint16_t* weight, int64_t H, int64_t r0,
-                                      int64_t live, int64_t cb, int64_t width,
-                                      xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
+XENT_DEVICE void xent_lce_chip_logits(xent_async_copies& copies, Smem smem, const uint16_t* hidden,
+                                      const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t c0,
+                                      int64_t c1, int64_t tile, xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
   const xent_wg_layout la = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
                        lb = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false);
   // This warpgroup's rows: 64 lines (eight whole atoms) on in the stage.
   const uint32_t rows_at = XENT_LCE_CHIP_STAGE_ROWS + threadIdx.x / 128 * XENT_LCE_CHIP_ROWS * 128u;
   const bool vec = xent_lce_chip_vec(hidden, weight, H);
   const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
+  const int64_t total = (c1 - c0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES * stages;
   constexpr int kAhead = XENT_LCE_CHIP_STAGES - 1;
-  xent_async_copies copies;
-  for (int64_t n = 0; n < kAhead; ++n) xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, n);
+  const auto issue = [&](int64_t g) {
+    if (g >= total) {
+      xent_async_commit(copies);
+      return;
+    }
+    const int64_t cb = c0 + g / stages * XENT_LCE_CHIP_CLASSES;
+    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb,
+                        xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES), g % stages, g % XENT_LCE_CHIP_STAGES);
+  };
+  const int64_t first = tile * stages;
+  if (tile == 0)
+    for (int64_t n = 0; n < kAhead; ++n) issue(n);
   for (int64_t s = 0; s < stages; ++s) {
     // Stage s landed (two groups, some empty, are newer), for every thread.
     xent_async_wait<kAhead - 1>(copies);
     xent_wg_publish_smem();
     __syncthreads();
-    const uint32_t buf = (uint32_t)(s % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
+    const uint32_t buf = (uint32_t)((first + s) % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
     xent_wg_fence();
     for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
       xent_wg_mma(acc, xent_wg_operand_at(smem, buf + rows_at + 32u * j, la),
@@ -238,7 +250,7 @@ XENT_DEVICE void xent_lce_chip_logits(Smem smem, const uint16_t* hidden, const u
     // its buffer takes stage s + 3.
     xent_wg_wait<1>(acc);
     __syncthreads();
-    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb, width, s + kAhead);
+    issue(first + s + kAhead);
   }
   xent_wg_wait<0>(acc);
   __syncthreads();
@@ -283,9 +295,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     te[h] = 0.0f, bi[h] = bn[h] = XENT_LCE_CHIP_NO_INDEX;
   }
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
+  xent_async_copies copies;
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
     const int64_t width = xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
-    xent_lce_chip_logits(smem, a.hidden, a.weight, a.hidden_size, r0, live, cb, width, acc);
+    xent_lce_chip_logits(copies, smem, a.hidden, a.weight, a.hidden_size, r0, live, c0, c1,
+                         (cb - c0) / XENT_LCE_CHIP_CLASSES, acc);
     // The tile's logits, folded into each row's statistics: columns past
     // the slice's end are -inf (no exp), and the label's logit is kept by
     // the thread holding its column.
@@ -508,9 +522,40 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
   const int t = (int)threadIdx.x;
+  // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
+  // Warpgroup g makes its own rows' G @ W and the g-th 64 classes' G^T @
+  // hidden (k over all the block's rows).
+  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false),
+                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
+                       lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
+                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
+  static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
+  const int g = t / 128;
+  const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
+  // The sums' 16-byte reductions: rows of a multiple of 4 floats from
+  // 16-byte aligned starts.
+  const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
+  xent_async_copies copies;
+  // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
+  // 2 (G, in buffer 0, stays); issued as one commit group.
+  const auto operands = [](int64_t h0) { return (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER; };
+  const auto issue = [&](int64_t h0) {
+    const uint32_t buf = operands(h0);
+    if (h0 < H) {
+      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
+                          XENT_LCE_CHIP_BLOCK_ROWS, live, H, h0);
+      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H,
+                          XENT_LCE_CHIP_CLASSES, width, H, h0);
+    }
+    xent_async_commit(copies);
+  };
+  const bool products = a.grad_hidden || a.grad_weight;
   {
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
-    xent_lce_chip_logits(smem, a.hidden, a.weight, H, r0, live, cb, width, acc);
+    xent_async_copies tile_copies;
+    xent_lce_chip_logits(tile_copies, smem, a.hidden, a.weight, H, r0, live, cb, cb + width, 0, acc);
+    // The products' first operands load while G is made (buffer 1; G is 0).
+    if (products) issue(0);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
     // What G needs of the thread's two rows (its elements i with (i / 2) %
     // 2 == h), loaded once: dx = (u scale ((A + 2 z lse) p - (1 - eps) w[y]
@@ -577,36 +622,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       }
     }
   }
-  // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
-  // Warpgroup g makes its own rows' G @ W and the g-th 64 classes' G^T @
-  // hidden (k over all the block's rows).
-  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false),
-                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
-                       lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
-                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
-  static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
-  const int g = t / 128;
-  const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
-  // The sums' 16-byte reductions: rows of a multiple of 4 floats from
-  // 16-byte aligned starts.
-  const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
-  xent_async_copies copies;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
-  // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
-  // 2 (G, in buffer 0, stays); issued as one commit group.
-  const auto operands = [](int64_t h0) { return (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER; };
-  const auto issue = [&](int64_t h0) {
-    const uint32_t buf = operands(h0);
-    if (h0 < H) {
-      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
-                          XENT_LCE_CHIP_BLOCK_ROWS, live, H, h0);
-      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H,
-                          XENT_LCE_CHIP_CLASSES, width, H, h0);
-    }
-    xent_async_commit(copies);
-  };
-  const bool products = a.grad_hidden || a.grad_weight;
-  if (products) issue(0);
   for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
     // Every product of the last columns waited for: their buffer takes the
     // next columns, loading while these are multiplied; then these landed.
