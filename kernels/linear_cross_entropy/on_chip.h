@@ -18,9 +18,9 @@
 // runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
 // buffers, the next ones in flight (across pass 1's tiles) while the
 // tensor cores multiply one, whose products stay in flight while the last
-// one's buffer is refilled; pass 2's operands go into two. Every thread copies and multiplies: the
-// structure and its arithmetic, tested, before bulk tensor copies and a
-// producer warp.
+// one's buffer is refilled; pass 2's operands go into two. Every thread
+// copies and multiplies: the structure and its arithmetic, tested, before
+// bulk tensor copies and a producer warp.
 #pragma once
 
 #include "device/reduce.h"
@@ -523,14 +523,14 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
   const int t = (int)threadIdx.x;
   // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
-  // Warpgroup g makes its own rows' G @ W and the g-th 64 classes' G^T @
-  // hidden (k over all the block's rows).
+  // Each warpgroup makes its own rows' G @ W and its 64 classes' G^T @
+  // hidden (the first warpgroup the first 64; k over all the block's rows).
   const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false),
                        g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
                        lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
                        lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
   static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
-  const int g = t / 128;
+  const int group = t / 128;
   const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   // The sums' 16-byte reductions: rows of a multiple of 4 floats from
   // 16-byte aligned starts.
@@ -637,15 +637,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     // the tile's classes, 16 a step (32 bytes along G's line, a block of 64
     // on; two lines of W's).
     if (a.grad_hidden) {
-      const uint32_t mine = XENT_LCE_CHIP_G + (uint32_t)g * XENT_LCE_CHIP_ROWS * 128u;
+      const uint32_t mine = XENT_LCE_CHIP_G + (uint32_t)group * XENT_LCE_CHIP_ROWS * 128u;
       xent_wg_fence();
       for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
         xent_wg_mma<false, true>(acc, xent_wg_operand_at(smem, mine + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
                                  xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      const int64_t first = r0 + XENT_LCE_CHIP_ROWS * g;
-      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(live - XENT_LCE_CHIP_ROWS * g), cols,
+      const int64_t first = r0 + XENT_LCE_CHIP_ROWS * group;
+      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(live - XENT_LCE_CHIP_ROWS * group), cols,
                         four, acc);
     }
     // grad_weight[classes, h0 + 64) += G^T @ hidden, this warpgroup's 64
@@ -654,11 +654,13 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     if (a.grad_weight) {
       xent_wg_fence();
       for (int j = 0; j < XENT_LCE_CHIP_BLOCK_ROWS / 16; ++j)
-        xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, XENT_LCE_CHIP_G + g * g_mn.leading + 2048u * j, g_mn),
+        xent_wg_mma<true, true>(acc,
+                                xent_wg_operand_at(smem, XENT_LCE_CHIP_G + group * g_mn.leading + 2048u * j, g_mn),
                                 xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * g) * H + h0, H, (int)width - 64 * g, cols, four, acc);
+      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * group) * H + h0, H, (int)width - 64 * group, cols, four,
+                        acc);
     }
   }
 #endif
