@@ -552,8 +552,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const bool products = a.grad_hidden || a.grad_weight;
   {
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
-    xent_async_copies tile_copies;
-    xent_lce_chip_logits(tile_copies, smem, a.hidden, a.weight, H, r0, live, cb, cb + width, 0, acc);
+    xent_lce_chip_logits(copies, smem, a.hidden, a.weight, H, r0, live, cb, cb + width, 0, acc);
     // The products' first operands load while G is made (buffer 1; G is 0).
     if (products) issue(0);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
