@@ -6,7 +6,7 @@
 // and grad_weight = G^T @ hidden for a mean's G. 150 rows (a block of
 // 128, two warpgroups of 64, then a partial block whose second warpgroup
 // has no row), H = 328, 76 and 74 (a partial stage of 64 columns; rows of whole
-// 16-byte chunks, copied asynchronously, or not; the sums' rows of whole
+// 16-byte chunks, copied by tensor maps, or not; the sums' rows of whole
 // 16-byte reductions, or not), 300 classes as two slices
 // (160 and 140: partial tiles) and as one; labels at both ends of the
 // vocabulary and of a slice, ignored rows, and rows of large logits (hidden
@@ -25,7 +25,7 @@
 #include "tensor_core_test.h"
 
 enum { ROWS = 150, H_MAX = 328, V = 300, IGNORE = -100 };
-// hidden's columns: 328 (16-byte rows: the stages copied asynchronously,
+// hidden's columns: 328 (16-byte rows: the stages copied by tensor maps,
 // six of them, so that a tile refills two of its four buffers while the
 // products of the stage before are in flight), 76 (element by element;
 // pass 2's sums still added four floats at a time) or 74 (an atomic an
@@ -44,6 +44,15 @@ static int raise_smem(K* kernel, const char* name) {
   return 1;
 }
 
+// The stages' tensor maps, as steps.h's launch makes them (none where H
+// is no multiple of 8); 0, or 1 with the error printed.
+template <typename Args>
+static int maps(Args& a, int64_t rows, int64_t classes) {
+  if (xent_lce_chip_maps(a, rows, classes) == 0 && a.tma == (H % 8 == 0)) return 0;
+  printf("FAIL: the tensor maps of H = %d: %s\n", H, a.tma ? "made where none can be" : "not made");
+  return 1;
+}
+
 // Runs the kernel over `slices` slices of `slice` classes; 0, or 1 with the
 // error printed.
 static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records, int64_t slice,
@@ -58,6 +67,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   if (raise_smem(xent_lce_chip_stats<int64_t, false>, "xent_lce_chip_stats")) return 1;
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
+  if (maps(a, ROWS, V)) return 1;
   return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_stats<int64_t, false>), 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
@@ -65,6 +75,7 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
   a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
   a.records = (float*)tc_device(nullptr, rec_bytes, 0xff);  // NaNs: a record no thread writes fails
+  if (maps(a, ROWS, V)) return 1;
   void* args[] = {(void*)&a};
   const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t, false>, grid,
                                          dim3(XENT_LCE_CHIP_THREADS), args, XENT_LCE_CHIP_SMEM, 0);
@@ -91,6 +102,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
 #if defined(XENT_EMU)
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
+  if (maps(a, ROWS, V)) return 1;
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
@@ -101,6 +113,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   a.dloss = tc_device(&scale, 4);
   a.grad_hidden = (float*)tc_device(nullptr, gh_bytes);
   a.grad_weight = (float*)tc_device(nullptr, gw_bytes);
+  if (maps(a, ROWS, V)) return 1;
   void* args[] = {(void*)&a};
   const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
                                          args, XENT_LCE_CHIP_SMEM, 0);

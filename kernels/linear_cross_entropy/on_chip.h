@@ -15,17 +15,17 @@
 // outputs (pass 1's wide records; dentropy's term in G) and a vocabulary
 // split over ranks (weight's rows a rank's classes); the
 // steps of steps.h launch both for the ON_CHIP plan of
-// runtime/ops/linear_ce.c. The logits' stages are cp.async copies into four
+// runtime/ops/linear_ce.c. The logits' stages are tensor copies
+// (tensor_copy.h: two boxes a stage, issued by thread 0) into four
 // buffers, the next ones in flight (across pass 1's tiles) while the
 // tensor cores multiply one, whose products stay in flight while the last
-// one's buffer is refilled; pass 2's operands go into two. Every thread
-// copies and multiplies: the structure and its arithmetic, tested, before
-// bulk tensor copies and a producer warp.
+// one's buffer is refilled; pass 2's operands go into two. Every warp
+// multiplies; a producer warp is the next step.
 #pragma once
 
 #include "device/reduce.h"
 #include "device/convert.h"
-#include "device/async_copy.h"
+#include "device/tensor_copy.h"
 #include "device/warpgroup_mma.h"
 #include "cross_entropy/vocab_parallel.h"
 
@@ -100,6 +100,10 @@ XENT_DEVICE xent_lce_chip_logit xent_lce_chip_row_logit(xent_lce_chip_logit o, c
 
 template <typename L>
 struct xent_lce_chip_args {
+  // The stages' tensor maps (xent_lce_chip_maps): hidden's rows and
+  // weight's classes, in boxes of 64 columns x 128; `tma` false: none.
+  xent_tensor_map hidden_map, weight_map;
+  bool tma;
   const uint16_t* hidden;  // [rows, H] bf16
   const uint16_t* weight;  // [classes, H] bf16: the classes' rows
   const L* labels;         // [rows] int32 or int64; ignore_index or out of range: a = b = 0 (the combine,
@@ -130,70 +134,68 @@ XENT_DEVICE int xent_lce_chip_col(int t, int h, int j) { return xent_wg_col(t, x
 // Class col of the tile at class cb: its weight (1 without class weights).
 XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weights ? weights[c] : 1.0f; }
 
-// Stages columns [k0, k0 + 64) of `count` rows of src (row r at src + r * H)
-// at byte `start` of smem, a line a row, as a K-major operand's rows or an
-// MN-major one's k; rows past `valid` and columns past H are zeros (they
-// add nothing to a product). With `vec` (H a multiple of 8, src 16-byte
-// aligned) as asynchronous 16-byte copies, which the caller commits and
-// waits for (16 contiguous bytes of a line stay contiguous in the
-// swizzle); else by loads and stores, element by element.
-// A thread's elements (Vec: 16-byte chunks) are a fixed column j of every
-// (kStep)th line: its address moves by 2 atoms (2 strides: adding whole
-// atoms leaves the swizzle's bits alone) and its source by kStep rows a
-// step, so the loop adds and compares, with no division or swizzle of its
-// own (the general form cost 47 SASS instructions a 16-byte copy).
-template <bool Vec, typename Smem>
-XENT_DEVICE void xent_lce_chip_stage_as(xent_async_copies& copies, Smem smem, uint32_t start, xent_wg_layout layout,
-                                        const uint16_t* src, int count, int64_t valid, int64_t H, int64_t k0) {
-  constexpr int kEach = Vec ? 8 : 1, kPerLine = XENT_LCE_CHIP_K / kEach;
-  constexpr int kStep = XENT_LCE_CHIP_THREADS / kPerLine;
-  static_assert(kStep % 8 == 0 || !Vec, "a step of whole atoms (8 lines)");
-  const int t = (int)threadIdx.x, j = t % kPerLine * kEach;
-  if constexpr (Vec) {
-    int line = t / kPerLine;
-    uint32_t at = xent_wg_address(layout, start, layout.mn_major ? j : line, layout.mn_major ? line : j);
-    const uint32_t at_step = kStep / 8 * layout.stride;
-    const uint16_t* from = src + (int64_t)line * H + k0 + j;
-    const bool column_in = k0 + j < H;
-    for (; line < count; line += kStep, at += at_step, from += kStep * H) {
-      const bool in = column_in && line < valid;
-      xent_async_copy16(copies, smem, at, in ? from : src, in);
+// A stage: columns [k0, k0 + 64) of the block's 128 rows and of 128
+// classes into a buffer, a line a row (or class): the same bytes serve a
+// K-major operand's rows and an MN-major one's k. With tensor maps
+// (xent_lce_chip_maps: H a multiple of 8, hidden and weight 16-byte
+// aligned) thread 0 copies the stage as two boxes (tensor_copy.h), which
+// complete the buffer's mbarrier, with zeros past the maps' rows and
+// columns; else every thread stores elements, zeros past `live` rows,
+// `width` classes and H columns, for the tensor cores after the wait's
+// fence and barrier. The maps end where the launch's rows and classes do:
+// a box's rows past `live` (or classes past `width`) within them are a
+// slice's (pass 1's classes past its slice) and no product keeps them.
+template <typename Smem, typename Bars>
+struct xent_lce_chip_loads {
+  Smem smem;
+  Bars bars;  // an mbarrier a buffer (tensor maps only)
+  const xent_tensor_map *hidden_map, *weight_map;  // nullptr: element by element
+  const uint16_t *hidden, *weight;
+  int64_t H;
+  xent_tensor_loads tma;
+
+  // Stage columns [k0, k0 + 64) of rows [r0, r0 + live) and classes [cb,
+  // cb + width) into buffer b (uniform: every thread calls it).
+  __device__ __forceinline__ void issue(int b, int64_t k0, int64_t r0, int64_t live, int64_t cb, int64_t width) {
+    const uint32_t buf = (uint32_t)b * XENT_LCE_CHIP_BUFFER;
+    if (hidden_map) {
+      if (threadIdx.x == 0) {
+        xent_tensor_expect(tma, bars, b, (uint32_t)XENT_LCE_CHIP_BUFFER);
+        xent_tensor_load(tma, hidden_map, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, (int32_t)k0, (int32_t)r0, bars, b);
+        xent_tensor_load(tma, weight_map, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, (int32_t)k0, (int32_t)cb, bars, b);
+      }
+      return;
     }
-  } else {
-    for (int e = t; e < count * kPerLine; e += XENT_LCE_CHIP_THREADS) {
-      const int line = e / kPerLine, jj = e % kPerLine;
-      const uint32_t at = xent_wg_address(layout, start, layout.mn_major ? jj : line, layout.mn_major ? line : jj);
-      smem[at / 2] = line < valid && k0 + jj < H ? src[(int64_t)line * H + k0 + jj] : (uint16_t)0;
+    stage(buf + XENT_LCE_CHIP_STAGE_ROWS, hidden + r0 * H, XENT_LCE_CHIP_BLOCK_ROWS, live, k0);
+    stage(buf + XENT_LCE_CHIP_STAGE_CLASSES, weight + cb * H, XENT_LCE_CHIP_CLASSES, width, k0);
+  }
+  // Buffer b's last issued stage, landed for the tensor cores (uniform).
+  __device__ __forceinline__ void wait(int b) {
+    if (hidden_map) {
+      xent_tensor_wait(tma, bars, b);
+    } else {
+      xent_wg_publish_smem();
+      __syncthreads();
     }
   }
-}
-template <typename Smem>
-XENT_DEVICE void xent_lce_chip_stage(xent_async_copies& copies, bool vec, Smem smem, uint32_t start,
-                                     xent_wg_layout layout, const uint16_t* src, int count, int64_t valid, int64_t H,
-                                     int64_t k0) {
-  if (vec) xent_lce_chip_stage_as<true>(copies, smem, start, layout, src, count, valid, H, k0);
-  else xent_lce_chip_stage_as<false>(copies, smem, start, layout, src, count, valid, H, k0);
-}
-
-// Whether the stages can be copied 16 bytes at a time.
-XENT_DEVICE bool xent_lce_chip_vec(const uint16_t* hidden, const uint16_t* weight, int64_t H) {
-  return H % 8 == 0 && (uintptr_t)hidden % 16 == 0 && (uintptr_t)weight % 16 == 0;
-}
-
-// Stage n of the logits' product (hidden columns [64 n, 64 n + 64) of the
-// rows and of the classes) into buffer `buffer`, one commit group.
-template <typename Smem>
-XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem smem, const uint16_t* hidden,
-                                     const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t cb,
-                                     int64_t width, int64_t n, int64_t buffer) {
-  const uint32_t buf = (uint32_t)buffer * XENT_LCE_CHIP_BUFFER;
-  xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS,
-                      xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false), hidden + r0 * H, XENT_LCE_CHIP_BLOCK_ROWS,
-                      live, H, n * XENT_LCE_CHIP_K);
-  xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES,
-                      xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false), weight + cb * H, XENT_LCE_CHIP_CLASSES, width,
-                      H, n * XENT_LCE_CHIP_K);
-  xent_async_commit(copies);
+  // `count` lines of src (line r at src + r * H), those past `valid` and
+  // columns past H zeros, at byte `start`.
+  __device__ __forceinline__ void stage(uint32_t start, const uint16_t* src, int count, int64_t valid, int64_t k0) {
+    const xent_wg_layout layout = xent_lce_chip_layout(count, false);
+    for (int e = (int)threadIdx.x; e < count * XENT_LCE_CHIP_K; e += XENT_LCE_CHIP_THREADS) {
+      const int line = e / XENT_LCE_CHIP_K, k = e % XENT_LCE_CHIP_K;
+      smem[xent_wg_address(layout, start, line, k) / 2] =
+          line < valid && k0 + k < H ? src[(int64_t)line * H + k0 + k] : (uint16_t)0;
+    }
+  }
+};
+template <typename Smem, typename Bars>
+XENT_DEVICE xent_lce_chip_loads<Smem, Bars> xent_lce_chip_loads_of(Smem smem, Bars bars, const xent_tensor_map* hm,
+                                                                   const xent_tensor_map* wm, bool tma,
+                                                                   const uint16_t* hidden, const uint16_t* weight,
+                                                                   int64_t H) {
+  if (tma) xent_tensor_init(bars, XENT_LCE_CHIP_STAGES);
+  return xent_lce_chip_loads<Smem, Bars>{smem, bars, tma ? hm : nullptr, tma ? wm : nullptr, hidden, weight, H, {}};
 }
 
 // Tile `tile` (from 0) of the block's tiles of classes [c0, c1), 128
@@ -205,46 +207,39 @@ XENT_DEVICE void xent_lce_chip_issue(xent_async_copies& copies, bool vec, Smem s
 // the next stages' copies in flight while the tensor cores work on this
 // one's, and this one's products in flight while the last one's are
 // waited for and its buffer refilled (so the tensor cores need not idle
-// through the barriers and the copies' issue). Past the last stage, empty
-// commit groups, so that every step waits alike. Tile 0 issues the first
-// stages; the caller keeps `copies` from tile to tile and leaves the
+// through the barrier and the copies' issue). Tile 0 issues the first
+// stages; the caller keeps `loads` from tile to tile and leaves the
 // buffers alone between them. The caller's earlier readers of the buffers
 // are past a barrier; every thread is past its products when it returns (a
 // barrier).
-template <typename Smem>
-XENT_DEVICE void xent_lce_chip_logits(xent_async_copies& copies, Smem smem, const uint16_t* hidden,
-                                      const uint16_t* weight, int64_t H, int64_t r0, int64_t live, int64_t c0,
-                                      int64_t c1, int64_t tile, xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
+template <typename Loads>
+XENT_DEVICE void xent_lce_chip_logits(Loads& loads, int64_t r0, int64_t live, int64_t c0, int64_t c1, int64_t tile,
+                                      xent_wg_acc<XENT_LCE_CHIP_CLASSES>& acc) {
   const xent_wg_layout la = xent_lce_chip_layout(XENT_LCE_CHIP_ROWS, false),
                        lb = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, false);
   // This warpgroup's rows: 64 lines (eight whole atoms) on in the stage.
   const uint32_t rows_at = XENT_LCE_CHIP_STAGE_ROWS + threadIdx.x / 128 * XENT_LCE_CHIP_ROWS * 128u;
-  const bool vec = xent_lce_chip_vec(hidden, weight, H);
-  const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
+  const int64_t stages = (loads.H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
   const int64_t total = (c1 - c0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES * stages;
   constexpr int kAhead = XENT_LCE_CHIP_STAGES - 1;
   const auto issue = [&](int64_t g) {
-    if (g >= total) {
-      xent_async_commit(copies);
-      return;
-    }
+    if (g >= total) return;
     const int64_t cb = c0 + g / stages * XENT_LCE_CHIP_CLASSES;
-    xent_lce_chip_issue(copies, vec, smem, hidden, weight, H, r0, live, cb,
-                        xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES), g % stages, g % XENT_LCE_CHIP_STAGES);
+    loads.issue((int)(g % XENT_LCE_CHIP_STAGES), g % stages * XENT_LCE_CHIP_K, r0, live, cb,
+                xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES));
   };
   const int64_t first = tile * stages;
   if (tile == 0)
     for (int64_t n = 0; n < kAhead; ++n) issue(n);
   for (int64_t s = 0; s < stages; ++s) {
-    // Stage s landed (two groups, some empty, are newer), for every thread.
-    xent_async_wait<kAhead - 1>(copies);
-    xent_wg_publish_smem();
-    __syncthreads();
-    const uint32_t buf = (uint32_t)((first + s) % XENT_LCE_CHIP_STAGES) * XENT_LCE_CHIP_BUFFER;
+    // Stage s landed, for every thread.
+    const int b = (int)((first + s) % XENT_LCE_CHIP_STAGES);
+    loads.wait(b);
+    const uint32_t buf = (uint32_t)b * XENT_LCE_CHIP_BUFFER;
     xent_wg_fence();
     for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
-      xent_wg_mma(acc, xent_wg_operand_at(smem, buf + rows_at + 32u * j, la),
-                  xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
+      xent_wg_mma(acc, xent_wg_operand_at(loads.smem, buf + rows_at + 32u * j, la),
+                  xent_wg_operand_at(loads.smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
     xent_wg_commit(acc);
     // Stage s - 1's products done (stage s's run on), for every thread:
     // its buffer takes stage s + 3.
@@ -262,7 +257,7 @@ XENT_DEVICE void xent_lce_chip_logits(xent_async_copies& copies, Smem smem, cons
 // label_logprob, argmax or dentropy), compiled apart so that the plain
 // pass keeps its registers.
 template <typename L, bool Wide>
-static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const xent_lce_chip_args<L> a) {
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const __grid_constant__ xent_lce_chip_args<L> a) {
 #if defined(XENT_WG_ABSENT)
   (void)a;
   __trap();
@@ -295,11 +290,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_s
     te[h] = 0.0f, bi[h] = bn[h] = XENT_LCE_CHIP_NO_INDEX;
   }
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
-  xent_async_copies copies;
+  XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);
+  auto loads = xent_lce_chip_loads_of(smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight,
+                                      a.hidden_size);
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
     const int64_t width = xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
-    xent_lce_chip_logits(copies, smem, a.hidden, a.weight, a.hidden_size, r0, live, c0, c1,
-                         (cb - c0) / XENT_LCE_CHIP_CLASSES, acc);
+    xent_lce_chip_logits(loads, r0, live, c0, c1, (cb - c0) / XENT_LCE_CHIP_CLASSES, acc);
     // The tile's logits, folded into each row's statistics: columns past
     // the slice's end are -inf (no exp), and the label's logit is kept by
     // the thread holding its column.
@@ -416,6 +412,8 @@ enum {
 
 template <typename L>
 struct xent_lce_chip_grad_args {
+  xent_tensor_map hidden_map, weight_map;  // as xent_lce_chip_args's, ending at row_end and class_end
+  bool tma;
   const uint16_t* hidden;  // [rows, H] bf16
   const uint16_t* weight;  // [classes, H] bf16
   const L* labels;         // [rows]
@@ -511,7 +509,7 @@ XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64
 // fixed order).
 template <typename L>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
-    xent_lce_chip_grads(const xent_lce_chip_grad_args<L> a) {
+    xent_lce_chip_grads(const __grid_constant__ xent_lce_chip_grad_args<L> a) {
 #if defined(XENT_WG_ABSENT)
   (void)a;
   __trap();
@@ -529,30 +527,25 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
                        g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
                        lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
                        lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
+  // The stages' lines are a row's (or class's) 64 hidden columns, MN-major
+  // for the products (n a hidden column).
   static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
   const int group = t / 128;
-  const bool vec = xent_lce_chip_vec(a.hidden, a.weight, H);
   // The sums' 16-byte reductions: rows of a multiple of 4 floats from
   // 16-byte aligned starts.
   const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
-  xent_async_copies copies;
+  XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);
+  auto loads = xent_lce_chip_loads_of(smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
   // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
-  // 2 (G, in buffer 0, stays); issued as one commit group.
-  const auto operands = [](int64_t h0) { return (uint32_t)(1 + (h0 / XENT_LCE_CHIP_K) % 2) * XENT_LCE_CHIP_BUFFER; };
+  // 2 (G, in buffer 0, stays).
+  const auto operands = [](int64_t h0) { return (int)(1 + (h0 / XENT_LCE_CHIP_K) % 2); };
   const auto issue = [&](int64_t h0) {
-    const uint32_t buf = operands(h0);
-    if (h0 < H) {
-      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, lh, a.hidden + r0 * H,
-                          XENT_LCE_CHIP_BLOCK_ROWS, live, H, h0);
-      xent_lce_chip_stage(copies, vec, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, lw, a.weight + cb * H,
-                          XENT_LCE_CHIP_CLASSES, width, H, h0);
-    }
-    xent_async_commit(copies);
+    if (h0 < H) loads.issue(operands(h0), h0, r0, live, cb, width);
   };
   const bool products = a.grad_hidden || a.grad_weight;
   {
     xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
-    xent_lce_chip_logits(copies, smem, a.hidden, a.weight, H, r0, live, cb, cb + width, 0, acc);
+    xent_lce_chip_logits(loads, r0, live, cb, cb + width, 0, acc);
     // The products' first operands load while G is made (buffer 1; G is 0).
     if (products) issue(0);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
@@ -609,6 +602,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       }
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }
+    // G for the tensor cores, every thread's after the loop's first barrier.
+    xent_wg_publish_smem();
     // grad_bias: G's column sums (as stored, the products' operand), a
     // thread a column over the tile's rows, one atomic a column.
     if (a.grad_bias) {
@@ -627,10 +622,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     // next columns, loading while these are multiplied; then these landed.
     __syncthreads();
     issue(h0 + XENT_LCE_CHIP_K);
-    xent_async_wait<1>(copies);
-    xent_wg_publish_smem();
-    __syncthreads();
-    const uint32_t buf = operands(h0);
+    loads.wait(operands(h0));
+    const uint32_t buf = (uint32_t)operands(h0) * XENT_LCE_CHIP_BUFFER;
     const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
     // grad_hidden[rows, h0 + 64) += G @ W, this warpgroup's 64 rows: k over
     // the tile's classes, 16 a step (32 bytes along G's line, a block of 64
@@ -663,4 +656,25 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     }
   }
 #endif
+}
+
+// The launch's tensor maps (host code): hidden's rows [0, rows) and
+// weight's classes [0, classes), H columns each, the box a stage's 64
+// columns of a block's rows or a tile's classes. None (a.tma false: the
+// stages go element by element) where a map cannot describe them: H not
+// a multiple of 8 (rows of whole 16-byte chunks), a matrix not 16-byte
+// aligned, or coordinates past int32's. 0, or 1 where the driver refused a
+// map it could describe.
+template <typename Args>
+static inline int xent_lce_chip_maps(Args& a, int64_t rows, int64_t classes) {
+  const int64_t H = a.hidden_size;
+  a.tma = false;
+  if (H % 8 != 0 || (uintptr_t)a.hidden % 16 != 0 || (uintptr_t)a.weight % 16 != 0 || H > INT32_MAX ||
+      rows > INT32_MAX || classes > INT32_MAX)
+    return 0;
+  if (xent_tensor_map_bf16(&a.hidden_map, a.hidden, H, rows, H, XENT_LCE_CHIP_BLOCK_ROWS) != 0 ||
+      xent_tensor_map_bf16(&a.weight_map, a.weight, H, classes, H, XENT_LCE_CHIP_CLASSES) != 0)
+    return 1;
+  a.tma = true;
+  return 0;
 }

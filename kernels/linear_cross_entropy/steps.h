@@ -242,6 +242,19 @@ static bool xent_lce_chip_ready(K* kernel, const char* name, int64_t (&known)[XE
 }
 #endif
 
+#if defined(XENT_TARGET_CUDA)
+// A launch whose tensor maps the driver refused: the launcher's status
+// (cudaErrorInvalidValue), with the reason under the emulator.
+static inline int xent_lce_chip_no_map(const char* name) {
+#if defined(XENT_EMU)
+  return xent_emu_refuse_launch(name, "the driver refused a tensor map of hidden or weight");
+#else
+  (void)name, (void)xent_launch_take();
+  return 1;
+#endif
+}
+#endif
+
 // CHIP_STATS and CHIP_GRADS (on_chip.h's kernels): one chunk of every row
 // (the steps' workspace for one chunk); pass 2's scale is BEGIN's dloss
 // (reduced) or the rows' own (none).
@@ -254,7 +267,10 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
     const dim3 block(XENT_LCE_CHIP_THREADS);
     const xent_lce_chip_logit logit = {(float)a.softcap, (float)(1.0 / a.temperature)};
     if (a.step == XENT_LCE_CHIP_STATS) {
-      const xent_lce_chip_args<L> c = {(const uint16_t*)a.hidden_data,
+      xent_lce_chip_args<L> c = {{},
+                                 {},
+                                 false,
+                                 (const uint16_t*)a.hidden_data,
                                        (const uint16_t*)a.weight_data,
                                        (const L*)a.labels,
                                        (float*)a.records,
@@ -270,6 +286,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        (const float*)a.row_temperature,
                                        a.class_offset,
                                        a.global_classes};
+      if (xent_lce_chip_maps(c, a.rows, a.classes) != 0) return xent_lce_chip_no_map("xent_lce_chip_stats");
       const int64_t blocks = (a.rows + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
       const dim3 grid((unsigned)blocks, (unsigned)slices);
@@ -288,7 +305,10 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                        : !a.dloss ? XENT_LCE_CHIP_DLOSS_ONE
                        : a.loss_f32 ? XENT_LCE_CHIP_DLOSS_ROWS_F32
                                     : XENT_LCE_CHIP_DLOSS_ROWS_BF16;
-      const xent_lce_chip_grad_args<L> c = {(const uint16_t*)a.hidden_data,
+      xent_lce_chip_grad_args<L> c = {{},
+                                      {},
+                                      false,
+                                      (const uint16_t*)a.hidden_data,
                                             (const uint16_t*)a.weight_data,
                                             (const L*)a.labels,
                                             (const float*)a.lse,
@@ -318,6 +338,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (const float*)a.entropy,
                                             a.class_offset,
                                             a.global_classes};
+      if (xent_lce_chip_maps(c, a.row_end, a.class_end) != 0) return xent_lce_chip_no_map("xent_lce_chip_grads");
       const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
       if (blocks > 0 && tiles > 0 && !xent_lce_chip_ready(xent_lce_chip_grads<L>, "xent_lce_chip_grads", known[2]))

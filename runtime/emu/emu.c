@@ -656,7 +656,8 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
     if (r->copy_into == me->gid) snprintf(who, sizeof who, "its own");
     else snprintf(who, sizeof who, "thread %d's", r->copy_into % L->threads);
     xent_emu_fail("shared memory %s[%lld]: this thread %s it while %s asynchronous copy into it is in flight "
-                  "(cp.async issued, not yet waited for)", name, (long long)index, is_write ? "writes" : "reads", who);
+                  "(cp.async or cp.async.bulk.tensor issued, not yet waited for)",
+                  name, (long long)index, is_write ? "writes" : "reads", who);
   }
   if (is_write && r->products)
     xent_emu_fail("shared memory %s[%lld]: this thread writes it while %u tensor-core product(s) reading it are in "

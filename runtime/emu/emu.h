@@ -187,8 +187,8 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
 
 /* An asynchronous access to that element begins (begin = 1, at its issue,
    checked as a write for a copy and a read for a product is) or completes
-   (0, at its wait): a copy into it by this thread (cp.async,
-   kernels/device/async_copy.h) or a tensor-core product that reads it
+   (0, at its wait): a copy into it by this thread (a tensor copy,
+   kernels/device/tensor_copy.h) or a tensor-core product that reads it
    (wgmma, warpgroup_mma.h). While one is in flight, any access to a
    copy's element and any write to a product's is reported, whatever
    barriers come between: the hardware may land or read it at any time

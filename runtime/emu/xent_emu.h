@@ -19,6 +19,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 
 typedef void* cudaStream_t;
 typedef void* hipStream_t;

@@ -12,6 +12,7 @@
 #define __global__ __attribute__((global))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
+#define __grid_constant__ __attribute__((grid_constant))
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
@@ -72,6 +73,10 @@ struct cudaLaunchConfig_t {
 // graph-safe rule forbids (declared so that a planted call parses).
 extern "C" {
 cudaError_t cudaGetLastError(void);
+enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0 };
+enum { cudaEnableDefault = 0 };
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned version, unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* found);
 cudaError_t cudaPeekAtLastError(void);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaGetDeviceCount(int* count);
