@@ -77,24 +77,33 @@ struct xent_tensor_loads {
       xent_emu_fail("cp.async.bulk.tensor: thread %u ends with %d boxes whose mbarrier it never waited for",
                     threadIdx.x, n);
   }
-  // Byte a of a box's swizzled lines (from a 1024-byte-aligned start).
-  static uint32_t swizzled(uint32_t a) { return a ^ ((a >> 7) & 7u) << 4; }
-  void land(const box& b) const {
+  // Line r of a box at byte `at`: its elements' indices (the 16-byte
+  // chunks permuted by r % 8, from a 1024-byte-aligned start).
+  static void line_of(uint32_t at, int r, int64_t (&index)[XENT_TENSOR_LINE]) {
+    for (int k = 0; k < XENT_TENSOR_LINE; ++k) {
+      const uint32_t a = (uint32_t)r * 128u + (uint32_t)k * 2u;
+      index[k] = (at + (a ^ ((a >> 7) & 7u) << 4)) / 2;
+    }
+  }
+  static void land(const box& b) {
     const xent_tensor_map& m = *b.map;
-    const xent_emu::shared_array<uint16_t> dst(b.base, b.count, b.name);
-    for (int r = 0; r < m.box_rows; ++r)
+    for (int r = 0; r < m.box_rows; ++r) {
+      int64_t index[XENT_TENSOR_LINE];
+      line_of(b.at, r, index);
+      xent_emu_shared_async_n(b.base, index, XENT_TENSOR_LINE, b.count, b.name, XENT_EMU_ASYNC_COPY, 0);
+      xent_emu_shared_accesses(b.base, index, XENT_TENSOR_LINE, b.count, b.name, 1);
+      const int64_t row = (int64_t)b.row + r;
       for (int k = 0; k < XENT_TENSOR_LINE; ++k) {
-        const int64_t row = (int64_t)b.row + r, column = (int64_t)b.column + k;
+        const int64_t column = (int64_t)b.column + k;
         uint16_t v = 0;
         if (row < m.rows && column < m.columns) {
           const uint16_t* p = m.base + row * m.pitch + column;
           xent_emu_global_access(p, 2, 0, __FILE__, __LINE__);
           v = *p;
         }
-        const uint32_t at = (b.at + swizzled((uint32_t)r * 128u + (uint32_t)k * 2u)) / 2;
-        xent_emu_shared_async(b.base, at, b.count, b.name, XENT_EMU_ASYNC_COPY, 0);
-        dst[at] = v;
+        b.base[index[k]] = v;
       }
+    }
   }
 };
 
@@ -128,10 +137,11 @@ XENT_DEVICE void xent_tensor_load(xent_tensor_loads& l, const xent_tensor_map* m
   if (l.n == xent_tensor_loads::kBoxes)
     xent_emu_fail("cp.async.bulk.tensor: more than %d boxes in flight in the model", (int)xent_tensor_loads::kBoxes);
   // In flight from now until the wait: any access meanwhile is reported.
-  for (int r = 0; r < m->box_rows; ++r)
-    for (int k = 0; k < XENT_TENSOR_LINE; ++k)
-      xent_emu_shared_async(smem.base(), (at + xent_tensor_loads::swizzled((uint32_t)r * 128u + (uint32_t)k * 2u)) / 2,
-                            count, smem.name(), XENT_EMU_ASYNC_COPY, 1);
+  for (int r = 0; r < m->box_rows; ++r) {
+    int64_t index[XENT_TENSOR_LINE];
+    xent_tensor_loads::line_of(at, r, index);
+    xent_emu_shared_async_n(smem.base(), index, XENT_TENSOR_LINE, count, smem.name(), XENT_EMU_ASYNC_COPY, 1);
+  }
   l.pending[l.n++] = {m, (uint16_t*)smem.base(), count, smem.name(), at, column, row, b};
   l.sent[b] += (int64_t)m->box_rows * XENT_TENSOR_LINE * 2;
 }

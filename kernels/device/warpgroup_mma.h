@@ -70,14 +70,8 @@ struct xent_wg_operand {
   const char* name;
   uint32_t start;
   xent_wg_layout layout;
-  // Element (r, k), read through the race and bounds checks of shared
-  // memory.
-  uint16_t at(int r, int k) const {
-    return xent_emu::shared_array<uint16_t>(base, count, name)[xent_wg_address(layout, start, r, k) / 2];
-  }
-  void mark(int r, int k, int begin) const {
-    xent_emu_shared_async(base, xent_wg_address(layout, start, r, k) / 2, count, name, XENT_EMU_ASYNC_PRODUCT, begin);
-  }
+  // Element (r, k)'s index in the array.
+  int64_t index(int r, int k) const { return xent_wg_address(layout, start, r, k) / 2; }
 };
 template <typename Smem>
 XENT_DEVICE xent_wg_operand xent_wg_operand_at(const Smem& smem, uint32_t start, xent_wg_layout layout) {
@@ -106,25 +100,36 @@ struct xent_wg_acc {
   // The shared memory a product reads for this thread's elements (its two
   // rows of A, its N / 4 columns of B) is in flight from the issue to the
   // wait (runtime/emu: a write to it meanwhile is reported).
-  static void in_flight(const issued& p, int begin) {
+  // This thread's elements of the operands: its two rows of A and N / 4
+  // columns of B (element i takes row (i / 2) % 2 and column 2 (i / 4) +
+  // i % 2 of them), 16 k each.
+  struct elements {
+    int64_t a[2 * 16], b[N / 4 * 16];
+  };
+  static elements elements_of(const issued& p) {
     const int t = (int)(threadIdx.x % 128);
-    for (int k = 0; k < 16; ++k) {
-      for (int h = 0; h < 2; ++h) p.a.mark(xent_wg_row(t, 2 * h), k, begin);
-      for (int i = 0; i < N / 2; i += 4)
-        for (int u = 0; u < 2; ++u) p.b.mark(xent_wg_col(t, i + u), k, begin);
-    }
+    elements e;
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 16; ++k) e.a[16 * h + k] = p.a.index(xent_wg_row(t, 2 * h), k);
+    for (int j = 0; j < N / 4; ++j)
+      for (int k = 0; k < 16; ++k) e.b[16 * j + k] = p.b.index(xent_wg_col(t, 4 * (j / 2) + j % 2), k);
+    return e;
+  }
+  static void in_flight(const issued& p, const elements& e, int begin) {
+    xent_emu_shared_async_n(p.a.base, e.a, 2 * 16, p.a.count, p.a.name, XENT_EMU_ASYNC_PRODUCT, begin);
+    xent_emu_shared_async_n(p.b.base, e.b, N / 4 * 16, p.b.count, p.b.name, XENT_EMU_ASYNC_PRODUCT, begin);
   }
   void run(const issued& p) {
-    in_flight(p, 0);
-    const int t = (int)(threadIdx.x % 128);
-    // This thread's two rows of A and N / 4 columns of B, each element read
-    // (and checked) once: element i takes row (i / 2) % 2 and column
-    // 2 (i / 4) + i % 2 of them.
+    const elements e = elements_of(p);
+    in_flight(p, e, 0);
+    // Each element read (and checked) once.
+    xent_emu_shared_accesses(p.a.base, e.a, 2 * 16, p.a.count, p.a.name, 0);
+    xent_emu_shared_accesses(p.b.base, e.b, N / 4 * 16, p.b.count, p.b.name, 0);
     float a[2][16], b[N / 4][16];
     for (int h = 0; h < 2; ++h)
-      for (int k = 0; k < 16; ++k) a[h][k] = xent_bf16_to_float(p.a.at(xent_wg_row(t, 2 * h), k));
+      for (int k = 0; k < 16; ++k) a[h][k] = xent_bf16_to_float(p.a.base[e.a[16 * h + k]]);
     for (int j = 0; j < N / 4; ++j)
-      for (int k = 0; k < 16; ++k) b[j][k] = xent_bf16_to_float(p.b.at(xent_wg_col(t, 4 * (j / 2) + j % 2), k));
+      for (int k = 0; k < 16; ++k) b[j][k] = xent_bf16_to_float(p.b.base[e.b[16 * j + k]]);
     for (int i = 0; i < N / 2; ++i) {
       const float *x = a[(i / 2) % 2], *y = b[2 * (i / 4) + i % 2];
       double sum = 0;
@@ -162,7 +167,8 @@ XENT_DEVICE void xent_wg_mma(xent_wg_acc<N>& acc, const xent_wg_operand& a, cons
   xent_wg_check(a, "A");
   xent_wg_check(b, "B");
   acc.q.issue({a, b, accumulate}, "wgmma products");
-  acc.in_flight(acc.q.pending[acc.q.n - 1], 1);
+  const auto& p = acc.q.pending[acc.q.n - 1];
+  acc.in_flight(p, acc.elements_of(p), 1);
 }
 XENT_DEVICE void xent_wg_fence() {}
 template <int N>

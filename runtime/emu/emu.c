@@ -628,11 +628,14 @@ static int ordered(const fiber* me, sync_stamp then) {
   return synced_since(me, then.who / L->threads == me->blk->rank, then.who % L->threads, then.bar, then.ws, then.cbar);
 }
 
-/* The access record of element `index` of the shared allocation `base`
-   (bounds checked), or NULL for unchecked dynamic shared memory. */
-static access_record* record_of(fiber* me, const void* base, int64_t index, int64_t count, const char* name) {
+static void check_index(int64_t index, int64_t count, const char* name) {
   if (index < 0 || index >= count)
     xent_emu_fail("shared array '%s' index %lld is out of range [0, %lld)", name, (long long)index, (long long)count);
+}
+
+/* The shared allocation at `base` (element `index` named in a report), or
+   NULL for unchecked dynamic shared memory. */
+static shared_alloc* alloc_of(fiber* me, const void* base, int64_t index, const char* name) {
   block_state* owner = NULL;
   shared_alloc* a = find_alloc(base, &owner);
   if (!a) return NULL; /* unchecked dynamic shared memory: bounds only */
@@ -642,13 +645,27 @@ static access_record* record_of(fiber* me, const void* base, int64_t index, int6
     xent_emu_fail("distributed shared memory: %s[%lld] of block %s, which has exited (a cluster sync missing before "
                   "the exit?)", name, (long long)index, b);
   }
-  return &a->records[index];
+  return a;
 }
+
+/* The access record of element `index` of the shared allocation `base`
+   (bounds checked), or NULL for unchecked dynamic shared memory. */
+static access_record* record_of(fiber* me, const void* base, int64_t index, int64_t count, const char* name) {
+  check_index(index, count, name);
+  shared_alloc* a = alloc_of(me, base, index, name);
+  return a ? &a->records[index] : NULL;
+}
+
+static void check_access(fiber* me, access_record* r, int64_t index, const char* name, int is_write);
 
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
   fiber* me = self("shared memory");
   access_record* r = record_of(me, base, index, count, name);
-  if (!r) return;
+  if (r) check_access(me, r, index, name, is_write);
+}
+
+/* One access by `me` to element `index`, whose record is r. */
+static void check_access(fiber* me, access_record* r, int64_t index, const char* name, int is_write) {
   /* Asynchronous accesses in flight: whatever orders this access, the
      copy may land, and the product read, at any time before their wait. */
   if (r->copy_into >= 0) {
@@ -692,12 +709,30 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
 }
 
 void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin) {
+  xent_emu_shared_async_n(base, &index, 1, count, name, kind, begin);
+}
+
+void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int64_t count, const char* name, int kind,
+                             int begin) {
   fiber* me = self("shared memory");
-  if (begin) xent_emu_shared_access(base, index, count, name, kind == XENT_EMU_ASYNC_COPY);
-  access_record* r = record_of(me, base, index, count, name);
-  if (!r) return;
-  if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
-  else r->products += begin ? 1u : (uint32_t)-1;
+  for (int i = 0; i < n; ++i) check_index(index[i], count, name);
+  shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
+  if (!a) return;
+  for (int i = 0; i < n; ++i) {
+    access_record* r = &a->records[index[i]];
+    if (begin) check_access(me, r, index[i], name, kind == XENT_EMU_ASYNC_COPY);
+    if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
+    else r->products += begin ? 1u : (uint32_t)-1;
+  }
+}
+
+void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int64_t count, const char* name,
+                              int is_write) {
+  fiber* me = self("shared memory");
+  for (int i = 0; i < n; ++i) check_index(index[i], count, name);
+  shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
+  if (!a) return;
+  for (int i = 0; i < n; ++i) check_access(me, &a->records[index[i]], index[i], name, is_write);
 }
 
 /* ---- global-memory races (xent_emu_check_global) ---------------------------

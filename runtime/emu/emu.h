@@ -195,6 +195,13 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
    before the wait. */
 enum { XENT_EMU_ASYNC_COPY = 0, XENT_EMU_ASYNC_PRODUCT = 1 };
 void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin);
+/* The same for n elements of one array (index[0..n)), the array looked up
+   once: the tensor cores' operands, a tensor copy's box. */
+void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int64_t count, const char* name, int kind,
+                             int begin);
+/* Accesses to n elements of one array, checked as xent_emu_shared_access's. */
+void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int64_t count, const char* name,
+                              int is_write);
 
 /* Global-memory race checks, for the calling thread's launches (off by
    default: they keep a record per 2-byte granule touched, so tests turn
