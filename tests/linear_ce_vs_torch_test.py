@@ -575,9 +575,9 @@ class LinearCrossEntropy(unittest.TestCase):
 
     def test_on_chip(self):
         """The ON_CHIP plan (kernels/linear_cross_entropy/on_chip.h): 70 rows
-        (a partial block of 64), 200 classes (a partial tile of 128), H = 72
-        (copied 16 bytes at a time, a partial stage of 64 columns) and 76
-        (element by element); both label types and every reduction, dloss,
+        (a partial block of 128, its second warpgroup's 64 rows partial), 200
+        classes (a partial tile of 128), H = 72 (tensor copies, a partial
+        stage of 64 columns) and 76 (element by element); both label types and every reduction, dloss,
         ignore_index; grad_hidden's f32 sum of every row or in chunks of 48
         rows, grad_weight's in tiles of 136 classes; f32 gradients and
         main_grad (their own sums), accumulated; grad_hidden alone; class
