@@ -77,6 +77,9 @@ struct xent_tensor_loads {
       xent_emu_fail("cp.async.bulk.tensor: thread %u ends with %d boxes whose mbarrier it never waited for",
                     threadIdx.x, n);
   }
+  static void in_range(int b, const char* what) {
+    if (b < 0 || b >= kBars) xent_emu_fail("%s: mbarrier %d, of the model's %d", what, b, (int)kBars);
+  }
   // Line r of a box at byte `at`: its elements' indices (the 16-byte
   // chunks permuted by r % 8, from a 1024-byte-aligned start).
   static void line_of(uint32_t at, int r, int64_t (&index)[XENT_TENSOR_LINE]) {
@@ -110,7 +113,7 @@ struct xent_tensor_loads {
 template <typename Bars>
 XENT_DEVICE void xent_tensor_expect(xent_tensor_loads& l, Bars bars, int b, uint32_t bytes) {
   (void)bars;
-  if (b < 0 || b >= xent_tensor_loads::kBars) xent_emu_fail("mbarrier.arrive.expect_tx: mbarrier %d of the model's %d", b, (int)xent_tensor_loads::kBars);
+  xent_tensor_loads::in_range(b, "mbarrier.arrive.expect_tx");
   if (l.arrived[b])
     xent_emu_fail("mbarrier %s[%d]: a second arrival in one phase (its count is one: the next phase would "
                   "complete without its bytes)", bars.name(), b);
@@ -124,6 +127,7 @@ template <typename Smem, typename Bars>
 XENT_DEVICE void xent_tensor_load(xent_tensor_loads& l, const xent_tensor_map* m, Smem smem, uint32_t at,
                                   int32_t column, int32_t row, Bars bars, int b) {
   const int64_t count = smem.count() * (int64_t)sizeof(*smem.base()) / 2;
+  xent_tensor_loads::in_range(b, "cp.async.bulk.tensor");
   if (!m->encoded) xent_emu_fail("cp.async.bulk.tensor: a map never encoded (xent_tensor_map_bf16)");
   if (at % 1024 || (int64_t)at / 2 + (int64_t)m->box_rows * XENT_TENSOR_LINE > count)
     xent_emu_fail("cp.async.bulk.tensor: a box of %d x 64 to byte %u of %s (%lld bytes): it must start at a "
@@ -150,6 +154,7 @@ XENT_DEVICE void xent_tensor_load(xent_tensor_loads& l, const xent_tensor_map* m
 // completed it are in the buffer, for the tensor cores and every thread.
 template <typename Bars>
 XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, Bars bars, int b) {
+  xent_tensor_loads::in_range(b, "mbarrier.try_wait");
   if (l.arrived[b]) {
     if (l.sent[b] != l.expected[b])
       xent_emu_fail("mbarrier %s[%d]: %lld bytes expected and %lld copied (on a GPU the phase would %s)", bars.name(),

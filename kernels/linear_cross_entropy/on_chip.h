@@ -257,7 +257,8 @@ XENT_DEVICE void xent_lce_chip_logits(Loads& loads, int64_t r0, int64_t live, in
 // label_logprob, argmax or dentropy), compiled apart so that the plain
 // pass keeps its registers.
 template <typename L, bool Wide>
-static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS) xent_lce_chip_stats(const __grid_constant__ xent_lce_chip_args<L> a) {
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
+    xent_lce_chip_stats(const __grid_constant__ xent_lce_chip_args<L> a) {
 #if defined(XENT_WG_ABSENT)
   (void)a;
   __trap();
