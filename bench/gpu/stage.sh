@@ -150,9 +150,11 @@ exchange_racecheck() {
 
 # tests/warpgroup_mma_test.cc and tests/lce_on_chip_test.cc, compiled here
 # for sm_90a by the device's nvcc (seconds, side by side): wgmma chains in
-# every pair of operand layouts, and the linear cross entropy's two passes
-# with the logits on chip, against float64, which the suite runs only under
-# the emulator. They hold the emulator's model of the operand layouts and the
+# every pair of operand layouts (a swizzled operand staged by a tensor
+# copy), and the linear cross entropy's two passes with the logits on chip
+# (their stages tensor copies where H is a multiple of 8), against float64,
+# which the suite runs only under the emulator. They hold the emulator's
+# model of the operand layouts, the tensor copy's swizzle and the
 # accumulator's fragment to the hardware's.
 tensor_cores() {
   local nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc t pid status=0 pids=()
