@@ -30,8 +30,10 @@
 enum { XENT_TENSOR_LINE = 64 };  // a box's columns: one 128-byte line of bf16
 
 #if defined(XENT_EMU)
-// The emulator's record of a map (the driver's is 128 opaque bytes).
-struct alignas(64) xent_tensor_map {
+// The emulator's record of a map (the driver's is 128 opaque bytes, 64-byte
+// aligned; this one is not, so that no host ABI note is printed for the
+// kernels' arguments that hold it).
+struct xent_tensor_map {
   const uint16_t* base;
   int64_t columns, rows, pitch;  // pitch: elements from a row to the next
   int box_rows;
