@@ -5,7 +5,7 @@
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
 // and grad_weight = G^T @ hidden for a mean's G. 150 rows (a block of
 // 128, two warpgroups of 64, then a partial block whose second warpgroup
-// has no row), H = 328, 76 and 74 (a partial stage of 64 columns; rows of whole
+// has no row), H = 456, 76 and 74 (a partial stage of 64 columns; rows of whole
 // 16-byte chunks, copied by tensor maps, or not; the sums' rows of whole
 // 16-byte reductions, or not), 300 classes as two slices
 // (160 and 140: partial tiles) and as one; labels at both ends of the
@@ -24,10 +24,10 @@
 #include "linear_cross_entropy/on_chip.h"
 #include "tensor_core_test.h"
 
-enum { ROWS = 150, H_MAX = 328, V = 300, IGNORE = -100 };
-// hidden's columns: 328 (16-byte rows: the stages copied by tensor maps,
-// six of them, so that a tile refills two of its four buffers while the
-// products of the stage before are in flight), 76 (element by element;
+enum { ROWS = 150, H_MAX = 456, V = 300, IGNORE = -100 };
+// hidden's columns: 456 (16-byte rows: the stages copied by tensor maps,
+// eight of them, the last partial, so that a tile refills two of its six
+// buffers while the products of the stage before are in flight), 76 (element by element;
 // pass 2's sums still added four floats at a time) or 74 (an atomic an
 // element), main's loop.
 static int H = H_MAX;

@@ -59,7 +59,7 @@ XENT_DEVICE void xent_tensor_init(Bars bars, int n) {
 }
 
 struct xent_tensor_loads {
-  enum { kBars = 8, kBoxes = 8 };
+  enum { kBars = 8, kBoxes = 16 };
   uint32_t phases = 0;  // bit b: the parity of the next phase of mbarrier b this thread waits for
   struct box {
     const xent_tensor_map* map;

@@ -36,16 +36,18 @@ enum {
   XENT_LCE_CHIP_CLASSES = 128,  // a tile's classes: wgmma's N
   XENT_LCE_CHIP_K = 64,         // hidden's columns a stage: a 128-byte swizzled line
   XENT_LCE_CHIP_THREADS = 128 * XENT_LCE_CHIP_GROUPS,
-  // Shared memory: four buffers, each a stage of K columns of the block's
+  // Shared memory: six buffers, each a stage of K columns of the block's
   // rows and of the classes (the classes' shared by both warpgroups: 32 KB
   // a stage for two products of 64 x 128 x 64, where a warpgroup alone
   // loaded 24 KB for one, the L2's traffic a flop two thirds of it), the
-  // next ones loading while the tensor cores multiply one. Pass 2 then
-  // keeps G in the first and stages its products' operands in the second
-  // and third, one loading while the other is multiplied. 128 KiB: one
-  // block (eight warps) an SM, as the registers allow (the launch raises
-  // the kernels' limit past 48 KiB).
-  XENT_LCE_CHIP_STAGES = 4,
+  // next five loading while the tensor cores multiply one: a stage's
+  // products are about 280 ns of an SM's tensor cores, a load from memory
+  // under load a microsecond or more. Pass 2 then keeps G in the first and
+  // stages its products' operands in the second and third, one loading
+  // while the other is multiplied. 192 KiB: one block (eight warps) an SM,
+  // as the registers allow, so shared memory past four buffers would go
+  // unused (the launch raises the kernels' limit past 48 KiB).
+  XENT_LCE_CHIP_STAGES = 6,
   XENT_LCE_CHIP_STAGE_ROWS = 0,
   XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_BLOCK_ROWS * XENT_LCE_CHIP_K * 2,
   XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_BLOCK_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
@@ -242,7 +244,7 @@ XENT_DEVICE void xent_lce_chip_logits(Loads& loads, int64_t r0, int64_t live, in
                   xent_wg_operand_at(loads.smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 32u * j, lb), s > 0 || j > 0);
     xent_wg_commit(acc);
     // Stage s - 1's products done (stage s's run on), for every thread:
-    // its buffer takes stage s + 3.
+    // its buffer takes stage s + kAhead.
     xent_wg_wait<1>(acc);
     __syncthreads();
     issue(first + s + kAhead);
