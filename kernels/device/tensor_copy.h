@@ -112,6 +112,21 @@ struct xent_tensor_loads {
   }
 };
 
+// After a wait's block barrier: the phase of mbarrier b this thread waits
+// for (bit b of `phases`: its parity) must be the last completed (else a
+// GPU would wait for what never arrives, or pass before it does); then the
+// bit flips.
+template <typename Bars>
+XENT_DEVICE void xent_mbarrier_passed(Bars bars, int b, uint32_t& phases) {
+  const uint64_t done = bars[b];
+  const unsigned parity = (phases >> b) & 1u;
+  if (done == 0 || ((done - 1) & 1u) != parity)
+    xent_emu_fail("mbarrier %s[%d]: a wait for the phase of parity %u, but %llu phases have completed (on a GPU it "
+                  "would wait for what never arrives, or pass before it does)",
+                  bars.name(), b, parity, (unsigned long long)done);
+  phases ^= 1u << b;
+}
+
 template <typename Bars>
 XENT_DEVICE void xent_tensor_expect(xent_tensor_loads& l, Bars bars, int b, uint32_t bytes) {
   (void)bars;
@@ -172,13 +187,7 @@ XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, Bars bars, int b) {
     bars[b] = bars[b] + 1;
   }
   __syncthreads();
-  const uint64_t done = bars[b];
-  const unsigned parity = (l.phases >> b) & 1u;
-  if (done == 0 || ((done - 1) & 1u) != parity)
-    xent_emu_fail("mbarrier %s[%d]: a wait for the phase of parity %u, but %llu phases have completed (on a GPU it "
-                  "would wait for bytes never sent, or pass before they land)",
-                  bars.name(), b, parity, (unsigned long long)done);
-  l.phases ^= 1u << b;
+  xent_mbarrier_passed(bars, b, l.phases);
 }
 #else
 #include <cudaTypedefs.h>
@@ -257,9 +266,11 @@ XENT_DEVICE void xent_tensor_load(xent_tensor_loads&, const xent_tensor_map* m, 
 #endif
 }
 
-XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, uint64_t* bars, int b) {
+// Waits until mbarrier b has completed the phase of that parity (also the
+// tensor cores' commits' wait: tensor_memory_mma.h).
+XENT_DEVICE void xent_mbarrier_wait(uint64_t* bars, int b, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t bar = xent_tensor_smem(bars + b), parity = (l.phases >> b) & 1u;
+  const uint32_t bar = xent_tensor_smem(bars + b);
   uint32_t done = 0;
   do {
     asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
@@ -268,9 +279,13 @@ XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, uint64_t* bars, int b) {
                  : "memory");
   } while (!done);
 #else
-  (void)bars;
+  (void)bars, (void)b, (void)parity;
   __trap();
 #endif
+}
+
+XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, uint64_t* bars, int b) {
+  xent_mbarrier_wait(bars, b, (l.phases >> b) & 1u);
   l.phases ^= 1u << b;
 }
 #endif

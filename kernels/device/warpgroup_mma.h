@@ -139,18 +139,19 @@ struct xent_wg_acc {
   }
 };
 
-XENT_DEVICE void xent_wg_check(const xent_wg_operand& o, const char* which) {
+// An operand's descriptor's rules (wgmma's and tcgen05.mma's alike).
+XENT_DEVICE void xent_wg_check(const xent_wg_operand& o, const char* which, const char* op = "wgmma") {
   if (o.start % 16 || o.layout.leading % 16 || o.layout.stride % 16 || o.layout.leading >= (1u << 18) ||
       o.layout.stride >= (1u << 18))
     xent_emu_fail(
-        "wgmma: operand %s of %s: start %u, leading %u and stride %u bytes must be multiples of 16 "
+        "%s: operand %s of %s: start %u, leading %u and stride %u bytes must be multiples of 16 "
         "below 256 KiB (the descriptor drops their low 4 bits)",
-        which, o.name, o.start, o.layout.leading, o.layout.stride);
+        op, which, o.name, o.start, o.layout.leading, o.layout.stride);
   if (o.layout.swizzle128 && (o.start >> 7) % 8 != 0)
     xent_emu_fail(
-        "wgmma: operand %s of %s at byte %u: a 128-byte-swizzled operand starts in the first line of a "
+        "%s: operand %s of %s at byte %u: a 128-byte-swizzled operand starts in the first line of a "
         "1024-byte atom (the descriptor's base offset is 0)",
-        which, o.name, o.start);
+        op, which, o.name, o.start);
 }
 
 // D (+)= A B: issued, not done (the fence before it, the commit and the

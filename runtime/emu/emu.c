@@ -103,6 +103,14 @@ typedef struct block_state {
   int shared_count;
   size_t shared_used;
   char* dynamic;
+  /* Tensor memory (sm_100): its cells (kept across the launch's blocks),
+     whether this block has touched them, the 32-column chunks allocated,
+     whether the block gave up its permit to allocate, and per column the
+     tensor-core products in flight that write it. */
+  uint32_t* tensor;
+  int tensor_used, tensor_relinquished;
+  uint32_t tensor_allocated;
+  uint16_t tensor_busy[XENT_EMU_TMEM_COLUMNS];
 } block_state;
 
 typedef struct launch_state {
@@ -678,7 +686,7 @@ static void check_access(fiber* me, access_record* r, int64_t index, const char*
   }
   if (is_write && r->products)
     xent_emu_fail("shared memory %s[%lld]: this thread writes it while %u tensor-core product(s) reading it are in "
-                  "flight (wgmma issued, not yet waited for)", name, (long long)index, r->products);
+                  "flight (wgmma or tcgen05.mma issued, not yet waited for)", name, (long long)index, r->products);
   const sync_stamp* bad = NULL;
   const char* did = "wrote";
   if (!ordered(me, r->writer)) bad = &r->writer;
@@ -902,6 +910,88 @@ static void free_shared(block_state* b) {
   }
   b->shared_count = 0;
   b->shared_used = L->dynamic_smem;
+  b->tensor_used = b->tensor_relinquished = 0;
+  b->tensor_allocated = 0;
+  memset(b->tensor_busy, 0, sizeof b->tensor_busy);
+}
+
+/* ---- tensor memory (sm_100) ----------------------------------------------- */
+
+uint32_t* xent_emu_tensor_memory(void) {
+  block_state* b = self("tensor memory")->blk;
+  const size_t cells = (size_t)XENT_EMU_TMEM_LANES * XENT_EMU_TMEM_COLUMNS;
+  if (!b->tensor && !(b->tensor = malloc(cells * sizeof *b->tensor)))
+    xent_emu_fail("out of memory for the block's tensor memory");
+  if (!b->tensor_used) {
+    memset(b->tensor, 0xA5, cells * sizeof *b->tensor); /* garbage, as on hardware */
+    b->tensor_used = 1;
+  }
+  return b->tensor;
+}
+
+/* The 32-column chunks of [column, column + columns), as a mask. */
+static uint32_t tensor_chunks(int column, int columns) {
+  uint32_t m = 0;
+  for (int c = column / 32; c * 32 < column + columns && c < XENT_EMU_TMEM_COLUMNS / 32; ++c) m |= 1u << c;
+  return m;
+}
+
+int xent_emu_tensor_alloc(int columns) {
+  block_state* b = self("tcgen05.alloc")->blk;
+  if (columns < 32 || columns > XENT_EMU_TMEM_COLUMNS || (columns & (columns - 1)))
+    xent_emu_fail("tcgen05.alloc of %d columns: a power of two from 32 to %d", columns, XENT_EMU_TMEM_COLUMNS);
+  if (b->tensor_relinquished)
+    xent_emu_fail("tcgen05.alloc after the block relinquished its permit to allocate (tcgen05.relinquish_alloc_permit)");
+  xent_emu_tensor_memory();
+  for (int c = 0; c + columns <= XENT_EMU_TMEM_COLUMNS; c += 32) {
+    const uint32_t m = tensor_chunks(c, columns);
+    if (b->tensor_allocated & m) continue;
+    b->tensor_allocated |= m;
+    return c;
+  }
+  xent_emu_fail("tcgen05.alloc of %d columns: no free run of them (this block holds chunk mask 0x%08x of 32 columns "
+                "each): a GPU would wait for a free that never comes",
+                columns, b->tensor_allocated);
+}
+
+void xent_emu_tensor_relinquish(void) { self("tcgen05.relinquish_alloc_permit")->blk->tensor_relinquished = 1; }
+
+void xent_emu_tensor_free(int column, int columns) {
+  block_state* b = self("tcgen05.dealloc")->blk;
+  const uint32_t m = tensor_chunks(column, columns);
+  if (column < 0 || column % 32 || columns < 32 || column + columns > XENT_EMU_TMEM_COLUMNS ||
+      (b->tensor_allocated & m) != m)
+    xent_emu_fail("tcgen05.dealloc of columns [%d, %d): not all allocated (chunk mask 0x%08x of 32 columns each)",
+                  column, column + columns, b->tensor_allocated);
+  for (int c = column; c < column + columns; ++c)
+    if (b->tensor_busy[c])
+      xent_emu_fail("tcgen05.dealloc of column %d while %u tensor-core product(s) writing it are in flight", c,
+                    (unsigned)b->tensor_busy[c]);
+  b->tensor_allocated &= ~m;
+}
+
+static void tensor_range(const char* what, int column, int columns) {
+  block_state* b = self(what)->blk;
+  if (column < 0 || columns < 1 || column + columns > XENT_EMU_TMEM_COLUMNS ||
+      (b->tensor_allocated & tensor_chunks(column, columns)) != tensor_chunks(column, columns))
+    xent_emu_fail("%s: tensor memory columns [%d, %d) not all allocated (chunk mask 0x%08x of 32 columns each)", what,
+                  column, column + columns, b->tensor_allocated);
+}
+
+void xent_emu_tensor_product(int column, int columns, int delta) {
+  tensor_range("tcgen05.mma", column, columns);
+  block_state* b = L->current->blk;
+  for (int c = column; c < column + columns; ++c) b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
+}
+
+void xent_emu_tensor_read(int column, int columns, const char* what) {
+  tensor_range(what, column, columns);
+  block_state* b = L->current->blk;
+  for (int c = column; c < column + columns; ++c)
+    if (b->tensor_busy[c])
+      xent_emu_fail("%s: tensor memory column %d read while %u tensor-core product(s) writing it are in flight (the "
+                    "mbarrier of their commit not waited for)",
+                    what, c, (unsigned)b->tensor_busy[c]);
 }
 
 /* ---- launching ------------------------------------------------------------ */
@@ -961,6 +1051,9 @@ static int run_cluster(xent_emu_dim3 first) {
         else if (f->state == F_DONE) {
           b->live--;
           check_exit(f);
+          if (!L->failed && b->live == 0 && b->tensor_allocated)
+            fail_block(f, "the block exits with tensor memory allocated (chunk mask 0x%08x of 32 columns each): "
+                       "tcgen05.dealloc before the exit", b->tensor_allocated);
         }
         if (!L->failed) try_complete_barrier(b);
         if (!L->failed) try_complete_cluster_sync();
@@ -1218,6 +1311,7 @@ static int launch(const char* kernel, const void* func, int warp_size, size_t sm
     for (int i = 0; state.blocks[r].fibers && i < state.threads; ++i) TSAN_DESTROY(state.blocks[r].fibers[i].tsan);
     free(state.blocks[r].fibers);
     free(state.blocks[r].dynamic);
+    free(state.blocks[r].tensor);
   }
   free(state.blocks);
   L = NULL;

@@ -203,6 +203,30 @@ void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int6
 void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int64_t count, const char* name,
                               int is_write);
 
+/* sm_100's tensor memory of the current block: 128 lanes x 512 columns of
+   32 bits, apart from its shared memory, garbage at the block's start;
+   cell (lane, column) at [lane * XENT_EMU_TMEM_COLUMNS + column]. */
+#define XENT_EMU_TMEM_LANES 128
+#define XENT_EMU_TMEM_COLUMNS 512
+uint32_t* xent_emu_tensor_memory(void);
+/* tcgen05.alloc of `columns` (a power of two from 32 to 512): the first
+   free run of them, at a multiple of 32 columns; its first column. Reports
+   a bad count, an allocation after the block relinquished its permit, and
+   one that cannot be met (a GPU would wait for a free that never comes).
+   A block that exits with columns allocated is reported. */
+int xent_emu_tensor_alloc(int columns);
+void xent_emu_tensor_relinquish(void);
+/* tcgen05.dealloc: reports columns not allocated so, or written by a
+   product in flight. */
+void xent_emu_tensor_free(int column, int columns);
+/* Tensor-core products that write columns [column, column + columns) of
+   every lane: delta 1 at their issue, -1 at their completion. Reports
+   columns not allocated. */
+void xent_emu_tensor_product(int column, int columns, int delta);
+/* A read of those columns (tcgen05.ld, `what`): reports columns not
+   allocated, or written by a product in flight. */
+void xent_emu_tensor_read(int column, int columns, const char* what);
+
 /* Global-memory race checks, for the calling thread's launches (off by
    default: they keep a record per 2-byte granule touched, so tests turn
    them on where buffers alias, as a gradient written over its logits).
