@@ -22,6 +22,7 @@
 #define XENT_TARGET_CUDA
 #include "device/target.h"
 #include "linear_cross_entropy/on_chip.h"
+#include "linear_cross_entropy/on_chip_sm100.h"
 #include "tensor_core_test.h"
 
 enum { ROWS = 150, H_MAX = 456, V = 300, IGNORE = -100 };
@@ -53,35 +54,70 @@ static int maps(Args& a, int64_t rows, int64_t classes) {
   return 1;
 }
 
-// Runs the kernel over `slices` slices of `slice` classes; 0, or 1 with the
-// error printed.
-static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records, int64_t slice,
-               int slices) {
+// Pass 1's renderings: sm_90a's (wgmma, two warpgroups a block) and
+// sm_100a's (tcgen05, a thread a row), the latter under the emulator only.
+static bool sm100 = false;
+
+// Pass 1's options (test_options): none, or the soft cap, a temperature,
+// label smoothing with class weights and a bias, with the wide records.
+struct options {
+  bool on;
+  float cap, tau, eps;
+  const float* weights;  // [V]
+  const uint16_t* bias;  // [V] bf16
+};
+static options opt = {};
+
+// Runs pass 1 over `slices` slices of `slice` classes (the wide records
+// where Wide); 0, or 1 with the error printed.
+template <bool Wide>
+static int run_stats(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records,
+                     int64_t slice, int slices) {
   const dim3 grid((ROWS + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS, slices);
-  const size_t rec_bytes = (size_t)slices * ROWS * 4 * sizeof(float);
+  const size_t rec_bytes = (size_t)slices * ROWS * xent_shard_record<float>(Wide) * sizeof(float);
   // The arguments, set by name; the GPU's copies of the pointers below.
   xent_lce_chip_args<int64_t> a = {};
   a.hidden = hidden, a.weight = weight, a.labels = labels, a.records = records;
   a.logit = {0.0f, 1.0f};
   a.rows = ROWS, a.hidden_size = H, a.classes = V, a.slice = slice, a.ignore_index = IGNORE, a.global_classes = V;
-  if (raise_smem(xent_lce_chip_stats<int64_t, false>, "xent_lce_chip_stats")) return 1;
+  if (opt.on) a.logit = {opt.cap, 1.0f / opt.tau}, a.smoothing = opt.eps, a.weights = opt.weights, a.bias = opt.bias;
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
   if (maps(a, ROWS, V)) return 1;
-  return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_stats<int64_t, false>), 32, XENT_EMU_SMEM_CUDA, grid,
+  if (sm100) {
+    static_assert((int)XENT_LCE_TM_ROWS == (int)XENT_LCE_CHIP_BLOCK_ROWS, "the grids of both renderings");
+    if (xent_drv_raise_smem(xent_lce_chip_stats_sm100<int64_t, Wide>, "xent_lce_chip_stats_sm100",
+                            XENT_LCE_TM_SMEM) != 0) {
+      printf("FAIL: xent_lce_chip_stats_sm100's shared memory could not be raised\n");
+      return 1;
+    }
+    return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_stats_sm100<int64_t, Wide>), 32, XENT_EMU_SMEM_CUDA, grid,
+                                         dim3(XENT_LCE_TM_THREADS), XENT_LCE_TM_SMEM, nullptr, a));
+  }
+  if (raise_smem(xent_lce_chip_stats<int64_t, Wide>, "xent_lce_chip_stats")) return 1;
+  return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_stats<int64_t, Wide>), 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
+  if (raise_smem(xent_lce_chip_stats<int64_t, Wide>, "xent_lce_chip_stats")) return 1;
   a.hidden = (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2);
   a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
   a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
   a.records = (float*)tc_device(nullptr, rec_bytes, 0xff);  // NaNs: a record no thread writes fails
+  if (opt.on) {
+    a.weights = (const float*)tc_device(opt.weights, (size_t)V * 4);
+    a.bias = (const uint16_t*)tc_device(opt.bias, (size_t)V * 2);
+  }
   if (maps(a, ROWS, V)) return 1;
   void* args[] = {(void*)&a};
-  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t, false>, grid,
+  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_stats<int64_t, Wide>, grid,
                                          dim3(XENT_LCE_CHIP_THREADS), args, XENT_LCE_CHIP_SMEM, 0);
   return tc_finish(e, {{records, a.records, rec_bytes}},
-                   {(void*)a.hidden, (void*)a.weight, (void*)a.labels, a.records});
+                   {(void*)a.hidden, (void*)a.weight, (void*)a.labels, a.records, (void*)a.weights, (void*)a.bias});
 #endif
+}
+static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records, int64_t slice,
+               int slices) {
+  return run_stats<false>(hidden, weight, labels, records, slice, slices);
 }
 
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
@@ -137,6 +173,70 @@ static void expect_grad(const char* what, int i, int k, double got, double want,
 }
 
 // Both passes at H columns; returns the failures.
+// Pass 1 with its options and the wide records, over two slices: the soft
+// cap, a temperature, label smoothing with class weights, and a bias, each
+// logit z = cap tanh((x + bias) / cap) / tau in float64 from x's float64
+// value; every record field against it. x errs by zerr (f32 sums), z by
+// that over tau plus the tanh's error; exp's terms as test()'s.
+static int test_options(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const double* x,
+                        const double* zerr) {
+  static float cw[V];
+  static uint16_t bias[V];
+  for (int c = 0; c < V; ++c) cw[c] = 0.25f + 0.5f * (float)(c % 7), bias[c] = to_bf16(2.0f * rng.uniform());
+  const float cap = 20.0f, tau = 0.7f, eps = 0.3f;
+  opt = {true, cap, tau, eps, cw, bias};
+  enum { REC = 10 };  // xent_shard_record<float>(true)
+  static float records[2 * ROWS * REC];
+  const int64_t slice = 160;
+  const int rc = run_stats<true>(hidden, weight, labels, records, slice, 2);
+  opt = {};
+  if (rc) return 1;
+  bad = 0;
+  static double z[V];
+  for (int r = 0; r < ROWS; ++r) {
+    const double ez = zerr[r] / tau + 1e-5 * cap / tau;
+    for (int c = 0; c < V; ++c) z[c] = cap * tanh((x[r * V + c] + from_bf16(bias[c])) / cap) / tau;
+    for (int k = 0; k < 2; ++k) {
+      const float* rec = records + ((int64_t)k * ROWS + r) * REC;
+      const int64_t c0 = k * slice, c1 = c0 + slice < V ? c0 + slice : (int64_t)V;
+      double ref = -INFINITY;
+      int64_t arg = -1;
+      for (int64_t c = c0; c < c1; ++c)
+        if (z[c] > ref) ref = z[c], arg = c;
+      double S = 0, T = 0, magT = 0, sumw = 0, sumwz = 0, magwz = 0;
+      for (int64_t c = c0; c < c1; ++c) {
+        const double d = z[c] - rec[0], e = exp(d);
+        S += e, T += e * d, magT += e * fabs(d);
+        sumw += cw[c], sumwz += cw[c] * d, magwz += cw[c] * fabs(d);
+      }
+      const int64_t y = labels[r];
+      const bool labelled = y != IGNORE, in = labelled && y >= c0 && y < c1;
+      const double ec = eps / V;
+      const double want_a = labelled ? (1 - eps) * (in ? cw[y] : 0.0) + ec * sumw : 0.0;
+      const double want_b = labelled ? (1 - eps) * (in ? cw[y] * (z[y] - rec[0]) : 0.0) + ec * sumwz : 0.0;
+      expect_near("ref (options)", 2, r, k, rec[0], ref, ez);
+      expect_near("s (options)", 2, r, k, rec[1], S, S * (2 * ez + 1e-5));
+      expect_near("a (options)", 2, r, k, rec[2], want_a, 1e-5 * (1 + want_a));
+      expect_near("b (options)", 2, r, k, rec[3], want_b,
+                  2 * ez * ((1 - eps) * (in ? cw[y] : 0.0) + ec * sumw) + 1e-5 * (fabs(want_b) + ec * magwz) + 1e-6);
+      expect_near("T", 2, r, k, rec[4], T, (2 * ez + 1e-5) * (magT + S));
+      expect_near("label's z - ref", 2, r, k, rec[5], in ? z[y] - rec[0] : 0.0, 2 * ez + 1e-6);
+      expect_near("holds", 2, r, k, rec[6], in ? 1.0 : 0.0, 0);
+      expect_near("max", 2, r, k, rec[7], ref, ez);
+      int64_t got;
+      memcpy(&got, rec + 8, 8);
+      // The argmax: the top logit's class, or one within the rounding of it
+      // (the capped rows' logits tie in f32 where tanh rounds to 1).
+      if (got != arg && !(got >= c0 && got < c1 && z[got] >= ref - 2 * ez))
+        expect_near("argmax", 2, r, k, (double)got, (double)arg, 0);
+    }
+  }
+  printf("%s H = %d, 2 slices of 160 classes with the cap, tau, smoothing, class weights and a bias%s: %s\n",
+         bad ? "FAIL" : "ok", H, sm100 ? ", sm_100a's pass 1" : "",
+         bad ? "wrong" : "every wide record within the bounds of float64");
+  return bad != 0;
+}
+
 static int test() {
   static uint16_t hidden[ROWS * H_MAX], weight[V * H_MAX];
   static int64_t labels[ROWS];
@@ -209,10 +309,12 @@ static int test() {
       const double want_loss = labels[r] == IGNORE ? 0.0 : want_lse - z[r * V + labels[r]];
       expect_near("loss", slices, r, -1, loss, want_loss, 3 * e + 1e-5 * (1 + fabs(want_lse)));
     }
-    printf("%s H = %d, %d slice(s) of %lld classes: %s\n", bad ? "FAIL" : "ok", H, slices, (long long)slice,
-           bad ? "wrong" : "every record, lse and loss within the bounds of float64");
+    printf("%s H = %d, %d slice(s) of %lld classes%s: %s\n", bad ? "FAIL" : "ok", H, slices, (long long)slice,
+           sm100 ? ", sm_100a's pass 1" : "", bad ? "wrong" : "every record, lse and loss within the bounds of float64");
     failures += bad != 0;
   }
+  failures += test_options(hidden, weight, labels, z, zerr);
+  if (sm100) return failures;
   // Pass 2: a mean over the counted rows, from the float64 lse (rounded to
   // f32, as the combine leaves it). G is rounded to bf16 for the tensor
   // cores (2^-9 of each element; 2^-8 allowed), its logits err by the
@@ -258,6 +360,13 @@ static int test() {
   return failures;
 }
 
+#if !defined(XENT_EMU)
+// sm_100a's pass 1, instantiated for nvcc's sm_100a build (tests/BUILD),
+// which only compiles it: no sm_100 GPU is lent.
+const void* const sm100_kernels[] = {(const void*)xent_lce_chip_stats_sm100<int64_t, false>,
+                                     (const void*)xent_lce_chip_stats_sm100<int64_t, true>};
+#endif
+
 int main() {
 #if !defined(XENT_EMU)
   cudaDeviceProp p;
@@ -270,7 +379,12 @@ int main() {
   const int widths[] = {H_MAX, 76, 74};
   for (int h : widths) {
     H = h;
+    sm100 = false;
     failures += test();
+#if defined(XENT_EMU)
+    sm100 = true;
+    failures += test();
+#endif
   }
   return failures != 0;
 }

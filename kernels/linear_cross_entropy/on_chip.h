@@ -147,8 +147,13 @@ XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weig
 // fence and barrier. The maps end where the launch's rows and classes do:
 // a box's rows past `live` (or classes past `width`) within them are a
 // slice's (pass 1's classes past its slice) and no product keeps them.
-template <typename Smem, typename Bars>
+template <typename Smem, typename Bars, int Rows = XENT_LCE_CHIP_BLOCK_ROWS, int Classes = XENT_LCE_CHIP_CLASSES,
+          int Threads = XENT_LCE_CHIP_THREADS>
 struct xent_lce_chip_loads {
+  // A buffer: the rows' lines, then the classes'; the classes' boxes are of
+  // 128 lines each (the weight's map), Classes / 128 a stage.
+  static constexpr uint32_t kClassesAt = Rows * XENT_LCE_CHIP_K * 2, kBuffer = (Rows + Classes) * XENT_LCE_CHIP_K * 2;
+  static_assert(Rows == XENT_LCE_CHIP_BLOCK_ROWS && Classes % XENT_LCE_CHIP_CLASSES == 0, "the maps' boxes");
   Smem smem;
   Bars bars;  // an mbarrier a buffer (tensor maps only)
   const xent_tensor_map *hidden_map, *weight_map;  // nullptr: element by element
@@ -159,17 +164,19 @@ struct xent_lce_chip_loads {
   // Stage columns [k0, k0 + 64) of rows [r0, r0 + live) and classes [cb,
   // cb + width) into buffer b (uniform: every thread calls it).
   __device__ __forceinline__ void issue(int b, int64_t k0, int64_t r0, int64_t live, int64_t cb, int64_t width) {
-    const uint32_t buf = (uint32_t)b * XENT_LCE_CHIP_BUFFER;
+    const uint32_t buf = (uint32_t)b * kBuffer;
     if (hidden_map) {
       if (threadIdx.x == 0) {
-        xent_tensor_expect(tma, bars, b, (uint32_t)XENT_LCE_CHIP_BUFFER);
-        xent_tensor_load(tma, hidden_map, smem, buf + XENT_LCE_CHIP_STAGE_ROWS, (int32_t)k0, (int32_t)r0, bars, b);
-        xent_tensor_load(tma, weight_map, smem, buf + XENT_LCE_CHIP_STAGE_CLASSES, (int32_t)k0, (int32_t)cb, bars, b);
+        xent_tensor_expect(tma, bars, b, kBuffer);
+        xent_tensor_load(tma, hidden_map, smem, buf, (int32_t)k0, (int32_t)r0, bars, b);
+        for (int q = 0; q < Classes / XENT_LCE_CHIP_CLASSES; ++q)
+          xent_tensor_load(tma, weight_map, smem, buf + kClassesAt + (uint32_t)q * XENT_LCE_CHIP_CLASSES * 128u,
+                           (int32_t)k0, (int32_t)(cb + q * XENT_LCE_CHIP_CLASSES), bars, b);
       }
       return;
     }
-    stage(buf + XENT_LCE_CHIP_STAGE_ROWS, hidden + r0 * H, XENT_LCE_CHIP_BLOCK_ROWS, live, k0);
-    stage(buf + XENT_LCE_CHIP_STAGE_CLASSES, weight + cb * H, XENT_LCE_CHIP_CLASSES, width, k0);
+    stage(buf, hidden + r0 * H, Rows, live, k0);
+    stage(buf + kClassesAt, weight + cb * H, Classes, width, k0);
   }
   // Buffer b's last issued stage, landed for the tensor cores (uniform).
   __device__ __forceinline__ void wait(int b) {
@@ -184,20 +191,21 @@ struct xent_lce_chip_loads {
   // columns past H zeros, at byte `start`.
   __device__ __forceinline__ void stage(uint32_t start, const uint16_t* src, int count, int64_t valid, int64_t k0) {
     const xent_wg_layout layout = xent_lce_chip_layout(count, false);
-    for (int e = (int)threadIdx.x; e < count * XENT_LCE_CHIP_K; e += XENT_LCE_CHIP_THREADS) {
+    for (int e = (int)threadIdx.x; e < count * XENT_LCE_CHIP_K; e += Threads) {
       const int line = e / XENT_LCE_CHIP_K, k = e % XENT_LCE_CHIP_K;
       smem[xent_wg_address(layout, start, line, k) / 2] =
           line < valid && k0 + k < H ? src[(int64_t)line * H + k0 + k] : (uint16_t)0;
     }
   }
 };
-template <typename Smem, typename Bars>
-XENT_DEVICE xent_lce_chip_loads<Smem, Bars> xent_lce_chip_loads_of(Smem smem, Bars bars, const xent_tensor_map* hm,
-                                                                   const xent_tensor_map* wm, bool tma,
-                                                                   const uint16_t* hidden, const uint16_t* weight,
-                                                                   int64_t H) {
-  if (tma) xent_tensor_init(bars, XENT_LCE_CHIP_STAGES);
-  return xent_lce_chip_loads<Smem, Bars>{smem, bars, tma ? hm : nullptr, tma ? wm : nullptr, hidden, weight, H, {}};
+template <int Rows = XENT_LCE_CHIP_BLOCK_ROWS, int Classes = XENT_LCE_CHIP_CLASSES, int Threads = XENT_LCE_CHIP_THREADS,
+          int Stages = XENT_LCE_CHIP_STAGES, typename Smem, typename Bars>
+XENT_DEVICE xent_lce_chip_loads<Smem, Bars, Rows, Classes, Threads> xent_lce_chip_loads_of(
+    Smem smem, Bars bars, const xent_tensor_map* hm, const xent_tensor_map* wm, bool tma, const uint16_t* hidden,
+    const uint16_t* weight, int64_t H) {
+  if (tma) xent_tensor_init(bars, Stages);
+  return xent_lce_chip_loads<Smem, Bars, Rows, Classes, Threads>{
+      smem, bars, tma ? hm : nullptr, tma ? wm : nullptr, hidden, weight, H, {}};
 }
 
 // Tile `tile` (from 0) of the block's tiles of classes [c0, c1), 128
@@ -253,6 +261,110 @@ XENT_DEVICE void xent_lce_chip_logits(Loads& loads, int64_t r0, int64_t live, in
   __syncthreads();
 }
 
+// Pass 1's statistics of one row over a thread's columns of its tiles:
+// max, sum of exp, the label's logit if it met it. Smoothing: also the sum
+// of w[c] over its columns and of w[c] (z - m) relative to its running max
+// m, moved as m grows. Wide: the entropy's t (token_stats.h) and the
+// argmax, the lowest column of the thread's max (its columns rise with the
+// tiles and within each fold, so the first new max found is it) and of its
+// first NaN. Both renderings of pass 1 keep these: sm_90a's four threads a
+// row (then merged by shuffles), sm_100a's one.
+struct xent_lce_chip_row_stats {
+  int64_t label;  // in the slice's classes
+  float m, s, zy, sw, swz, te;
+  int32_t bi, bn;
+  bool here;
+  xent_lce_chip_logit logit;
+
+  template <typename L>
+  __device__ __forceinline__ void start(const xent_lce_chip_args<L>& a, int64_t row) {
+    label = (row < a.rows ? (int64_t)a.labels[row] : a.ignore_index) - a.class_offset;
+    logit = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
+    m = xent_lowest(0.0f), s = 0.0f, zy = 0.0f, here = false, sw = 0.0f, swz = 0.0f;
+    te = 0.0f, bi = bn = XENT_LCE_CHIP_NO_INDEX;
+  }
+  // N logits of the tile at class cb (the slice's from c0; `width` of its
+  // columns in the slice): v[j] the product's value at column col(j),
+  // rising with j. Columns past the slice's end are -inf (no exp), and the
+  // label's logit is kept by the thread holding its column.
+  template <bool Wide, int N, typename L, typename Col>
+  __device__ __forceinline__ void fold(const xent_lce_chip_args<L>& a, const float (&v)[N], Col col, int64_t cb,
+                                       int64_t c0, int64_t width) {
+    float x[N];
+    XENT_UNROLL
+    for (int j = 0; j < N; ++j) {
+      const int c = col(j);
+      float unused;
+      const float z = xent_lce_chip_z(logit, xent_lce_chip_biased(a.bias, cb, c, width, v[j]), unused);
+      x[j] = c < width ? z : -INFINITY;
+      if (cb + c == label && c < width) zy = z, here = true;
+    }
+    const float before = m;
+    if constexpr (Wide) {
+      xent_online_add_n_t(m, s, te, x, 1.0f);
+      const int32_t at = (int32_t)(cb - c0);
+      if (m > before || bi == XENT_LCE_CHIP_NO_INDEX) {
+        XENT_UNROLL
+        for (int j = N - 1; j >= 0; --j)
+          if (x[j] == m) bi = at + col(j);
+      }
+      if (s != s && bn == XENT_LCE_CHIP_NO_INDEX) {
+        XENT_UNROLL
+        for (int j = N - 1; j >= 0; --j)
+          if (x[j] != x[j]) bn = at + col(j);
+      }
+    } else {
+      xent_online_add_n(m, s, x);
+    }
+    if (a.smoothing != 0.0f) {
+      const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
+      float tw = 0.0f, twz = 0.0f;
+      XENT_UNROLL
+      for (int j = 0; j < N; ++j) {
+        const int c = col(j);
+        if (c >= width) continue;
+        const float w = xent_lce_chip_w(slice_weights, cb + c);
+        tw += w, twz += w * (x[j] - m);
+      }
+      if (sw != 0.0f) swz += sw * (before - m);
+      sw += tw, swz += twz;
+    }
+  }
+};
+
+// Row `row`'s record of slice blockIdx.y from its merged statistics: ref
+// (its max, 0 where s is 0), s, whether the label's logit was met (`in`)
+// and that logit z, smoothing's sums relative to ref; Wide: T, the argmax
+// candidate and first NaN (global classes), and the max m.
+template <bool Wide, typename L>
+XENT_DEVICE void xent_lce_chip_record(const xent_lce_chip_args<L>& a, int64_t row, int64_t label, float ref, float s,
+                                      bool in, float z, float tw, float twz, float T, int64_t cand, int64_t nan_at,
+                                      float m) {
+  const int64_t y = label + a.class_offset;
+  const bool labelled = y != a.ignore_index && y >= 0 && y < a.global_classes;
+  const bool counted = in && labelled;
+  const float w = counted ? xent_lce_chip_w(a.weights, y) : 0.0f;
+  float ra = w, rb = counted ? w * (z - ref) : 0.0f;
+  if (a.smoothing != 0.0f && labelled) {
+    const float e = a.smoothing, ec = e / (float)a.global_classes;
+    ra = (1.0f - e) * ra + ec * tw;
+    rb = (1.0f - e) * rb + ec * twz;
+  }
+  float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * xent_shard_record<float>(Wide);
+  rec[0] = ref;
+  rec[1] = s;
+  rec[2] = ra;
+  rec[3] = rb;
+  if constexpr (Wide) {
+    const bool holds = labelled && in, nan = nan_at != XENT_NO_INDEX;
+    rec[4] = T;
+    rec[5] = holds ? z - ref : 0.0f;
+    rec[6] = holds ? 1.0f : 0.0f;
+    rec[7] = nan ? NAN : m;
+    *(int64_t*)(rec + 8) = nan ? nan_at : cand;
+  }
+}
+
 // Grid (ceil(rows / 128), slices), blocks of 256 threads, XENT_LCE_CHIP_SMEM
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
 // Wide: the per-token outputs' records too (a call with entropy,
@@ -271,27 +383,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int t = (int)threadIdx.x;
   // This thread's two rows of the tile (its accumulator's elements i with
-  // i % 4 < 2, and the rest), their labels, and its running statistics
-  // over its own columns: max, sum of exp, the label's logit if it met it.
-  // Smoothing: also the sum of w[c] over its columns and of w[c] (z - m)
-  // relative to its running max m, moved as m grows. Wide: the entropy's t
-  // (token_stats.h) and the argmax, the lowest column of the lane's max (its
-  // columns rise with the tile and with j, so the first new max found is
-  // it) and of its first NaN.
-  int64_t label[2];
-  float m[2], s[2], zy[2], sw[2], swz[2], te[2];
-  int32_t bi[2], bn[2];
-  bool here[2];
-  xent_lce_chip_logit logit[2];
-  const bool smooth = a.smoothing != 0.0f;
-  const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = r0 + xent_lce_chip_row(t, 2 * h);
-    label[h] = (row < a.rows ? (int64_t)a.labels[row] : a.ignore_index) - a.class_offset;  // in the slice's classes
-    logit[h] = row < a.rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
-    m[h] = xent_lowest(0.0f), s[h] = 0.0f, zy[h] = 0.0f, here[h] = false, sw[h] = 0.0f, swz[h] = 0.0f;
-    te[h] = 0.0f, bi[h] = bn[h] = XENT_LCE_CHIP_NO_INDEX;
-  }
+  // i % 4 < 2, and the rest), each its statistics over its own columns.
+  xent_lce_chip_row_stats st[2];
+  for (int h = 0; h < 2; ++h) st[h].start(a, r0 + xent_lce_chip_row(t, 2 * h));
   xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
   XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);
   auto loads = xent_lce_chip_loads_of(smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight,
@@ -299,65 +393,31 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   for (int64_t cb = c0; cb < c1; cb += XENT_LCE_CHIP_CLASSES) {
     const int64_t width = xent_min_index(c1 - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
     xent_lce_chip_logits(loads, r0, live, c0, c1, (cb - c0) / XENT_LCE_CHIP_CLASSES, acc);
-    // The tile's logits, folded into each row's statistics: columns past
-    // the slice's end are -inf (no exp), and the label's logit is kept by
-    // the thread holding its column.
     XENT_UNROLL
     for (int h = 0; h < 2; ++h) {
-      float x[XENT_LCE_CHIP_CLASSES / 4];
+      float v[XENT_LCE_CHIP_CLASSES / 4];
       XENT_UNROLL
-      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
-        const int i = xent_lce_chip_elem(h, j), col = xent_wg_col(t, i);
-        float unused;
-        const float z = xent_lce_chip_z(logit[h], xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]), unused);
-        x[j] = col < width ? z : -INFINITY;
-        if (cb + col == label[h] && col < width) zy[h] = z, here[h] = true;
-      }
-      const float before = m[h];
-      if constexpr (Wide) {
-        xent_online_add_n_t(m[h], s[h], te[h], x, 1.0f);
-        const int32_t at = (int32_t)(cb - c0);
-        if (m[h] > before || bi[h] == XENT_LCE_CHIP_NO_INDEX) {
-          XENT_UNROLL
-          for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
-            if (x[j] == m[h]) bi[h] = at + xent_lce_chip_col(t, h, j);
-        }
-        if (s[h] != s[h] && bn[h] == XENT_LCE_CHIP_NO_INDEX) {
-          XENT_UNROLL
-          for (int j = XENT_LCE_CHIP_CLASSES / 4 - 1; j >= 0; --j)
-            if (x[j] != x[j]) bn[h] = at + xent_lce_chip_col(t, h, j);
-        }
-      } else {
-        xent_online_add_n(m[h], s[h], x);
-      }
-      if (smooth) {
-        float tw = 0.0f, twz = 0.0f;
-        XENT_UNROLL
-        for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
-          const int col = xent_lce_chip_col(t, h, j);
-          if (col >= width) continue;
-          const float w = xent_lce_chip_w(slice_weights, cb + col);
-          tw += w, twz += w * (x[j] - m[h]);
-        }
-        if (sw[h] != 0.0f) swz[h] += sw[h] * (before - m[h]);
-        sw[h] += tw, swz[h] += twz;
-      }
+      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) v[j] = acc.d[xent_lce_chip_elem(h, j)];
+      st[h].template fold<Wide>(a, v, [&](int j) { return xent_lce_chip_col(t, h, j); }, cb, c0, width);
     }
   }
   // A row's four threads (lanes 4j to 4j + 3) merge theirs; the first
   // writes the record.
   for (int h = 0; h < 2; ++h) {
-    const float own = m[h], own_s = s[h];
-    float z = zy[h], in = here[h] ? 1.0f : 0.0f;
+    float& m = st[h].m;
+    float& s = st[h].s;
+    const float own = m, own_s = s;
+    float z = st[h].zy, in = st[h].here ? 1.0f : 0.0f;
     for (int offset = 1; offset < 4; offset *= 2) {
-      const float m2 = xent_shfl_xor(m[h], offset), s2 = xent_shfl_xor(s[h], offset);
-      xent_online_merge(m[h], s[h], m2, s2);
+      const float m2 = xent_shfl_xor(m, offset), s2 = xent_shfl_xor(s, offset);
+      xent_online_merge(m, s, m2, s2);
       z += xent_shfl_xor(z, offset);
       in += xent_shfl_xor(in, offset);
     }
-    const float ref = s[h] > 0.0f ? m[h] : 0.0f;
+    const float ref = s > 0.0f ? m : 0.0f;
     // Smoothing's sums, each lane's moved from its own max to ref, merged.
-    float tw = sw[h], twz = sw[h] != 0.0f ? swz[h] + sw[h] * (own - ref) : 0.0f;
+    const bool smooth = a.smoothing != 0.0f;
+    float tw = st[h].sw, twz = st[h].sw != 0.0f ? st[h].swz + st[h].sw * (own - ref) : 0.0f;
     for (int offset = 1; offset < 4 && smooth; offset *= 2) {
       tw += xent_shfl_xor(tw, offset);
       twz += xent_shfl_xor(twz, offset);
@@ -368,37 +428,15 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     float T = 0.0f;
     int64_t cand = XENT_NO_INDEX, nan_at = XENT_NO_INDEX;
     if constexpr (Wide) {
-      T = xent_entropy_share(own, own_s, te[h], m[h]);
+      T = xent_entropy_share(own, own_s, st[h].te, m);
       for (int offset = 1; offset < 4; offset *= 2) T += xent_shfl_xor(T, offset);
-      if (bi[h] != XENT_LCE_CHIP_NO_INDEX && own == m[h]) cand = a.class_offset + c0 + bi[h];
-      if (bn[h] != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + bn[h];
+      if (st[h].bi != XENT_LCE_CHIP_NO_INDEX && own == m) cand = a.class_offset + c0 + st[h].bi;
+      if (st[h].bn != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + st[h].bn;
       xent_lanes_min2(cand, nan_at, 4);
     }
     const int64_t row = r0 + xent_lce_chip_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
-    const int64_t y = label[h] + a.class_offset;
-    const bool labelled = y != a.ignore_index && y >= 0 && y < a.global_classes;
-    const bool counted = in > 0.0f && labelled;
-    const float w = counted ? xent_lce_chip_w(a.weights, y) : 0.0f;
-    float ra = w, rb = counted ? w * (z - ref) : 0.0f;
-    if (smooth && labelled) {
-      const float e = a.smoothing, ec = e / (float)a.global_classes;
-      ra = (1.0f - e) * ra + ec * tw;
-      rb = (1.0f - e) * rb + ec * twz;
-    }
-    float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * xent_shard_record<float>(Wide);
-    rec[0] = ref;
-    rec[1] = s[h];
-    rec[2] = ra;
-    rec[3] = rb;
-    if constexpr (Wide) {
-      const bool holds = labelled && in > 0.0f, nan = nan_at != XENT_NO_INDEX;
-      rec[4] = T;
-      rec[5] = holds ? z - ref : 0.0f;
-      rec[6] = holds ? 1.0f : 0.0f;
-      rec[7] = nan ? NAN : m[h];
-      *(int64_t*)(rec + 8) = nan ? nan_at : cand;
-    }
+    xent_lce_chip_record<Wide>(a, row, st[h].label, ref, s, in > 0.0f, z, tw, twz, T, cand, nan_at, m);
   }
 #endif
 }
