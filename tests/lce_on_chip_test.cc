@@ -54,7 +54,7 @@ static int maps(Args& a, int64_t rows, int64_t classes) {
   return 1;
 }
 
-// Pass 1's renderings: sm_90a's (wgmma, two warpgroups a block) and
+// The passes' renderings: sm_90a's (wgmma, two warpgroups a block) and
 // sm_100a's (tcgen05, a thread a row), the latter under the emulator only.
 static bool sm100 = false;
 
@@ -134,14 +134,20 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   a.rows = ROWS, a.hidden_size = H, a.classes = V, a.ignore_index = IGNORE, a.global_classes = V;
   a.row0 = 0, a.row_end = ROWS, a.class0 = 0, a.class_end = V;
   a.ignore_invalid = true;
-  if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;
 #if defined(XENT_EMU)
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
   if (maps(a, ROWS, V)) return 1;
+  if (sm100) {
+    if (raise_smem(xent_lce_chip_grads_sm100<int64_t>, "xent_lce_chip_grads_sm100")) return 1;
+    return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads_sm100<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+                                         dim3(XENT_LCE_TM_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
+  }
+  if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;
   return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
+  if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;
   a.hidden = (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2);
   a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
   a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
@@ -314,7 +320,6 @@ static int test() {
     failures += bad != 0;
   }
   failures += test_options(hidden, weight, labels, z, zerr);
-  if (sm100) return failures;
   // Pass 2: a mean over the counted rows, from the float64 lse (rounded to
   // f32, as the combine leaves it). G is rounded to bf16 for the tensor
   // cores (2^-9 of each element; 2^-8 allowed), its logits err by the
@@ -354,7 +359,7 @@ static int test() {
       }
       expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, rel * mag + 1e-9);
     }
-  printf("%s H = %d, pass 2: %s\n", bad ? "FAIL" : "ok", H,
+  printf("%s H = %d, pass 2%s: %s\n", bad ? "FAIL" : "ok", H, sm100 ? " (sm_100a's)" : "",
          bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
   failures += bad != 0;
   return failures;
@@ -364,7 +369,8 @@ static int test() {
 // sm_100a's pass 1, instantiated for nvcc's sm_100a build (tests/BUILD),
 // which only compiles it: no sm_100 GPU is lent.
 const void* const sm100_kernels[] = {(const void*)xent_lce_chip_stats_sm100<int64_t, false>,
-                                     (const void*)xent_lce_chip_stats_sm100<int64_t, true>};
+                                     (const void*)xent_lce_chip_stats_sm100<int64_t, true>,
+                                     (const void*)xent_lce_chip_grads_sm100<int64_t>};
 #endif
 
 int main() {

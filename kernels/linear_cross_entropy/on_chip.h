@@ -482,6 +482,19 @@ struct xent_lce_chip_grad_args {
   int64_t class_offset, global_classes;  // vocabulary-parallel, as xent_lce_chip_args's
 };
 
+// Four floats added to at[0..4) (16-byte aligned): sm_90's 16-byte
+// reduction, one atomic where the code is older.
+XENT_DEVICE void xent_lce_chip_red4(float* at, float v0, float v1, float v2, float v3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(XENT_EMU)
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" : : "l"(at), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
+#else
+#if defined(XENT_EMU)
+  if ((uintptr_t)at % 16 != 0) xent_emu_fail("misaligned 16-byte reduction at %p (%s:%d)", (void*)at, __FILE__, __LINE__);
+#endif
+  atomicAdd(at, v0), atomicAdd(at + 1, v1), atomicAdd(at + 2, v2), atomicAdd(at + 3, v3);
+#endif
+}
+
 // Adds a warpgroup's 64 x 64 f32 product (acc) into an f32 sum, its
 // element (r, c) at sum[r * ld + c] for r < rows and c < cols: by
 // sm_90a's 16-byte reductions where `four` (ld a multiple of 4, sum 16-byte
@@ -509,20 +522,8 @@ XENT_DEVICE void xent_lce_chip_add(float* sum, int64_t ld, int rows, int cols, b
     const float n0 = xent_shfl_xor(odd ? d[0] : d[2], 1), n1 = xent_shfl_xor(odd ? d[1] : d[3], 1);
     const int c = 8 * j + 4 * ((t % 4) / 2);
     if (r >= rows || c >= cols) continue;
-    float* at = sum + r * ld + c;
     const float v0 = odd ? n0 : d[0], v1 = odd ? n1 : d[1], v2 = odd ? d[2] : n0, v3 = odd ? d[3] : n1;
-#if defined(XENT_WG_SM90A)
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
-                 :
-                 : "l"(at), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
-                 : "memory");
-#else
-#if defined(XENT_EMU)
-    if ((uintptr_t)at % 16 != 0)
-      xent_emu_fail("misaligned 16-byte reduction at %p (%s:%d)", (void*)at, __FILE__, __LINE__);
-#endif
-    atomicAdd(at, v0), atomicAdd(at + 1, v1), atomicAdd(at + 2, v2), atomicAdd(at + 3, v3);
-#endif
+    xent_lce_chip_red4(sum + r * ld + c, v0, v1, v2, v3);
   }
 }
 
@@ -539,6 +540,60 @@ XENT_DEVICE float xent_lce_chip_scale(const xent_lce_chip_grad_args<L>& a, int64
       return 1.0f;
   }
 }
+
+// What pass 2's G needs of one row, loaded once: dx = (u scale ((A + 2 z
+// lse) p - (1 - eps) w[y] [col = y] - eps / C w[col]) - dent p (H + z -
+// lse)) dz/dx, of z (the cap's and the temperature's) and its lse, A the
+// row's coefficient of p (w[y], or smoothed the combine's), H its entropy.
+// A label out of range that the call does not ignore makes its row NaN, as
+// the chunked path's fused kernel does; a token weight of 0 leaves only
+// the entropy's term, an ignored row nothing. Both renderings of pass 2
+// use it: sm_90a's two rows a thread, sm_100a's one.
+struct xent_lce_chip_grad_row {
+  xent_lce_chip_logit logit;
+  int64_t label;  // in the slice's classes
+  float lse, coef, at_label, scale, dent, H;
+  bool nan, live;
+
+  // Row r of the block at r0 (`live` of its rows real).
+  template <typename L>
+  __device__ __forceinline__ void start(const xent_lce_chip_grad_args<L>& a, int64_t r0, int r, int64_t live_rows) {
+    const int64_t row = r0 + r, y = r < live_rows ? (int64_t)a.labels[row] : a.ignore_index;
+    const bool in_range = y >= 0 && y < a.global_classes;
+    const bool ignored = r >= live_rows || y == a.ignore_index || (a.ignore_invalid && !in_range);
+    const float u = r < live_rows && a.token_weight ? a.token_weight[row] : 1.0f;
+    logit = r < live_rows ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
+    label = y - a.class_offset;
+    const bool counted = !ignored && u != 0.0f;
+    nan = counted && !in_range;
+    dent = !ignored && a.dentropy ? a.dentropy[row] : 0.0f;
+    live = (counted && in_range) || dent != 0.0f;
+    lse = live ? a.lse[row] : 0.0f;
+    H = dent != 0.0f ? a.entropy[row] : 0.0f;
+    const bool loss = counted && in_range;  // the loss's term (else the entropy's alone)
+    scale = loss ? u * xent_lce_chip_scale(a, row) : 0.0f;
+    const float w = loss ? xent_lce_chip_w(a.weights, y) : 0.0f;
+    coef = (a.smoothing != 0.0f && loss ? a.sum_a[row] : w) + 2.0f * a.z_loss * lse;
+    at_label = (1.0f - a.smoothing) * w;
+  }
+  // G at column col of the tile at class cb (`width` of its columns in the
+  // slice), from the product's value v there.
+  template <typename L>
+  __device__ __forceinline__ float g(const xent_lce_chip_grad_args<L>& a, int64_t cb, int col, int64_t width,
+                                     float v) const {
+    if (col >= width) return 0.0f;
+    if (nan) return NAN;
+    if (!live) return 0.0f;
+    float dzdx;
+    const float x = xent_lce_chip_biased(a.bias, cb, col, width, v);
+    const float lp = xent_lce_chip_z(logit, x, dzdx) - lse, p = xent_exp(lp);
+    const float ec = a.smoothing / (float)a.global_classes;
+    const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
+    const float off = a.smoothing != 0.0f ? ec * xent_lce_chip_w(slice_weights, cb + col) : 0.0f;
+    const float d = scale * (coef * p - (cb + col == label ? at_label : 0.0f) - off);
+    return (d - dent * p * (H + lp)) * dzdx;
+  }
+};
 
 // Pass 2. Grid (ceil((row_end - row0) / 128), ceil((class_end - class0) /
 // 128)), blocks of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
@@ -591,56 +646,14 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     if (products) issue(0);
     const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
     // What G needs of the thread's two rows (its elements i with (i / 2) %
-    // 2 == h), loaded once: dx = (u scale ((A + 2 z lse) p - (1 - eps) w[y]
-    // [col = y] - eps / C w[col]) - dent p (H + z - lse)) dz/dx, of z (the
-    // cap's and the temperature's) and its lse, A the row's coefficient of
-    // p (w[y], or smoothed the combine's), H its entropy. A label out of
-    // range that the call does not ignore makes its row NaN, as the chunked
-    // path's fused kernel does; a token weight of 0 leaves only the
-    // entropy's term, an ignored row nothing.
-    struct {
-      xent_lce_chip_logit logit;
-      int64_t label;
-      float lse, coef, at_label, scale, dent, H;
-      bool nan, live;
-    } rw[2];
-    const float e = a.smoothing, ec = e / (float)a.global_classes;
-    const float* slice_weights = a.weights ? a.weights + a.class_offset : nullptr;  // by the slice's classes
+    // 2 == h), loaded once.
+    xent_lce_chip_grad_row rw[2];
     XENT_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int r = xent_lce_chip_row(t, 2 * h);
-      const int64_t row = r0 + r, label = r < live ? (int64_t)a.labels[row] : a.ignore_index;
-      const bool in_range = label >= 0 && label < a.global_classes;
-      const bool ignored = r >= live || label == a.ignore_index || (a.ignore_invalid && !in_range);
-      const float u = r < live && a.token_weight ? a.token_weight[row] : 1.0f;
-      rw[h].logit = r < live ? xent_lce_chip_row_logit(a.logit, a.row_temperature, row) : a.logit;
-      rw[h].label = label - a.class_offset;  // in the slice's classes
-      const bool counted = !ignored && u != 0.0f;
-      rw[h].nan = counted && !in_range;
-      rw[h].dent = !ignored && a.dentropy ? a.dentropy[row] : 0.0f;
-      rw[h].live = (counted && in_range) || rw[h].dent != 0.0f;
-      rw[h].lse = rw[h].live ? a.lse[row] : 0.0f;
-      rw[h].H = rw[h].dent != 0.0f ? a.entropy[row] : 0.0f;
-      const bool loss = counted && in_range;  // the loss's term (else the entropy's alone)
-      rw[h].scale = loss ? u * xent_lce_chip_scale(a, row) : 0.0f;
-      const float w = loss ? xent_lce_chip_w(a.weights, label) : 0.0f;
-      rw[h].coef = (e != 0.0f && loss ? a.sum_a[row] : w) + 2.0f * a.z_loss * rw[h].lse;
-      rw[h].at_label = (1.0f - e) * w;
-    }
+    for (int h = 0; h < 2; ++h) rw[h].start(a, r0, xent_lce_chip_row(t, 2 * h), live);
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
-      const int r = xent_lce_chip_row(t, i), col = xent_wg_col(t, i), h = (i / 2) % 2;
-      float g = 0.0f;
-      if (col < width && rw[h].nan) {
-        g = NAN;
-      } else if (col < width && rw[h].live) {
-        float dzdx;
-        const float x = xent_lce_chip_biased(a.bias, cb, col, width, acc.d[i]);
-        const float lp = xent_lce_chip_z(rw[h].logit, x, dzdx) - rw[h].lse, p = xent_exp(lp);
-        const float off = e != 0.0f ? ec * xent_lce_chip_w(slice_weights, cb + col) : 0.0f;
-        const float d = rw[h].scale * (rw[h].coef * p - (cb + col == rw[h].label ? rw[h].at_label : 0.0f) - off);
-        g = (d - rw[h].dent * p * (rw[h].H + lp)) * dzdx;
-      }
+      const int r = xent_lce_chip_row(t, i), col = xent_wg_col(t, i);
+      const float g = rw[(i / 2) % 2].g(a, cb, col, width, acc.d[i]);
       smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
     }
     // G for the tensor cores, every thread's after the loop's first barrier.

@@ -1,5 +1,5 @@
-// Pass 1 of the linear cross entropy with the logits on chip on sm_100a
-// (on_chip.h's design and records, Blackwell's tensor cores): a block of
+// The linear cross entropy with the logits on chip on sm_100a (on_chip.h's
+// design, records and arguments, Blackwell's tensor cores). Pass 1: a block of
 // 128 rows of hidden, four warps, against tiles of 256 classes; thread 0
 // issues each tile's products (tensor_memory_mma.h: 128 x 256 x 16, four a
 // stage of 64 hidden columns) into an accumulator in tensor memory, which
@@ -12,9 +12,10 @@
 // an SM's tensor memory), so that a tile's products may run while the tile
 // before is folded: here only the one stage queued when the fold begins,
 // since thread 0 folds too (a warp that only issues is the next step).
-// No sm_100 GPU has run it: the emulator runs it against float64
-// (tests/lce_on_chip_test.cc) and nvcc compiles it for sm_100a. The
-// runtime does not launch it yet (the ON_CHIP plan's steps take sm_90a's).
+// Pass 2 (xent_lce_chip_grads_sm100): below.
+// No sm_100 GPU has run them: the emulator runs them against float64
+// (tests/lce_on_chip_test.cc) and nvcc compiles them for sm_100a. The
+// runtime does not launch them yet (the ON_CHIP plan's steps take sm_90a's).
 #pragma once
 
 #include "device/tensor_memory_mma.h"
@@ -130,5 +131,165 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
     if (st.bn != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + st.bn;
   }
   xent_lce_chip_record<Wide>(a, row, st.label, ref, st.s, st.here, st.zy, st.sw, twz, T, cand, nan_at, st.m);
+#endif
+}
+
+enum {
+  XENT_LCE_TM_GRAD_COLUMNS = 256,  // tensor memory: the tile's logits (128), G @ W's and G^T @ hidden's (64 each)
+};
+
+// Adds 32 floats v, columns [c, c + 32) of a row, to sum (the row's start)
+// where below `cols`: 16-byte reductions where `four` (the row 16-byte
+// aligned, cols a multiple of 4), else an atomic an element.
+XENT_DEVICE void xent_lce_tm_add_row(float* sum, int c, int cols, bool four, const float (&v)[32]) {
+  XENT_UNROLL
+  for (int j = 0; j < 32; j += 4) {
+    if (c + j >= cols) continue;
+    if (four) {
+      xent_lce_chip_red4(sum + c + j, v[j], v[j + 1], v[j + 2], v[j + 3]);
+    } else {
+      XENT_UNROLL
+      for (int k = j; k < j + 4; ++k)
+        if (c + k < cols) atomicAdd(sum + c + k, v[k]);
+    }
+  }
+}
+
+// Pass 2 on sm_100a: on_chip.h's xent_lce_chip_grads (same grid, arguments
+// and shared memory) with blocks of 128 threads. Thread 0 makes the tile's
+// 128 x 128 logits in tensor memory (six buffers of stages, five ahead);
+// each thread turns its row into G (xent_lce_chip_grad_row) and stores it
+// in bf16 where both products read it; then per 64 hidden columns, the
+// next loading meanwhile, G @ W (128 rows, one product a K-step) and G^T @
+// hidden (128 classes, one) into tensor memory, and each thread adds its
+// row of the first into grad_hidden and its class of the second into
+// grad_weight, 16-byte reductions of consecutive columns.
+template <typename L>
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
+    xent_lce_chip_grads_sm100(const __grid_constant__ xent_lce_chip_grad_args<L> a) {
+#if defined(XENT_LCE_TM_ABSENT)
+  (void)a;
+  __trap();
+#else
+  static_assert((int)XENT_LCE_TM_ROWS == (int)XENT_LCE_CHIP_BLOCK_ROWS, "sm_90a's grid and shared memory");
+  constexpr int kRows = XENT_LCE_TM_ROWS, kClasses = XENT_LCE_CHIP_CLASSES, kStages = XENT_LCE_CHIP_STAGES;
+  XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
+  XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);  // the stages' copies landed
+  XENT_SHARED_ARRAY(uint64_t, done, XENT_LCE_CHIP_STAGES);  // the stages' products done
+  XENT_SHARED_ARRAY(uint32_t, slot, 1);
+  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * kRows;
+  const int64_t cb = a.class0 + (int64_t)blockIdx.y * kClasses;
+  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)kRows);
+  const int64_t width = xent_min_index(a.class_end - cb, (int64_t)kClasses);
+  const int t = (int)threadIdx.x;
+  // The logits' operands K-major; G K-major as A of G @ W (k a class) and
+  // MN-major as A of G^T @ hidden (m a class); the stages' lines as the
+  // products' MN-major B (n a hidden column).
+  const xent_wg_layout la = xent_lce_chip_layout(kRows, false), lb = xent_lce_chip_layout(kClasses, false),
+                       g_k = xent_lce_chip_layout(kRows, false), g_mn = xent_lce_chip_layout(kRows, true),
+                       lw = xent_lce_chip_layout(kClasses, true), lh = xent_lce_chip_layout(kRows, true);
+  const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
+  auto loads = xent_lce_chip_loads_of<kRows, kClasses, XENT_LCE_TM_THREADS, kStages>(
+      smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
+  xent_tensor_init(done, kStages);
+  const uint32_t tmem = xent_tm_alloc(slot, XENT_LCE_TM_GRAD_COLUMNS);
+  const uint32_t logits = tmem, dh = tmem + kClasses, dw = tmem + kClasses + XENT_LCE_CHIP_K;
+  xent_tm_products q;
+  // The tile's logits: stage s (64 hidden columns) in buffer s % 6, five
+  // ahead, refilled once its products' commit has arrived.
+  const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
+  const auto issue = [&](int64_t s) {
+    if (s < stages) loads.issue((int)(s % kStages), s * XENT_LCE_CHIP_K, r0, live, cb, width);
+  };
+  for (int64_t s = 0; s < kStages - 1; ++s) issue(s);
+  for (int64_t s = 0; s < stages; ++s) {
+    const int b = (int)(s % kStages);
+    loads.wait(b);
+    if (t == 0) {
+      const uint32_t buf = (uint32_t)b * loads.kBuffer;
+      for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
+        xent_tm_mma<kClasses>(q, logits, xent_tm_operand_at(loads.smem, buf + 32u * j, la),
+                              xent_tm_operand_at(loads.smem, buf + loads.kClassesAt + 32u * j, lb), s > 0 || j > 0);
+      xent_tm_commit(q, done, b);
+    }
+    if (s > 0) xent_tm_wait(q, done, (int)((s - 1) % kStages));
+    issue(s + kStages - 1);
+  }
+  if (stages > 0) xent_tm_wait(q, done, (int)((stages - 1) % kStages));
+  // Every stage's copies and products done: buffer 0 takes G, buffers 1
+  // and 2 the products' operands, hidden's columns [h0, h0 + 64) in buffer
+  // 1 + (h0 / 64) % 2, the first loading while G is made.
+  const auto operands = [](int64_t h0) { return (int)(1 + (h0 / XENT_LCE_CHIP_K) % 2); };
+  const auto issue_operands = [&](int64_t h0) {
+    if (h0 < H) loads.issue(operands(h0), h0, r0, live, cb, width);
+  };
+  const bool products = a.grad_hidden || a.grad_weight;
+  if (products) issue_operands(0);
+  {
+    xent_lce_chip_grad_row rw;
+    rw.start(a, r0, t, live);
+    for (int c = 0; c < kClasses; c += 32) {
+      float v[32];
+      xent_tm_load32(xent_tm_address(logits, xent_tm_warp_lane(), c), v);
+      XENT_UNROLL
+      for (int j = 0; j < 32; ++j)
+        smem[xent_wg_address(g_k, XENT_LCE_CHIP_G, t, c + j) / 2] = xent_store_bf16(rw.g(a, cb, c + j, width, v[j]));
+    }
+  }
+  // G for the tensor cores (and grad_bias), every thread's.
+  xent_wg_publish_smem();
+  xent_tm_fence_before_sync();
+  __syncthreads();
+  xent_tm_fence_after_sync();
+  // grad_bias: G's column sums (as stored), a thread a column, one atomic.
+  if (a.grad_bias) {
+    float sum = 0.0f;
+    for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, XENT_LCE_CHIP_G, r, t) / 2]);
+    if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
+  }
+  for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
+    // The last columns' products and every thread's loads of them done:
+    // their buffer takes the next columns, loading while these are
+    // multiplied; then these landed.
+    xent_tm_fence_before_sync();
+    __syncthreads();
+    xent_tm_fence_after_sync();
+    issue_operands(h0 + XENT_LCE_CHIP_K);
+    loads.wait(operands(h0));
+    const uint32_t buf = (uint32_t)operands(h0) * loads.kBuffer;
+    if (t == 0) {
+      // grad_hidden's rows: k over the tile's classes, 16 a step (32 bytes
+      // along G's line, a block of 64 on; two lines of W's).
+      if (a.grad_hidden)
+        for (int j = 0; j < kClasses / 16; ++j)
+          xent_tm_mma<XENT_LCE_CHIP_K, false, true>(
+              q, dh, xent_tm_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+              xent_tm_operand_at(smem, buf + loads.kClassesAt + 2048u * j, lw), j > 0);
+      // grad_weight's classes: k over the block's rows, 16 a step (two
+      // lines of G's and of hidden's).
+      if (a.grad_weight)
+        for (int j = 0; j < kRows / 16; ++j)
+          xent_tm_mma<XENT_LCE_CHIP_K, true, true>(q, dw,
+                                                   xent_tm_operand_at(smem, XENT_LCE_CHIP_G + 2048u * j, g_mn),
+                                                   xent_tm_operand_at(smem, buf + 2048u * j, lh), j > 0);
+      xent_tm_commit(q, done, 0);
+    }
+    xent_tm_wait(q, done, 0);
+    // Each thread's row of G @ W and class of G^T @ hidden (every thread
+    // loads: tcgen05.ld is a warp's), added where they are real.
+    const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
+    for (int c = 0; c < XENT_LCE_CHIP_K; c += 32) {
+      float v[32];
+      if (a.grad_hidden) {
+        xent_tm_load32(xent_tm_address(dh, xent_tm_warp_lane(), c), v);
+        if (t < live) xent_lce_tm_add_row(a.grad_hidden + (r0 + t - a.row0) * H + h0, c, cols, four, v);
+      }
+      if (a.grad_weight) {
+        xent_tm_load32(xent_tm_address(dw, xent_tm_warp_lane(), c), v);
+        if (t < width) xent_lce_tm_add_row(a.grad_weight + (cb + t - a.class0) * H + h0, c, cols, four, v);
+      }
+    }
+  }
+  xent_tm_free(tmem, XENT_LCE_TM_GRAD_COLUMNS);
 #endif
 }
