@@ -39,6 +39,20 @@ from xent_ctypes import PLAN_ONE_PASS, PLAN_TILED_HIDDEN_SUM, PLAN_TILED, PLAN_O
 from torch_oracle import TORCH, TOL, P, load_lib
 
 LIB = load_lib()
+
+
+class EmuDevice(ctypes.Structure):
+    """runtime/emu/emu.h's xent_emu_device: the emulated GPU and build."""
+    _fields_ = [("ordinal", ctypes.c_int), ("smem_optin", ctypes.c_size_t), ("cluster_launch", ctypes.c_int),
+                ("build_arch", ctypes.c_int)]
+
+
+class EmuFuncRecord(ctypes.Structure):
+    """runtime/emu/emu.h's xent_emu_func_record: a kernel's launches."""
+    _fields_ = [("name", ctypes.c_char_p), ("device", ctypes.c_int), ("max_dynamic", ctypes.c_longlong),
+                ("sets", ctypes.c_ulonglong), ("launches", ctypes.c_ulonglong), ("last_block", ctypes.c_uint),
+                ("static_smem", ctypes.c_size_t)]
+
 LIB.xent_linear_ce_workspace_size.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(ctypes.c_size_t)]
 LIB.xent_linear_ce_run.argtypes = [P, ctypes.POINTER(LinearDesc), ctypes.POINTER(LinearTensors), P, ctypes.c_size_t,
                                    P]
@@ -776,6 +790,46 @@ class LinearCrossEntropy(unittest.TestCase):
         # Class weights of the whole vocabulary, as the labels are, from 0.1
         # to 4.1, and a smoothing large enough for eps / C w[c] to show.
         self.vocabulary_parallel(((BF16, SUM, 0, PLAN_ON_CHIP),), self.CHIP_RENDER, weighted=True, eps=0.6)
+
+    def test_on_chip_sm100(self):
+        """The ON_CHIP plan's sm_100a passes (on_chip_sm100.h: tcgen05, tensor
+        memory), which the runtime takes on an sm_100 GPU with sm_100a code:
+        here the emulated device is an sm_100 build, and test_on_chip's and
+        test_on_chip_vocabulary_parallel's cases run through them, their
+        launches counted in the emulator's records (none of sm_90a's). No
+        sm_100 GPU is lent to the project: on the GPU machine it is skipped."""
+        if GPU or not self.CHIP_HERE:
+            self.skipTest("the emulated CUDA rendering of an sm_100 build")
+        dev = EmuDevice()
+        LIB.xent_emu_get_device.restype = EmuDevice
+        LIB.xent_emu_set_device.argtypes = [EmuDevice]
+        LIB.xent_emu_func_records.argtypes = [ctypes.POINTER(EmuFuncRecord), ctypes.c_int]
+        before = LIB.xent_emu_get_device()
+        dev.ordinal, dev.smem_optin, dev.cluster_launch, dev.build_arch = 0, before.smem_optin, 1, 100
+
+        def launches():
+            """Launches so far by kernel ("(kernel<L, true>)" or "kernel")."""
+            recs = (EmuFuncRecord * 8192)()
+            n = LIB.xent_emu_func_records(recs, 8192)
+            out = {}
+            for r in recs[:min(n, 8192)]:
+                name = r.name.decode().strip("()").split("<")[0]
+                out[name] = out.get(name, 0) + r.launches
+            return out
+
+        first = launches()
+        LIB.xent_emu_set_device(dev)
+        try:
+            self.test_on_chip()
+            self.test_on_chip_vocabulary_parallel()
+        finally:
+            LIB.xent_emu_set_device(before)
+        last = launches()
+        ran = {k: v - first.get(k, 0) for k, v in last.items()}
+        for name in ("xent_lce_chip_stats_sm100", "xent_lce_chip_grads_sm100"):
+            self.assertGreater(ran.get(name, 0), 0, "%s never launched: %s" % (name, sorted(ran)))
+        for name in ("xent_lce_chip_stats", "xent_lce_chip_grads"):
+            self.assertEqual(ran.get(name, 0), 0, "sm_90a's %s launched on an sm_100 build" % name)
 
     def test_on_chip_failed_gather(self):
         """An all-gather that fails is the call's XENT_ERROR_COLLECTIVE, named

@@ -158,7 +158,7 @@ def main():
         check("%s plugin: named, with the reason" % name, hip["status"] == BACKEND_UNAVAILABLE and
               path in hip["message"] and want in hip["message"], "%s, want %r" % (hip, want))
         if name == "abi":
-            check("abi plugin: this libxent's version is named", "this libxent has ABI version 9;" in hip["message"],
+            check("abi plugin: this libxent's version is named", "this libxent has ABI version 10;" in hip["message"],
                   hip["message"])
         check("%s plugin: AUTO is the cpu" % name, auto["status"] == OK and auto["backend"] == CPU, "%s" % auto)
 

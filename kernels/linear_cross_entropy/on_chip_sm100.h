@@ -14,8 +14,9 @@
 // since thread 0 folds too (a warp that only issues is the next step).
 // Pass 2 (xent_lce_chip_grads_sm100): below.
 // No sm_100 GPU has run them: the emulator runs them against float64
-// (tests/lce_on_chip_test.cc) and nvcc compiles them for sm_100a. The
-// runtime does not launch them yet (the ON_CHIP plan's steps take sm_90a's).
+// (tests/lce_on_chip_test.cc, and through the runtime in
+// linear_ce_vs_torch_test's test_on_chip_sm100) and nvcc compiles them for
+// sm_100a. steps.h launches them where xent_lce_args.chip_tcgen05 says.
 #pragma once
 
 #include "device/tensor_memory_mma.h"

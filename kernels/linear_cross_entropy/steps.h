@@ -34,10 +34,12 @@
 static_assert(XENT_PARTIAL_BLOCKS <= XENT_MAX_PARTIALS, "the workspace holds every partial sum");
 
 // The ON_CHIP plan's two passes (CHIP_STATS, CHIP_GRADS): CUDA's, for bf16
-// logits and hard labels; on sm_90a machine code (or the emulator) alone,
-// which the runtime checks before it takes the plan (xent_handle.on_chip).
+// logits and hard labels; on sm_90a or sm_100a machine code (or the
+// emulator) alone, which the runtime checks before it takes the plan
+// (xent_handle.on_chip, which also says which: xent_lce_args.chip_tcgen05).
 #if defined(XENT_TARGET_CUDA)
 #include "on_chip.h"
+#include "on_chip_sm100.h"
 template <class D>
 constexpr bool xent_lce_chip_dtype = false;
 template <>
@@ -238,6 +240,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_PARTIAL_THREADS) xent_lce_finish(
 // (launch.h's xent_kernel_prepare; `known` the launch site's).
 template <typename K>
 static bool xent_lce_chip_ready(K* kernel, const char* name, int64_t (&known)[XENT_MAX_DEVICES]) {
+  static_assert((int)XENT_LCE_TM_SMEM <= (int)XENT_LCE_CHIP_SMEM, "sm_100a's passes ask no more");
   return xent_kernel_prepare(kernel, name, known).max_dynamic >= XENT_LCE_CHIP_SMEM;
 }
 #endif
@@ -263,8 +266,11 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
 #if defined(XENT_TARGET_CUDA)
   if constexpr (xent_lce_on_chip<V>) {
     typedef typename V::L L;
-    static int64_t known[3][XENT_MAX_DEVICES];  // the kernels' limits, as xent_lce_chip_ready found them
-    const dim3 block(XENT_LCE_CHIP_THREADS);
+    static int64_t known[6][XENT_MAX_DEVICES];  // the kernels' limits, as xent_lce_chip_ready found them
+    // sm_90a's passes (on_chip.h) or, on an sm_100 whose code is sm_100a's,
+    // the tensor-memory ones (on_chip_sm100.h): the same arguments and grids.
+    const bool tm = a.chip_tcgen05 != 0;
+    const dim3 block(tm ? (unsigned)XENT_LCE_TM_THREADS : (unsigned)XENT_LCE_CHIP_THREADS);
     const xent_lce_chip_logit logit = {(float)a.softcap, (float)(1.0 / a.temperature)};
     if (a.step == XENT_LCE_CHIP_STATS) {
       xent_lce_chip_args<L> c = {{},
@@ -290,7 +296,15 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
       const int64_t blocks = (a.rows + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t slices = (a.classes + a.slice - 1) / a.slice;
       const dim3 grid((unsigned)blocks, (unsigned)slices);
-      if (blocks > 0 && slices > 0 && a.wide) {
+      if (blocks > 0 && slices > 0 && tm && a.wide) {
+        if (!xent_lce_chip_ready(xent_lce_chip_stats_sm100<L, true>, "xent_lce_chip_stats_sm100", known[4]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_stats_sm100");
+        XENT_LAUNCH((xent_lce_chip_stats_sm100<L, true>), grid, block, XENT_LCE_TM_SMEM, stream, c);
+      } else if (blocks > 0 && slices > 0 && tm) {
+        if (!xent_lce_chip_ready(xent_lce_chip_stats_sm100<L, false>, "xent_lce_chip_stats_sm100", known[3]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_stats_sm100");
+        XENT_LAUNCH((xent_lce_chip_stats_sm100<L, false>), grid, block, XENT_LCE_TM_SMEM, stream, c);
+      } else if (blocks > 0 && slices > 0 && a.wide) {
         if (!xent_lce_chip_ready(xent_lce_chip_stats<L, true>, "xent_lce_chip_stats", known[1]))
           return XENT_REFUSED_SHAPE("xent_lce_chip_stats");
         XENT_LAUNCH((xent_lce_chip_stats<L, true>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
@@ -341,11 +355,16 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
       if (xent_lce_chip_maps(c, a.row_end, a.class_end) != 0) return xent_lce_chip_no_map("xent_lce_chip_grads");
       const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
       const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
-      if (blocks > 0 && tiles > 0 && !xent_lce_chip_ready(xent_lce_chip_grads<L>, "xent_lce_chip_grads", known[2]))
-        return XENT_REFUSED_SHAPE("xent_lce_chip_grads");
-      if (blocks > 0 && tiles > 0)
-        XENT_LAUNCH(xent_lce_chip_grads<L>, dim3((unsigned)blocks, (unsigned)tiles), block, XENT_LCE_CHIP_SMEM,
-                    stream, c);
+      const dim3 grid((unsigned)blocks, (unsigned)tiles);
+      if (blocks > 0 && tiles > 0 && tm) {
+        if (!xent_lce_chip_ready(xent_lce_chip_grads_sm100<L>, "xent_lce_chip_grads_sm100", known[5]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_grads_sm100");
+        XENT_LAUNCH(xent_lce_chip_grads_sm100<L>, grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+      } else if (blocks > 0 && tiles > 0) {
+        if (!xent_lce_chip_ready(xent_lce_chip_grads<L>, "xent_lce_chip_grads", known[2]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_grads");
+        XENT_LAUNCH(xent_lce_chip_grads<L>, grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+      }
     }
     return XENT_LAST_ERROR();
   }

@@ -29,10 +29,11 @@
    resident_threads. 7: row_shape.group XENT_ROW_SHAPE_ON_CHIP (the rows on
    chip, asked for), which an older plugin would read as the tables. 8:
    xent_ce_args' label_stride and sum_a_out, xent_lce_args' sum_a and wide.
-   9: xent_ce_args.rescale (padding again). (A test builds a plugin with
-   another.) */
+   9: xent_ce_args.rescale (padding again). 10: xent_lce_args.chip_tcgen05
+   (padding again), the handle's on_chip an architecture. (A test builds a
+   plugin with another.) */
 #ifndef XENT_PLUGIN_ABI_VERSION
-#define XENT_PLUGIN_ABI_VERSION 9u
+#define XENT_PLUGIN_ABI_VERSION 10u
 #endif
 
 typedef struct xent_plugin_abi {

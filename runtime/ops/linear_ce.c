@@ -203,8 +203,9 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
                      "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which runs on an sm_90 GPU (H100, H200) with "
                      "the kernels' sm_90a code (--define=xent_cuda_archs=90a with Bazel, "
-                     "-DCMAKE_CUDA_ARCHITECTURES=90a-real with CMake) or on the emulated CUDA rendering; this "
-                     "handle's device or build is neither",
+                     "-DCMAKE_CUDA_ARCHITECTURES=90a-real with CMake), on an sm_100 GPU (B200) with their sm_100a "
+                     "code (100a, 100a-real), or on the emulated CUDA rendering; this handle's device or build is "
+                     "none of these",
                      fn);
   return XENT_OK;
 }
@@ -770,6 +771,7 @@ static xent_status on_chip(const run_ctx* r) {
   a.hidden_data = t->hidden;
   a.weight_data = t->weight;
   a.hidden = H;
+  a.chip_tcgen05 = r->h->on_chip == 100; /* sm_100a's passes, else sm_90a's */
   const xent_vocab_shard* user = r->d->ce.vocab_shard;
   const size_t bytes = (size_t)L->tiles * record_bytes(r, N);  /* a rank's records */
   a.class_offset = user ? user->class_offset : 0;

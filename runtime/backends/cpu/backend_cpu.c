@@ -34,7 +34,9 @@ xent_status xent_cpu_emulate(xent_handle* h, xent_backend_kind target) {
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT,
                      "xent_cpu_emulate: target must be XENT_BACKEND_CPU, XENT_BACKEND_CUDA or XENT_BACKEND_HIP");
   h->emulated = target;
-  h->on_chip = target == XENT_BACKEND_CUDA;
+  /* The emulated device's build (xent_emu_set_device): sm_100a's passes for
+     an sm_100 build, else sm_90a's. */
+  h->on_chip = target != XENT_BACKEND_CUDA ? 0 : xent_emu_get_device().build_arch >= 100 ? 100 : 90;
   return XENT_OK;
 }
 

@@ -13,7 +13,7 @@
 extern const xent_axis_row xent_cuda_dispatch_axes[];
 
 static xent_status code_fits(int device, int arch);
-static int has_sm90a(void);
+static int has_exact(int arch);
 
 xent_status xent_cuda_open(xent_handle* h) {
   int count = 0;
@@ -38,17 +38,18 @@ xent_status xent_cuda_open(xent_handle* h) {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, h->device) == cudaSuccess &&
       cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, h->device) == cudaSuccess)
     h->resident_threads = (int64_t)sms * threads;
-  h->on_chip = h->arch == 90 && has_sm90a();
+  h->on_chip = (h->arch == 90 || h->arch == 100) && has_exact(h->arch) ? h->arch : 0;
   return code_fits(h->device, h->arch);
 }
 
-/* Whether the kernels carry sm_90a's machine code, the tensor-core
-   instructions of the ON_CHIP plan (kernels/linear_cross_entropy/on_chip.h;
-   sm_90's traps there). */
-static int has_sm90a(void) {
+/* Whether the kernels carry machine code of arch's "a" architecture
+   (sm_90a, sm_100a): the tensor-core instructions of the ON_CHIP plan
+   (kernels/linear_cross_entropy/on_chip.h, on_chip_sm100.h), which plain
+   sm_90's and sm_100's code traps in. */
+static int has_exact(int arch) {
   static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
   for (size_t i = 0; i < sizeof sass / sizeof sass[0]; ++i)
-    if (sass[i] == 90 && exact[i]) return 1;
+    if (sass[i] == arch && exact[i]) return 1;
   return 0;
 }
 
