@@ -111,6 +111,9 @@ typedef struct block_state {
   int tensor_used, tensor_relinquished;
   uint32_t tensor_allocated;
   uint16_t tensor_busy[XENT_EMU_TMEM_COLUMNS];
+  /* Per column: the products' last completion (the writer) and the last
+     two threads' loads, for the race checks (as shared memory's). */
+  access_record tensor_access[XENT_EMU_TMEM_COLUMNS];
 } block_state;
 
 typedef struct launch_state {
@@ -913,6 +916,8 @@ static void free_shared(block_state* b) {
   b->tensor_used = b->tensor_relinquished = 0;
   b->tensor_allocated = 0;
   memset(b->tensor_busy, 0, sizeof b->tensor_busy);
+  const sync_stamp none = {-1, 0, 0, 0};
+  for (int c = 0; c < XENT_EMU_TMEM_COLUMNS; ++c) b->tensor_access[c] = (access_record){none, none, none, -1, 0};
 }
 
 /* ---- tensor memory (sm_100) ----------------------------------------------- */
@@ -980,18 +985,45 @@ static void tensor_range(const char* what, int column, int columns) {
 
 void xent_emu_tensor_product(int column, int columns, int delta) {
   tensor_range("tcgen05.mma", column, columns);
-  block_state* b = L->current->blk;
-  for (int c = column; c < column + columns; ++c) b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
+  fiber* me = L->current;
+  block_state* b = me->blk;
+  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  for (int c = column; c < column + columns; ++c) {
+    access_record* r = &b->tensor_access[c];
+    /* Issued: every earlier load of the column ordered before it (the
+       tensor cores may write it at once); done: its writes, as the issuer's. */
+    const sync_stamp* bad = delta < 0                    ? NULL
+                            : !ordered(me, r->reader)  ? &r->reader
+                            : !ordered(me, r->reader2) ? &r->reader2
+                                                       : NULL;
+    if (bad)
+      xent_emu_fail("tcgen05.mma: tensor memory race on column %d: a product that writes it is issued while thread %d's "
+                    "load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
+                    "tcgen05.fence::after_thread_sync between)",
+                    c, bad->who % L->threads);
+    if (delta < 0) r->writer = now;
+    b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
+  }
 }
 
 void xent_emu_tensor_read(int column, int columns, const char* what) {
   tensor_range(what, column, columns);
-  block_state* b = L->current->blk;
-  for (int c = column; c < column + columns; ++c)
+  fiber* me = L->current;
+  block_state* b = me->blk;
+  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  for (int c = column; c < column + columns; ++c) {
     if (b->tensor_busy[c])
       xent_emu_fail("%s: tensor memory column %d read while %u tensor-core product(s) writing it are in flight (the "
                     "mbarrier of their commit not waited for)",
                     what, c, (unsigned)b->tensor_busy[c]);
+    access_record* r = &b->tensor_access[c];
+    if (!ordered(me, r->writer))
+      xent_emu_fail("%s: tensor memory race on column %d: thread %d's products wrote it, and this thread's load is "
+                    "not ordered after (the wait for their commit's mbarrier)",
+                    what, c, r->writer.who % L->threads);
+    if (r->reader.who != me->gid) r->reader2 = r->reader;
+    r->reader = now;
+  }
 }
 
 /* ---- launching ------------------------------------------------------------ */

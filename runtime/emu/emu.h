@@ -221,10 +221,12 @@ void xent_emu_tensor_relinquish(void);
 void xent_emu_tensor_free(int column, int columns);
 /* Tensor-core products that write columns [column, column + columns) of
    every lane: delta 1 at their issue, -1 at their completion. Reports
-   columns not allocated. */
+   columns not allocated, and an issue that a thread's earlier load of the
+   columns is not ordered before (by __syncthreads or __syncwarp). */
 void xent_emu_tensor_product(int column, int columns, int delta);
 /* A read of those columns (tcgen05.ld, `what`): reports columns not
-   allocated, or written by a product in flight. */
+   allocated, written by a product in flight, or by products whose
+   completion the reading thread is not ordered after. */
 void xent_emu_tensor_read(int column, int columns, const char* what);
 
 /* Global-memory race checks, for the calling thread's launches (off by
