@@ -835,7 +835,7 @@ class LinearCrossEntropy(unittest.TestCase):
         entropy and argmax, and the gradients of the loss plus a share of
         the entropy, against float64 for a bf16 mean over class indices.
         "on_chip" runs where the device has sm_90a code (an H100/H200 with
-        the default build); elsewhere (the cpu backend) it is refused with
+        the default build) or sm_100f code; elsewhere (the cpu backend) it is refused with
         the device named. An unknown plan is a ValueError."""
         if os.environ.get("XENT_TEST_SKIP_ON_CHIP"):
             self.skipTest("XENT_TEST_SKIP_ON_CHIP: run in its own process (bench/gpu/stage.sh's on_chip)")

@@ -460,8 +460,11 @@ typedef struct xent_linear_ce_desc {
      fixed order) into f32 sums of grad_hidden (every row's if it fits
      memory_mib, else chunk_rows at a time in a sweep of their own) and of
      grad_weight (chunk_classes at a time), rounded once. An sm_90 GPU with
-     the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), or the
-     emulated CUDA rendering; bf16 hidden and weight, hard labels (class
+     the kernels' sm_90a code (--define=xent_cuda_archs=...,90a,...), an
+     sm_100 or sm_103 GPU with their sm_100f code (...,100f,...: tcgen05
+     tiles of 128 x 256 in tensor memory, on_chip_sm100.h; sm_100a's code
+     serves sm_100 alone; no such GPU has run them yet), or the emulated
+     CUDA rendering; bf16 hidden and weight, hard labels (class
      weights, ignore_index, label smoothing, z-loss, the soft cap, the
      temperature, the call's or each row's, token weights, a bias, the
      per-token outputs with dentropy, and the vocabulary split over ranks

@@ -46,12 +46,14 @@ if grep -q '^-- xent: CUDA backend on' configure.log; then
     grep -qx '#define XENT_CUDA_PTX_ARCH 90' build/cuda_archs/xent_cuda_archs.h ||
     { echo "FAIL: xent_cuda_archs.h does not say sm_90:" >&2; cat build/cuda_archs/xent_cuda_archs.h >&2; exit 1; }
 fi
-# The default list, an "a" architecture with PTX of another, and a list
+# The default list, an "a" architecture with PTX of another, an "f" one
+# (the family's: 2), and a list
 # CMake would expand itself (refused by name), through the same function.
 cat > archs.cmake <<'CMAKE'
 include(${TREE}/cmake/xent_cuda_archs.cmake)
 xent_cuda_archs_header("80-real;90-real;100-real;120" ${OUT}/default.h)
 xent_cuda_archs_header("90a-real;100-virtual" ${OUT}/exact.h)
+xent_cuda_archs_header("90a-real;100f-real" ${OUT}/family.h)
 CMAKE
 cmake -DTREE="$work/tree" -DOUT="$work" -P archs.cmake
 grep -qx '#define XENT_CUDA_SASS_ARCHS {80, 90, 100, 120}' default.h && grep -qx '#define XENT_CUDA_PTX_ARCH 120' default.h &&
@@ -60,6 +62,9 @@ grep -qx '#define XENT_CUDA_SASS_ARCHS {80, 90, 100, 120}' default.h && grep -qx
 grep -qx '#define XENT_CUDA_SASS_ARCHS {90}' exact.h && grep -qx '#define XENT_CUDA_SASS_EXACT {1}' exact.h &&
   grep -qx '#define XENT_CUDA_PTX_ARCH 100' exact.h ||
   { echo "FAIL: the 90a-real;100-virtual header:" >&2; cat exact.h >&2; exit 1; }
+grep -qx '#define XENT_CUDA_SASS_ARCHS {90, 100}' family.h && grep -qx '#define XENT_CUDA_SASS_EXACT {1, 2}' family.h &&
+  grep -qx '#define XENT_CUDA_PTX_ARCH 0' family.h ||
+  { echo "FAIL: the 90a-real;100f-real header (an \"f\" architecture is 2):" >&2; cat family.h >&2; exit 1; }
 echo 'include(${TREE}/cmake/xent_cuda_archs.cmake)
 xent_cuda_archs_header("native" ${OUT}/native.h)' > native.cmake
 if cmake -DTREE="$work/tree" -DOUT="$work" -P native.cmake > native.log 2>&1 || ! grep -q "entry 'native'" native.log; then

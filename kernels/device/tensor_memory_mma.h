@@ -197,7 +197,9 @@ XENT_DEVICE void xent_tm_load32(uint32_t address, float (&r)[32]) {
 XENT_DEVICE void xent_tm_fence_before_sync() {}
 XENT_DEVICE void xent_tm_fence_after_sync() {}
 #else
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM100_ALL)
+// sm_100a's code, or the family's (sm_100f: sm_100 and sm_103 run it).
+#if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || \
+                               (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ == 1000))
 #define XENT_TM_SM100A 1
 #endif
 

@@ -32,7 +32,7 @@ enum {
   XENT_LCE_TM_COLUMNS = 2 * XENT_LCE_TM_CLASSES,  // tensor memory: two accumulators
 };
 
-#if defined(__CUDA_ARCH__) && !defined(XENT_EMU) && !defined(__CUDA_ARCH_FEAT_SM100_ALL)
+#if defined(__CUDA_ARCH__) && !defined(XENT_EMU) && !defined(XENT_TM_SM100A)
 #define XENT_LCE_TM_ABSENT 1  // device code for another architecture: the kernel traps (never launched there)
 #endif
 

@@ -263,8 +263,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     logits GEMMs, no [V, H] sum (xent.h, docs/LINEAR_CE.md). plan: "auto"
     (by memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip"
     (the logits made by the tensor cores and never stored: bf16 class
-    indices on an H100/H200 with sm_90a code; xent.h says what each plan
-    is)."""
+    indices on an H100/H200 with sm_90a code, or a B200/B300 with sm_100f
+    code; xent.h says what each plan is)."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
     if plan not in _LINEAR_PLANS:
         raise ValueError(f"xent: plan is {plan!r}; one of {', '.join(map(repr, _LINEAR_PLANS))} expected")

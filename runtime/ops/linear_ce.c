@@ -203,9 +203,9 @@ static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_
     return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
                      "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which runs on an sm_90 GPU (H100, H200) with "
                      "the kernels' sm_90a code (--define=xent_cuda_archs=90a with Bazel, "
-                     "-DCMAKE_CUDA_ARCHITECTURES=90a-real with CMake), on an sm_100 GPU (B200) with their sm_100a "
-                     "code (100a, 100a-real), or on the emulated CUDA rendering; this handle's device or build is "
-                     "none of these",
+                     "-DCMAKE_CUDA_ARCHITECTURES=90a-real with CMake), on an sm_100 or sm_103 GPU (B200, B300) with "
+                     "their sm_100f code (100f, 100f-real; sm_100a's serves sm_100 alone), or on the emulated CUDA "
+                     "rendering; this handle's device or build is none of these",
                      fn);
   return XENT_OK;
 }

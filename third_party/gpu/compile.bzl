@@ -18,7 +18,8 @@ GPUs through our HIP-on-CUDA headers (runtime/hip_on_cuda).
 Architectures: --define=xent_cuda_archs=80,90a,100,120 (default with
 --config=cuda: A100, H100/H200, B200/GB200 and RTX 50; "90a" and the like
 are taken as nvcc spells them: sm_90a's code runs on sm_90 alone, with the
-wgmma instructions of the ON_CHIP plan, where plain sm_90's traps), --define=xent_hip_archs=gfx90a,gfx942 (default
+wgmma instructions of the ON_CHIP plan, where plain sm_90's traps; "100a"
+and "100f" have its tcgen05 passes, 100f's running on sm_103 too), --define=xent_hip_archs=gfx90a,gfx942 (default
 with --config=rocm: MI200 and MI300; a build without the backend, the
 tests', compiles for compute_100 and gfx942 alone: _TEST_ARCHS) and, for HIP on CUDA,
 --define=xent_hip_on_cuda_archs=90 (default: the H100 the GPU tests run on;
@@ -380,6 +381,12 @@ gpu_archive = rule(
     },
 )
 
+def _exact_flag(arch):
+    """xent_cuda_archs.h's flag of a machine-code architecture: 1 for an
+    "a" one (runs on that GPU alone), 2 for an "f" one (the family's: a
+    later GPU of the same major, as plain code), 0 for plain code."""
+    return "1" if arch.endswith("a") else "2" if arch.endswith("f") else "0"
+
 def cuda_archs_header_text(archs, ptx):
     """xent_cuda_archs.h for a list of nvcc architectures and the one whose
     PTX the objects carry (None: none; the CMake route writes the same from
@@ -387,13 +394,15 @@ def cuda_archs_header_text(archs, ptx):
     newest = ptx or "0"
     sass = sass_archs(archs)
     return """/* Generated from the build's CUDA architectures: the machine code
-   (SASS) the CUDA kernels carry, whether each runs on that GPU alone (an
-   "a" architecture), and the architecture of the PTX they carry (0: none).
+   (SASS) the CUDA kernels carry, whether each runs on that GPU alone (1:
+   an "a" architecture) or is a family's (2: an "f" one, which later GPUs
+   of its major run as plain code), and the architecture of the PTX they
+   carry (0: none).
    backend_cuda.c refuses at xent_create a GPU that none of them can run. */
 #define XENT_CUDA_SASS_ARCHS {%s}
 #define XENT_CUDA_SASS_EXACT {%s}
 #define XENT_CUDA_PTX_ARCH %d
-""" % (", ".join([str(_arch_number(a)) for a in sass]) or "0", ", ".join(["1" if a.endswith("a") else "0" for a in sass]) or "0",
+""" % (", ".join([str(_arch_number(a)) for a in sass]) or "0", ", ".join([_exact_flag(a) for a in sass]) or "0",
        _arch_number(newest))
 
 def _cuda_archs_header_impl(ctx):

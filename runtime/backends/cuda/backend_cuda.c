@@ -13,7 +13,7 @@
 extern const xent_axis_row xent_cuda_dispatch_axes[];
 
 static xent_status code_fits(int device, int arch);
-static int has_exact(int arch);
+static int chip_passes(int arch);
 
 xent_status xent_cuda_open(xent_handle* h) {
   int count = 0;
@@ -38,18 +38,23 @@ xent_status xent_cuda_open(xent_handle* h) {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, h->device) == cudaSuccess &&
       cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, h->device) == cudaSuccess)
     h->resident_threads = (int64_t)sms * threads;
-  h->on_chip = (h->arch == 90 || h->arch == 100) && has_exact(h->arch) ? h->arch : 0;
+  h->on_chip = chip_passes(h->arch);
   return code_fits(h->device, h->arch);
 }
 
-/* Whether the kernels carry machine code of arch's "a" architecture
-   (sm_90a, sm_100a): the tensor-core instructions of the ON_CHIP plan
-   (kernels/linear_cross_entropy/on_chip.h, on_chip_sm100.h), which plain
-   sm_90's and sm_100's code traps in. */
-static int has_exact(int arch) {
+/* The ON_CHIP plan's passes a GPU of `arch` runs with this build's machine
+   code (xent_handle.on_chip): 90 where it is sm_90 and the kernels carry
+   sm_90a code (kernels/linear_cross_entropy/on_chip.h's wgmma); 100 where
+   they carry sm_100a code and it is sm_100, or sm_100f code (the family's)
+   and it is sm_100 or a later 10.x such as sm_103 (on_chip_sm100.h's
+   tcgen05); else 0. Plain sm_90's and sm_100's code traps in them. */
+static int chip_passes(int arch) {
   static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
-  for (size_t i = 0; i < sizeof sass / sizeof sass[0]; ++i)
-    if (sass[i] == arch && exact[i]) return 1;
+  for (size_t i = 0; i < sizeof sass / sizeof sass[0]; ++i) {
+    if (sass[i] == 90 && exact[i] == 1 && arch == 90) return 90;
+    if (sass[i] == 100 && ((exact[i] == 1 && arch == 100) || (exact[i] == 2 && arch / 10 == 10 && arch >= 100)))
+      return 100;
+  }
   return 0;
 }
 
@@ -66,13 +71,14 @@ static xent_status code_fits(int device, int arch) {
   const int n = (int)(sizeof sass / sizeof sass[0]), ptx = XENT_CUDA_PTX_ARCH;
   if (ptx > 0 && arch >= ptx) return XENT_OK;
   for (int i = 0; i < n; ++i) {
-    if (sass[i] > 0 && (exact[i] ? arch == sass[i] : arch / 10 == sass[i] / 10 && arch >= sass[i])) return XENT_OK;
+    if (sass[i] > 0 && (exact[i] == 1 ? arch == sass[i] : arch / 10 == sass[i] / 10 && arch >= sass[i])) return XENT_OK;
   }
   char built[256];
   int len = 0;
   for (int i = 0; i < n; ++i)
     if (sass[i] > 0)
-      len += snprintf(built + len, sizeof built - (size_t)len, "%ssm_%d%s", len ? ", " : "", sass[i], exact[i] ? "a" : "");
+      len += snprintf(built + len, sizeof built - (size_t)len, "%ssm_%d%s", len ? ", " : "", sass[i],
+                      exact[i] == 1 ? "a" : exact[i] == 2 ? "f" : "");
   if (ptx > 0) snprintf(built + len, sizeof built - (size_t)len, "%sthe PTX of compute_%d", len ? " and " : "", ptx);
   return xent_fail(XENT_ERROR_UNSUPPORTED_DEVICE,
                    "cuda backend: device %d is sm_%d (compute capability %d.%d), and this build's CUDA kernels carry "
