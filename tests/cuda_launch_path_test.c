@@ -182,6 +182,44 @@ static void test_device_code(void) {
   fake_cuda.cc[0] = saved[0];
 }
 
+/* The ON_CHIP plan on a GPU of compute capability cc that the build runs
+   on: taken (the workspace's size answered) where the build's machine code
+   has its passes there (sm_90a's on sm_90; sm_100a's on sm_100, sm_100f's
+   on sm_100 and sm_103, by xent_cuda_archs.h's flags), else refused as the
+   device's, naming the architectures that would serve. (The tests' build
+   carries compute_100's PTX alone: sm_100, sm_103 and sm_120 run it, and
+   the plan is refused on each; a --config=cuda build takes the rest.) */
+static void test_on_chip_device(void) {
+  static const int sass[] = XENT_CUDA_SASS_ARCHS, exact[] = XENT_CUDA_SASS_EXACT;
+  const int n = (int)(sizeof sass / sizeof sass[0]), saved = fake_cuda.cc[0];
+  static const int ccs[] = {90, 100, 103, 120};
+  char what[256];
+  for (size_t k = 0; k < sizeof ccs / sizeof ccs[0]; ++k) {
+    const int cc = ccs[k];
+    int served = 0;
+    for (int i = 0; i < n; ++i)
+      served |= (cc == 90 && sass[i] == 90 && exact[i] == 1) || (cc == 100 && sass[i] == 100 && exact[i] == 1) ||
+                (cc / 10 == 10 && sass[i] == 100 && exact[i] == 2);
+    fake_cuda.cc[0] = cc;
+    xent_handle* h = NULL;
+    if (xent_create_on_device(&h, XENT_BACKEND_CUDA, 0) != XENT_OK) {
+      xent_destroy(h);
+      continue; /* no code of this build runs there (test_device_code) */
+    }
+    xent_linear_ce_desc d;
+    xent_linear_ce_desc_init(&d, 256, 64, 1000, XENT_BF16, XENT_I64, XENT_REDUCTION_MEAN);
+    d.plan = XENT_LINEAR_CE_PLAN_ON_CHIP;
+    size_t bytes = 0;
+    const xent_status s = xent_linear_ce_workspace_size(h, &d, &bytes);
+    snprintf(what, sizeof what, "ON_CHIP on sm_%d: %s", cc, served ? "taken" : "refused as the device's");
+    expect(served ? s == XENT_OK && bytes > 0
+                  : s == XENT_ERROR_UNSUPPORTED_DEVICE && strstr(xent_last_error(), "sm_100f code") != NULL,
+           what);
+    xent_destroy(h);
+  }
+  fake_cuda.cc[0] = saved;
+}
+
 int main(void) {
   char what[256];
   /* A device every build runs on: the first architecture from sm_90 up
@@ -192,6 +230,7 @@ int main(void) {
     if (built[i] >= 90) runnable = built[i];
   fake_cuda.cc[0] = fake_cuda.cc[1] = runnable;
   test_device_code();
+  test_on_chip_device();
   /* A handle on device 1 while device 0 is current. */
   fake_cuda_set_current_device(0);
   xent_handle* h = NULL;
