@@ -316,7 +316,8 @@ static int test() {
       expect_near("loss", slices, r, -1, loss, want_loss, 3 * e + 1e-5 * (1 + fabs(want_lse)));
     }
     printf("%s H = %d, %d slice(s) of %lld classes%s: %s\n", bad ? "FAIL" : "ok", H, slices, (long long)slice,
-           sm100 ? ", sm_100a's pass 1" : "", bad ? "wrong" : "every record, lse and loss within the bounds of float64");
+           sm100 ? ", sm_100a's pass 1" : "",
+           bad ? "wrong" : "every record, lse and loss within the bounds of float64");
     failures += bad != 0;
   }
   failures += test_options(hidden, weight, labels, z, zerr);

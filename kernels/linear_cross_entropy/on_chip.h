@@ -486,10 +486,14 @@ struct xent_lce_chip_grad_args {
 // reduction, one atomic where the code is older.
 XENT_DEVICE void xent_lce_chip_red4(float* at, float v0, float v1, float v2, float v3) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(XENT_EMU)
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" : : "l"(at), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+               :
+               : "l"(at), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+               : "memory");
 #else
 #if defined(XENT_EMU)
-  if ((uintptr_t)at % 16 != 0) xent_emu_fail("misaligned 16-byte reduction at %p (%s:%d)", (void*)at, __FILE__, __LINE__);
+  if ((uintptr_t)at % 16 != 0)
+    xent_emu_fail("misaligned 16-byte reduction at %p (%s:%d)", (void*)at, __FILE__, __LINE__);
 #endif
   atomicAdd(at, v0), atomicAdd(at + 1, v1), atomicAdd(at + 2, v2), atomicAdd(at + 3, v3);
 #endif

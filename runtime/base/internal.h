@@ -14,9 +14,10 @@ struct xent_handle {
   xent_backend_kind emulated; /* cpu backend: the GPU rendering it emulates (CUDA, HIP), or CPU: none */
   /* Where the fused linear cross entropy's ON_CHIP plan runs here, which
      passes: 90, sm_90a's (an sm_90 GPU with the kernels' sm_90a machine
-     code, or the emulated CUDA rendering); 100, sm_100a's (an sm_100 GPU
-     with sm_100a code, or the emulated rendering of an sm_100 build:
-     xent_emu_device.build_arch); 0, none. */
+     code, or the emulated CUDA rendering); 100, the tcgen05 ones (an
+     sm_100 GPU with sm_100a code, sm_100 or sm_103 with sm_100f code, or
+     the emulated rendering of an sm_100 build: xent_emu_device.build_arch);
+     0, none. */
   int on_chip;
   /* One word in the backend's memory: the lowest row with a label outside
      [0, C) since the last xent_check(), or XENT_NO_BAD_ROW. */

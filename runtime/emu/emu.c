@@ -946,7 +946,8 @@ int xent_emu_tensor_alloc(int columns) {
   if (columns < 32 || columns > XENT_EMU_TMEM_COLUMNS || (columns & (columns - 1)))
     xent_emu_fail("tcgen05.alloc of %d columns: a power of two from 32 to %d", columns, XENT_EMU_TMEM_COLUMNS);
   if (b->tensor_relinquished)
-    xent_emu_fail("tcgen05.alloc after the block relinquished its permit to allocate (tcgen05.relinquish_alloc_permit)");
+    xent_emu_fail("tcgen05.alloc after the block relinquished its permit to allocate "
+                  "(tcgen05.relinquish_alloc_permit)");
   xent_emu_tensor_memory();
   for (int c = 0; c + columns <= XENT_EMU_TMEM_COLUMNS; c += 32) {
     const uint32_t m = tensor_chunks(c, columns);
@@ -997,8 +998,8 @@ void xent_emu_tensor_product(int column, int columns, int delta) {
                             : !ordered(me, r->reader2) ? &r->reader2
                                                        : NULL;
     if (bad)
-      xent_emu_fail("tcgen05.mma: tensor memory race on column %d: a product that writes it is issued while thread %d's "
-                    "load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
+      xent_emu_fail("tcgen05.mma: tensor memory race on column %d: a product that writes it is issued while "
+                    "thread %d's load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
                     "tcgen05.fence::after_thread_sync between)",
                     c, bad->who % L->threads);
     if (delta < 0) r->writer = now;
