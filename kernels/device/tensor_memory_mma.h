@@ -203,17 +203,15 @@ XENT_DEVICE void xent_tm_fence_after_sync() {}
 #define XENT_TM_SM100A 1
 #endif
 
-// tcgen05's 64-bit shared-memory descriptor: start, leading and stride
-// offsets in 16-byte units (bits 0-13, 16-29, 32-45), the version 1 (bits
-// 46-47), the swizzle in bits 61-63 (2 for 128 bytes); a swizzled K-major
-// operand's leading offset is unused, 1 by convention.
+// tcgen05's 64-bit shared-memory descriptor: wgmma's start, leading and
+// stride fields (bits 0-45, warpgroup_mma.h's xent_wg_operand_at), then the
+// version 1 (bits 46-47) and the swizzle in bits 61-63 (2 for 128 bytes)
+// where wgmma's is in bits 62-63.
 typedef uint64_t xent_tm_operand;
 template <typename T>
 XENT_DEVICE xent_tm_operand xent_tm_operand_at(const T* smem, uint32_t start, xent_wg_layout layout) {
-  const uint32_t at = (uint32_t)__cvta_generic_to_shared(smem) + start;
-  const uint32_t leading = layout.swizzle128 && !layout.mn_major ? 1u : (layout.leading & 0x3FFFFu) >> 4;
-  return (uint64_t)((at & 0x3FFFFu) >> 4) | (uint64_t)leading << 16 |
-         (uint64_t)((layout.stride & 0x3FFFFu) >> 4) << 32 | 1ull << 46 | (uint64_t)(layout.swizzle128 ? 2u : 0u) << 61;
+  const uint64_t fields = xent_wg_operand_at(smem, start, layout) & ((1ull << 46) - 1);
+  return fields | 1ull << 46 | (uint64_t)(layout.swizzle128 ? 2u : 0u) << 61;
 }
 
 struct xent_tm_products {
