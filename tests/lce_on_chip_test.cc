@@ -376,6 +376,7 @@ const void* const sm100_kernels[] = {(const void*)xent_lce_chip_stats_sm100<int6
 
 int main() {
 #if !defined(XENT_EMU)
+  (void)sm100_kernels;
   cudaDeviceProp p;
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0) {
     printf("FAIL: needs an sm_90 GPU (H100, H200): the code is sm_90a's\n");

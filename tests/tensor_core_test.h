@@ -1,8 +1,9 @@
-// What the tensor-core tests (warpgroup_mma_test.cc, lce_on_chip_test.cc)
-// share on the host, in both of their builds: bfloat16 conversions of
-// their own (the oracle does not use the library's), a seeded generator,
-// and the launch's status (the emulator's report) or the device buffers
-// and the CUDA status (nvcc's build, on the GPU machine).
+// What the tensor-core tests (warpgroup_mma_test.cc, tensor_memory_mma_test.cc,
+// lce_on_chip_test.cc) share, in both of their builds: the products' operand
+// layouts, bfloat16 conversions of their own (the oracle does not use the
+// library's), a seeded generator, and the launch's status (the emulator's
+// report) or the device buffers and the CUDA status (nvcc's build, on the
+// GPU machine).
 #pragma once
 
 #include <stdint.h>
@@ -22,6 +23,23 @@ static uint16_t to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// An operand of `rows` rows (its M or N) by k in one of the layouts
+// (warpgroup_mma.h's, which tcgen05 reads too), and how far a K-step of 16
+// moves its start (the products' tests; a device/ header included first).
+// K-major: core matrices a row's along k 128 bytes apart, 8-row groups
+// k * 16; swizzled, 8-row atoms of 1024 bytes (k = 64: one line a row).
+// MN-major: core matrices 8 rows' apart 128 bytes, 8-k groups rows * 16;
+// swizzled, a line of 64 rows a k, 8-k atoms of 1024 bytes, 64-row blocks
+// k * 128 bytes apart.
+XENT_DEVICE xent_wg_layout tc_layout_of(uint32_t rows, uint32_t k, bool swizzle, bool mn_major) {
+  if (!mn_major)
+    return swizzle ? xent_wg_layout{rows * 128u, 1024u, true, false} : xent_wg_layout{128u, k * 16u, false, false};
+  return swizzle ? xent_wg_layout{k * 128u, 1024u, true, true} : xent_wg_layout{rows * 16u, 128u, false, true};
+}
+XENT_DEVICE uint32_t tc_step_of(xent_wg_layout l) {
+  return l.mn_major ? 2u * (l.swizzle128 ? l.stride : l.leading) : l.swizzle128 ? 32u : 2u * l.leading;
 }
 
 // Uniform in [-1, 1) from a 64-bit LCG of the test's seed.

@@ -28,17 +28,6 @@
 
 enum { M = XENT_TM_ROWS, K = 64 };
 
-// An operand of `rows` rows (its M or N) by K in one of the layouts
-// (warpgroup_mma.h), and how far a K-step of 16 moves its start: as
-// warpgroup_mma_test.cc's.
-XENT_DEVICE xent_wg_layout layout_of(uint32_t rows, bool swizzle, bool mn_major) {
-  if (!mn_major)
-    return swizzle ? xent_wg_layout{rows * 128u, 1024u, true, false} : xent_wg_layout{128u, K * 16u, false, false};
-  return swizzle ? xent_wg_layout{K * 128u, 1024u, true, true} : xent_wg_layout{rows * 16u, 128u, false, true};
-}
-XENT_DEVICE uint32_t step_of(xent_wg_layout l) {
-  return l.mn_major ? 2u * (l.swizzle128 ? l.stride : l.leading) : l.swizzle128 ? 32u : 2u * l.leading;
-}
 
 // mode 0: the product, d = the first half's accumulator + the second's.
 // mode 1: the first half's alone, read after its own commit's wait while
@@ -58,7 +47,7 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
 #endif
   XENT_SHARED_ARRAY(uint64_t, bars, 2);
   XENT_SHARED_ARRAY(uint32_t, slot, 1);
-  const xent_wg_layout la = layout_of(M, Swizzle, MnA), lb = layout_of(N, Swizzle, MnB);
+  const xent_wg_layout la = tc_layout_of(M, K, Swizzle, MnA), lb = tc_layout_of(N, K, Swizzle, MnB);
   const uint32_t b_start = (uint32_t)M * K * 2u;
   for (int e = (int)threadIdx.x; e < M * K; e += (int)blockDim.x) smem[xent_wg_address(la, 0, e / K, e % K) / 2] = a[e];
   for (int e = (int)threadIdx.x; e < N * K; e += (int)blockDim.x)
@@ -70,8 +59,8 @@ __global__ void __launch_bounds__(128) product(const uint16_t* a, const uint16_t
   if (threadIdx.x == 0) {
     for (int s = 0; s < K / 16; ++s) {
       const int half = s / (K / 32);
-      xent_tm_mma<N, MnA, MnB>(q, xent_tm_address(tmem, 0, half * N), xent_tm_operand_at(smem, s * step_of(la), la),
-                               xent_tm_operand_at(smem, b_start + s * step_of(lb), lb), s % (K / 32) > 0);
+      xent_tm_mma<N, MnA, MnB>(q, xent_tm_address(tmem, 0, half * N), xent_tm_operand_at(smem, s * tc_step_of(la), la),
+                               xent_tm_operand_at(smem, b_start + s * tc_step_of(lb), lb), s % (K / 32) > 0);
       if (s % (K / 32) == K / 32 - 1) xent_tm_commit(q, bars, half);
     }
   }

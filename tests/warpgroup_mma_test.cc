@@ -28,21 +28,6 @@
 
 enum { M = 64, K = 64 };
 
-// An operand of `rows` rows (its M or N) by K in one of the layouts
-// (warpgroup_mma.h), and how far a K-step of 16 moves its start.
-// K-major: core matrices a row's along K 128 bytes apart, 8-row groups
-// K * 16; swizzled, 8-row atoms of 1024 bytes (K = 64: one line a row).
-// MN-major: core matrices 8 rows' apart 128 bytes, 8-k groups rows * 16;
-// swizzled, a line of 64 rows a k, 8-k atoms of 1024 bytes, 64-row blocks
-// K * 128 bytes apart.
-XENT_DEVICE xent_wg_layout layout_of(uint32_t rows, bool swizzle, bool mn_major) {
-  if (!mn_major)
-    return swizzle ? xent_wg_layout{rows * 128u, 1024u, true, false} : xent_wg_layout{128u, K * 16u, false, false};
-  return swizzle ? xent_wg_layout{K * 128u, 1024u, true, true} : xent_wg_layout{rows * 16u, 128u, false, true};
-}
-XENT_DEVICE uint32_t step_of(xent_wg_layout l) {
-  return l.mn_major ? 2u * (l.swizzle128 ? l.stride : l.leading) : l.swizzle128 ? 32u : 2u * l.leading;
-}
 
 // mode 0: the product. Under the emulator, planted bugs: mode 1, read after
 // waiting for the first group only (the first half's product); mode 2, a
@@ -57,7 +42,7 @@ __global__ void __launch_bounds__(128)
   // The swizzle is of address bits: the atoms must be 1024-byte aligned.
   if (Swizzle && (uint32_t)__cvta_generic_to_shared(smem) % 1024u != 0) __trap();
 #endif
-  const xent_wg_layout la = layout_of(M, Swizzle, MnA), lb = layout_of(N, Swizzle, MnB);
+  const xent_wg_layout la = tc_layout_of(M, K, Swizzle, MnA), lb = tc_layout_of(N, K, Swizzle, MnB);
   const uint32_t b_start = (uint32_t)M * K * 2u;
   constexpr bool kTensor = Swizzle && !MnA;
   XENT_SHARED_ARRAY(uint64_t, bars, 1);
@@ -80,8 +65,8 @@ __global__ void __launch_bounds__(128)
   xent_wg_acc<N> acc;
   xent_wg_fence();
   for (int s = 0; s < K / 16; ++s) {
-    xent_wg_mma<MnA, MnB>(acc, xent_wg_operand_at(smem, s * step_of(la), la),
-                          xent_wg_operand_at(smem, b_start + s * step_of(lb), lb), s > 0);
+    xent_wg_mma<MnA, MnB>(acc, xent_wg_operand_at(smem, s * tc_step_of(la), la),
+                          xent_wg_operand_at(smem, b_start + s * tc_step_of(lb), lb), s > 0);
     if (s == K / 32 - 1) xent_wg_commit(acc);
   }
 #if defined(XENT_EMU)
