@@ -11,6 +11,10 @@
 // (160 and 140: partial tiles) and as one; labels at both ends of the
 // vocabulary and of a slice, ignored rows, and rows of large logits (hidden
 // scaled by 64: most exps underflow).
+// The grids' order (xent_lce_chip_place_of) by groups of one row block
+// (H = 456 and 74: two whole groups) and of eight (76: one group, partial),
+// and, under the emulator, every block's place for grids of 1 to 20 row
+// blocks in groups of 1 to 9.
 // Built twice, as tests/warpgroup_mma_test.cc is: under the emulator in the
 // suite, and by nvcc for sm_90a on the GPU machine (bench/gpu/stage.sh).
 #include <math.h>
@@ -32,6 +36,8 @@ enum { ROWS = 150, H_MAX = 456, V = 300, IGNORE = -100 };
 // pass 2's sums still added four floats at a time) or 74 (an atomic an
 // element), main's loop.
 static int H = H_MAX;
+// The passes' grid order: row blocks a group.
+static int64_t group = XENT_LCE_CHIP_GROUP;
 
 static tc_random rng = {0x13198a2e03707344ull};
 
@@ -73,13 +79,14 @@ static options opt = {};
 template <bool Wide>
 static int run_stats(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, float* records,
                      int64_t slice, int slices) {
-  const dim3 grid((ROWS + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS, slices);
+  const dim3 grid((unsigned)(xent_lce_chip_blocks(ROWS, XENT_LCE_CHIP_BLOCK_ROWS) * slices));
   const size_t rec_bytes = (size_t)slices * ROWS * xent_shard_record<float>(Wide) * sizeof(float);
   // The arguments, set by name; the GPU's copies of the pointers below.
   xent_lce_chip_args<int64_t> a = {};
   a.hidden = hidden, a.weight = weight, a.labels = labels, a.records = records;
   a.logit = {0.0f, 1.0f};
   a.rows = ROWS, a.hidden_size = H, a.classes = V, a.slice = slice, a.ignore_index = IGNORE, a.global_classes = V;
+  a.group = group;
   if (opt.on) a.logit = {opt.cap, 1.0f / opt.tau}, a.smoothing = opt.eps, a.weights = opt.weights, a.bias = opt.bias;
 #if defined(XENT_EMU)
   for (size_t i = 0; i < rec_bytes / 4; ++i) records[i] = NAN;  // a record no thread writes fails
@@ -123,8 +130,8 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
 static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const float* lse,
                      float scale, float* grad_hidden, float* grad_weight) {
-  const dim3 grid((ROWS + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS,
-                  (V + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES);
+  const dim3 grid((unsigned)(xent_lce_chip_blocks(ROWS, XENT_LCE_CHIP_BLOCK_ROWS) *
+                             xent_lce_chip_blocks(V, XENT_LCE_CHIP_CLASSES)));
   const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
   xent_lce_chip_grad_args<int64_t> a = {};
   a.hidden = hidden, a.weight = weight, a.labels = labels, a.lse = lse;
@@ -134,6 +141,7 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   a.rows = ROWS, a.hidden_size = H, a.classes = V, a.ignore_index = IGNORE, a.global_classes = V;
   a.row0 = 0, a.row_end = ROWS, a.class0 = 0, a.class_end = V;
   a.ignore_invalid = true;
+  a.group = group;
 #if defined(XENT_EMU)
   memset(grad_hidden, 0, gh_bytes);
   memset(grad_weight, 0, gw_bytes);
@@ -315,8 +323,8 @@ static int test() {
       const double want_loss = labels[r] == IGNORE ? 0.0 : want_lse - z[r * V + labels[r]];
       expect_near("loss", slices, r, -1, loss, want_loss, 3 * e + 1e-5 * (1 + fabs(want_lse)));
     }
-    printf("%s H = %d, %d slice(s) of %lld classes%s: %s\n", bad ? "FAIL" : "ok", H, slices, (long long)slice,
-           sm100 ? ", sm_100a's pass 1" : "",
+    printf("%s H = %d, %d slice(s) of %lld classes, row blocks in groups of %lld%s: %s\n", bad ? "FAIL" : "ok", H,
+           slices, (long long)slice, (long long)group, sm100 ? ", sm_100a's pass 1" : "",
            bad ? "wrong" : "every record, lse and loss within the bounds of float64");
     failures += bad != 0;
   }
@@ -360,11 +368,50 @@ static int test() {
       }
       expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, rel * mag + 1e-9);
     }
-  printf("%s H = %d, pass 2%s: %s\n", bad ? "FAIL" : "ok", H, sm100 ? " (sm_100a's)" : "",
+  printf("%s H = %d, pass 2, row blocks in groups of %lld%s: %s\n", bad ? "FAIL" : "ok", H, (long long)group,
+         sm100 ? " (sm_100a's)" : "",
          bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
   failures += bad != 0;
   return failures;
 }
+
+#if defined(XENT_EMU)
+// Each block's place in the grids' order, written where the block's number
+// says.
+static XENT_GLOBAL void places(int64_t* out, int64_t row_blocks, int64_t class_blocks, int64_t g) {
+  const xent_lce_chip_place p = xent_lce_chip_place_of(row_blocks, class_blocks, g);
+  out[blockIdx.x] = p.row_block * class_blocks + p.class_block;
+}
+
+// Every (row block, class block) of grids of 1 to 20 row blocks and 1 to 5
+// class blocks, in groups of 1 to 9, placed once, groups in turn: each
+// group's row blocks the fastest, its class blocks rising.
+static int test_order() {
+  static int64_t out[20 * 5];
+  int wrong = 0;
+  for (int64_t R = 1; R <= 20; ++R)
+    for (int64_t C = 1; C <= 5; ++C)
+      for (int64_t g = 1; g <= 9; ++g) {
+        for (int64_t b = 0; b < R * C; ++b) out[b] = -1;
+        if (tc_emu_status(XENT_EMU_LAUNCH(places, 32, XENT_EMU_SMEM_CUDA, dim3((unsigned)(R * C)), dim3(1), 0, nullptr,
+                                          out, R, C, g)))
+          return 1;
+        // The order by its definition: groups, then classes, then rows.
+        int64_t b = 0;
+        for (int64_t first = 0; first < R; first += g)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t r = first; r < first + g && r < R; ++r, ++b) {
+              const int64_t want = r * C + c;
+              if (out[b] != want && ++wrong <= 4)
+                printf("FAIL order: %lld x %lld blocks in groups of %lld: block %lld at %lld, want %lld\n",
+                       (long long)R, (long long)C, (long long)g, (long long)b, (long long)out[b], (long long)want);
+            }
+      }
+  printf("%s the grids' order: %s\n", wrong ? "FAIL" : "ok",
+         wrong ? "wrong" : "every block of 1-20 x 1-5 in groups of 1-9 where its group puts it");
+  return wrong != 0;
+}
+#endif
 
 #if !defined(XENT_EMU)
 // sm_100a's pass 1, instantiated for nvcc's sm_100a build (tests/BUILD),
@@ -384,9 +431,15 @@ int main() {
   }
 #endif
   int failures = 0;
-  const int widths[] = {H_MAX, 76, 74};
-  for (int h : widths) {
-    H = h;
+#if defined(XENT_EMU)
+  failures += test_order();
+#endif
+  const struct {
+    int h;
+    int64_t group;
+  } cases[] = {{H_MAX, 1}, {76, XENT_LCE_CHIP_GROUP}, {74, 1}};
+  for (const auto& c : cases) {
+    H = c.h, group = c.group;
     sm100 = false;
     failures += test();
 #if defined(XENT_EMU)

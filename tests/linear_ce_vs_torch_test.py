@@ -754,7 +754,8 @@ class LinearCrossEntropy(unittest.TestCase):
                 LIB.xent_destroy(h)
         if self.CHIP_HERE:
             for edit, name in ((dict(dtype=F32, loss_dtype=F32, grad_dtype=F32), "desc->ce.dtype XENT_BF16"),
-                               (dict(label_type=PROB), "class indices")):
+                               (dict(label_type=PROB), "class indices"),
+                               (dict(rows=2**31 * 128), "desc->ce.rows x desc->ce.classes in at most")):
                 with self.subTest(name=name):
                     s, msg = call(self.CHIP_RENDER, edit)
                     self.assertEqual((s, "which takes " + name in msg), (INVALID_ARGUMENT, True), msg)

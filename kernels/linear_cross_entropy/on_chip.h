@@ -53,7 +53,33 @@ enum {
   XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_BLOCK_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
   XENT_LCE_CHIP_G = 0,
   XENT_LCE_CHIP_SMEM = XENT_LCE_CHIP_STAGES * XENT_LCE_CHIP_BUFFER,
+  // The grids' order: row blocks a group (xent_lce_chip_place_of).
+  XENT_LCE_CHIP_GROUP = 8,
 };
+
+// Where a block of the passes' 1-D grids works: a row block and a class
+// block (pass 1's slice, pass 2's tile). The blocks take `group` row blocks
+// at a time, the fastest, with every class block, then the next group's, so
+// the blocks in flight (one an SM) share a few row blocks' hidden (and
+// grad_hidden's sums) and a few class blocks' weight (and grad_weight's)
+// that fit the L2. Row blocks fastest over every row, the blocks in flight
+// each re-read their own hidden rows (all of hidden, 128 MiB at 16384 x
+// 4096) tile after tile, and pass 2's went to memory (docs/LINEAR_CE.md,
+// "The grids' order").
+static inline __host__ __device__ int64_t xent_lce_chip_blocks(int64_t n, int64_t size) {
+  return (n + size - 1) / size;
+}
+struct xent_lce_chip_place {
+  int64_t row_block, class_block;
+};
+// In 32 bits (the grid's blocks are under 2^31, so is a group's span): a
+// 64-bit division is a call, whose stack spilled sm_100a's pass 2.
+XENT_DEVICE xent_lce_chip_place xent_lce_chip_place_of(int64_t row_blocks, int64_t class_blocks, int64_t group) {
+  const uint32_t R = (uint32_t)row_blocks, g = group < 1 ? 1u : group < row_blocks ? (uint32_t)group : R;
+  const uint32_t b = blockIdx.x, span = g * (uint32_t)class_blocks, first = b / span * g, i = b % span;
+  const uint32_t height = R - first < g ? R - first : g;
+  return {(int64_t)(first + i % height), (int64_t)(i / height)};
+}
 
 // The layouts, all 128-byte swizzled (lines of 64 elements, 8-line atoms of
 // 1024 bytes): the stages of the logits' product, K-major (a line is a
@@ -121,6 +147,7 @@ struct xent_lce_chip_args {
   // Vocabulary-parallel: weight's rows are classes [class_offset, +classes)
   // of global_classes, which the labels, class weights and eps / C are of.
   int64_t class_offset, global_classes;
+  int64_t group;  // the grid's order: row blocks a group (XENT_LCE_CHIP_GROUP)
 };
 
 // A lane's argmax over its columns, as an offset in the slice (int32: the
@@ -332,14 +359,14 @@ struct xent_lce_chip_row_stats {
   }
 };
 
-// Row `row`'s record of slice blockIdx.y from its merged statistics: ref
+// Row `row`'s record of slice `slice` from its merged statistics: ref
 // (its max, 0 where s is 0), s, whether the label's logit was met (`in`)
 // and that logit z, smoothing's sums relative to ref; Wide: T, the argmax
 // candidate and first NaN (global classes), and the max m.
 template <bool Wide, typename L>
-XENT_DEVICE void xent_lce_chip_record(const xent_lce_chip_args<L>& a, int64_t row, int64_t label, float ref, float s,
-                                      bool in, float z, float tw, float twz, float T, int64_t cand, int64_t nan_at,
-                                      float m) {
+XENT_DEVICE void xent_lce_chip_record(const xent_lce_chip_args<L>& a, int64_t slice, int64_t row, int64_t label,
+                                      float ref, float s, bool in, float z, float tw, float twz, float T, int64_t cand,
+                                      int64_t nan_at, float m) {
   const int64_t y = label + a.class_offset;
   const bool labelled = y != a.ignore_index && y >= 0 && y < a.global_classes;
   const bool counted = in && labelled;
@@ -350,7 +377,7 @@ XENT_DEVICE void xent_lce_chip_record(const xent_lce_chip_args<L>& a, int64_t ro
     ra = (1.0f - e) * ra + ec * tw;
     rb = (1.0f - e) * rb + ec * twz;
   }
-  float* rec = a.records + ((int64_t)blockIdx.y * a.rows + row) * xent_shard_record<float>(Wide);
+  float* rec = a.records + (slice * a.rows + row) * xent_shard_record<float>(Wide);
   rec[0] = ref;
   rec[1] = s;
   rec[2] = ra;
@@ -365,7 +392,8 @@ XENT_DEVICE void xent_lce_chip_record(const xent_lce_chip_args<L>& a, int64_t ro
   }
 }
 
-// Grid (ceil(rows / 128), slices), blocks of 256 threads, XENT_LCE_CHIP_SMEM
+// Grid ceil(rows / 128) x slices (xent_lce_chip_place_of's order), blocks
+// of 256 threads, XENT_LCE_CHIP_SMEM
 // bytes of dynamic shared memory (1024-byte aligned: the swizzle's atoms).
 // Wide: the per-token outputs' records too (a call with entropy,
 // label_logprob, argmax or dentropy), compiled apart so that the plain
@@ -378,8 +406,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   __trap();
 #else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
-  const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_CHIP_BLOCK_ROWS;
-  const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
+  const xent_lce_chip_place at = xent_lce_chip_place_of(xent_lce_chip_blocks(a.rows, XENT_LCE_CHIP_BLOCK_ROWS),
+                                                        xent_lce_chip_blocks(a.classes, a.slice), a.group);
+  const int64_t r0 = at.row_block * XENT_LCE_CHIP_BLOCK_ROWS;
+  const int64_t c0 = at.class_block * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
   const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int t = (int)threadIdx.x;
   // This thread's two rows of the tile (its accumulator's elements i with
@@ -436,7 +466,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     }
     const int64_t row = r0 + xent_lce_chip_row(t, 2 * h);
     if (t % 4 != 0 || row >= a.rows) continue;
-    xent_lce_chip_record<Wide>(a, row, st[h].label, ref, s, in > 0.0f, z, tw, twz, T, cand, nan_at, m);
+    xent_lce_chip_record<Wide>(a, at.class_block, row, st[h].label, ref, s, in > 0.0f, z, tw, twz, T, cand, nan_at, m);
   }
 #endif
 }
@@ -480,6 +510,7 @@ struct xent_lce_chip_grad_args {
   const float* dentropy;         // [rows] the entropy's upstream gradient, or NULL: G -= dent p (H + z - lse)
   const float* entropy;          // dentropy: [rows] each row's H, from the combine
   int64_t class_offset, global_classes;  // vocabulary-parallel, as xent_lce_chip_args's
+  int64_t group;                         // the grid's order: row blocks a group (XENT_LCE_CHIP_GROUP)
 };
 
 // Four floats added to at[0..4) (16-byte aligned): sm_90's 16-byte
@@ -599,8 +630,8 @@ struct xent_lce_chip_grad_row {
   }
 };
 
-// Pass 2. Grid (ceil((row_end - row0) / 128), ceil((class_end - class0) /
-// 128)), blocks of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
+// Pass 2. Grid ceil((row_end - row0) / 128) x ceil((class_end - class0) /
+// 128) (xent_lce_chip_place_of's order), blocks of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
 // memory (1024-byte aligned). G = scale (softmax - onehot) of the tile,
 // rounded to bf16 in shared memory (the tensor cores' operand, as the
 // chunked path's G in the logits' dtype), then per 64 hidden columns:
@@ -615,8 +646,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   __trap();
 #else
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
-  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * XENT_LCE_CHIP_BLOCK_ROWS;
-  const int64_t cb = a.class0 + (int64_t)blockIdx.y * XENT_LCE_CHIP_CLASSES;
+  const xent_lce_chip_place at =
+      xent_lce_chip_place_of(xent_lce_chip_blocks(a.row_end - a.row0, XENT_LCE_CHIP_BLOCK_ROWS),
+                             xent_lce_chip_blocks(a.class_end - a.class0, XENT_LCE_CHIP_CLASSES), a.group);
+  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * XENT_LCE_CHIP_BLOCK_ROWS;
+  const int64_t cb = a.class0 + at.class_block * XENT_LCE_CHIP_CLASSES;
   const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
   const int t = (int)threadIdx.x;

@@ -36,7 +36,7 @@ enum {
 #define XENT_LCE_TM_ABSENT 1  // device code for another architecture: the kernel traps (never launched there)
 #endif
 
-// Grid (ceil(rows / 128), slices), blocks of 128 threads, XENT_LCE_TM_SMEM
+// Grid ceil(rows / 128) x slices (as sm_90a's), blocks of 128 threads, XENT_LCE_TM_SMEM
 // bytes of dynamic shared memory (1024-byte aligned), the maps'
 // (xent_lce_chip_maps) boxes as sm_90a's. Wide: the per-token outputs'
 // records too.
@@ -51,8 +51,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
   XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_TM_STAGES);  // the stages' copies landed
   XENT_SHARED_ARRAY(uint64_t, done, XENT_LCE_TM_STAGES);  // the stages' products done
   XENT_SHARED_ARRAY(uint32_t, slot, 1);
-  const int64_t r0 = (int64_t)blockIdx.x * XENT_LCE_TM_ROWS;
-  const int64_t c0 = (int64_t)blockIdx.y * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
+  const xent_lce_chip_place at = xent_lce_chip_place_of(xent_lce_chip_blocks(a.rows, XENT_LCE_TM_ROWS),
+                                                        xent_lce_chip_blocks(a.classes, a.slice), a.group);
+  const int64_t r0 = at.row_block * XENT_LCE_TM_ROWS;
+  const int64_t c0 = at.class_block * a.slice, c1 = xent_min_index(c0 + a.slice, a.classes);
   const int64_t live = xent_min_index(a.rows - r0, (int64_t)XENT_LCE_TM_ROWS);
   const int64_t row = r0 + threadIdx.x;
   xent_lce_chip_row_stats st;
@@ -131,7 +133,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
     if (st.bi != XENT_LCE_CHIP_NO_INDEX) cand = a.class_offset + c0 + st.bi;
     if (st.bn != XENT_LCE_CHIP_NO_INDEX) nan_at = a.class_offset + c0 + st.bn;
   }
-  xent_lce_chip_record<Wide>(a, row, st.label, ref, st.s, st.here, st.zy, st.sw, twz, T, cand, nan_at, st.m);
+  xent_lce_chip_record<Wide>(a, at.class_block, row, st.label, ref, st.s, st.here, st.zy, st.sw, twz, T, cand, nan_at,
+                             st.m);
 #endif
 }
 
@@ -165,8 +168,10 @@ XENT_DEVICE void xent_lce_tm_add_row(float* sum, int c, int cols, bool four, con
 // hidden (128 classes, one) into tensor memory, and each thread adds its
 // row of the first into grad_hidden and its class of the second into
 // grad_weight, 16-byte reductions of consecutive columns.
+// One block an SM (its shared memory's), said to ptxas, which otherwise
+// held it to 80 registers and spilled.
 template <typename L>
-static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
+static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
     xent_lce_chip_grads_sm100(const __grid_constant__ xent_lce_chip_grad_args<L> a) {
 #if defined(XENT_LCE_TM_ABSENT)
   (void)a;
@@ -178,8 +183,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
   XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);  // the stages' copies landed
   XENT_SHARED_ARRAY(uint64_t, done, XENT_LCE_CHIP_STAGES);  // the stages' products done
   XENT_SHARED_ARRAY(uint32_t, slot, 1);
-  const int64_t H = a.hidden_size, r0 = a.row0 + (int64_t)blockIdx.x * kRows;
-  const int64_t cb = a.class0 + (int64_t)blockIdx.y * kClasses;
+  const xent_lce_chip_place at = xent_lce_chip_place_of(
+      xent_lce_chip_blocks(a.row_end - a.row0, kRows), xent_lce_chip_blocks(a.class_end - a.class0, kClasses), a.group);
+  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * kRows;
+  const int64_t cb = a.class0 + at.class_block * kClasses;
   const int64_t live = xent_min_index(a.row_end - r0, (int64_t)kRows);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)kClasses);
   const int t = (int)threadIdx.x;

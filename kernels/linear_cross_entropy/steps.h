@@ -292,10 +292,11 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                        (const float*)a.row_temperature,
                                        a.class_offset,
                                        a.global_classes};
+      c.group = XENT_LCE_CHIP_GROUP;
       if (xent_lce_chip_maps(c, a.rows, a.classes) != 0) return xent_lce_chip_no_map("xent_lce_chip_stats");
-      const int64_t blocks = (a.rows + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
-      const int64_t slices = (a.classes + a.slice - 1) / a.slice;
-      const dim3 grid((unsigned)blocks, (unsigned)slices);
+      const int64_t blocks = xent_lce_chip_blocks(a.rows, XENT_LCE_CHIP_BLOCK_ROWS);
+      const int64_t slices = xent_lce_chip_blocks(a.classes, a.slice);
+      const dim3 grid((unsigned)(blocks * slices));  // under 2^31 (linear_ce.c's chip_serves)
       if (blocks > 0 && slices > 0 && tm && a.wide) {
         if (!xent_lce_chip_ready(xent_lce_chip_stats_sm100<L, true>, "xent_lce_chip_stats_sm100", known[4]))
           return XENT_REFUSED_SHAPE("xent_lce_chip_stats_sm100");
@@ -352,10 +353,11 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             (const float*)a.entropy,
                                             a.class_offset,
                                             a.global_classes};
+      c.group = XENT_LCE_CHIP_GROUP;
       if (xent_lce_chip_maps(c, a.row_end, a.class_end) != 0) return xent_lce_chip_no_map("xent_lce_chip_grads");
-      const int64_t blocks = (a.row_end - a.row0 + XENT_LCE_CHIP_BLOCK_ROWS - 1) / XENT_LCE_CHIP_BLOCK_ROWS;
-      const int64_t tiles = (a.class_end - a.class0 + XENT_LCE_CHIP_CLASSES - 1) / XENT_LCE_CHIP_CLASSES;
-      const dim3 grid((unsigned)blocks, (unsigned)tiles);
+      const int64_t blocks = xent_lce_chip_blocks(a.row_end - a.row0, XENT_LCE_CHIP_BLOCK_ROWS);
+      const int64_t tiles = xent_lce_chip_blocks(a.class_end - a.class0, XENT_LCE_CHIP_CLASSES);
+      const dim3 grid((unsigned)(blocks * tiles));  // under 2^31 (linear_ce.c's chip_serves)
       if (blocks > 0 && tiles > 0 && tm) {
         if (!xent_lce_chip_ready(xent_lce_chip_grads_sm100<L>, "xent_lce_chip_grads_sm100", known[5]))
           return XENT_REFUSED_SHAPE("xent_lce_chip_grads_sm100");

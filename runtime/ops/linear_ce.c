@@ -192,10 +192,14 @@ static xent_status over_budget(const char* fn, const xent_linear_ce_desc* d, siz
    rest refused by name (the tensors' part in xent_linear_ce_op). */
 static xent_status chip_serves(const char* fn, const xent_handle* h, const xent_linear_ce_desc* d) {
   const xent_ce_desc* c = &d->ce;
-  const char* why = c->dtype != XENT_BF16           ? "desc->ce.dtype XENT_BF16"
-                    : c->label_type == XENT_PROB    ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
-                    : c->classes >= INT32_MAX       ? "desc->ce.classes below 2^31 - 1"
-                                                    : NULL;
+  /* The passes' 1-D grids: at most 2^31 - 1 blocks of 128 x 128. */
+  const int64_t row_blocks = (c->rows + 127) / 128, class_blocks = (c->classes + 127) / 128;
+  const char* why = c->dtype != XENT_BF16        ? "desc->ce.dtype XENT_BF16"
+                    : c->label_type == XENT_PROB ? "class indices (desc->ce.label_type XENT_I32 or XENT_I64)"
+                    : c->classes >= INT32_MAX    ? "desc->ce.classes below 2^31 - 1"
+                    : class_blocks > 0 && row_blocks > INT32_MAX / class_blocks
+                        ? "desc->ce.rows x desc->ce.classes in at most 2^31 - 1 blocks of 128 x 128"
+                        : NULL;
   if (why)
     return xent_fail(XENT_ERROR_INVALID_ARGUMENT, "%s: desc->plan is XENT_LINEAR_CE_PLAN_ON_CHIP, which takes %s",
                      fn, why);
