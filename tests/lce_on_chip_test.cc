@@ -3,7 +3,9 @@
 // bf16 values. Pass 1: each (row, slice) record's max and sum of exp over
 // the slice's logits and its label terms, and the row's lse and loss from
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
-// and grad_weight = G^T @ hidden for a mean's G. 150 rows (a block of
+// and grad_weight = G^T @ hidden for a mean's G, in both of sm_90a's
+// blocks (128 x 256 and 256 x 128, each with a partial second tile), each
+// element held to its own row's bound. 150 rows (a block of
 // 128, two warpgroups of 64, then a partial block whose second warpgroup
 // has no row), H = 456, 76 and 74 (a partial stage of 64 columns; rows of whole
 // 16-byte chunks, copied by tensor maps, or not; the sums' rows of whole
@@ -127,11 +129,17 @@ static int run(const uint16_t* hidden, const uint16_t* weight, const int64_t* la
   return run_stats<false>(hidden, weight, labels, records, slice, slices);
 }
 
+// sm_90a's pass 2 in blocks of 256 rows x 128 classes (else 128 x 256).
+static bool tall = false;
+
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
 static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const float* lse,
                      float scale, float* grad_hidden, float* grad_weight) {
-  const dim3 grid((unsigned)(xent_lce_chip_blocks(ROWS, XENT_LCE_CHIP_BLOCK_ROWS) *
-                             xent_lce_chip_blocks(V, XENT_LCE_CHIP_CLASSES)));
+  const int block_rows = sm100 ? XENT_LCE_TM_ROWS : tall ? xent_lce_chip_block<true>::kRows
+                                                          : xent_lce_chip_block<false>::kRows;
+  const int block_classes = sm100 ? XENT_LCE_CHIP_CLASSES : tall ? xent_lce_chip_block<true>::kClasses
+                                                                 : xent_lce_chip_block<false>::kClasses;
+  const dim3 grid((unsigned)(xent_lce_chip_blocks(ROWS, block_rows) * xent_lce_chip_blocks(V, block_classes)));
   const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
   xent_lce_chip_grad_args<int64_t> a = {};
   a.hidden = hidden, a.weight = weight, a.labels = labels, a.lse = lse;
@@ -151,11 +159,18 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
     return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads_sm100<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
                                          dim3(XENT_LCE_TM_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
   }
-  if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;
-  return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+  if (raise_smem(xent_lce_chip_grads<int64_t, true>, "xent_lce_chip_grads") ||
+      raise_smem(xent_lce_chip_grads<int64_t, false>, "xent_lce_chip_grads"))
+    return 1;
+  if (tall)
+    return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_grads<int64_t, true>), 32, XENT_EMU_SMEM_CUDA, grid,
+                                         dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
+  return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_grads<int64_t, false>), 32, XENT_EMU_SMEM_CUDA, grid,
                                        dim3(XENT_LCE_CHIP_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
 #else
-  if (raise_smem(xent_lce_chip_grads<int64_t>, "xent_lce_chip_grads")) return 1;
+  if (raise_smem(xent_lce_chip_grads<int64_t, true>, "xent_lce_chip_grads") ||
+      raise_smem(xent_lce_chip_grads<int64_t, false>, "xent_lce_chip_grads"))
+    return 1;
   a.hidden = (const uint16_t*)tc_device(hidden, (size_t)ROWS * H * 2);
   a.weight = (const uint16_t*)tc_device(weight, (size_t)V * H * 2);
   a.labels = (const int64_t*)tc_device(labels, (size_t)ROWS * 8);
@@ -165,8 +180,9 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   a.grad_weight = (float*)tc_device(nullptr, gw_bytes);
   if (maps(a, ROWS, V)) return 1;
   void* args[] = {(void*)&a};
-  const cudaError_t e = cudaLaunchKernel((const void*)xent_lce_chip_grads<int64_t>, grid, dim3(XENT_LCE_CHIP_THREADS),
-                                         args, XENT_LCE_CHIP_SMEM, 0);
+  const void* kernel =
+      tall ? (const void*)xent_lce_chip_grads<int64_t, true> : (const void*)xent_lce_chip_grads<int64_t, false>;
+  const cudaError_t e = cudaLaunchKernel(kernel, grid, dim3(XENT_LCE_CHIP_THREADS), args, XENT_LCE_CHIP_SMEM, 0);
   return tc_finish(
       e, {{grad_hidden, a.grad_hidden, gh_bytes}, {grad_weight, a.grad_weight, gw_bytes}},
       {(void*)a.hidden, (void*)a.weight, (void*)a.labels, (void*)a.lse, (void*)a.dloss, a.grad_hidden, a.grad_weight});
@@ -330,48 +346,58 @@ static int test() {
   }
   failures += test_options(hidden, weight, labels, z, zerr);
   // Pass 2: a mean over the counted rows, from the float64 lse (rounded to
-  // f32, as the combine leaves it). G is rounded to bf16 for the tensor
-  // cores (2^-9 of each element; 2^-8 allowed), its logits err by the
-  // accumulation's bound (twice that in p), and the sums add in f32.
+  // f32, as the combine leaves it). Each element of G errs by its bf16
+  // rounding (2^-9; 2^-8 allowed) and by p's error: its logit's
+  // accumulation bound e_r, twice in z - lse, so a factor exp(2 e_r) - 1 of
+  // scale p (and exp's 2^-22); E holds that bound, row by row (the rows of
+  // large logits have a loose one, the rest a tight one), and a sum's
+  // tolerance is its terms' E times |the other factor| (f32 sums in 2^-8).
   static float lse32[ROWS], grad_hidden[ROWS * H_MAX], grad_weight[V * H_MAX];
-  static double G[ROWS * V];
+  static double G[ROWS * V], E[ROWS * V];
   int counted = 0;
-  double worst = 0;
-  for (int r = 0; r < ROWS; ++r) counted += labels[r] != IGNORE, worst = fmax(worst, zerr[r]);
+  for (int r = 0; r < ROWS; ++r) counted += labels[r] != IGNORE;
   const float scale = 1.0f / (float)counted;
   for (int r = 0; r < ROWS; ++r) {
     double m = -INFINITY, S = 0;
     for (int c = 0; c < V; ++c) m = fmax(m, z[r * V + c]);
     for (int c = 0; c < V; ++c) S += exp(z[r * V + c] - m);
     lse32[r] = (float)(m + log(S));
-    for (int c = 0; c < V; ++c)
-      G[r * V + c] = labels[r] == IGNORE ? 0.0 : scale * (exp(z[r * V + c] - lse32[r]) - (c == labels[r] ? 1.0 : 0.0));
+    const double ep = expm1(2 * zerr[r]) + 1e-6;
+    for (int c = 0; c < V; ++c) {
+      const double p = labels[r] == IGNORE ? 0.0 : scale * exp(z[r * V + c] - lse32[r]);
+      G[r * V + c] = p - (labels[r] != IGNORE && c == labels[r] ? scale : 0.0);
+      E[r * V + c] = ldexp(fabs(G[r * V + c]), -8) + p * ep;
+    }
   }
-  if (run_grads(hidden, weight, labels, lse32, scale, grad_hidden, grad_weight)) return 1;
-  bad = 0;
-  const double rel = ldexp(1.0, -8) + 2 * worst;
-  for (int r = 0; r < ROWS; ++r)
-    for (int k = 0; k < H; ++k) {
-      double want = 0, mag = 0;
-      for (int c = 0; c < V; ++c) {
-        const double p = G[r * V + c] * from_bf16(weight[c * H + k]);
-        want += p, mag += fabs(p);
+  // sm_90a's blocks side by side and one above the other; sm_100a's one.
+  for (int shape = 0; shape < (sm100 ? 1 : 2); ++shape) {
+    tall = shape == 1;
+    if (run_grads(hidden, weight, labels, lse32, scale, grad_hidden, grad_weight)) return 1;
+    bad = 0;
+    for (int r = 0; r < ROWS; ++r)
+      for (int k = 0; k < H; ++k) {
+        double want = 0, tol = 1e-9;
+        for (int c = 0; c < V; ++c) {
+          const double x = from_bf16(weight[c * H + k]);
+          want += G[r * V + c] * x, tol += E[r * V + c] * fabs(x);
+        }
+        expect_grad("grad_hidden", r, k, grad_hidden[r * H + k], want, tol);
       }
-      expect_grad("grad_hidden", r, k, grad_hidden[r * H + k], want, rel * mag + 1e-9);
-    }
-  for (int c = 0; c < V; ++c)
-    for (int k = 0; k < H; ++k) {
-      double want = 0, mag = 0;
-      for (int r = 0; r < ROWS; ++r) {
-        const double p = G[r * V + c] * from_bf16(hidden[r * H + k]);
-        want += p, mag += fabs(p);
+    for (int c = 0; c < V; ++c)
+      for (int k = 0; k < H; ++k) {
+        double want = 0, tol = 1e-9;
+        for (int r = 0; r < ROWS; ++r) {
+          const double x = from_bf16(hidden[r * H + k]);
+          want += G[r * V + c] * x, tol += E[r * V + c] * fabs(x);
+        }
+        expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, tol);
       }
-      expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, rel * mag + 1e-9);
-    }
-  printf("%s H = %d, pass 2, row blocks in groups of %lld%s: %s\n", bad ? "FAIL" : "ok", H, (long long)group,
-         sm100 ? " (sm_100a's)" : "",
-         bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
-  failures += bad != 0;
+    printf("%s H = %d, pass 2, row blocks in groups of %lld%s: %s\n", bad ? "FAIL" : "ok", H, (long long)group,
+           sm100 ? " (sm_100a's)" : tall ? ", 256 x 128 blocks" : ", 128 x 256 blocks",
+           bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
+    failures += bad != 0;
+  }
+  tall = false;
   return failures;
 }
 

@@ -177,10 +177,10 @@ XENT_DEVICE float xent_lce_chip_w(const float* weights, int64_t c) { return weig
 template <typename Smem, typename Bars, int Rows = XENT_LCE_CHIP_BLOCK_ROWS, int Classes = XENT_LCE_CHIP_CLASSES,
           int Threads = XENT_LCE_CHIP_THREADS>
 struct xent_lce_chip_loads {
-  // A buffer: the rows' lines, then the classes'; the classes' boxes are of
-  // 128 lines each (the weight's map), Classes / 128 a stage.
+  // A buffer: the rows' lines, then the classes'; the boxes are of 128
+  // lines each (the maps'), Rows / 128 and Classes / 128 a stage.
   static constexpr uint32_t kClassesAt = Rows * XENT_LCE_CHIP_K * 2, kBuffer = (Rows + Classes) * XENT_LCE_CHIP_K * 2;
-  static_assert(Rows == XENT_LCE_CHIP_BLOCK_ROWS && Classes % XENT_LCE_CHIP_CLASSES == 0, "the maps' boxes");
+  static_assert(Rows % XENT_LCE_CHIP_BLOCK_ROWS == 0 && Classes % XENT_LCE_CHIP_CLASSES == 0, "the maps' boxes");
   Smem smem;
   Bars bars;  // an mbarrier a buffer (tensor maps only)
   const xent_tensor_map *hidden_map, *weight_map;  // nullptr: element by element
@@ -195,7 +195,9 @@ struct xent_lce_chip_loads {
     if (hidden_map) {
       if (threadIdx.x == 0) {
         xent_tensor_expect(tma, bars, b, kBuffer);
-        xent_tensor_load(tma, hidden_map, smem, buf, (int32_t)k0, (int32_t)r0, bars, b);
+        for (int q = 0; q < Rows / XENT_LCE_CHIP_BLOCK_ROWS; ++q)
+          xent_tensor_load(tma, hidden_map, smem, buf + (uint32_t)q * XENT_LCE_CHIP_BLOCK_ROWS * 128u, (int32_t)k0,
+                           (int32_t)(r0 + q * XENT_LCE_CHIP_BLOCK_ROWS), bars, b);
         for (int q = 0; q < Classes / XENT_LCE_CHIP_CLASSES; ++q)
           xent_tensor_load(tma, weight_map, smem, buf + kClassesAt + (uint32_t)q * XENT_LCE_CHIP_CLASSES * 128u,
                            (int32_t)k0, (int32_t)(cb + q * XENT_LCE_CHIP_CLASSES), bars, b);
@@ -630,81 +632,136 @@ struct xent_lce_chip_grad_row {
   }
 };
 
-// Pass 2. Grid ceil((row_end - row0) / 128) x ceil((class_end - class0) /
-// 128) (xent_lce_chip_place_of's order), blocks of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared
-// memory (1024-byte aligned). G = scale (softmax - onehot) of the tile,
-// rounded to bf16 in shared memory (the tensor cores' operand, as the
-// chunked path's G in the logits' dtype), then per 64 hidden columns:
-// grad_hidden's rows += G @ W and grad_weight's classes += G^T @ hidden, by
-// f32 atomics (the tiles of a row, and the row blocks of a class, add in no
-// fixed order).
-template <typename L>
+// Pass 2's blocks: two tiles of 128 x 128 logits, side by side (128 rows
+// x 256 classes) or, Tall, one above the other (256 x 128), so that a
+// block's sums are (128 + 256) x H adds for 2 x 128 x 128 logits where a
+// tile alone added (128 + 128) x H: pass 2's sums, likely its bound
+// (docs/LINEAR_CE.md), are three quarters, and a launch that adds one sum
+// only (grad_hidden's sweep wide, grad_weight's tall) half. 192 KiB of
+// shared memory as pass 1: the logits' stages, then two buffers of the
+// products' operands (hidden's rows and weight's classes, 48 KB each) and
+// G (64 KB, bf16).
+template <bool Tall>
+struct xent_lce_chip_block {
+  static constexpr int kRows = (Tall ? 2 : 1) * XENT_LCE_CHIP_BLOCK_ROWS;
+  static constexpr int kClasses = (Tall ? 1 : 2) * XENT_LCE_CHIP_CLASSES;
+  static constexpr uint32_t kBuffer = (uint32_t)(kRows + kClasses) * XENT_LCE_CHIP_K * 2;
+  static constexpr uint32_t kG = 2 * kBuffer;  // G's first byte, past the operands' two buffers
+  static_assert(kG + (uint32_t)kRows * kClasses * 2 <= XENT_LCE_CHIP_SMEM, "the operands' buffers and G");
+};
+
+// Pass 2. Grid ceil((row_end - row0) / kRows) x ceil((class_end - class0) /
+// kClasses) (xent_lce_chip_block, xent_lce_chip_place_of's order), blocks
+// of 256 threads, XENT_LCE_CHIP_SMEM bytes of dynamic shared memory
+// (1024-byte aligned). Each tile's logits in registers, then its G = scale
+// (softmax - onehot), rounded to bf16 (the tensor cores' operand, as the
+// chunked path's G in the logits' dtype): the first tile's kept in
+// registers (bf16 pairs) while the second's logits are made, then both
+// in shared memory. Then per 64 hidden columns: grad_hidden's rows += G @
+// W and grad_weight's classes += G^T @ hidden, by f32 atomics (the blocks
+// of a row, and of a class, add in no fixed order).
+template <typename L, bool Tall>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     xent_lce_chip_grads(const __grid_constant__ xent_lce_chip_grad_args<L> a) {
 #if defined(XENT_WG_ABSENT)
   (void)a;
   __trap();
 #else
+  typedef xent_lce_chip_block<Tall> B;
+  constexpr int kRows = B::kRows, kClasses = B::kClasses;
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
-  const xent_lce_chip_place at =
-      xent_lce_chip_place_of(xent_lce_chip_blocks(a.row_end - a.row0, XENT_LCE_CHIP_BLOCK_ROWS),
-                             xent_lce_chip_blocks(a.class_end - a.class0, XENT_LCE_CHIP_CLASSES), a.group);
-  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * XENT_LCE_CHIP_BLOCK_ROWS;
-  const int64_t cb = a.class0 + at.class_block * XENT_LCE_CHIP_CLASSES;
-  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)XENT_LCE_CHIP_BLOCK_ROWS);
-  const int64_t width = xent_min_index(a.class_end - cb, (int64_t)XENT_LCE_CHIP_CLASSES);
-  const int t = (int)threadIdx.x;
-  // G: K-major as A of G @ W (k a class), MN-major as A of G^T @ hidden.
-  // Each warpgroup makes its own rows' G @ W and its 64 classes' G^T @
-  // hidden (the first warpgroup the first 64; k over all the block's rows).
-  const xent_wg_layout g_k = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false),
-                       g_mn = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true),
-                       lw = xent_lce_chip_layout(XENT_LCE_CHIP_CLASSES, true),
-                       lh = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, true);
-  // The stages' lines are a row's (or class's) 64 hidden columns, MN-major
-  // for the products (n a hidden column).
-  static_assert(XENT_LCE_CHIP_CLASSES == 64 * XENT_LCE_CHIP_GROUPS, "a warpgroup's 64 classes of G^T @ hidden");
-  const int group = t / 128;
+  const xent_lce_chip_place at = xent_lce_chip_place_of(xent_lce_chip_blocks(a.row_end - a.row0, kRows),
+                                                        xent_lce_chip_blocks(a.class_end - a.class0, kClasses), a.group);
+  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * kRows, cb = a.class0 + at.class_block * kClasses;
+  const int64_t live = xent_min_index(a.row_end - r0, (int64_t)kRows);
+  const int64_t width = xent_min_index(a.class_end - cb, (int64_t)kClasses);
+  const int t = (int)threadIdx.x, group = t / 128;
+  // G: a line a row, blocks of 64 classes; K-major as A of G @ W (k a
+  // class), MN-major as A of G^T @ hidden (k a row). The operands' lines
+  // are a row's (or class's) 64 hidden columns, MN-major (n a column).
+  const xent_wg_layout g_k = xent_lce_chip_layout(kRows, false), g_mn = xent_lce_chip_layout(kRows, true),
+                       lw = xent_lce_chip_layout(kClasses, true), lh = xent_lce_chip_layout(kRows, true);
   // The sums' 16-byte reductions: rows of a multiple of 4 floats from
   // 16-byte aligned starts.
   const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
   XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);
+  XENT_SHARED_ARRAY(uint64_t, operand_bars, 2);
   auto loads = xent_lce_chip_loads_of(smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
-  // The operands of hidden's columns [h0, h0 + 64): buffer 1 + (h0 / 64) %
-  // 2 (G, in buffer 0, stays).
-  const auto operands = [](int64_t h0) { return (int)(1 + (h0 / XENT_LCE_CHIP_K) % 2); };
+  // The products' operands of hidden's columns [h0, h0 + 64) go to buffer
+  // (h0 / 64) % 2, one loading while the other is multiplied.
+  auto operands = xent_lce_chip_loads_of<kRows, kClasses, XENT_LCE_CHIP_THREADS, 2>(
+      smem, operand_bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
+  const auto buffer = [](int64_t h0) { return (int)((h0 / XENT_LCE_CHIP_K) % 2); };
   const auto issue = [&](int64_t h0) {
-    if (h0 < H) loads.issue(operands(h0), h0, r0, live, cb, width);
+    if (h0 < H) operands.issue(buffer(h0), h0, r0, live, cb, width);
   };
   const bool products = a.grad_hidden || a.grad_weight;
   {
-    xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
-    xent_lce_chip_logits(loads, r0, live, cb, cb + width, 0, acc);
-    // The products' first operands load while G is made (buffer 1; G is 0).
-    if (products) issue(0);
-    const xent_wg_layout lg = xent_lce_chip_layout(XENT_LCE_CHIP_BLOCK_ROWS, false);
-    // What G needs of the thread's two rows (its elements i with (i / 2) %
-    // 2 == h), loaded once.
-    xent_lce_chip_grad_row rw[2];
+    // Tile q's rows and classes; G's element (r, col) of the block.
+    const auto tile_rows = [&](int q) { return Tall ? xent_min_index(live - q * 128, (int64_t)128) : live; };
+    const auto tile_width = [&](int q) { return Tall ? width : xent_min_index(width - q * 128, (int64_t)128); };
+    const auto g_at = [&](int q, int r, int col) {
+      return xent_wg_address(g_k, B::kG, r + (Tall ? 128 * q : 0), col + (Tall ? 0 : 128 * q)) / 2;
+    };
+    // Tile q's G, bf16 pairs (elements 2j, 2j + 1), into shared memory.
+    const auto store = [&](int q, const uint32_t(&g2)[XENT_LCE_CHIP_CLASSES / 4]) {
+      XENT_UNROLL
+      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
+        const int r = xent_lce_chip_row(t, 2 * j), col = xent_wg_col(t, 2 * j);
+        smem[g_at(q, r, col)] = (uint16_t)(g2[j] & 0xffffu);
+        smem[g_at(q, r, col + 1)] = (uint16_t)(g2[j] >> 16);
+      }
+    };
+    uint32_t kept[XENT_LCE_CHIP_CLASSES / 4];  // the first tile's G
     XENT_UNROLL
-    for (int h = 0; h < 2; ++h) rw[h].start(a, r0, xent_lce_chip_row(t, 2 * h), live);
-    XENT_UNROLL
-    for (int i = 0; i < XENT_LCE_CHIP_CLASSES / 2; ++i) {
-      const int r = xent_lce_chip_row(t, i), col = xent_wg_col(t, i);
-      const float g = rw[(i / 2) % 2].g(a, cb, col, width, acc.d[i]);
-      smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, col) / 2] = xent_store_bf16(g);
+    for (int q = 0; q < 2; ++q) {
+      const int64_t rows = tile_rows(q), cols = tile_width(q);
+      const int64_t tr0 = r0 + (Tall ? 128 * q : 0), tcb = cb + (Tall ? 0 : 128 * q);
+      xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
+      // A tile with no row or class: G is zeros (the products read it).
+      if (rows > 0 && cols > 0) {
+        // Side by side, the second tile's stages follow the first's (the
+        // logits' pipeline runs on); one above the other, they start again.
+        if (Tall) xent_lce_chip_logits(loads, tr0, rows, tcb, tcb + cols, 0, acc);
+        else xent_lce_chip_logits(loads, r0, live, cb, cb + width, q, acc);
+      }
+      // What G needs of the thread's two rows (its elements i with (i / 2) %
+      // 2 == h), loaded once a tile.
+      xent_lce_chip_grad_row rw[2];
+      XENT_UNROLL
+      for (int h = 0; h < 2; ++h) rw[h].start(a, tr0, xent_lce_chip_row(t, 2 * h), rows > 0 && cols > 0 ? rows : 0);
+      uint32_t g2[XENT_LCE_CHIP_CLASSES / 4];
+      XENT_UNROLL
+      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) {
+        float g[2];
+        XENT_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int i = 2 * j + e;
+          g[e] = rows > 0 && cols > 0 ? rw[(i / 2) % 2].g(a, tcb, xent_wg_col(t, i), cols, acc.d[i]) : 0.0f;
+        }
+        g2[j] = xent_store_bf16x2(g[0], g[1]);
+      }
+      // Both tiles' logits made: the operands' first columns load while G
+      // is stored (the buffers lie below G, past the stages' last reads).
+      if (q == 0) {
+        XENT_UNROLL
+        for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) kept[j] = g2[j];
+        continue;
+      }
+      if (products) issue(0);
+      store(0, kept);
+      store(1, g2);
     }
     // G for the tensor cores, every thread's after the loop's first barrier.
     xent_wg_publish_smem();
     // grad_bias: G's column sums (as stored, the products' operand), a
-    // thread a column over the tile's rows, one atomic a column.
+    // thread a column over the block's rows, one atomic a column.
     if (a.grad_bias) {
       __syncthreads();
-      if (t < XENT_LCE_CHIP_CLASSES) {
+      for (int c = t; c < kClasses; c += XENT_LCE_CHIP_THREADS) {
         float sum = 0.0f;
-        for (int r = 0; r < XENT_LCE_CHIP_BLOCK_ROWS; ++r)
-          sum += xent_load_bf16(smem[xent_wg_address(lg, XENT_LCE_CHIP_G, r, t) / 2]);
-        if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
+        for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, B::kG, r, c) / 2]);
+        if (c < width) atomicAdd(a.grad_bias + (cb - a.class0 + c), sum);
       }
     }
   }
@@ -714,37 +771,35 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     // next columns, loading while these are multiplied; then these landed.
     __syncthreads();
     issue(h0 + XENT_LCE_CHIP_K);
-    loads.wait(operands(h0));
-    const uint32_t buf = (uint32_t)operands(h0) * XENT_LCE_CHIP_BUFFER;
+    operands.wait(buffer(h0));
+    const uint32_t buf = (uint32_t)buffer(h0) * B::kBuffer, w_at = buf + (uint32_t)kRows * 128u;
     const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
-    // grad_hidden[rows, h0 + 64) += G @ W, this warpgroup's 64 rows: k over
-    // the tile's classes, 16 a step (32 bytes along G's line, a block of 64
-    // on; two lines of W's).
-    if (a.grad_hidden) {
-      const uint32_t mine = XENT_LCE_CHIP_G + (uint32_t)group * XENT_LCE_CHIP_ROWS * 128u;
+    // grad_hidden[rows, h0 + 64) += G @ W: this warpgroup's 64 rows of each
+    // 128 (one M-tile, two when tall), k over the block's classes (32 bytes
+    // along G's line, a block of 64 on; two lines of W's).
+    for (int m = 0; m < kRows / 128 && a.grad_hidden; ++m) {
+      const uint32_t rows_at = B::kG + (uint32_t)(128 * m + XENT_LCE_CHIP_ROWS * group) * 128u;
       xent_wg_fence();
-      for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 16; ++j)
-        xent_wg_mma<false, true>(acc, xent_wg_operand_at(smem, mine + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-                                 xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_CLASSES + 2048u * j, lw), j > 0);
+      for (int j = 0; j < kClasses / 16; ++j)
+        xent_wg_mma<false, true>(acc, xent_wg_operand_at(smem, rows_at + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+                                 xent_wg_operand_at(smem, w_at + 2048u * j, lw), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      const int64_t first = r0 + XENT_LCE_CHIP_ROWS * group;
-      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(live - XENT_LCE_CHIP_ROWS * group), cols,
-                        four, acc);
+      const int64_t first = r0 + 128 * m + XENT_LCE_CHIP_ROWS * group;
+      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(r0 + live - first), cols, four, acc);
     }
-    // grad_weight[classes, h0 + 64) += G^T @ hidden, this warpgroup's 64
-    // classes: k over the block's rows, 16 a step (two lines of G's and of
-    // hidden's).
-    if (a.grad_weight) {
+    // grad_weight[classes, h0 + 64) += G^T @ hidden: this warpgroup's 64
+    // classes of each 128 (one M-tile, two when side by side), k over the
+    // block's rows (two lines of G's and of hidden's).
+    for (int m = 0; m < kClasses / 128 && a.grad_weight; ++m) {
+      const int c64 = 128 * m + 64 * group;  // the M-tile's first class in the block
       xent_wg_fence();
-      for (int j = 0; j < XENT_LCE_CHIP_BLOCK_ROWS / 16; ++j)
-        xent_wg_mma<true, true>(acc,
-                                xent_wg_operand_at(smem, XENT_LCE_CHIP_G + group * g_mn.leading + 2048u * j, g_mn),
-                                xent_wg_operand_at(smem, buf + XENT_LCE_CHIP_STAGE_ROWS + 2048u * j, lh), j > 0);
+      for (int j = 0; j < kRows / 16; ++j)
+        xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, B::kG + (c64 / 64) * g_mn.leading + 2048u * j, g_mn),
+                                xent_wg_operand_at(smem, buf + 2048u * j, lh), j > 0);
       xent_wg_commit(acc);
       xent_wg_wait<0>(acc);
-      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + 64 * group) * H + h0, H, (int)width - 64 * group, cols, four,
-                        acc);
+      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + c64) * H + h0, H, (int)width - c64, cols, four, acc);
     }
   }
 #endif
