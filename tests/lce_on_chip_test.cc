@@ -3,7 +3,7 @@
 // bf16 values. Pass 1: each (row, slice) record's max and sum of exp over
 // the slice's logits and its label terms, and the row's lse and loss from
 // every slice's records. Pass 2, from the float64 lse: grad_hidden = G @ W
-// and grad_weight = G^T @ hidden for a mean's G, in both of sm_90a's
+// and grad_weight = G^T @ hidden for a mean's G, in both shapes of the
 // blocks (128 x 256 and 256 x 128, each with a partial second tile), each
 // element held to its own row's bound. 150 rows (a block of
 // 128, two warpgroups of 64, then a partial block whose second warpgroup
@@ -135,10 +135,9 @@ static bool tall = false;
 // Pass 2 into f32 sums that start at zero; 0, or 1 with the error printed.
 static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64_t* labels, const float* lse,
                      float scale, float* grad_hidden, float* grad_weight) {
-  const int block_rows = sm100 ? XENT_LCE_TM_ROWS : tall ? xent_lce_chip_block<true>::kRows
-                                                          : xent_lce_chip_block<false>::kRows;
-  const int block_classes = sm100 ? XENT_LCE_CHIP_CLASSES : tall ? xent_lce_chip_block<true>::kClasses
-                                                                 : xent_lce_chip_block<false>::kClasses;
+  // Both renderings' blocks: two tiles, side by side or one above the other.
+  const int block_rows = tall ? xent_lce_chip_block<true>::kRows : xent_lce_chip_block<false>::kRows;
+  const int block_classes = tall ? xent_lce_chip_block<true>::kClasses : xent_lce_chip_block<false>::kClasses;
   const dim3 grid((unsigned)(xent_lce_chip_blocks(ROWS, block_rows) * xent_lce_chip_blocks(V, block_classes)));
   const size_t gh_bytes = (size_t)ROWS * H * 4, gw_bytes = (size_t)V * H * 4;
   xent_lce_chip_grad_args<int64_t> a = {};
@@ -155,8 +154,13 @@ static int run_grads(const uint16_t* hidden, const uint16_t* weight, const int64
   memset(grad_weight, 0, gw_bytes);
   if (maps(a, ROWS, V)) return 1;
   if (sm100) {
-    if (raise_smem(xent_lce_chip_grads_sm100<int64_t>, "xent_lce_chip_grads_sm100")) return 1;
-    return tc_emu_status(XENT_EMU_LAUNCH(xent_lce_chip_grads_sm100<int64_t>, 32, XENT_EMU_SMEM_CUDA, grid,
+    if (raise_smem(xent_lce_chip_grads_sm100<int64_t, true>, "xent_lce_chip_grads_sm100") ||
+        raise_smem(xent_lce_chip_grads_sm100<int64_t, false>, "xent_lce_chip_grads_sm100"))
+      return 1;
+    if (tall)
+      return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_grads_sm100<int64_t, true>), 32, XENT_EMU_SMEM_CUDA, grid,
+                                           dim3(XENT_LCE_TM_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
+    return tc_emu_status(XENT_EMU_LAUNCH((xent_lce_chip_grads_sm100<int64_t, false>), 32, XENT_EMU_SMEM_CUDA, grid,
                                          dim3(XENT_LCE_TM_THREADS), XENT_LCE_CHIP_SMEM, nullptr, a));
   }
   if (raise_smem(xent_lce_chip_grads<int64_t, true>, "xent_lce_chip_grads") ||
@@ -369,8 +373,8 @@ static int test() {
       E[r * V + c] = ldexp(fabs(G[r * V + c]), -8) + p * ep;
     }
   }
-  // sm_90a's blocks side by side and one above the other; sm_100a's one.
-  for (int shape = 0; shape < (sm100 ? 1 : 2); ++shape) {
+  // The blocks' tiles side by side, then one above the other.
+  for (int shape = 0; shape < 2; ++shape) {
     tall = shape == 1;
     if (run_grads(hidden, weight, labels, lse32, scale, grad_hidden, grad_weight)) return 1;
     bad = 0;
@@ -392,8 +396,8 @@ static int test() {
         }
         expect_grad("grad_weight", c, k, grad_weight[c * H + k], want, tol);
       }
-    printf("%s H = %d, pass 2, row blocks in groups of %lld%s: %s\n", bad ? "FAIL" : "ok", H, (long long)group,
-           sm100 ? " (sm_100a's)" : tall ? ", 256 x 128 blocks" : ", 128 x 256 blocks",
+    printf("%s H = %d, pass 2, row blocks in groups of %lld%s%s: %s\n", bad ? "FAIL" : "ok", H, (long long)group,
+           tall ? ", 256 x 128 blocks" : ", 128 x 256 blocks", sm100 ? " (sm_100a's)" : "",
            bad ? "wrong" : "grad_hidden and grad_weight within the bounds of float64 (bf16 G)");
     failures += bad != 0;
   }
@@ -444,7 +448,8 @@ static int test_order() {
 // which only compiles it: no sm_100 GPU is lent.
 const void* const sm100_kernels[] = {(const void*)xent_lce_chip_stats_sm100<int64_t, false>,
                                      (const void*)xent_lce_chip_stats_sm100<int64_t, true>,
-                                     (const void*)xent_lce_chip_grads_sm100<int64_t>};
+                                     (const void*)xent_lce_chip_grads_sm100<int64_t, false>,
+                                     (const void*)xent_lce_chip_grads_sm100<int64_t, true>};
 #endif
 
 int main() {

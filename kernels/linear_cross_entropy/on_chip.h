@@ -632,15 +632,15 @@ struct xent_lce_chip_grad_row {
   }
 };
 
-// Pass 2's blocks: two tiles of 128 x 128 logits, side by side (128 rows
-// x 256 classes) or, Tall, one above the other (256 x 128), so that a
-// block's sums are (128 + 256) x H adds for 2 x 128 x 128 logits where a
-// tile alone added (128 + 128) x H: pass 2's sums, likely its bound
-// (docs/LINEAR_CE.md), are three quarters, and a launch that adds one sum
-// only (grad_hidden's sweep wide, grad_weight's tall) half. 192 KiB of
-// shared memory as pass 1: the logits' stages, then two buffers of the
-// products' operands (hidden's rows and weight's classes, 48 KB each) and
-// G (64 KB, bf16).
+// Pass 2's blocks, both renderings': two tiles of 128 x 128 logits, side
+// by side (128 rows x 256 classes) or, Tall, one above the other (256 x
+// 128), so that a block's sums are (128 + 256) x H adds for 2 x 128 x 128
+// logits where a tile alone added (128 + 128) x H: pass 2's sums, likely
+// its bound (docs/LINEAR_CE.md), are three quarters, and a launch that
+// adds one sum only (grad_hidden's sweep wide, grad_weight's tall) half.
+// 192 KiB of shared memory as pass 1: the logits' stages, then two
+// buffers of the products' operands (hidden's rows and weight's classes,
+// 48 KB each) and G (64 KB, bf16).
 template <bool Tall>
 struct xent_lce_chip_block {
   static constexpr int kRows = (Tall ? 2 : 1) * XENT_LCE_CHIP_BLOCK_ROWS;

@@ -139,7 +139,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
 }
 
 enum {
-  XENT_LCE_TM_GRAD_COLUMNS = 256,  // tensor memory: the tile's logits (128), G @ W's and G^T @ hidden's (64 each)
+  // Tensor memory: two tiles' logits (128 columns each), then G @ W's and
+  // G^T @ hidden's accumulators (64 columns for each 128 rows or classes
+  // of the block: 192 in all).
+  XENT_LCE_TM_GRAD_COLUMNS = 512,
 };
 
 // Adds 32 floats v, columns [c, c + 32) of a row, to sum (the row's start)
@@ -159,89 +162,108 @@ XENT_DEVICE void xent_lce_tm_add_row(float* sum, int c, int cols, bool four, con
   }
 }
 
-// Pass 2 on sm_100a: on_chip.h's xent_lce_chip_grads (same grid, arguments
-// and shared memory) with blocks of 128 threads. Thread 0 makes the tile's
-// 128 x 128 logits in tensor memory (six buffers of stages, five ahead);
-// each thread turns its row into G (xent_lce_chip_grad_row) and stores it
-// in bf16 where both products read it; then per 64 hidden columns, the
-// next loading meanwhile, G @ W (128 rows, one product a K-step) and G^T @
-// hidden (128 classes, one) into tensor memory, and each thread adds its
-// row of the first into grad_hidden and its class of the second into
-// grad_weight, 16-byte reductions of consecutive columns.
+// Pass 2 on sm_100a: on_chip.h's xent_lce_chip_grads (the same blocks of
+// two 128 x 128 tiles, side by side or Tall one above the other, grid,
+// arguments and shared memory) with blocks of 128 threads. Thread 0 makes
+// both tiles' logits in tensor memory (the stages numbered across them,
+// six buffers, five ahead); each thread turns its row of each into G
+// (xent_lce_chip_grad_row) and stores it in bf16 where both products read
+// it; then per 64 hidden columns, the next loading meanwhile, G @ W (a
+// product a K-step for each 128 rows) and G^T @ hidden (one for each 128
+// classes) into tensor memory, and each thread adds its rows of the first
+// into grad_hidden and its classes of the second into grad_weight, 16-byte
+// reductions of consecutive columns.
 // One block an SM (its shared memory's), said to ptxas, which otherwise
 // held it to 80 registers and spilled.
-template <typename L>
+template <typename L, bool Tall>
 static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
     xent_lce_chip_grads_sm100(const __grid_constant__ xent_lce_chip_grad_args<L> a) {
 #if defined(XENT_LCE_TM_ABSENT)
   (void)a;
   __trap();
 #else
-  static_assert((int)XENT_LCE_TM_ROWS == (int)XENT_LCE_CHIP_BLOCK_ROWS, "sm_90a's grid and shared memory");
-  constexpr int kRows = XENT_LCE_TM_ROWS, kClasses = XENT_LCE_CHIP_CLASSES, kStages = XENT_LCE_CHIP_STAGES;
+  typedef xent_lce_chip_block<Tall> B;
+  static_assert((int)XENT_LCE_TM_ROWS == (int)XENT_LCE_CHIP_BLOCK_ROWS, "sm_90a's tiles, a lane a row");
+  constexpr int kTile = XENT_LCE_TM_ROWS, kRows = B::kRows, kClasses = B::kClasses, kStages = XENT_LCE_CHIP_STAGES;
   XENT_DYNAMIC_SHARED_1024(uint16_t, smem);
   XENT_SHARED_ARRAY(uint64_t, bars, XENT_LCE_CHIP_STAGES);  // the stages' copies landed
   XENT_SHARED_ARRAY(uint64_t, done, XENT_LCE_CHIP_STAGES);  // the stages' products done
+  XENT_SHARED_ARRAY(uint64_t, operand_bars, 2);             // the operands' copies landed
   XENT_SHARED_ARRAY(uint32_t, slot, 1);
-  const xent_lce_chip_place at = xent_lce_chip_place_of(
-      xent_lce_chip_blocks(a.row_end - a.row0, kRows), xent_lce_chip_blocks(a.class_end - a.class0, kClasses), a.group);
-  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * kRows;
-  const int64_t cb = a.class0 + at.class_block * kClasses;
+  const xent_lce_chip_place at = xent_lce_chip_place_of(xent_lce_chip_blocks(a.row_end - a.row0, kRows),
+                                                        xent_lce_chip_blocks(a.class_end - a.class0, kClasses), a.group);
+  const int64_t H = a.hidden_size, r0 = a.row0 + at.row_block * kRows, cb = a.class0 + at.class_block * kClasses;
   const int64_t live = xent_min_index(a.row_end - r0, (int64_t)kRows);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)kClasses);
   const int t = (int)threadIdx.x;
+  // Tile q's first row and class, and its rows and classes (none past the
+  // block's: a tile with none is not made, its G zeros).
+  const auto tile_r0 = [&](int q) { return r0 + (Tall ? kTile * q : 0); };
+  const auto tile_cb = [&](int q) { return cb + (Tall ? 0 : kTile * q); };
+  const auto tile_rows = [&](int q) { return Tall ? xent_min_index(live - kTile * q, (int64_t)kTile) : live; };
+  const auto tile_width = [&](int q) { return Tall ? width : xent_min_index(width - kTile * q, (int64_t)kTile); };
+  const int tiles = tile_rows(1) > 0 && tile_width(1) > 0 ? 2 : 1;
   // The logits' operands K-major; G K-major as A of G @ W (k a class) and
-  // MN-major as A of G^T @ hidden (m a class); the stages' lines as the
+  // MN-major as A of G^T @ hidden (m a class); the operands' lines as the
   // products' MN-major B (n a hidden column).
-  const xent_wg_layout la = xent_lce_chip_layout(kRows, false), lb = xent_lce_chip_layout(kClasses, false),
+  const xent_wg_layout la = xent_lce_chip_layout(kTile, false), lb = xent_lce_chip_layout(kTile, false),
                        g_k = xent_lce_chip_layout(kRows, false), g_mn = xent_lce_chip_layout(kRows, true),
                        lw = xent_lce_chip_layout(kClasses, true), lh = xent_lce_chip_layout(kRows, true);
   const bool four = H % 4 == 0 && (uintptr_t)a.grad_hidden % 16 == 0 && (uintptr_t)a.grad_weight % 16 == 0;
-  auto loads = xent_lce_chip_loads_of<kRows, kClasses, XENT_LCE_TM_THREADS, kStages>(
+  auto loads = xent_lce_chip_loads_of<kTile, kTile, XENT_LCE_TM_THREADS, kStages>(
       smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
+  auto operands = xent_lce_chip_loads_of<kRows, kClasses, XENT_LCE_TM_THREADS, 2>(
+      smem, operand_bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
   xent_tensor_init(done, kStages);
   const uint32_t tmem = xent_tm_alloc(slot, XENT_LCE_TM_GRAD_COLUMNS);
-  const uint32_t logits = tmem, dh = tmem + kClasses, dw = tmem + kClasses + XENT_LCE_CHIP_K;
+  const uint32_t dh = tmem + 2 * kTile, dw = dh + (uint32_t)(kRows / kTile) * XENT_LCE_CHIP_K;
   xent_tm_products q;
-  // The tile's logits: stage s (64 hidden columns) in buffer s % 6, five
-  // ahead, refilled once its products' commit has arrived.
-  const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K;
-  const auto issue = [&](int64_t s) {
-    if (s < stages) loads.issue((int)(s % kStages), s * XENT_LCE_CHIP_K, r0, live, cb, width);
+  // The tiles' logits: stage g (tile g / stages, 64 hidden columns) in
+  // buffer g % 6, five ahead, refilled once its products' commit arrived.
+  const int64_t stages = (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K, total = tiles * stages;
+  const auto issue = [&](int64_t g) {
+    if (g >= total) return;
+    const int tq = (int)(g / stages);
+    loads.issue((int)(g % kStages), g % stages * XENT_LCE_CHIP_K, tile_r0(tq), tile_rows(tq), tile_cb(tq),
+                tile_width(tq));
   };
-  for (int64_t s = 0; s < kStages - 1; ++s) issue(s);
-  for (int64_t s = 0; s < stages; ++s) {
-    const int b = (int)(s % kStages);
+  for (int64_t g = 0; g < kStages - 1; ++g) issue(g);
+  for (int64_t g = 0; g < total; ++g) {
+    const int b = (int)(g % kStages);
+    const int64_t s = g % stages;
     loads.wait(b);
     if (t == 0) {
-      const uint32_t buf = (uint32_t)b * loads.kBuffer;
+      const uint32_t buf = (uint32_t)b * loads.kBuffer, logits = tmem + (uint32_t)(g / stages) * kTile;
       for (int j = 0; j < XENT_LCE_CHIP_K / 16; ++j)
-        xent_tm_mma<kClasses>(q, logits, xent_tm_operand_at(loads.smem, buf + 32u * j, la),
-                              xent_tm_operand_at(loads.smem, buf + loads.kClassesAt + 32u * j, lb), s > 0 || j > 0);
+        xent_tm_mma<kTile>(q, logits, xent_tm_operand_at(loads.smem, buf + 32u * j, la),
+                           xent_tm_operand_at(loads.smem, buf + loads.kClassesAt + 32u * j, lb), s > 0 || j > 0);
       xent_tm_commit(q, done, b);
     }
-    if (s > 0) xent_tm_wait(q, done, (int)((s - 1) % kStages));
-    issue(s + kStages - 1);
+    if (g > 0) xent_tm_wait(q, done, (int)((g - 1) % kStages));
+    issue(g + kStages - 1);
   }
-  if (stages > 0) xent_tm_wait(q, done, (int)((stages - 1) % kStages));
-  // Every stage's copies and products done: buffer 0 takes G, buffers 1
-  // and 2 the products' operands, hidden's columns [h0, h0 + 64) in buffer
-  // 1 + (h0 / 64) % 2, the first loading while G is made.
-  const auto operands = [](int64_t h0) { return (int)(1 + (h0 / XENT_LCE_CHIP_K) % 2); };
+  if (total > 0) xent_tm_wait(q, done, (int)((total - 1) % kStages));
+  // Every stage's copies and products done: the operands' buffers (below
+  // G) take hidden's columns [h0, h0 + 64) in buffer (h0 / 64) % 2, the
+  // first loading while G is made.
+  const auto buffer = [](int64_t h0) { return (int)((h0 / XENT_LCE_CHIP_K) % 2); };
   const auto issue_operands = [&](int64_t h0) {
-    if (h0 < H) loads.issue(operands(h0), h0, r0, live, cb, width);
+    if (h0 < H) operands.issue(buffer(h0), h0, r0, live, cb, width);
   };
   const bool products = a.grad_hidden || a.grad_weight;
   if (products) issue_operands(0);
-  {
+  for (int tq = 0; tq < 2; ++tq) {
     xent_lce_chip_grad_row rw;
-    rw.start(a, r0, t, live);
-    for (int c = 0; c < kClasses; c += 32) {
+    rw.start(a, tile_r0(tq), t, tq < tiles ? tile_rows(tq) : 0);
+    const int r = t + (Tall ? kTile * tq : 0);
+    for (int c = 0; c < kTile; c += 32) {
       float v[32];
-      xent_tm_load32(xent_tm_address(logits, xent_tm_warp_lane(), c), v);
+      if (tq < tiles) xent_tm_load32(xent_tm_address(tmem + (uint32_t)tq * kTile, xent_tm_warp_lane(), c), v);
       XENT_UNROLL
-      for (int j = 0; j < 32; ++j)
-        smem[xent_wg_address(g_k, XENT_LCE_CHIP_G, t, c + j) / 2] = xent_store_bf16(rw.g(a, cb, c + j, width, v[j]));
+      for (int j = 0; j < 32; ++j) {
+        const float g = tq < tiles ? rw.g(a, tile_cb(tq), c + j, tile_width(tq), v[j]) : 0.0f;
+        smem[xent_wg_address(g_k, B::kG, r, c + j + (Tall ? 0 : kTile * tq)) / 2] = xent_store_bf16(g);
+      }
     }
   }
   // G for the tensor cores (and grad_bias), every thread's.
@@ -250,10 +272,10 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
   __syncthreads();
   xent_tm_fence_after_sync();
   // grad_bias: G's column sums (as stored), a thread a column, one atomic.
-  if (a.grad_bias) {
+  for (int c = t; c < kClasses && a.grad_bias; c += XENT_LCE_TM_THREADS) {
     float sum = 0.0f;
-    for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, XENT_LCE_CHIP_G, r, t) / 2]);
-    if (t < width) atomicAdd(a.grad_bias + (cb - a.class0 + t), sum);
+    for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, B::kG, r, c) / 2]);
+    if (c < width) atomicAdd(a.grad_bias + (cb - a.class0 + c), sum);
   }
   for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
     // The last columns' products and every thread's loads of them done:
@@ -263,38 +285,42 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
     __syncthreads();
     xent_tm_fence_after_sync();
     issue_operands(h0 + XENT_LCE_CHIP_K);
-    loads.wait(operands(h0));
-    const uint32_t buf = (uint32_t)operands(h0) * loads.kBuffer;
+    operands.wait(buffer(h0));
+    const uint32_t buf = (uint32_t)buffer(h0) * B::kBuffer;
     if (t == 0) {
-      // grad_hidden's rows: k over the tile's classes, 16 a step (32 bytes
-      // along G's line, a block of 64 on; two lines of W's).
-      if (a.grad_hidden)
+      // grad_hidden's rows, 128 a product: k over the block's classes, 16
+      // a step (32 bytes along G's line, a block of 64 on; two lines of W's).
+      for (int m = 0; m < kRows / kTile && a.grad_hidden; ++m)
         for (int j = 0; j < kClasses / 16; ++j)
           xent_tm_mma<XENT_LCE_CHIP_K, false, true>(
-              q, dh, xent_tm_operand_at(smem, XENT_LCE_CHIP_G + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-              xent_tm_operand_at(smem, buf + loads.kClassesAt + 2048u * j, lw), j > 0);
-      // grad_weight's classes: k over the block's rows, 16 a step (two
-      // lines of G's and of hidden's).
-      if (a.grad_weight)
+              q, dh + (uint32_t)m * XENT_LCE_CHIP_K,
+              xent_tm_operand_at(smem, B::kG + (uint32_t)m * kTile * 128u + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+              xent_tm_operand_at(smem, buf + operands.kClassesAt + 2048u * j, lw), j > 0);
+      // grad_weight's classes, 128 a product: k over the block's rows, 16
+      // a step (two lines of G's and of hidden's).
+      for (int m = 0; m < kClasses / kTile && a.grad_weight; ++m)
         for (int j = 0; j < kRows / 16; ++j)
-          xent_tm_mma<XENT_LCE_CHIP_K, true, true>(q, dw,
-                                                   xent_tm_operand_at(smem, XENT_LCE_CHIP_G + 2048u * j, g_mn),
-                                                   xent_tm_operand_at(smem, buf + 2048u * j, lh), j > 0);
+          xent_tm_mma<XENT_LCE_CHIP_K, true, true>(
+              q, dw + (uint32_t)m * XENT_LCE_CHIP_K,
+              xent_tm_operand_at(smem, B::kG + (uint32_t)(2 * m) * g_mn.leading + 2048u * j, g_mn),
+              xent_tm_operand_at(smem, buf + 2048u * j, lh), j > 0);
       xent_tm_commit(q, done, 0);
     }
     xent_tm_wait(q, done, 0);
-    // Each thread's row of G @ W and class of G^T @ hidden (every thread
+    // Each thread's rows of G @ W and classes of G^T @ hidden (every thread
     // loads: tcgen05.ld is a warp's), added where they are real.
     const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
     for (int c = 0; c < XENT_LCE_CHIP_K; c += 32) {
       float v[32];
-      if (a.grad_hidden) {
-        xent_tm_load32(xent_tm_address(dh, xent_tm_warp_lane(), c), v);
-        if (t < live) xent_lce_tm_add_row(a.grad_hidden + (r0 + t - a.row0) * H + h0, c, cols, four, v);
+      for (int m = 0; m < kRows / kTile && a.grad_hidden; ++m) {
+        const int64_t row = r0 + kTile * m + t;
+        xent_tm_load32(xent_tm_address(dh + (uint32_t)m * XENT_LCE_CHIP_K, xent_tm_warp_lane(), c), v);
+        if (row < r0 + live) xent_lce_tm_add_row(a.grad_hidden + (row - a.row0) * H + h0, c, cols, four, v);
       }
-      if (a.grad_weight) {
-        xent_tm_load32(xent_tm_address(dw, xent_tm_warp_lane(), c), v);
-        if (t < width) xent_lce_tm_add_row(a.grad_weight + (cb + t - a.class0) * H + h0, c, cols, four, v);
+      for (int m = 0; m < kClasses / kTile && a.grad_weight; ++m) {
+        const int64_t cls = cb + kTile * m + t;
+        xent_tm_load32(xent_tm_address(dw + (uint32_t)m * XENT_LCE_CHIP_K, xent_tm_warp_lane(), c), v);
+        if (cls < cb + width) xent_lce_tm_add_row(a.grad_weight + (cls - a.class0) * H + h0, c, cols, four, v);
       }
     }
   }

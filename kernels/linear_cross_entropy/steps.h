@@ -266,7 +266,7 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
 #if defined(XENT_TARGET_CUDA)
   if constexpr (xent_lce_on_chip<V>) {
     typedef typename V::L L;
-    static int64_t known[7][XENT_MAX_DEVICES];  // the kernels' limits, as xent_lce_chip_ready found them
+    static int64_t known[8][XENT_MAX_DEVICES];  // the kernels' limits, as xent_lce_chip_ready found them
     // sm_90a's passes (on_chip.h) or, on an sm_100 whose code is sm_100a's,
     // the tensor-memory ones (on_chip_sm100.h): the same arguments and grids.
     const bool tm = a.chip_tcgen05 != 0;
@@ -355,22 +355,22 @@ static int xent_lce_chip_launch(const xent_lce_args& a, xent_stream_t stream) {
                                             a.global_classes};
       c.group = XENT_LCE_CHIP_GROUP;
       if (xent_lce_chip_maps(c, a.row_end, a.class_end) != 0) return xent_lce_chip_no_map("xent_lce_chip_grads");
-      // sm_90a's blocks: 256 rows x 128 classes where only grad_weight (and
-      // grad_bias) is summed, else 128 x 256; sm_100a's 128 x 128.
+      // Both renderings' blocks: 256 rows x 128 classes where only
+      // grad_weight (and grad_bias) is summed, else 128 x 256.
       const bool tall = !a.grad_hidden_sum;
-      const int64_t block_rows = tm ? XENT_LCE_TM_ROWS
-                                 : tall ? xent_lce_chip_block<true>::kRows
-                                        : xent_lce_chip_block<false>::kRows;
-      const int64_t block_classes = tm ? XENT_LCE_CHIP_CLASSES
-                                    : tall ? xent_lce_chip_block<true>::kClasses
-                                           : xent_lce_chip_block<false>::kClasses;
+      const int64_t block_rows = tall ? xent_lce_chip_block<true>::kRows : xent_lce_chip_block<false>::kRows;
+      const int64_t block_classes = tall ? xent_lce_chip_block<true>::kClasses : xent_lce_chip_block<false>::kClasses;
       const int64_t blocks = xent_lce_chip_blocks(a.row_end - a.row0, block_rows);
       const int64_t tiles = xent_lce_chip_blocks(a.class_end - a.class0, block_classes);
       const dim3 grid((unsigned)(blocks * tiles));  // under 2^31 (linear_ce.c's chip_serves)
-      if (blocks > 0 && tiles > 0 && tm) {
-        if (!xent_lce_chip_ready(xent_lce_chip_grads_sm100<L>, "xent_lce_chip_grads_sm100", known[5]))
+      if (blocks > 0 && tiles > 0 && tm && tall) {
+        if (!xent_lce_chip_ready(xent_lce_chip_grads_sm100<L, true>, "xent_lce_chip_grads_sm100", known[7]))
           return XENT_REFUSED_SHAPE("xent_lce_chip_grads_sm100");
-        XENT_LAUNCH(xent_lce_chip_grads_sm100<L>, grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+        XENT_LAUNCH((xent_lce_chip_grads_sm100<L, true>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
+      } else if (blocks > 0 && tiles > 0 && tm) {
+        if (!xent_lce_chip_ready(xent_lce_chip_grads_sm100<L, false>, "xent_lce_chip_grads_sm100", known[5]))
+          return XENT_REFUSED_SHAPE("xent_lce_chip_grads_sm100");
+        XENT_LAUNCH((xent_lce_chip_grads_sm100<L, false>), grid, block, XENT_LCE_CHIP_SMEM, stream, c);
       } else if (blocks > 0 && tiles > 0 && tall) {
         if (!xent_lce_chip_ready(xent_lce_chip_grads<L, true>, "xent_lce_chip_grads", known[6]))
           return XENT_REFUSED_SHAPE("xent_lce_chip_grads");
