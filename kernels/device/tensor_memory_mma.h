@@ -53,7 +53,7 @@ XENT_DEVICE xent_tm_operand xent_tm_operand_at(const Smem& smem, uint32_t start,
 // A thread's products issued and not yet completed, and its parities of
 // the mbarriers their commits arrive on.
 struct xent_tm_products {
-  enum { kMax = 32, kBars = 8 };
+  enum { kMax = 64, kBars = 8 };  // two steps of pass 2 in flight: 64
   struct issued {
     xent_wg_operand a, b;
     uint32_t d;

@@ -139,9 +139,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS)
 }
 
 enum {
-  // Tensor memory: two tiles' logits (128 columns each), then G @ W's and
-  // G^T @ hidden's accumulators (64 columns for each 128 rows or classes
-  // of the block: 192 in all).
+  // Tensor memory: two tiles' logits (128 columns each); once G is made,
+  // two sets of G @ W's and G^T @ hidden's accumulators (64 columns for
+  // each 128 rows or classes of the block: 192 a set), at 0 and 256.
   XENT_LCE_TM_GRAD_COLUMNS = 512,
 };
 
@@ -172,7 +172,8 @@ XENT_DEVICE void xent_lce_tm_add_row(float* sum, int c, int cols, bool four, con
 // product a K-step for each 128 rows) and G^T @ hidden (one for each 128
 // classes) into tensor memory, and each thread adds its rows of the first
 // into grad_hidden and its classes of the second into grad_weight, 16-byte
-// reductions of consecutive columns.
+// reductions of consecutive columns, while the next columns' products run
+// into a second set of accumulators.
 // One block an SM (its shared memory's), said to ptxas, which otherwise
 // held it to 80 registers and spilled.
 template <typename L, bool Tall>
@@ -216,7 +217,6 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
       smem, operand_bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
   xent_tensor_init(done, kStages);
   const uint32_t tmem = xent_tm_alloc(slot, XENT_LCE_TM_GRAD_COLUMNS);
-  const uint32_t dh = tmem + 2 * kTile, dw = dh + (uint32_t)(kRows / kTile) * XENT_LCE_CHIP_K;
   xent_tm_products q;
   // The tiles' logits: stage g (tile g / stages, 64 hidden columns) in
   // buffer g % 6, five ahead, refilled once its products' commit arrived.
@@ -245,13 +245,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
   if (total > 0) xent_tm_wait(q, done, (int)((total - 1) % kStages));
   // Every stage's copies and products done: the operands' buffers (below
   // G) take hidden's columns [h0, h0 + 64) in buffer (h0 / 64) % 2, the
-  // first loading while G is made.
-  const auto buffer = [](int64_t h0) { return (int)((h0 / XENT_LCE_CHIP_K) % 2); };
+  // first two loading while G is made.
   const auto issue_operands = [&](int64_t h0) {
-    if (h0 < H) operands.issue(buffer(h0), h0, r0, live, cb, width);
+    if (h0 < H) operands.issue((int)((h0 / XENT_LCE_CHIP_K) % 2), h0, r0, live, cb, width);
   };
   const bool products = a.grad_hidden || a.grad_weight;
-  if (products) issue_operands(0);
+  if (products) issue_operands(0), issue_operands(XENT_LCE_CHIP_K);
   for (int tq = 0; tq < 2; ++tq) {
     xent_lce_chip_grad_row rw;
     rw.start(a, tile_r0(tq), t, tq < tiles ? tile_rows(tq) : 0);
@@ -277,38 +276,48 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
     for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, B::kG, r, c) / 2]);
     if (c < width) atomicAdd(a.grad_bias + (cb - a.class0 + c), sum);
   }
-  for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
-    // The last columns' products and every thread's loads of them done:
-    // their buffer takes the next columns, loading while these are
-    // multiplied; then these landed.
-    xent_tm_fence_before_sync();
-    __syncthreads();
-    xent_tm_fence_after_sync();
-    issue_operands(h0 + XENT_LCE_CHIP_K);
-    operands.wait(buffer(h0));
-    const uint32_t buf = (uint32_t)buffer(h0) * B::kBuffer;
-    if (t == 0) {
-      // grad_hidden's rows, 128 a product: k over the block's classes, 16
-      // a step (32 bytes along G's line, a block of 64 on; two lines of W's).
-      for (int m = 0; m < kRows / kTile && a.grad_hidden; ++m)
-        for (int j = 0; j < kClasses / 16; ++j)
-          xent_tm_mma<XENT_LCE_CHIP_K, false, true>(
-              q, dh + (uint32_t)m * XENT_LCE_CHIP_K,
-              xent_tm_operand_at(smem, B::kG + (uint32_t)m * kTile * 128u + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-              xent_tm_operand_at(smem, buf + operands.kClassesAt + 2048u * j, lw), j > 0);
-      // grad_weight's classes, 128 a product: k over the block's rows, 16
-      // a step (two lines of G's and of hidden's).
-      for (int m = 0; m < kClasses / kTile && a.grad_weight; ++m)
-        for (int j = 0; j < kRows / 16; ++j)
-          xent_tm_mma<XENT_LCE_CHIP_K, true, true>(
-              q, dw + (uint32_t)m * XENT_LCE_CHIP_K,
-              xent_tm_operand_at(smem, B::kG + (uint32_t)(2 * m) * g_mn.leading + 2048u * j, g_mn),
-              xent_tm_operand_at(smem, buf + 2048u * j, lh), j > 0);
-      xent_tm_commit(q, done, 0);
-    }
-    xent_tm_wait(q, done, 0);
+  // The products of hidden's columns [64 i, 64 i + 64) from buffer i % 2
+  // into accumulators i % 2 (the logits' columns, free once G is made, then
+  // columns 256 on), committed to done[i % 2]: those of i + 1 issued
+  // before i's are added, so the tensor cores run while the sums are sent.
+  const int64_t steps = products ? (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K : 0;
+  const auto sums_at = [&](int64_t i) { return tmem + (uint32_t)(i % 2) * 2 * kTile; };
+  const auto multiply = [&](int64_t i) {
+    operands.wait((int)(i % 2));
+    if (t != 0) return;
+    const uint32_t buf = (uint32_t)(i % 2) * B::kBuffer, dh = sums_at(i);
+    const uint32_t dw = dh + (uint32_t)(kRows / kTile) * XENT_LCE_CHIP_K;
+    // grad_hidden's rows, 128 a product: k over the block's classes, 16 a
+    // step (32 bytes along G's line, a block of 64 on; two lines of W's).
+    for (int m = 0; m < kRows / kTile && a.grad_hidden; ++m)
+      for (int j = 0; j < kClasses / 16; ++j)
+        xent_tm_mma<XENT_LCE_CHIP_K, false, true>(
+            q, dh + (uint32_t)m * XENT_LCE_CHIP_K,
+            xent_tm_operand_at(smem, B::kG + (uint32_t)m * kTile * 128u + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
+            xent_tm_operand_at(smem, buf + operands.kClassesAt + 2048u * j, lw), j > 0);
+    // grad_weight's classes, 128 a product: k over the block's rows, 16 a
+    // step (two lines of G's and of hidden's).
+    for (int m = 0; m < kClasses / kTile && a.grad_weight; ++m)
+      for (int j = 0; j < kRows / 16; ++j)
+        xent_tm_mma<XENT_LCE_CHIP_K, true, true>(
+            q, dw + (uint32_t)m * XENT_LCE_CHIP_K,
+            xent_tm_operand_at(smem, B::kG + (uint32_t)(2 * m) * g_mn.leading + 2048u * j, g_mn),
+            xent_tm_operand_at(smem, buf + 2048u * j, lh), j > 0);
+    xent_tm_commit(q, done, (int)(i % 2));
+  };
+  if (steps > 0) multiply(0);
+  for (int64_t i = 0; i < steps; ++i) {
+    // i + 1's products queue behind i's: their accumulators' last loads
+    // (i - 1's) are past the barrier that ended the last step.
+    if (i + 1 < steps) multiply(i + 1);
+    // i's products done: their buffer takes i + 2's operands, which load
+    // while i's sums are sent and i + 1 is multiplied.
+    xent_tm_wait(q, done, (int)(i % 2));
+    issue_operands((i + 2) * XENT_LCE_CHIP_K);
     // Each thread's rows of G @ W and classes of G^T @ hidden (every thread
     // loads: tcgen05.ld is a warp's), added where they are real.
+    const int64_t h0 = i * XENT_LCE_CHIP_K;
+    const uint32_t dh = sums_at(i), dw = dh + (uint32_t)(kRows / kTile) * XENT_LCE_CHIP_K;
     const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
     for (int c = 0; c < XENT_LCE_CHIP_K; c += 32) {
       float v[32];
@@ -323,6 +332,11 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
         if (cls < cb + width) xent_lce_tm_add_row(a.grad_weight + (cls - a.class0) * H + h0, c, cols, four, v);
       }
     }
+    // Every thread's loads of i's accumulators done before i + 2's
+    // products write them.
+    xent_tm_fence_before_sync();
+    __syncthreads();
+    xent_tm_fence_after_sync();
   }
   xent_tm_free(tmem, XENT_LCE_TM_GRAD_COLUMNS);
 #endif
