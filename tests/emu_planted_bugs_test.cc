@@ -86,6 +86,19 @@ __global__ void block_sum(const float* in, float* out, int with_barrier) {
   }
 }
 
+// ---- the dynamic region through two element types ---------------------------
+
+// Thread 0 writes a float through one view of the dynamic shared memory;
+// thread 33 reads its upper half through a uint16_t view declared first
+// (the records' units): a race unless a barrier comes between.
+__global__ void mixed_views(float* out, int with_barrier) {
+  XENT_DYNAMIC_SHARED(uint16_t, halves);
+  XENT_DYNAMIC_SHARED(float, words);
+  if (threadIdx.x == 0) words[5] = 1.0f;
+  if (with_barrier) __syncthreads();
+  if (threadIdx.x == 33) out[0] = (float)(uint16_t)halves[11];
+}
+
 // ---- divergent and skipped barriers -----------------------------------------
 
 __global__ void divergent_barrier(int bug) {
@@ -342,6 +355,8 @@ int main() {
   printf("planted bugs (each must be reported):\n");
   expect_report("missing __syncthreads", LAUNCH(block_sum, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), out.data(), 0),
                 {"kernel block_sum", "block (0,0,0)", "thread (0,0,0)", "shared memory race on sm[", "__syncthreads()"});
+  expect_report("mixed views, no __syncthreads", LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 0),
+                {"race on words[5]", "thread 33 read it"});
   expect_report("divergent barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 1),
                 {"kernel divergent_barrier", "divergent barrier", "__syncthreads()"});
   expect_report("barrier skipped by a thread", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 1),
@@ -380,6 +395,8 @@ int main() {
   expect_clean("scratch reused after a barrier",
                LAUNCH(scratch_reuse, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 1));
   expect(out[0] == 3.0f && out[63] == 3.0f, "scratch_reuse adds 1 + 2");
+  expect_clean("mixed views, with __syncthreads",
+               LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 1));
   expect_clean("uniform barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 0));
   expect_clean("every thread at the barrier", LAUNCH(early_exit, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, 0));
   expect_clean("store in range", LAUNCH(shifted_store, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), 0));

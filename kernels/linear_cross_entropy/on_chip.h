@@ -532,7 +532,8 @@ XENT_DEVICE void xent_lce_chip_red4(float* at, float v0, float v1, float v2, flo
 #endif
 }
 
-// Adds a warpgroup's 64 x 64 f32 product (acc) into an f32 sum, its
+// Adds a warpgroup's 64 x 64 f32 product into an f32 sum, d(i) the
+// thread's accumulator element i (as xent_wg_acc's d[i]), the product's
 // element (r, c) at sum[r * ld + c] for r < rows and c < cols: by
 // sm_90a's 16-byte reductions where `four` (ld a multiple of 4, sum 16-byte
 // aligned), four columns of a row each, a quarter of the atomics (pass 2's
@@ -540,14 +541,14 @@ XENT_DEVICE void xent_lce_chip_red4(float* at, float v0, float v1, float v2, flo
 // columns [0, 2) and [2, 4) of an 8-column group of the same two rows: each
 // trades a pair with its neighbour, the even lane keeping the upper row's
 // four, the odd the lower's. Every lane of the warpgroup calls it.
-XENT_DEVICE void xent_lce_chip_add(float* sum, int64_t ld, int rows, int cols, bool four,
-                                   const xent_wg_acc<XENT_LCE_CHIP_K>& acc) {
+template <typename Get>
+XENT_DEVICE void xent_lce_chip_add(float* sum, int64_t ld, int rows, int cols, bool four, Get d) {
   const int t = (int)threadIdx.x;
   if (!four) {
     XENT_UNROLL
     for (int i = 0; i < XENT_LCE_CHIP_K / 2; ++i) {
       const int r = xent_wg_row(t, i), c = xent_wg_col(t, i);
-      if (r < rows && c < cols) atomicAdd(sum + r * ld + c, acc.d[i]);
+      if (r < rows && c < cols) atomicAdd(sum + r * ld + c, d(i));
     }
     return;
   }
@@ -555,11 +556,11 @@ XENT_DEVICE void xent_lce_chip_add(float* sum, int64_t ld, int rows, int cols, b
   const int r = xent_wg_row(t, odd ? 2 : 0);
   XENT_UNROLL
   for (int j = 0; j < XENT_LCE_CHIP_K / 8; ++j) {
-    const float* d = acc.d + 4 * j;
-    const float n0 = xent_shfl_xor(odd ? d[0] : d[2], 1), n1 = xent_shfl_xor(odd ? d[1] : d[3], 1);
+    const float e[4] = {d(4 * j), d(4 * j + 1), d(4 * j + 2), d(4 * j + 3)};
+    const float n0 = xent_shfl_xor(odd ? e[0] : e[2], 1), n1 = xent_shfl_xor(odd ? e[1] : e[3], 1);
     const int c = 8 * j + 4 * ((t % 4) / 2);
     if (r >= rows || c >= cols) continue;
-    const float v0 = odd ? n0 : d[0], v1 = odd ? n1 : d[1], v2 = odd ? d[2] : n0, v3 = odd ? d[3] : n1;
+    const float v0 = odd ? n0 : e[0], v1 = odd ? n1 : e[1], v2 = odd ? e[2] : n0, v3 = odd ? e[3] : n1;
     xent_lce_chip_red4(sum + r * ld + c, v0, v1, v2, v3);
   }
 }
@@ -640,14 +641,18 @@ struct xent_lce_chip_grad_row {
 // adds one sum only (grad_hidden's sweep wide, grad_weight's tall) half.
 // 192 KiB of shared memory as pass 1: the logits' stages, then two
 // buffers of the products' operands (hidden's rows and weight's classes,
-// 48 KB each) and G (64 KB, bf16).
+// 48 KB each), G (64 KB, bf16) and sm_90a's parked products (32 KB).
 template <bool Tall>
 struct xent_lce_chip_block {
   static constexpr int kRows = (Tall ? 2 : 1) * XENT_LCE_CHIP_BLOCK_ROWS;
   static constexpr int kClasses = (Tall ? 1 : 2) * XENT_LCE_CHIP_CLASSES;
   static constexpr uint32_t kBuffer = (uint32_t)(kRows + kClasses) * XENT_LCE_CHIP_K * 2;
   static constexpr uint32_t kG = 2 * kBuffer;  // G's first byte, past the operands' two buffers
-  static_assert(kG + (uint32_t)kRows * kClasses * 2 <= XENT_LCE_CHIP_SMEM, "the operands' buffers and G");
+  // sm_90a's products, each parked once done (a thread's 32 floats, 16
+  // bytes of every thread's in turn) while the next is made.
+  static constexpr uint32_t kParked = kG + (uint32_t)kRows * kClasses * 2;
+  static_assert(kParked + XENT_LCE_CHIP_THREADS * XENT_LCE_CHIP_K / 2 * 4 <= XENT_LCE_CHIP_SMEM,
+                "the operands' buffers, G and the parked products");
 };
 
 // Pass 2. Grid ceil((row_end - row0) / kRows) x ceil((class_end - class0) /
@@ -688,7 +693,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   XENT_SHARED_ARRAY(uint64_t, operand_bars, 2);
   auto loads = xent_lce_chip_loads_of(smem, bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
   // The products' operands of hidden's columns [h0, h0 + 64) go to buffer
-  // (h0 / 64) % 2, one loading while the other is multiplied.
+  // (h0 / 64) % 2, the next loading while these are multiplied.
   auto operands = xent_lce_chip_loads_of<kRows, kClasses, XENT_LCE_CHIP_THREADS, 2>(
       smem, operand_bars, &a.hidden_map, &a.weight_map, a.tma, a.hidden, a.weight, H);
   const auto buffer = [](int64_t h0) { return (int)((h0 / XENT_LCE_CHIP_K) % 2); };
@@ -748,7 +753,7 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
         for (int j = 0; j < XENT_LCE_CHIP_CLASSES / 4; ++j) kept[j] = g2[j];
         continue;
       }
-      if (products) issue(0);
+      if (products) issue(0), issue(XENT_LCE_CHIP_K);
       store(0, kept);
       store(1, g2);
     }
@@ -765,41 +770,68 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       }
     }
   }
+  // Each 64 hidden columns' products, this warpgroup's: G @ W's 64 rows of
+  // each 128 of the block (one M-tile, two when tall), then G^T @ hidden's
+  // 64 classes of each 128 (two when side by side), those of step i (h0 =
+  // 64 i) from buffer i % 2. One accumulator: each product's values are
+  // parked in shared memory once done (registers would spill) and the next
+  // product issued before they are added, so the tensor cores run while
+  // the sums are sent.
+  XENT_DYNAMIC_SHARED_1024(float, parked);
+  const auto slot = [&](int e) {
+    return (int64_t)(B::kParked / 4) + ((int64_t)(e / 4) * XENT_LCE_CHIP_THREADS + t) * 4 + e % 4;
+  };
+  const auto get = [&](int e) { return (float)parked[slot(e)]; };
+  const int n_hidden = a.grad_hidden ? kRows / 128 : 0, n = n_hidden + (a.grad_weight ? kClasses / 128 : 0);
+  const int64_t steps = products ? (H + XENT_LCE_CHIP_K - 1) / XENT_LCE_CHIP_K : 0;
   xent_wg_acc<XENT_LCE_CHIP_K> acc;
-  for (int64_t h0 = 0; h0 < H && products; h0 += XENT_LCE_CHIP_K) {
-    // Every product of the last columns waited for: their buffer takes the
-    // next columns, loading while these are multiplied; then these landed.
-    __syncthreads();
-    issue(h0 + XENT_LCE_CHIP_K);
-    operands.wait(buffer(h0));
-    const uint32_t buf = (uint32_t)buffer(h0) * B::kBuffer, w_at = buf + (uint32_t)kRows * 128u;
-    const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
-    // grad_hidden[rows, h0 + 64) += G @ W: this warpgroup's 64 rows of each
-    // 128 (one M-tile, two when tall), k over the block's classes (32 bytes
-    // along G's line, a block of 64 on; two lines of W's).
-    for (int m = 0; m < kRows / 128 && a.grad_hidden; ++m) {
-      const uint32_t rows_at = B::kG + (uint32_t)(128 * m + XENT_LCE_CHIP_ROWS * group) * 128u;
-      xent_wg_fence();
+  const auto multiply = [&](int64_t i, int p) {
+    const uint32_t buf = (uint32_t)(i % 2) * B::kBuffer;
+    xent_wg_fence();
+    if (p < n_hidden) {
+      // k over the block's classes, 16 a step (32 bytes along G's line, a
+      // block of 64 on; two lines of W's).
+      const uint32_t rows_at = B::kG + (uint32_t)(128 * p + XENT_LCE_CHIP_ROWS * group) * 128u;
       for (int j = 0; j < kClasses / 16; ++j)
         xent_wg_mma<false, true>(acc, xent_wg_operand_at(smem, rows_at + (j / 4) * g_k.leading + 32u * (j % 4), g_k),
-                                 xent_wg_operand_at(smem, w_at + 2048u * j, lw), j > 0);
-      xent_wg_commit(acc);
-      xent_wg_wait<0>(acc);
-      const int64_t first = r0 + 128 * m + XENT_LCE_CHIP_ROWS * group;
-      xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(r0 + live - first), cols, four, acc);
-    }
-    // grad_weight[classes, h0 + 64) += G^T @ hidden: this warpgroup's 64
-    // classes of each 128 (one M-tile, two when side by side), k over the
-    // block's rows (two lines of G's and of hidden's).
-    for (int m = 0; m < kClasses / 128 && a.grad_weight; ++m) {
-      const int c64 = 128 * m + 64 * group;  // the M-tile's first class in the block
-      xent_wg_fence();
+                                 xent_wg_operand_at(smem, buf + (uint32_t)kRows * 128u + 2048u * j, lw), j > 0);
+    } else {
+      // k over the block's rows (two lines of G's and of hidden's).
+      const int c64 = 128 * (p - n_hidden) + 64 * group;
       for (int j = 0; j < kRows / 16; ++j)
         xent_wg_mma<true, true>(acc, xent_wg_operand_at(smem, B::kG + (c64 / 64) * g_mn.leading + 2048u * j, g_mn),
                                 xent_wg_operand_at(smem, buf + 2048u * j, lh), j > 0);
-      xent_wg_commit(acc);
+    }
+    xent_wg_commit(acc);
+  };
+  if (steps > 0) {
+    operands.wait(0);
+    multiply(0, 0);
+  }
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t h0 = i * XENT_LCE_CHIP_K;
+    const int cols = (int)xent_min_index(H - h0, (int64_t)XENT_LCE_CHIP_K);
+    for (int p = 0; p < n; ++p) {
       xent_wg_wait<0>(acc);
-      xent_lce_chip_add(a.grad_weight + (cb - a.class0 + c64) * H + h0, H, (int)width - c64, cols, four, acc);
+      XENT_UNROLL
+      for (int e = 0; e < XENT_LCE_CHIP_K / 2; ++e) parked[slot(e)] = acc.d[e];
+      if (p + 1 < n) {
+        multiply(i, p + 1);
+      } else if (i + 1 < steps) {
+        // Every warpgroup's products of step i done: its buffer takes step
+        // i + 2's operands, loading while i + 1's are multiplied.
+        __syncthreads();
+        issue(h0 + 2 * XENT_LCE_CHIP_K);
+        operands.wait((int)((i + 1) % 2));
+        multiply(i + 1, 0);
+      }
+      if (p < n_hidden) {
+        const int64_t first = r0 + 128 * p + XENT_LCE_CHIP_ROWS * group;
+        xent_lce_chip_add(a.grad_hidden + (first - a.row0) * H + h0, H, (int)(r0 + live - first), cols, four, get);
+      } else {
+        const int c64 = 128 * (p - n_hidden) + 64 * group;
+        xent_lce_chip_add(a.grad_weight + (cb - a.class0 + c64) * H + h0, H, (int)width - c64, cols, four, get);
+      }
     }
   }
 #endif

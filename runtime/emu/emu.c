@@ -659,20 +659,34 @@ static shared_alloc* alloc_of(fiber* me, const void* base, int64_t index, const 
   return a;
 }
 
-/* The access record of element `index` of the shared allocation `base`
-   (bounds checked), or NULL for unchecked dynamic shared memory. */
-static access_record* record_of(fiber* me, const void* base, int64_t index, int64_t count, const char* name) {
-  check_index(index, count, name);
-  shared_alloc* a = alloc_of(me, base, index, name);
-  return a ? &a->records[index] : NULL;
+/* The records of element `index` of a view of `count` elements of the
+   allocation a: the dynamic region may be declared with several element
+   types (a kernel's uint16_t and float views of it), whose records are in
+   the first view's units. A wider element covers several records, a
+   narrower one shares its record with its neighbours. *first and the
+   count of records, from it. */
+static int view_records(const shared_alloc* a, int64_t index, int64_t count, int64_t* first) {
+  *first = index;
+  if ((size_t)count == a->count) return 1; /* the records' own view */
+  const size_t view = count > 0 ? a->count * a->elem_size / (size_t)count : a->elem_size;
+  if (view <= a->elem_size) {
+    *first = index * (int64_t)view / (int64_t)a->elem_size;
+    return 1;
+  }
+  *first = index * (int64_t)(view / a->elem_size);
+  return (int)(view / a->elem_size);
 }
 
 static void check_access(fiber* me, access_record* r, int64_t index, const char* name, int is_write);
 
 void xent_emu_shared_access(const void* base, int64_t index, int64_t count, const char* name, int is_write) {
   fiber* me = self("shared memory");
-  access_record* r = record_of(me, base, index, count, name);
-  if (r) check_access(me, r, index, name, is_write);
+  check_index(index, count, name);
+  shared_alloc* a = alloc_of(me, base, index, name);
+  if (!a) return;
+  int64_t first;
+  const int n = view_records(a, index, count, &first);
+  for (int k = 0; k < n; ++k) check_access(me, &a->records[first + k], index, name, is_write);
 }
 
 /* One access by `me` to element `index`, whose record is r. */
@@ -730,10 +744,14 @@ void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int6
   shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
   if (!a) return;
   for (int i = 0; i < n; ++i) {
-    access_record* r = &a->records[index[i]];
-    if (begin) check_access(me, r, index[i], name, kind == XENT_EMU_ASYNC_COPY);
-    if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
-    else r->products += begin ? 1u : (uint32_t)-1;
+    int64_t first;
+    const int m = view_records(a, index[i], count, &first);
+    for (int k = 0; k < m; ++k) {
+      access_record* r = &a->records[first + k];
+      if (begin) check_access(me, r, index[i], name, kind == XENT_EMU_ASYNC_COPY);
+      if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
+      else r->products += begin ? 1u : (uint32_t)-1;
+    }
   }
 }
 
@@ -743,7 +761,11 @@ void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int
   for (int i = 0; i < n; ++i) check_index(index[i], count, name);
   shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
   if (!a) return;
-  for (int i = 0; i < n; ++i) check_access(me, &a->records[index[i]], index[i], name, is_write);
+  for (int i = 0; i < n; ++i) {
+    int64_t first;
+    const int m = view_records(a, index[i], count, &first);
+    for (int k = 0; k < m; ++k) check_access(me, &a->records[first + k], index[i], name, is_write);
+  }
 }
 
 /* ---- global-memory races (xent_emu_check_global) ---------------------------

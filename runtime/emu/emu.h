@@ -174,7 +174,9 @@ void* xent_emu_shared(const char* name, const char* site_file, int site_line, si
 /* The dynamic shared memory passed at launch (NULL if none). */
 void* xent_emu_dynamic_shared(size_t* bytes);
 /* The same, bounds- and race-checked as `count` elements of elem_size bytes
-   (xent_emu_shared_access applies to it). */
+   (xent_emu_shared_access applies to it). A kernel may view it with
+   several element types: the race records are in the first view's units,
+   and an access through another covers the records of its bytes. */
 void* xent_emu_dynamic_shared_checked(const char* name, size_t elem_size, size_t* count);
 /* The block of rank `rank`'s copy of this block's shared allocation at
    `base` (cooperative_groups' cluster.map_shared_rank). */
