@@ -653,6 +653,16 @@ struct xent_lce_chip_block {
   static constexpr uint32_t kParked = kG + (uint32_t)kRows * kClasses * 2;
   static_assert(kParked + XENT_LCE_CHIP_THREADS * XENT_LCE_CHIP_K / 2 * 4 <= XENT_LCE_CHIP_SMEM,
                 "the operands' buffers, G and the parked products");
+  // Tile q's (0 or 1) first row and class in the block, and its rows and
+  // classes of the block's `live` and `width` (none or fewer past them).
+  static __device__ __forceinline__ int row_of(int q) { return Tall ? 128 * q : 0; }
+  static __device__ __forceinline__ int class_of(int q) { return Tall ? 0 : 128 * q; }
+  static __device__ __forceinline__ int64_t rows_of(int q, int64_t live) {
+    return xent_min_index(live - row_of(q), (int64_t)128);
+  }
+  static __device__ __forceinline__ int64_t width_of(int q, int64_t width) {
+    return xent_min_index(width - class_of(q), (int64_t)128);
+  }
 };
 
 // Pass 2. Grid ceil((row_end - row0) / kRows) x ceil((class_end - class0) /
@@ -702,11 +712,9 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
   };
   const bool products = a.grad_hidden || a.grad_weight;
   {
-    // Tile q's rows and classes; G's element (r, col) of the block.
-    const auto tile_rows = [&](int q) { return Tall ? xent_min_index(live - q * 128, (int64_t)128) : live; };
-    const auto tile_width = [&](int q) { return Tall ? width : xent_min_index(width - q * 128, (int64_t)128); };
+    // Tile q's element (r, col) of G.
     const auto g_at = [&](int q, int r, int col) {
-      return xent_wg_address(g_k, B::kG, r + (Tall ? 128 * q : 0), col + (Tall ? 0 : 128 * q)) / 2;
+      return xent_wg_address(g_k, B::kG, r + B::row_of(q), col + B::class_of(q)) / 2;
     };
     // Tile q's G, bf16 pairs (elements 2j, 2j + 1), into shared memory.
     const auto store = [&](int q, const uint32_t(&g2)[XENT_LCE_CHIP_CLASSES / 4]) {
@@ -720,8 +728,8 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
     uint32_t kept[XENT_LCE_CHIP_CLASSES / 4];  // the first tile's G
     XENT_UNROLL
     for (int q = 0; q < 2; ++q) {
-      const int64_t rows = tile_rows(q), cols = tile_width(q);
-      const int64_t tr0 = r0 + (Tall ? 128 * q : 0), tcb = cb + (Tall ? 0 : 128 * q);
+      const int64_t rows = B::rows_of(q, live), cols = B::width_of(q, width);
+      const int64_t tr0 = r0 + B::row_of(q), tcb = cb + B::class_of(q);
       xent_wg_acc<XENT_LCE_CHIP_CLASSES> acc;
       // A tile with no row or class: G is zeros (the products read it).
       if (rows > 0 && cols > 0) {

@@ -197,12 +197,12 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
   const int64_t live = xent_min_index(a.row_end - r0, (int64_t)kRows);
   const int64_t width = xent_min_index(a.class_end - cb, (int64_t)kClasses);
   const int t = (int)threadIdx.x;
-  // Tile q's first row and class, and its rows and classes (none past the
-  // block's: a tile with none is not made, its G zeros).
-  const auto tile_r0 = [&](int q) { return r0 + (Tall ? kTile * q : 0); };
-  const auto tile_cb = [&](int q) { return cb + (Tall ? 0 : kTile * q); };
-  const auto tile_rows = [&](int q) { return Tall ? xent_min_index(live - kTile * q, (int64_t)kTile) : live; };
-  const auto tile_width = [&](int q) { return Tall ? width : xent_min_index(width - kTile * q, (int64_t)kTile); };
+  // Tile q's first row and class, and its rows and classes (xent_lce_chip_block:
+  // a second tile with none is not made, its G zeros).
+  const auto tile_r0 = [&](int q) { return r0 + B::row_of(q); };
+  const auto tile_cb = [&](int q) { return cb + B::class_of(q); };
+  const auto tile_rows = [&](int q) { return B::rows_of(q, live); };
+  const auto tile_width = [&](int q) { return B::width_of(q, width); };
   const int tiles = tile_rows(1) > 0 && tile_width(1) > 0 ? 2 : 1;
   // The logits' operands K-major; G K-major as A of G @ W (k a class) and
   // MN-major as A of G^T @ hidden (m a class); the operands' lines as the
@@ -254,14 +254,14 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_TM_THREADS, 1)
   for (int tq = 0; tq < 2; ++tq) {
     xent_lce_chip_grad_row rw;
     rw.start(a, tile_r0(tq), t, tq < tiles ? tile_rows(tq) : 0);
-    const int r = t + (Tall ? kTile * tq : 0);
+    const int r = t + B::row_of(tq);
     for (int c = 0; c < kTile; c += 32) {
       float v[32];
       if (tq < tiles) xent_tm_load32(xent_tm_address(tmem + (uint32_t)tq * kTile, xent_tm_warp_lane(), c), v);
       XENT_UNROLL
       for (int j = 0; j < 32; ++j) {
         const float g = tq < tiles ? rw.g(a, tile_cb(tq), c + j, tile_width(tq), v[j]) : 0.0f;
-        smem[xent_wg_address(g_k, B::kG, r, c + j + (Tall ? 0 : kTile * tq)) / 2] = xent_store_bf16(g);
+        smem[xent_wg_address(g_k, B::kG, r, c + j + B::class_of(tq)) / 2] = xent_store_bf16(g);
       }
     }
   }
