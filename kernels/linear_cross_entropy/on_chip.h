@@ -16,7 +16,7 @@
 // split over ranks (weight's rows a rank's classes); the
 // steps of steps.h launch both for the ON_CHIP plan of
 // runtime/ops/linear_ce.c. The logits' stages are tensor copies
-// (tensor_copy.h: two boxes a stage, issued by thread 0) into four
+// (tensor_copy.h: two boxes a stage, issued by thread 0) into six
 // buffers, the next ones in flight (across pass 1's tiles) while the
 // tensor cores multiply one, whose products stay in flight while the last
 // one's buffer is refilled; pass 2's operands go into two. Every warp
@@ -42,16 +42,15 @@ enum {
   // loaded 24 KB for one, the L2's traffic a flop two thirds of it), the
   // next five loading while the tensor cores multiply one: a stage's
   // products are about 280 ns of an SM's tensor cores, a load from memory
-  // under load a microsecond or more. Pass 2 then keeps G in the first and
-  // stages its products' operands in the second and third, one loading
-  // while the other is multiplied. 192 KiB: one block (eight warps) an SM,
-  // as the registers allow, so shared memory past four buffers would go
-  // unused (the launch raises the kernels' limit past 48 KiB).
+  // under load a microsecond or more. Pass 2 then lays the same bytes out
+  // anew for G and its products' operands (xent_lce_chip_block). 192 KiB:
+  // one block (eight warps) an SM, as the registers allow, so shared
+  // memory past four buffers would go unused (the launch raises the
+  // kernels' limit past 48 KiB).
   XENT_LCE_CHIP_STAGES = 6,
   XENT_LCE_CHIP_STAGE_ROWS = 0,
   XENT_LCE_CHIP_STAGE_CLASSES = XENT_LCE_CHIP_BLOCK_ROWS * XENT_LCE_CHIP_K * 2,
   XENT_LCE_CHIP_BUFFER = (XENT_LCE_CHIP_BLOCK_ROWS + XENT_LCE_CHIP_CLASSES) * XENT_LCE_CHIP_K * 2,
-  XENT_LCE_CHIP_G = 0,
   XENT_LCE_CHIP_SMEM = XENT_LCE_CHIP_STAGES * XENT_LCE_CHIP_BUFFER,
   // The grids' order: row blocks a group (xent_lce_chip_place_of).
   XENT_LCE_CHIP_GROUP = 8,
