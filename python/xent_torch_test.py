@@ -184,6 +184,37 @@ class CrossEntropy(unittest.TestCase):
             scale = up.to(torch.float64).unsqueeze(1) if up is not None else 1.0
             close(self, a.grad, want_grad * scale, torch.bfloat16, f"in-place bf16 grad, f32 loss, {reduction}")
 
+    def test_no_grad_makes_no_gradient(self):
+        """Under torch.no_grad() inputs that require grad get no gradient made
+        in the forward: in-place, the logits are left as they are; the
+        linear cross entropy's call is asked for none (a Function's
+        needs_input_grad does not see no_grad)."""
+        x, y = torch.randn(5, 17, dtype=torch.float64), torch.randint(0, 17, (5,))
+        want, _ = oracle(x, y)
+        a = x.clone().requires_grad_()
+        with torch.no_grad():
+            loss = xent.cross_entropy(a, y, inplace_backward=True)
+        close(self, loss, want, torch.float64, "the loss under no_grad")
+        self.assertTrue(torch.equal(a.detach(), x), "the logits under no_grad, inplace_backward=True")
+        h = torch.randn(6, 8, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(11, 8, dtype=torch.float64, requires_grad=True)
+        yl = torch.randint(0, 11, (6,))
+        asked = []
+        call = xent._linear._call
+
+        def recording(*args, **kw):
+            asked.append(set(args[8]))
+            return call(*args, **kw)
+
+        xent._linear._call = recording
+        try:
+            for grad in (False, True):
+                with torch.set_grad_enabled(grad):
+                    xent.linear_cross_entropy(h, w, yl, plan="one_pass")
+        finally:
+            xent._linear._call = call
+        self.assertEqual(asked, [set(), {"hidden", "weight"}])
+
     def test_double_backward_raises(self):
         x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
         loss = xent.cross_entropy(x, torch.tensor([0, 1, 2]))
@@ -869,6 +900,49 @@ class LinearCrossEntropy(unittest.TestCase):
                     close(self, g, e, torch.bfloat16, f"plan {plan}: grad of {name}")
         with self.assertRaisesRegex(ValueError, "plan is 'fast'"):
             xent.linear_cross_entropy(h, w, y, plan="fast")
+
+    def test_linear_plans_deterministic_algorithms(self):
+        """Under torch.use_deterministic_algorithms(True), plan="on_chip"
+        (whose gradients atomics sum in no fixed order) is refused as PyTorch
+        refuses its own such ops: a RuntimeError once gradients are asked
+        for, a warning where warn_only. Its forward alone, and every other
+        plan, are deterministic and run."""
+        if os.environ.get("XENT_TEST_SKIP_ON_CHIP"):
+            self.skipTest("XENT_TEST_SKIP_ON_CHIP: run in its own process (bench/gpu/stage.sh's on_chip)")
+        torch.manual_seed(10)
+        N, H, V = 70, 72, 200
+        h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
+        w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
+        y = torch.randint(0, V, (N,))
+        on_chip = DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
+        refused = (xent.XentError, "runs on an sm_90 GPU")
+        was, was_warn_only = (torch.are_deterministic_algorithms_enabled(),
+                              torch.is_deterministic_algorithms_warn_only_enabled())
+        try:
+            torch.use_deterministic_algorithms(True)
+            for plan in ("auto", "tiled"):
+                xent.linear_cross_entropy(h, w, y, plan=plan).backward()
+            with torch.no_grad():
+                if on_chip:
+                    xent.linear_cross_entropy(h, w, y, plan="on_chip")
+                else:
+                    with self.assertRaisesRegex(*refused):
+                        xent.linear_cross_entropy(h, w, y, plan="on_chip")
+            # The gradients made in the forward ("mean"), and in the
+            # backward's call ("none": the forward, refused here, has none).
+            for reduction in ("mean", "none") if on_chip else ("mean",):
+                with self.subTest(reduction=reduction):
+                    with self.assertRaisesRegex(RuntimeError, "deterministic implementation"):
+                        xent.linear_cross_entropy(h, w, y, reduction=reduction, plan="on_chip").sum().backward()
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            with self.assertWarnsRegex(UserWarning, "plan='on_chip' do not have a deterministic"):
+                if on_chip:
+                    xent.linear_cross_entropy(h, w, y, plan="on_chip").backward()
+                else:
+                    with self.assertRaisesRegex(*refused):
+                        xent.linear_cross_entropy(h, w, y, plan="on_chip")
+        finally:
+            torch.use_deterministic_algorithms(was, warn_only=was_warn_only)
 
     def test_training_step(self):
         """Two SGD steps of an output layer: the same weights as with PyTorch's

@@ -171,7 +171,8 @@ tensor_cores() {
 }
 
 # The ON_CHIP plan on the GPU: linear_ce_vs_torch_test's on_chip tests
-# through the CUDA backend, and the package's test_linear_plans.
+# through the CUDA backend, and the package's test_linear_plans (and its
+# determinism rule's, test_linear_plans_deterministic_algorithms).
 on_chip() {
   local status=0
   env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda "$PYTHON" tests/linear_ce_vs_torch_test.py \

@@ -202,8 +202,9 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
         token_weight_mean, A.row_shape(x), x)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else x.dtype, bool(inplace_backward), shard,
-                  tau, row_tau, tw, tw_count)
+                  loss_dtype if loss_dtype is not None else x.dtype,
+                  # (no gradient under no_grad, whose mode a Function's forward cannot see)
+                  bool(inplace_backward) and torch.is_grad_enabled(), shard, tau, row_tau, tw, tw_count)
     x = x if inplace_backward else x.contiguous()
     if inplace_backward and not x.is_contiguous():
         raise ValueError("xent: inplace_backward needs a contiguous input (its storage takes the gradient)")
@@ -264,7 +265,9 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     (by memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip"
     (the logits made by the tensor cores and never stored: bf16 class
     indices on an H100/H200 with sm_90a code, or a B200/B300 with sm_100f
-    code; xent.h says what each plan is)."""
+    code; its gradients are summed by atomics in no fixed order, refused
+    under torch.use_deterministic_algorithms(True); xent.h says what each
+    plan is)."""
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
     if plan not in _LINEAR_PLANS:
         raise ValueError(f"xent: plan is {plan!r}; one of {', '.join(map(repr, _LINEAR_PLANS))} expected")
@@ -327,8 +330,13 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
                   loss_dtype if loss_dtype is not None else hidden.dtype, False, None, tau,
                   None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
+    weight, bias = weight.contiguous(), bias.contiguous() if bias is not None else None
+    if not torch.is_grad_enabled():
+        # A Function's needs_input_grad does not see no_grad: the forward
+        # would make the gradients with the loss.
+        h2, weight, bias = [v.detach() if v is not None else None for v in (h2, weight, bias)]
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
-        h2, weight.contiguous(), bias.contiguous() if bias is not None else None, t2, ce_weight, o,
+        h2, weight, bias, t2, ce_weight, o,
         (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan]), stats, weight_main_grad)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]

@@ -9,6 +9,7 @@ log-prob is asked for, whose gradients are known only then (dentropy goes
 to the call; the log-prob's as in _autograd.ce_backward)."""
 
 import ctypes
+import warnings
 
 import torch
 
@@ -31,6 +32,21 @@ def _desc(hidden, weight, target, o, plan):
     return d
 
 
+def _alert_not_deterministic():
+    """PyTorch's rule for an op whose sums depend on the order the hardware
+    serves its atomics: under torch.use_deterministic_algorithms(True) an
+    error, or a warning where warn_only."""
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    msg = ("xent.linear_cross_entropy's gradients with plan='on_chip' do not have a deterministic implementation "
+           "(atomics sum them in no fixed order), but you set 'torch.use_deterministic_algorithms(True)'. Take "
+           "another plan ('auto' or a named one: each sums in a fixed order), or turn determinism off.")
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(msg)
+    else:
+        raise RuntimeError(msg)
+
+
 def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A.NO_STATS, dentropy=None,
           main_grad=None):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
@@ -39,6 +55,8 @@ def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A
     plan kind).
     With main_grad (f32, weight's shape) the weight's gradient is added to it
     instead."""
+    if plan[2] == C.PLAN_ON_CHIP and want:
+        _alert_not_deterministic()
     d = _desc(hidden, weight, target, o, plan)
     n, dev = hidden.shape[0], hidden.device
     acc = R.accumulation_dtype(hidden.dtype)
