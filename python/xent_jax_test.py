@@ -305,6 +305,45 @@ class VsOptax(unittest.TestCase):
         close(self, got, want, jnp.float64, "soft labels, no bias")
         close(self, gh, wh, jnp.float64, "soft labels, gradient of hidden")
 
+    def test_linear_cross_entropy_frozen(self):
+        """Gradients of some arguments only (a frozen weight, a frozen
+        backbone's hidden): the call makes those alone (the others' outputs
+        of xent_lce are empty in the jaxpr, no GEMM for them), and they
+        match float64's, for a mean (made in the forward) and per row (in
+        the backward's call)."""
+        h = jnp.asarray(self.rng.standard_normal((7, 16)))
+        w = jnp.asarray(self.rng.standard_normal((30, 16)) / 4)
+        b = jnp.asarray(self.rng.standard_normal(30) / 4)
+        y = jnp.asarray(self.rng.integers(0, 30, 7))
+        names = ("hidden", "weight", "bias")
+        sizes = dict(zip(names, (h.size, w.size, b.size)))
+
+        def made(jaxpr):  # the sizes of every xent_lce call's gradients
+            out = []
+            for eqn in jaxpr.eqns:
+                if eqn.primitive.name == "ffi_call" and eqn.params.get("target_name") == "xent_lce":
+                    out.append(tuple(v.aval.size for v in eqn.outvars[1:]))
+                for p in eqn.params.values():
+                    for sub in p if isinstance(p, (tuple, list)) else (p,):
+                        inner = getattr(sub, "jaxpr", None)
+                        if inner is not None:
+                            out += made(inner if hasattr(inner, "eqns") else inner.jaxpr)
+            return out
+
+        for reduction in ("mean", "none"):
+            up = jnp.asarray(self.rng.uniform(0.5, 1.5, (7,) if reduction == "none" else ()))
+            fn = lambda h, w, b: (xent_jax.linear_cross_entropy(h, w, y, b, reduction=reduction) * up).sum()
+            ref = lambda h, w, b: (oracle(h @ w.T + b, y, reduction=reduction) * up).sum()
+            for argnums in ((0,), (1,), (1, 2), (0, 1, 2)):
+                with self.subTest(reduction=reduction, argnums=argnums):
+                    grad = jax.grad(fn, argnums=argnums)
+                    want = tuple(sizes[n] if i in argnums else 0 for i, n in enumerate(names))
+                    calls = made(jax.make_jaxpr(grad)(h, w, b).jaxpr)
+                    self.assertIn(want, calls, f"the gradients xent_lce made: {calls}")
+                    self.assertFalse([c for c in calls if c != want and any(c)], f"more made: {calls}")
+                    for i, g, e in zip(argnums, grad(h, w, b), jax.grad(ref, argnums=argnums)(h, w, b)):
+                        close(self, g, e, jnp.float64, f"{reduction}: the gradient of {names[i]}")
+
     def test_vocabulary_split(self):
         """The class axis split over 2 and 3 devices under shard_map
         (vocab_axis): loss, per-token outputs and the gradient of an

@@ -331,32 +331,41 @@ def _lce(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
 
 
 def _lce_fwd(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
-    none = jnp.zeros((0,), hidden.dtype)
-    inputs = (hidden, weight, bias, labels, ce_weight, tau_rows, token_weight)
+    # symbolic_zeros: each argument comes with whether its gradient is asked
+    # for (.perturbed), so that a frozen weight (or hidden) costs no GEMM.
+    args = (hidden, weight, bias, labels, ce_weight, tau_rows, token_weight)
+    inputs = tuple(a.value for a in args)
+    want = tuple(name for name, a in zip(("hidden", "weight", "bias"), args) if a.perturbed)
+    none = jnp.zeros((0,), inputs[0].dtype)
     if o[0] == _REDUCTIONS["none"]:
         # Each row's upstream gradient weighs grad_weight differently: the
-        # backward calls again with it.
+        # backward calls again with it. (The names wanted are the dict's
+        # keys: static, as residuals must be.)
         loss = _lce_call(*inputs, none, o, ())[0]
-        return loss, (inputs, None)
-    # A sum or mean: every gradient of a loss of 1 now (the logits' GEMM once),
-    # scaled by the incoming scalar in the backward.
-    loss, gh, gw, gb = _lce_call(*inputs, none, o, ("hidden", "weight", "bias"))
-    return loss, (inputs, (gh, gw, gb))
+        return loss, (inputs, dict.fromkeys(want))
+    # A sum or mean: every gradient wanted of a loss of 1 now (the logits'
+    # GEMM once), scaled by the incoming scalar in the backward.
+    loss, *grads = _lce_call(*inputs, none, o, want)
+    return loss, (inputs, {name: g for name, g in zip(("hidden", "weight", "bias"), grads) if name in want})
 
 
 def _lce_bwd(o, res, g):
     inputs, grads = res
     hidden, weight, bias = inputs[:3]
     soft = jnp.issubdtype(inputs[3].dtype, jnp.floating)
-    if grads is None:
-        _, gh, gw, gb = _lce_call(*inputs, g.astype(hidden.dtype), o, ("hidden", "weight", "bias"))
+    if isinstance(g, jax.custom_derivatives.SymbolicZero):
+        grads = {}
+    elif o[0] == _REDUCTIONS["none"]:
+        made = _lce_call(*inputs, g.astype(hidden.dtype), o, tuple(grads))[1:]
+        grads = {name: v for name, v in zip(("hidden", "weight", "bias"), made) if name in grads}
     else:
-        gh, gw, gb = (v * g.astype(v.dtype) for v in grads)
+        grads = {name: v * g.astype(v.dtype) for name, v in grads.items()}
+    gh, gw, gb = (grads.get(name) for name in ("hidden", "weight", "bias"))
     gb = gb if bias.size else None
     return gh, gw, gb, (jnp.zeros_like(inputs[3]) if soft else None), None, None, None
 
 
-_lce.defvjp(_lce_fwd, _lce_bwd)
+_lce.defvjp(_lce_fwd, _lce_bwd, symbolic_zeros=True)
 
 
 def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, ignore_index=-100, reduction="mean",
@@ -372,7 +381,8 @@ def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, i
     [V]; labels integer [...] or probabilities [..., V]; ce_weight: class
     weights [V]. The other options are cross_entropy's (a temperature per
     row and token_weight shaped like labels' rows). Gradients flow to
-    hidden, weight and bias (soft labels get none)."""
+    hidden, weight and bias (soft labels get none); the call makes only
+    those differentiated (a frozen weight costs no GEMM of its own)."""
     _register()
     hidden, weight = jnp.asarray(hidden), jnp.asarray(weight)
     labels = jnp.asarray(labels)
