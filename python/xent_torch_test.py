@@ -215,6 +215,65 @@ class CrossEntropy(unittest.TestCase):
             xent._linear._call = call
         self.assertEqual(asked, [set(), {"hidden", "weight"}])
 
+    def test_autocast(self):
+        """Under torch.autocast (bfloat16), as PyTorch's ops there: the loss
+        is float32 (F.cross_entropy runs in float32), unless loss_dtype
+        says otherwise; the linear cross entropy's operands are cast to
+        bfloat16, as F.linear's (a bfloat16 hidden with a float32 weight,
+        the usual mixed-precision pair, included), and each gradient comes
+        in its input's dtype, a float32 one made as a float32 sum."""
+        x = (torch.randn(6, 33, dtype=torch.float64) * 3).to(torch.bfloat16)
+        y = torch.randint(0, 33, (6,))
+        want, _ = oracle(x, y)
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            loss = xent.cross_entropy(x, y)
+            kept = xent.cross_entropy(x, y, loss_dtype=torch.bfloat16)
+        self.assertEqual((loss.dtype, kept.dtype), (torch.float32, torch.bfloat16))
+        close(self, loss, want, torch.float32, "the loss under autocast")
+        self.assertEqual(xent.cross_entropy(x, y).dtype, torch.bfloat16, "the loss outside autocast")
+
+        N, H, V = 12, 16, 40
+        y = torch.randint(0, V, (N,))
+        y[2] = -100
+        calls = []
+        call = xent._linear._call
+
+        def recording(*args, **kw):
+            grad_f32 = kw.get("grad_f32", args[12] if len(args) > 12 else False)
+            calls.append((args[0].dtype, args[1].dtype, grad_f32 if args[8] else "no gradient"))
+            return call(*args, **kw)
+
+        for hidden_dtype in (torch.float32, torch.bfloat16):
+            for reduction in ("mean", "none"):
+                with self.subTest(hidden=hidden_dtype, reduction=reduction):
+                    h = torch.randn(N, H, dtype=torch.float64).to(hidden_dtype).requires_grad_()
+                    w = (torch.randn(V, H, dtype=torch.float64) / 4).to(torch.float32).requires_grad_()
+                    b = (torch.randn(V, dtype=torch.float64) / 4).to(torch.float32).requires_grad_()
+                    up = torch.rand(N, dtype=torch.float64) if reduction == "none" else torch.tensor(1.0)
+                    xent._linear._call = recording
+                    calls.clear()
+                    try:
+                        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+                            loss = xent.linear_cross_entropy(h, w, y, b, reduction=reduction, plan="one_pass")
+                        (loss.to(torch.float64) * up).sum().backward()
+                    finally:
+                        xent._linear._call = call
+                    self.assertEqual(loss.dtype, torch.float32)
+                    made = [c for c in calls if c[2] != "no gradient"]
+                    self.assertTrue(made and all(c[:2] == (torch.bfloat16, torch.bfloat16) for c in calls)
+                                    and all(c[2] is True for c in made), f"the calls' operands and grad_f32: {calls}")
+                    self.assertEqual((h.grad.dtype, w.grad.dtype, b.grad.dtype),
+                                     (hidden_dtype, torch.float32, torch.float32))
+                    # The oracle: F.linear's bf16 operands (and logits) under
+                    # autocast, the rest in float64.
+                    ops = [t.detach().to(torch.bfloat16).to(torch.float64).requires_grad_() for t in (h, w, b)]
+                    z = F.linear(*ops).to(torch.bfloat16).to(torch.float64)
+                    want = F.cross_entropy(z, y, reduction=reduction)
+                    wants = torch.autograd.grad((want * up).sum(), ops)
+                    close(self, loss, want, torch.bfloat16, "the loss")
+                    for name, g, e in zip(("hidden", "weight", "bias"), (h.grad, w.grad, b.grad), wants):
+                        close(self, g, e, torch.bfloat16, f"the gradient of {name}")
+
     def test_double_backward_raises(self):
         x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
         loss = xent.cross_entropy(x, torch.tensor([0, 1, 2]))

@@ -47,7 +47,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         a GPU xent.check() does, since the call does not wait for the device) or
         'ignore' (such a row counts as ignored);
       loss_dtype: torch.float32 for float16/bfloat16 input gives the loss in
-        float32 (the default is input's dtype);
+        float32 (the default is input's dtype, and float32 under
+        torch.autocast, as F.cross_entropy's there);
       inplace_backward: when input requires grad, its gradient is computed in
         the forward pass and written over input (Liger's memory saving: the
         logits' values are gone after the call); the backward scales it
@@ -86,6 +87,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     shaped like the rows (float32; float64 for float64 input).
     """
     per_row = isinstance(temperature, torch.Tensor) or token_weight is not None
+    if isinstance(input, torch.Tensor):
+        loss_dtype = R.loss_dtype_for(loss_dtype, input)
     if _fast is not None and not (return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, z_loss, softcap,
@@ -202,7 +205,7 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
         token_weight_mean, A.row_shape(x), x)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else x.dtype,
+                  R.loss_dtype_for(loss_dtype, x),
                   # (no gradient under no_grad, whose mode a Function's forward cannot see)
                   bool(inplace_backward) and torch.is_grad_enabled(), shard, tau, row_tau, tw, tw_count)
     x = x if inplace_backward else x.contiguous()
@@ -257,6 +260,10 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     f32 and never rounded, with no [V, H] scratch; weight then gets no
     .grad. The backward runs the fused call again for it (one more logits
     GEMM: the incoming gradient's scale is known only then).
+    Under torch.autocast the operands are cast to its dtype, as F.linear's
+    (float64 ones aside), and the loss is float32 unless loss_dtype says
+    otherwise; each gradient is in its input's dtype, a float32 input's
+    made as a float32 sum.
     memory_mib: the scratch memory the call may take (0: xent's default, 64
     MiB). Where the one-pass plan (each chunk's logits over the whole
     vocabulary, and an f16/bf16 weight gradient's f32 sum) needs more, an
@@ -283,7 +290,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         if isinstance(weight, torch.Tensor) and weight.dtype == torch.float64:
             raise TypeError("xent: weight_main_grad is for float32, float16 and bfloat16 weights; a float64 "
                             "weight's gradient is its own sum")
-    if _fast is not None and weight_main_grad is None and plan == "auto" and not (
+    autocast = R.autocast_dtype(hidden.device) if isinstance(hidden, torch.Tensor) else None
+    if _fast is not None and weight_main_grad is None and plan == "auto" and autocast is None and not (
             return_entropy or return_logprob or return_argmax or per_row) and not _compiling():
         try:
             out = _fast.linear_cross_entropy(hidden, weight, target, bias, ce_weight, ignore_index, reduction,
@@ -300,8 +308,12 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     if hidden.dim() < 1 or weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
         raise ValueError(f"xent: hidden {tuple(hidden.shape)} and weight {tuple(weight.shape)} do not make "
                          "[..., H] @ [V, H]^T")
-    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
-        raise TypeError("xent: hidden, weight and bias must have one dtype")
+    # Under torch.autocast the operands are cast to its dtype, as F.linear's.
+    dtype_of = lambda t: t.dtype if autocast is None or t.dtype == torch.float64 else autocast
+    operand = dtype_of(hidden)
+    if dtype_of(weight) != operand or (bias is not None and dtype_of(bias) != operand):
+        raise TypeError("xent: hidden, weight and bias must have one dtype"
+                        + (f" (under torch.autocast, {autocast} or float64 each)" if autocast is not None else ""))
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"xent: bias has shape {tuple(bias.shape)}; ({weight.shape[0]},) expected")
     lead = hidden.shape[:-1]
@@ -310,7 +322,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         if target.shape != lead + (weight.shape[0],):
             raise ValueError(f"xent: target (probabilities) has shape {tuple(target.shape)}; "
                              f"{tuple(lead + (weight.shape[0],))} expected")
-        t2 = target.reshape(-1, weight.shape[0]).to(hidden.dtype).contiguous()
+        t2 = target.reshape(-1, weight.shape[0]).to(operand).contiguous()
     else:
         if target.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"xent: target has dtype {target.dtype}; class indices (int64 or int32) or "
@@ -328,7 +340,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
     tau, row_tau, tw, tw_count = _per_row_options(temperature, token_weight, token_weight_mean, lead, hidden)
     o = A.Options(int(ignore_index) if ignore_index is not None else _capi.NO_IGNORE_INDEX, reduction,
                   float(label_smoothing), float(z_loss), float(softcap), bool(all_ignored_zero), invalid_labels,
-                  loss_dtype if loss_dtype is not None else hidden.dtype, False, None, tau,
+                  R.loss_dtype_for(loss_dtype, hidden), False, None, tau,
                   None if row_tau is None else row_tau.reshape(-1), None if tw is None else tw.reshape(-1), tw_count)
     weight, bias = weight.contiguous(), bias.contiguous() if bias is not None else None
     if not torch.is_grad_enabled():
@@ -337,7 +349,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         h2, weight, bias = [v.detach() if v is not None else None for v in (h2, weight, bias)]
     loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
         h2, weight, bias, t2, ce_weight, o,
-        (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan]), stats, weight_main_grad)
+        (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan]), stats, weight_main_grad, autocast)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
     return _results(loss, None, entropy, logprob, argmax, False, stats)

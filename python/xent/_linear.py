@@ -48,25 +48,28 @@ def _alert_not_deterministic():
 
 
 def _call(hidden, weight, bias, target, ce_weight, o, plan, dloss, want, stats=A.NO_STATS, dentropy=None,
-          main_grad=None):
+          main_grad=None, grad_f32=False):
     """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
     entropy, logprob, argmax), the gradients None unless in `want`, the
     per-token outputs empty unless in stats. plan: (chunk_rows, memory_mib,
     plan kind).
     With main_grad (f32, weight's shape) the weight's gradient is added to it
-    instead."""
+    instead. grad_f32: the gradients in float32 (each its own f32 sum)."""
     if plan[2] == C.PLAN_ON_CHIP and want:
         _alert_not_deterministic()
     d = _desc(hidden, weight, target, o, plan)
     n, dev = hidden.shape[0], hidden.device
     acc = R.accumulation_dtype(hidden.dtype)
     loss = torch.empty((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=dev)
-    gh = torch.empty_like(hidden) if "hidden" in want else None
-    gw = torch.empty_like(weight) if "weight" in want and main_grad is None else None
+    gd = torch.float32 if grad_f32 else hidden.dtype
+    if grad_f32:
+        d.ce.grad_dtype = C.F32
+    gh = torch.empty(hidden.shape, dtype=gd, device=dev) if "hidden" in want else None
+    gw = torch.empty(weight.shape, dtype=gd, device=dev) if "weight" in want and main_grad is None else None
     gb = None
     if bias is not None and "bias" in want:
         # The call adds to main_grad (accumulate), and so to grad_bias.
-        gb = torch.zeros_like(bias) if main_grad is not None else torch.empty_like(bias)
+        gb = (torch.zeros if main_grad is not None else torch.empty)(bias.shape, dtype=gd, device=dev)
     if main_grad is not None:
         d.main_grad, d.accumulate = 1, 1
     entropy, logprob, argmax = [torch.empty((n,) if wanted else (0,), dtype=dt, device=dev)
@@ -95,22 +98,31 @@ def _add(a, b):
 
 class LinearCrossEntropy(torch.autograd.Function):
     """(hidden, weight, bias, target, ce_weight, options, plan, stats,
-    main_grad) -> (loss, entropy, logprob, argmax), the last three empty
-    unless asked; loss, entropy and logprob differentiable. With main_grad
-    the weight's gradient is added to it in the backward, which makes the
-    call again (the scale of the incoming gradient is known only then), and
-    weight gets none."""
+    main_grad, autocast) -> (loss, entropy, logprob, argmax), the last three
+    empty unless asked; loss, entropy and logprob differentiable. With
+    main_grad the weight's gradient is added to it in the backward, which
+    makes the call again (the scale of the incoming gradient is known only
+    then), and weight gets none. autocast: torch.autocast's dtype, to which
+    the operands are cast (not float64 ones); each gradient is then in its
+    input's dtype, a float32 input's made as a float32 sum, never rounded
+    to the operands' dtype."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, ce_weight, o, plan, stats, main_grad=None):
-        want = {name for name, i in (("hidden", 0), ("weight", 1), ("bias", 2)) if ctx.needs_input_grad[i]}
+    def forward(ctx, hidden, weight, bias, target, ce_weight, o, plan, stats, main_grad=None, autocast=None):
+        names = ("hidden", "weight", "bias")
+        want = {name for i, name in enumerate(names) if ctx.needs_input_grad[i]}
+        ctx.dtypes = [t.dtype if t is not None else None for t in (hidden, weight, bias)]
+        if autocast is not None:
+            hidden, weight, bias = (R.autocast_operand(t, autocast) for t in (hidden, weight, bias))
+        ctx.grad_f32 = hidden.dtype in (torch.float16, torch.bfloat16) and any(
+            ctx.dtypes[i] == torch.float32 for i, name in enumerate(names) if name in want)
         ctx.main_grad = main_grad if "weight" in want else None
         ctx.again = o.reduction == "none" or stats.entropy or stats.logprob or ctx.main_grad is not None
         if ctx.again:
             outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, set(), stats)
             ctx.save_for_backward(hidden, weight, bias, target, ce_weight)
         else:
-            outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, want, stats)
+            outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, want, stats, grad_f32=ctx.grad_f32)
             ctx.save_for_backward(*outs[1:4])
         ctx.options, ctx.plan, ctx.want = o, plan, want
         loss, entropy, logprob, argmax = outs[0], *outs[4:]
@@ -122,13 +134,17 @@ class LinearCrossEntropy(torch.autograd.Function):
     @A.once_differentiable("xent.linear_cross_entropy")
     def backward(ctx, dloss, dentropy, dlogprob, _dargmax):
         o = ctx.options
-        rest = (None,) * 6  # target, ce_weight, o, plan, stats, main_grad
+        rest = (None,) * 7  # target, ce_weight, o, plan, stats, main_grad, autocast
+
+        def typed(grads):  # each in its input's dtype
+            return tuple(g.to(dt) if g is not None else None for g, dt in zip(grads, ctx.dtypes)) + rest
+
         if not ctx.again:  # (no main_grad: it makes the call again)
             gh, gw, gb = ctx.saved_tensors
             if dloss is None:
-                return tuple(torch.zeros_like(g) if g is not None else None for g in (gh, gw, gb)) + rest
+                return typed(torch.zeros_like(g) if g is not None else None for g in (gh, gw, gb))
             s = dloss.to(torch.float64).item() if dloss.device.type == "cpu" else dloss
-            return tuple(g * s if g is not None else None for g in (gh, gw, gb)) + rest
+            return typed(g * s if g is not None else None for g in (gh, gw, gb))
         hidden, weight, bias, target, ce_weight = ctx.saved_tensors
         n, acc = hidden.shape[0], R.accumulation_dtype(hidden.dtype)
         if dloss is None:
@@ -139,7 +155,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         def call(opts, dl, ce_w, dent):
             dl = dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous()
             return _call(hidden, weight, bias, target, ce_w, opts, ctx.plan, dl, ctx.want, A.NO_STATS,
-                         dent, ctx.main_grad)[1:4]
+                         dent, ctx.main_grad, ctx.grad_f32)[1:4]
 
         if dlogprob is None:
             grads = call(o, dloss, ce_weight, dentropy)
@@ -151,4 +167,4 @@ class LinearCrossEntropy(torch.autograd.Function):
             plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc, token_weight=None)
             extra = call(plain, -dlogprob.to(torch.float64), None, None)
             grads = tuple(_add(a, b) for a, b in zip(grads, extra))
-        return tuple(grads) + rest
+        return typed(grads)

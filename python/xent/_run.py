@@ -74,6 +74,37 @@ def accumulation_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def autocast_dtype(device):
+    """torch.autocast's dtype where it is on for the device's type, else None."""
+    if hasattr(torch, "get_autocast_dtype"):  # PyTorch 2.4 and later
+        try:
+            on = torch.is_autocast_enabled(device.type)
+        except (TypeError, RuntimeError):  # a device type autocast does not know
+            return None
+        return torch.get_autocast_dtype(device.type) if on else None
+    if device.type == "cuda" and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    if device.type == "cpu" and torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
+
+
+def loss_dtype_for(loss_dtype, x):
+    """The loss's dtype: the one asked for; else float32 under torch.autocast
+    (F.cross_entropy runs in float32 there), else x's."""
+    if loss_dtype is not None:
+        return loss_dtype
+    if x.dtype != torch.float64 and autocast_dtype(x.device) is not None:
+        return torch.float32
+    return x.dtype
+
+
+def autocast_operand(t, dtype):
+    """t as torch.autocast gives it to F.linear: in dtype, unless it is
+    float64 (or absent)."""
+    return t if t is None or t.dtype in (dtype, torch.float64) else t.to(dtype)
+
+
 def reduction_code(reduction):
     try:
         return _REDUCTION[reduction]
