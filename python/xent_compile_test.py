@@ -94,6 +94,26 @@ class OpCheck(unittest.TestCase):
                                       per_row=rt is not None):
                         torch.library.opcheck(torch.ops.xent.cross_entropy.default, args)
 
+    def test_linear_cross_entropy_op(self):
+        torch.manual_seed(2)
+        for device in devices():
+            for dtype, reduction, stats, autocast in ((torch.float32, "mean", (False,) * 3, None),
+                                                      (torch.float64, "none", (True, True, True), None),
+                                                      (torch.float32, "sum", (False, False, True), torch.bfloat16)):
+                h = torch.randn(7, 12, dtype=torch.float64).to(dtype).to(device).requires_grad_()
+                w = (torch.randn(30, 12, dtype=torch.float64) / 3).to(dtype).to(device).requires_grad_()
+                b = (torch.randn(30, dtype=torch.float64) / 3).to(dtype).to(device).requires_grad_()
+                y = torch.randint(0, 30, (7,), device=device)
+                acc = torch.float64 if dtype == torch.float64 else torch.float32
+                cw = (torch.rand(30, dtype=torch.float64) + 0.5).to(acc).to(device)
+                f32 = autocast is not None
+                loss_dtype = torch.float32 if f32 else dtype
+                for want in ((True, True, True), (False, True, False)):
+                    args = (h, w, b, y, cw, None, None, -100, reduction, 0.1, 1e-3, 0.0, False, "raise", loss_dtype,
+                            0.8, None, None, False, 4, 0, 0, autocast, *want, f32, *stats)
+                    with self.subTest(device=device, dtype=dtype, reduction=reduction, want=want):
+                        torch.library.opcheck(torch.ops.xent.linear_cross_entropy.default, args)
+
     def test_softmax_ops(self):
         for device in devices():
             for kind in (0, 1):
@@ -235,6 +255,68 @@ class Compiled(unittest.TestCase):
                     got_loss, got_grad = loss.detach(), lin.weight.grad.clone()
             close(self, got_loss, want_loss, torch.float32, f"model step {device}: loss")
             close(self, got_grad, want_grad, torch.float32, f"model step {device}: weight gradient")
+
+    def test_linear_cross_entropy(self):
+        """The fused linear cross entropy compiled whole: a mean with a bias
+        (its gradients made in the forward), 'none' with class weights and
+        smoothing, the entropy and the label's log-prob (the backward calls
+        again), a temperature and token weight per row, and f32 weights
+        under torch.autocast (bf16 operands, f32 gradients)."""
+        F64 = torch.float64
+        for device in devices():
+            torch.manual_seed(4)
+            N, H, V = 10, 16, 45
+            y = torch.randint(0, V, (N,), device=device)
+            y[3] = -100
+            cw = (torch.rand(V, dtype=F64) + 0.5).to(device)
+            tau = (torch.rand(N, dtype=F64) + 0.5).to(device)
+            u = torch.rand(N, dtype=F64).to(device)
+            cases = [("mean, bias", torch.float32, {}, False),
+                     ("none, weights, smoothing", torch.bfloat16,
+                      dict(reduction="none", ce_weight=cw, label_smoothing=0.1), False),
+                     ("entropy and log-prob", torch.float32, dict(return_entropy=True, return_logprob=True), False),
+                     ("per-row temperature, token weights", torch.float32, dict(temperature=tau, token_weight=u),
+                      False),
+                     ("autocast", torch.float32, {}, True)]
+            for what, dtype, kw, autocast in cases:
+                h = torch.randn(N, H, dtype=F64).to(dtype).to(device).requires_grad_()
+                w = (torch.randn(V, H, dtype=F64) / 4).to(dtype).to(device).requires_grad_()
+                b = (torch.randn(V, dtype=F64) / 4).to(dtype).to(device).requires_grad_()
+
+                def fn(h, w, b, kw=kw, autocast=autocast):
+                    with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+                        out = xent.linear_cross_entropy(h, w, y, b, **kw)
+                    if isinstance(out, tuple):  # loss - 0.1 entropy + 0.5 logp, per row
+                        return out[0] - 0.1 * out[1] + 0.5 * out[2]
+                    return out
+
+                def oracle(h, w, b, kw=kw, autocast=autocast):
+                    ops = [t.to(torch.bfloat16) if autocast else t for t in (h, w, b)]
+                    z = F.linear(*(t.to(F64) for t in ops))
+                    z = z.to(torch.bfloat16).to(F64) if autocast else z
+                    kw = dict(kw)
+                    t = kw.pop("temperature", None)
+                    z = z / t[:, None] if t is not None else z
+                    tw = kw.pop("token_weight", None)
+                    ent, logp = kw.pop("return_entropy", False), kw.pop("return_logprob", False)
+                    red = kw.pop("reduction", "mean")
+                    weight = kw.pop("ce_weight", None)
+                    loss = F.cross_entropy(z, y, weight=weight, reduction="none", **kw)
+                    if tw is not None:  # the weights' mean: sum(u l) / sum(u) over counted rows
+                        return (tw * loss).sum() / tw[y != -100].sum()
+                    if red == "none":
+                        return loss
+                    wy = weight[y.clamp(min=0)] * (y != -100) if weight is not None else (y != -100).to(F64)
+                    if ent:
+                        logp_all = torch.log_softmax(z, 1)
+                        entropy = -(logp_all.exp() * logp_all).sum(1) * (y != -100)
+                        lp = logp_all.gather(1, y.clamp(min=0)[:, None])[:, 0] * (y != -100)
+                        return loss.sum() / wy.sum() - 0.1 * entropy + 0.5 * lp
+                    return loss.sum() / wy.sum()
+
+                with self.subTest(device=device, case=what):
+                    self.check(fn, oracle, [h, w, b], torch.bfloat16 if autocast else dtype,
+                               f"linear_cross_entropy {device} {what}")
 
     def test_softmax(self):
         for device in devices():

@@ -347,9 +347,23 @@ def linear_cross_entropy(hidden, weight, target, bias=None, ce_weight=None, igno
         # A Function's needs_input_grad does not see no_grad: the forward
         # would make the gradients with the loss.
         h2, weight, bias = [v.detach() if v is not None else None for v in (h2, weight, bias)]
-    loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
-        h2, weight, bias, t2, ce_weight, o,
-        (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan]), stats, weight_main_grad, autocast)
+    plan_args = (int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan])
+    if weight_main_grad is None and _ops.AVAILABLE and _ops.compiling():
+        # Under torch.compile: the custom op, which it traces whole. Its
+        # forward makes the gradients wanted, unless the backward must call
+        # again (L.again).
+        needs = [torch.is_grad_enabled() and v is not None and v.requires_grad for v in (h2, weight, bias)]
+        grad_f32 = L.grads_f32([v.dtype if v is not None else None for v in (h2, weight, bias)], operand,
+                               {name for name, need in zip(L.NAMES, needs) if need})
+        outs = torch.ops.xent.linear_cross_entropy(
+            h2, weight, bias, t2, ce_weight, None, None, o.ignore_index, reduction, o.label_smoothing, o.z_loss,
+            o.softcap, o.all_ignored_zero, invalid_labels, o.loss_dtype, o.temperature, o.row_temperature,
+            o.token_weight, o.token_weight_count, *plan_args, autocast,
+            *((False,) * 3 if L.again(o, stats, None) else needs), grad_f32, *stats)
+        loss, entropy, logprob, argmax = outs[0], *outs[4:]
+    else:
+        loss, entropy, logprob, argmax = L.LinearCrossEntropy.apply(
+            h2, weight, bias, t2, ce_weight, o, plan_args, stats, weight_main_grad, autocast)
     loss = loss.reshape(lead) if reduction == "none" else loss
     entropy, logprob, argmax = [v.reshape(lead) if want else v for v, want in zip((entropy, logprob, argmax), stats)]
     return _results(loss, None, entropy, logprob, argmax, False, stats)

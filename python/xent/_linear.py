@@ -96,6 +96,64 @@ def _add(a, b):
     return a + b if a is not None else None
 
 
+NAMES = ("hidden", "weight", "bias")
+
+
+def operands(hidden, weight, bias, autocast):
+    """The call's operands: under torch.autocast (its dtype, or None) cast
+    to it, as F.linear's (float64 ones aside)."""
+    if autocast is None:
+        return hidden, weight, bias
+    return tuple(R.autocast_operand(t, autocast) for t in (hidden, weight, bias))
+
+
+def operand_dtype(dtype, autocast):
+    """The dtype operands() gives an input of this dtype."""
+    return dtype if autocast is None or dtype == torch.float64 else autocast
+
+
+def grads_f32(dtypes, operand, want):
+    """Whether the call makes its gradients in float32: f16/bf16 operands
+    cast from a float32 input whose gradient is wanted (each its own f32
+    sum, never rounded to the operands' dtype)."""
+    return operand in (torch.float16, torch.bfloat16) and any(
+        dt == torch.float32 for dt, name in zip(dtypes, NAMES) if name in want)
+
+
+def again(o, stats, main_grad):
+    """Whether the forward makes no gradient and the backward makes the call
+    again: 'none' (each row's upstream gradient weighs grad_weight
+    differently), the entropy or the label's log-prob (their gradients
+    known only then), or a main_grad."""
+    return o.reduction == "none" or stats.entropy or stats.logprob or main_grad is not None
+
+
+def grads_again(o, saved, dloss, dentropy, dlogprob, call):
+    """(grad_hidden, grad_weight, grad_bias) where the forward made none:
+    saved is (hidden, weight, bias, target, ce_weight) as the call took
+    them, call(opts, dloss, ce_weight, dentropy) the call's gradients."""
+    hidden, weight, _, target, ce_weight = saved
+    n, acc = hidden.shape[0], R.accumulation_dtype(hidden.dtype)
+    if dloss is None:
+        dloss = torch.zeros((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=hidden.device)
+    if dentropy is not None:
+        dentropy = dentropy.to(acc).contiguous()
+
+    def one(opts, dl, ce_w, dent):
+        return call(opts, dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous(),
+                    ce_w, dent)
+
+    if dlogprob is None:
+        return one(o, dloss, ce_weight, dentropy)
+    if A.folds_logprob(ce_weight, o):
+        per_row = A.per_row_dloss(dloss, dlogprob, (n,), weight.shape[0], target, o)
+        return one(o._replace(reduction="none", loss_dtype=acc), per_row, ce_weight, dentropy)
+    grads = one(o, dloss, ce_weight, dentropy)
+    plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc, token_weight=None)
+    extra = one(plain, -dlogprob.to(torch.float64), None, None)
+    return tuple(_add(a, b) for a, b in zip(grads, extra))
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """(hidden, weight, bias, target, ce_weight, options, plan, stats,
     main_grad, autocast) -> (loss, entropy, logprob, argmax), the last three
@@ -109,15 +167,12 @@ class LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, target, ce_weight, o, plan, stats, main_grad=None, autocast=None):
-        names = ("hidden", "weight", "bias")
-        want = {name for i, name in enumerate(names) if ctx.needs_input_grad[i]}
+        want = {name for i, name in enumerate(NAMES) if ctx.needs_input_grad[i]}
         ctx.dtypes = [t.dtype if t is not None else None for t in (hidden, weight, bias)]
-        if autocast is not None:
-            hidden, weight, bias = (R.autocast_operand(t, autocast) for t in (hidden, weight, bias))
-        ctx.grad_f32 = hidden.dtype in (torch.float16, torch.bfloat16) and any(
-            ctx.dtypes[i] == torch.float32 for i, name in enumerate(names) if name in want)
+        hidden, weight, bias = operands(hidden, weight, bias, autocast)
+        ctx.grad_f32 = grads_f32(ctx.dtypes, hidden.dtype, want)
         ctx.main_grad = main_grad if "weight" in want else None
-        ctx.again = o.reduction == "none" or stats.entropy or stats.logprob or ctx.main_grad is not None
+        ctx.again = again(o, stats, ctx.main_grad)
         if ctx.again:
             outs = _call(hidden, weight, bias, target, ce_weight, o, plan, None, set(), stats)
             ctx.save_for_backward(hidden, weight, bias, target, ce_weight)
@@ -145,26 +200,11 @@ class LinearCrossEntropy(torch.autograd.Function):
                 return typed(torch.zeros_like(g) if g is not None else None for g in (gh, gw, gb))
             s = dloss.to(torch.float64).item() if dloss.device.type == "cpu" else dloss
             return typed(g * s if g is not None else None for g in (gh, gw, gb))
-        hidden, weight, bias, target, ce_weight = ctx.saved_tensors
-        n, acc = hidden.shape[0], R.accumulation_dtype(hidden.dtype)
-        if dloss is None:
-            dloss = torch.zeros((n,) if o.reduction == "none" else (), dtype=o.loss_dtype, device=hidden.device)
-        if dentropy is not None:
-            dentropy = dentropy.to(acc).contiguous()
+        saved = ctx.saved_tensors
 
         def call(opts, dl, ce_w, dent):
-            dl = dl.to(opts.loss_dtype).reshape((n,) if opts.reduction == "none" else (1,)).contiguous()
-            return _call(hidden, weight, bias, target, ce_w, opts, ctx.plan, dl, ctx.want, A.NO_STATS,
-                         dent, ctx.main_grad, ctx.grad_f32)[1:4]
+            return _call(*saved[:4], ce_w, opts, ctx.plan, dl, ctx.want, A.NO_STATS, dent, ctx.main_grad,
+                         ctx.grad_f32)[1:4]
 
-        if dlogprob is None:
-            grads = call(o, dloss, ce_weight, dentropy)
-        elif A.folds_logprob(ce_weight, o):
-            per_row = A.per_row_dloss(dloss, dlogprob, (n,), weight.shape[0], target, o)
-            grads = call(o._replace(reduction="none", loss_dtype=acc), per_row, ce_weight, dentropy)
-        else:
-            grads = call(o, dloss, ce_weight, dentropy)
-            plain = o._replace(reduction="none", label_smoothing=0.0, z_loss=0.0, loss_dtype=acc, token_weight=None)
-            extra = call(plain, -dlogprob.to(torch.float64), None, None)
-            grads = tuple(_add(a, b) for a, b in zip(grads, extra))
+        grads = grads_again(o, saved, dloss, dentropy, dlogprob, call)
         return typed(grads)
