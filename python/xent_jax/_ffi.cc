@@ -367,24 +367,24 @@ ffi::Error softmax(xent_backend_kind kind, void* stream, const ffi::AnyBuffer& i
 }
 
 // The bindings: the same arguments on every platform, the stream where it
-// has one.
+// has one. (A binding moves only into the next, by its own calls: each
+// helper takes it by reference and returns the next.) N > 0 buffers in
+// (Arg) or out (Ret):
+template <int N, class B>
+auto buffers_in(B&& b) {
+  if constexpr (N == 1) return std::move(b).template Arg<ffi::AnyBuffer>();
+  else return buffers_in<N - 1>(std::move(b).template Arg<ffi::AnyBuffer>());
+}
+template <int N, class B>
+auto buffers_out(B&& b) {
+  if constexpr (N == 1) return std::move(b).template Ret<ffi::AnyBuffer>();
+  else return buffers_out<N - 1>(std::move(b).template Ret<ffi::AnyBuffer>());
+}
+
+// The loss's options, in every handler's order.
 template <class B>
-auto forward_args(B b) {
-  return std::move(b).template Ctx<ffi::ScratchAllocator>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Attr<int64_t>("axis")
-      .template Attr<int64_t>("reduction")
+auto loss_attrs(B&& b) {
+  return std::move(b).template Attr<int64_t>("reduction")
       .template Attr<int64_t>("ignore_index")
       .template Attr<double>("label_smoothing")
       .template Attr<double>("z_loss")
@@ -392,40 +392,32 @@ auto forward_args(B b) {
       .template Attr<double>("temperature")
       .template Attr<bool>("all_ignored_zero")
       .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count")
-      .template Attr<bool>("acc_loss")
-      .template Attr<int64_t>("global_classes")
-      .template Attr<int64_t>("ranks");
+      .template Attr<bool>("token_weight_count");
+}
+
+// The cross entropy's calls: N buffers in, M out, the class axis, the
+// options (and acc_loss where Acc), the vocabulary split.
+template <int N, int M, bool Acc, class B>
+auto ce_args(B&& b) {
+  auto options = loss_attrs(buffers_out<M>(buffers_in<N>(std::move(b).template Ctx<ffi::ScratchAllocator>()))
+                                .template Attr<int64_t>("axis"));
+  if constexpr (Acc)
+    return std::move(options)
+        .template Attr<bool>("acc_loss")
+        .template Attr<int64_t>("global_classes")
+        .template Attr<int64_t>("ranks");
+  else
+    return std::move(options).template Attr<int64_t>("global_classes").template Attr<int64_t>("ranks");
 }
 
 template <class B>
-auto backward_args(B b) {
-  return std::move(b).template Ctx<ffi::ScratchAllocator>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Attr<int64_t>("axis")
-      .template Attr<int64_t>("reduction")
-      .template Attr<int64_t>("ignore_index")
-      .template Attr<double>("label_smoothing")
-      .template Attr<double>("z_loss")
-      .template Attr<double>("softcap")
-      .template Attr<double>("temperature")
-      .template Attr<bool>("all_ignored_zero")
-      .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count")
-      .template Attr<bool>("acc_loss")
-      .template Attr<int64_t>("global_classes")
-      .template Attr<int64_t>("ranks");
+auto forward_args(B&& b) {
+  return ce_args<7, 5, true>(std::move(b));
+}
+
+template <class B>
+auto backward_args(B&& b) {
+  return ce_args<10, 2, true>(std::move(b));
 }
 
 }  // namespace
@@ -460,54 +452,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_softmax_bwd_cpu,
                                   .Attr<bool>("log"));
 
 template <class B>
-auto records_args(B b) {
-  return std::move(b).template Ctx<ffi::ScratchAllocator>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Attr<int64_t>("axis")
-      .template Attr<int64_t>("reduction")
-      .template Attr<int64_t>("ignore_index")
-      .template Attr<double>("label_smoothing")
-      .template Attr<double>("z_loss")
-      .template Attr<double>("softcap")
-      .template Attr<double>("temperature")
-      .template Attr<bool>("all_ignored_zero")
-      .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count")
-      .template Attr<int64_t>("global_classes")
-      .template Attr<int64_t>("ranks")
-      .template Attr<bool>("wide");
+auto records_args(B&& b) {
+  return ce_args<6, 1, false>(std::move(b)).template Attr<bool>("wide");
 }
 
 template <class B>
-auto linear_args(B b) {
-  return std::move(b).template Ctx<ffi::ScratchAllocator>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Arg<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Ret<ffi::AnyBuffer>()
-      .template Attr<int64_t>("reduction")
-      .template Attr<int64_t>("ignore_index")
-      .template Attr<double>("label_smoothing")
-      .template Attr<double>("z_loss")
-      .template Attr<double>("softcap")
-      .template Attr<double>("temperature")
-      .template Attr<bool>("all_ignored_zero")
-      .template Attr<bool>("ignore_invalid_labels")
-      .template Attr<bool>("token_weight_count")
+auto linear_args(B&& b) {
+  return loss_attrs(buffers_out<4>(buffers_in<8>(std::move(b).template Ctx<ffi::ScratchAllocator>())))
       .template Attr<int64_t>("chunk_rows")
       .template Attr<int64_t>("memory_mib");
 }
