@@ -74,8 +74,15 @@ def accumulation_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+# Whether autocast is on for any device: one call (0.2 us) that spares the
+# per-device queries below on every call without autocast.
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", None)
+
+
 def autocast_dtype(device):
     """torch.autocast's dtype where it is on for the device's type, else None."""
+    if _any_autocast is not None and not _any_autocast():
+        return None
     if hasattr(torch, "get_autocast_dtype"):  # PyTorch 2.4 and later
         try:
             on = torch.is_autocast_enabled(device.type)
