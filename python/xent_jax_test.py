@@ -305,6 +305,66 @@ class VsOptax(unittest.TestCase):
         close(self, got, want, jnp.float64, "soft labels, no bias")
         close(self, gh, wh, jnp.float64, "soft labels, gradient of hidden")
 
+    def test_linear_per_token_outputs(self):
+        """The linear cross entropy's entropy, label's log-prob and argmax of z
+        = (hidden @ weight.T + bias) / tau, and the gradients of an objective
+        of all three with the loss, for a mean and per row: the log-prob's
+        folded into each row's dloss (no weights) or made by a call of its
+        own (class weights and smoothing); plan= by name."""
+        for dtype in (jnp.float64, jnp.float32):
+            for reduction in ("mean", "none"):
+                for weighted in (False, True):
+                    h = jnp.asarray(self.rng.standard_normal((9, 12))).astype(dtype)
+                    w = jnp.asarray(self.rng.standard_normal((33, 12)) / 3).astype(dtype)
+                    b = jnp.asarray(self.rng.standard_normal(33) / 3).astype(dtype)
+                    y = jnp.asarray(self.rng.integers(0, 33, 9)).at[4].set(-100)
+                    a = jnp.asarray(self.rng.standard_normal(9 if reduction == "none" else ()))
+                    c, d = (jnp.asarray(self.rng.standard_normal(9)) for _ in range(2))
+                    acc = jnp.float64 if dtype == jnp.float64 else jnp.float32
+                    cw = jnp.asarray(self.rng.uniform(0.5, 1.5, 33)) if weighted else None
+                    kw = dict(ce_weight=cw, label_smoothing=0.1) if weighted else {}
+                    f = lambda v: v.astype(jnp.float64)
+
+                    def ours(h, w, b):
+                        loss, ent, lp, am = xent_jax.linear_cross_entropy(
+                            h, w, y, b, reduction=reduction, temperature=0.8, return_entropy=True,
+                            return_logprob=True, return_argmax=True, chunk_rows=4, **kw)
+                        return (f(loss) * a).sum() + (f(ent) * c).sum() + (f(lp) * d).sum(), (ent, lp, am)
+
+                    cw64 = cw.astype(acc).astype(jnp.float64) if weighted else None
+
+                    def ref(h, w, b):
+                        z = (h @ w.T + b) / 0.8
+                        logp = jax.nn.log_softmax(z, 1)
+                        counted = y != -100
+                        ent = jnp.where(counted, -(jnp.exp(logp) * logp).sum(1), 0.0)
+                        lp = jnp.where(counted, jnp.take_along_axis(logp, jnp.clip(y, 0)[:, None], 1)[:, 0], 0.0)
+                        loss = oracle(z, y, cw64, smoothing=0.1 if weighted else 0.0, reduction=reduction)
+                        return (loss * a).sum() + (ent * c).sum() + (lp * d).sum(), (ent, lp, jnp.argmax(z, 1))
+
+                    (got, (ent, lp, am)), grads = jax.value_and_grad(ours, argnums=(0, 1, 2), has_aux=True)(h, w, b)
+                    (want, (went, wlp, wam)), wgrads = jax.value_and_grad(ref, argnums=(0, 1, 2), has_aux=True)(
+                        *(f(v) for v in (h, w, b)))
+                    what = f"{dtype.__name__} {reduction} weighted={weighted}"
+                    close(self, ent, went, dtype, what + " entropy")
+                    close(self, lp, wlp, dtype, what + " log-prob")
+                    np.testing.assert_array_equal(am, wam, err_msg=what + " argmax")
+                    close(self, got, want, dtype, what + " objective")
+                    for name, g, e in zip(("hidden", "weight", "bias"), grads, wgrads):
+                        close(self, g, e, dtype, f"{what} gradient of {name}")
+        h = jnp.asarray(self.rng.standard_normal((6, 8)))
+        w = jnp.asarray(self.rng.standard_normal((20, 8)) / 3)
+        y = jnp.asarray(self.rng.integers(0, 20, 6))
+        want = oracle(h @ w.T, y, reduction="mean")
+        for plan in ("one_pass", "auto"):
+            close(self, xent_jax.linear_cross_entropy(h, w, y, plan=plan), want, jnp.float64, f"plan {plan}")
+        with self.assertRaisesRegex(Exception, "sm_90"):
+            xent_jax.linear_cross_entropy(h.astype(jnp.bfloat16), w.astype(jnp.bfloat16), y, plan="on_chip")
+        with self.assertRaisesRegex(ValueError, "plan is 'fast'"):
+            xent_jax.linear_cross_entropy(h, w, y, plan="fast")
+        with self.assertRaisesRegex(ValueError, "for integer labels"):
+            xent_jax.linear_cross_entropy(h, w, jax.nn.softmax(h @ w.T), return_logprob=True)
+
     def test_linear_cross_entropy_frozen(self):
         """Gradients of some arguments only (a frozen weight, a frozen
         backbone's hidden): the call makes those alone (the others' outputs
@@ -322,7 +382,7 @@ class VsOptax(unittest.TestCase):
             out = []
             for eqn in jaxpr.eqns:
                 if eqn.primitive.name == "ffi_call" and eqn.params.get("target_name") == "xent_lce":
-                    out.append(tuple(v.aval.size for v in eqn.outvars[1:]))
+                    out.append(tuple(v.aval.size for v in eqn.outvars[1:4]))
                 for p in eqn.params.values():
                     for sub in p if isinstance(p, (tuple, list)) else (p,):
                         inner = getattr(sub, "jaxpr", None)

@@ -321,10 +321,10 @@ case "$STAGE" in
     # (The fifth run: 24 s.)
     run_step large_shapes 40 --gpu "$BIN/large_shapes_test"
     # (The fifth run: 7 and 6 s of the linear CE's, 14 of the package's, 6 of
-    # the graphs'.)
-    run_step linear_ce_cuda 25 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
+    # the graphs'. The linear CE's gave 10 s to package_compile.)
+    run_step linear_ce_cuda 20 --gpu env XENT_LIBRARY="$BIN/libxent_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_SKIP_ON_CHIP=1 "$PYTHON" tests/linear_ce_vs_torch_test.py
-    run_step linear_ce_hip 25 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
+    run_step linear_ce_hip 20 --gpu env XENT_LIBRARY="$BIN/libxent_hip_on_cuda_shared.so" XENT_TEST_DEVICE=cuda \
       XENT_TEST_BACKEND=hip "$PYTHON" tests/linear_ce_vs_torch_test.py
     run_step package_cuda 40 --gpu "${PKG[@]}" XENT_TEST_DEVICE=cuda XENT_NATIVE=1 XENT_TEST_SKIP_ON_CHIP=1 \
       "$PYTHON" python/xent_torch_test.py
@@ -341,7 +341,7 @@ case "$STAGE" in
       XENT_TEST_TRACEBACK_AFTER=60 "$PYTHON" python/xent_compile_test.py
     # xent_jax on JAX's CUDA platform, from the installed wheel: its FFI
     # handlers built against the device's jaxlib at first use (about 15 s).
-    run_step jax_cuda 35 --gpu "${PKG[@]}" XENT_JAX_PLATFORMS=cuda "$PYTHON" python/xent_jax_test.py
+    run_step jax_cuda 45 --gpu "${PKG[@]}" XENT_JAX_PLATFORMS=cuda "$PYTHON" python/xent_jax_test.py
     ;;
   sanitize)
     # One tool per run over the reduced case list (bench/sanitize_gpu.sh),

@@ -128,12 +128,17 @@ def _forward(logits, labels, weight, tau_rows, token_weight, offset, o, stats, v
                             vmap_method=_vmap_method(o))
     loss, lse, entropy, logprob, words = call(logits, labels, weight, tau_rows, token_weight, offset, gathered,
                                               **_attrs(o), **shard)
-    # The int64 class index's low word (little-endian), or the whole of it.
+    return loss, lse, entropy, logprob, _argmax(words, want_argmax), gathered
+
+
+def _argmax(words, wanted):
+    """The int64 class indices the call wrote as two uint32 words a row:
+    the low word (little-endian) as int32, or the whole as int64 with x64."""
+    if not wanted:
+        return words
     if jax.config.jax_enable_x64:
-        argmax = jax.lax.bitcast_convert_type(words, jnp.int64) if want_argmax else words
-    else:
-        argmax = jax.lax.bitcast_convert_type(words[..., 0], jnp.int32) if want_argmax else words
-    return loss, lse, entropy, logprob, argmax, gathered
+        return jax.lax.bitcast_convert_type(words, jnp.int64)
+    return jax.lax.bitcast_convert_type(words[..., 0], jnp.int32)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8))
@@ -305,64 +310,114 @@ def log_softmax(x, axis=-1):
     return _softmax_checked(x, axis, True)
 
 
-def _lce_call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, dloss, o, want):
-    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias),
-    each gradient empty unless in want."""
-    loss_shape = hidden.shape[:-1] if o[0] == _REDUCTIONS["none"] else ()
-    empty = lambda t: jax.ShapeDtypeStruct((0,), t.dtype)
-    shapes = (jax.ShapeDtypeStruct(loss_shape, hidden.dtype),
-              jax.ShapeDtypeStruct(hidden.shape, hidden.dtype) if "hidden" in want else empty(hidden),
-              jax.ShapeDtypeStruct(weight.shape, weight.dtype) if "weight" in want else empty(weight),
-              jax.ShapeDtypeStruct(bias.shape, bias.dtype) if "bias" in want and bias.size else empty(hidden))
-    reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count, chunk, mib = o
+_GRADS = ("hidden", "weight", "bias")
+_LINEAR_PLANS = {"auto": 0, "one_pass": 1, "tiled_hidden_sum": 2, "tiled": 3, "on_chip": 4}
+
+
+def _lce_call(inputs, dloss, dentropy, o, want, stats=(False, False, False), acc_loss=False):
+    """One xent_linear_ce_run: (loss, grad_hidden, grad_weight, grad_bias,
+    entropy, logprob, argmax), each gradient empty unless in want, each
+    per-token output unless in stats; the gradients those of sum(dloss *
+    loss) (+ sum(dentropy * entropy)). acc_loss: loss and dloss in the
+    accumulation type."""
+    hidden, weight, bias = inputs[:3]
+    rows = hidden.shape[:-1]
+    acc = _acc(hidden.dtype)
+    empty = lambda dtype: jax.ShapeDtypeStruct((0,), dtype)
+    out = lambda t, name: jax.ShapeDtypeStruct(t.shape, t.dtype) if name in want and t.size else empty(t.dtype)
+    per_row = lambda wanted, dtype, shape=rows: jax.ShapeDtypeStruct(shape, dtype) if wanted else empty(dtype)
+    shapes = (jax.ShapeDtypeStruct(rows if o[0] == _REDUCTIONS["none"] else (), acc if acc_loss else hidden.dtype),
+              out(hidden, "hidden"), out(weight, "weight"), out(bias, "bias"), per_row(stats[0], acc),
+              per_row(stats[1], acc), per_row(stats[2], jnp.uint32, rows + (2,)))
+    reduction, ignore_index, smoothing, z_loss, softcap, tau, all_ignored_zero, ignore_invalid, count, chunk, mib, \
+        plan = o
+    dloss = jnp.zeros((0,), hidden.dtype) if dloss is None else dloss
+    dentropy = jnp.zeros((0,), acc) if dentropy is None else dentropy
     call = jax.ffi.ffi_call("xent_lce", shapes, vmap_method="sequential")
-    return call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, dloss,
-                reduction=np.int64(reduction), ignore_index=np.int64(ignore_index),
-                label_smoothing=np.float64(smoothing), z_loss=np.float64(z_loss), softcap=np.float64(softcap),
-                temperature=np.float64(tau), all_ignored_zero=np.bool_(all_ignored_zero),
-                ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count),
-                chunk_rows=np.int64(chunk), memory_mib=np.int64(mib))
+    loss, gh, gw, gb, entropy, logprob, words = call(
+        *inputs, dloss, dentropy, reduction=np.int64(reduction), ignore_index=np.int64(ignore_index),
+        label_smoothing=np.float64(smoothing), z_loss=np.float64(z_loss), softcap=np.float64(softcap),
+        temperature=np.float64(tau), all_ignored_zero=np.bool_(all_ignored_zero),
+        ignore_invalid_labels=np.bool_(ignore_invalid), token_weight_count=np.bool_(count),
+        chunk_rows=np.int64(chunk), memory_mib=np.int64(mib), plan=np.int64(plan), acc_loss=np.bool_(acc_loss))
+    return loss, gh, gw, gb, entropy, logprob, _argmax(words, stats[2])
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
-def _lce(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
-    none = jnp.zeros((0,), hidden.dtype)
-    return _lce_call(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, none, o, ())[0]
+def _lce_again(o, stats):
+    """Whether the forward makes no gradient and the backward calls again:
+    'none' (each row's upstream gradient weighs grad_weight differently),
+    or the entropy or the label's log-prob (their gradients known only then)."""
+    return o[0] == _REDUCTIONS["none"] or stats[0] or stats[1]
 
 
-def _lce_fwd(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(7, 8))
+def _lce(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o, stats):
+    out = _lce_call((hidden, weight, bias, labels, ce_weight, tau_rows, token_weight), None, None, o, (), stats)
+    return out[0], *out[4:]
+
+
+def _lce_fwd(hidden, weight, bias, labels, ce_weight, tau_rows, token_weight, o, stats):
     # symbolic_zeros: each argument comes with whether its gradient is asked
     # for (.perturbed), so that a frozen weight (or hidden) costs no GEMM.
     args = (hidden, weight, bias, labels, ce_weight, tau_rows, token_weight)
     inputs = tuple(a.value for a in args)
-    want = tuple(name for name, a in zip(("hidden", "weight", "bias"), args) if a.perturbed)
-    none = jnp.zeros((0,), inputs[0].dtype)
-    if o[0] == _REDUCTIONS["none"]:
-        # Each row's upstream gradient weighs grad_weight differently: the
-        # backward calls again with it. (The names wanted are the dict's
-        # keys: static, as residuals must be.)
-        loss = _lce_call(*inputs, none, o, ())[0]
-        return loss, (inputs, dict.fromkeys(want))
+    want = tuple(name for name, a in zip(_GRADS, args) if a.perturbed)
+    if _lce_again(o, stats):
+        # (The names wanted are the dict's keys: static, as residuals must be.)
+        loss, _, _, _, entropy, logprob, argmax = _lce_call(inputs, None, None, o, (), stats)
+        return (loss, entropy, logprob, argmax), (inputs, dict.fromkeys(want))
     # A sum or mean: every gradient wanted of a loss of 1 now (the logits'
     # GEMM once), scaled by the incoming scalar in the backward.
-    loss, *grads = _lce_call(*inputs, none, o, want)
-    return loss, (inputs, {name: g for name, g in zip(("hidden", "weight", "bias"), grads) if name in want})
+    loss, *grads, entropy, logprob, argmax = _lce_call(inputs, None, None, o, want, stats)
+    return (loss, entropy, logprob, argmax), (inputs, {n: g for n, g in zip(_GRADS, grads) if n in want})
 
 
-def _lce_bwd(o, res, g):
+def _lce_grads_again(o, stats, inputs, want, dloss, dentropy, dlogprob):
+    """The gradients wanted of sum(dloss * loss) + sum(dentropy * entropy) +
+    sum(dlogprob * logprob), by the call made again (as the PyTorch
+    package's _linear.grads_again): the log-prob's folded into each row's
+    dloss where every row's loss is -logprob (no class or token weights,
+    smoothing or z-loss), else one call more of the plain loss."""
+    hidden, weight, bias, labels, ce_weight, tau_rows, token_weight = inputs
+    rows, acc = hidden.shape[:-1], _acc(hidden.dtype)
+    zero = lambda v: isinstance(v, jax.custom_derivatives.SymbolicZero)
+    none = o[0] == _REDUCTIONS["none"]
+    dloss = jnp.zeros(rows if none else (), hidden.dtype) if zero(dloss) else dloss
+    dentropy = dentropy.astype(acc) if stats[0] and not zero(dentropy) else None
+    call = lambda opts, ins, dl, dent, acc_loss: _lce_call(ins, dl, dent, opts, want, acc_loss=acc_loss)[1:4]
+    if not stats[1] or zero(dlogprob):
+        return call(o, inputs, dloss.astype(hidden.dtype), dentropy, False)
+    if ce_weight.size == 0 and token_weight.size == 0 and o[2] == 0 and o[3] == 0:
+        dl = dloss.astype(acc)
+        if o[0] == _REDUCTIONS["mean"]:
+            # What the mean divides by: the rows that count (no weights here).
+            counted = (labels != o[1]) & (labels >= 0) & (labels < weight.shape[0])
+            dl = dl / jnp.maximum(counted.sum(), 1).astype(acc)
+        dl = jnp.broadcast_to(dl, rows) - dlogprob.astype(acc)
+        return call((_REDUCTIONS["none"],) + o[1:], inputs, dl, dentropy, True)
+    grads = call(o, inputs, dloss.astype(hidden.dtype), dentropy, False)
+    # d logp_y / dz = onehot(y) - p: the plain loss's gradient (no class or
+    # token weights, smoothing or z-loss) with dloss = -dlogprob.
+    plain = (_REDUCTIONS["none"], o[1], 0.0, 0.0) + o[4:]
+    empty = jnp.zeros((0,), acc)
+    extra = call(plain, (hidden, weight, bias, labels, empty, tau_rows, empty), -dlogprob.astype(acc), None, True)
+    return tuple(g + e if g.size else g for g, e in zip(grads, extra))
+
+
+def _lce_bwd(o, stats, res, cotangents):
     inputs, grads = res
-    hidden, weight, bias = inputs[:3]
-    soft = jnp.issubdtype(inputs[3].dtype, jnp.floating)
-    if isinstance(g, jax.custom_derivatives.SymbolicZero):
+    dloss, dentropy, dlogprob, _ = cotangents
+    zero = lambda v: isinstance(v, jax.custom_derivatives.SymbolicZero)
+    if _lce_again(o, stats):
+        made = _lce_grads_again(o, stats, inputs, tuple(grads), dloss, dentropy, dlogprob)
+        grads = {name: v for name, v in zip(_GRADS, made) if name in grads}
+    elif zero(dloss):
         grads = {}
-    elif o[0] == _REDUCTIONS["none"]:
-        made = _lce_call(*inputs, g.astype(hidden.dtype), o, tuple(grads))[1:]
-        grads = {name: v for name, v in zip(("hidden", "weight", "bias"), made) if name in grads}
     else:
-        grads = {name: v * g.astype(v.dtype) for name, v in grads.items()}
-    gh, gw, gb = (grads.get(name) for name in ("hidden", "weight", "bias"))
-    gb = gb if bias.size else None
-    return gh, gw, gb, (jnp.zeros_like(inputs[3]) if soft else None), None, None, None
+        grads = {name: v * dloss.astype(v.dtype) for name, v in grads.items()}
+    gh, gw, gb = (grads.get(name) for name in _GRADS)
+    soft = jnp.issubdtype(inputs[3].dtype, jnp.floating)
+    return gh, gw, gb if inputs[2].size else None, (jnp.zeros_like(inputs[3]) if soft else None), None, None, None
 
 
 _lce.defvjp(_lce_fwd, _lce_bwd, symbolic_zeros=True)
@@ -371,7 +426,8 @@ _lce.defvjp(_lce_fwd, _lce_bwd, symbolic_zeros=True)
 def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, ignore_index=-100, reduction="mean",
                          label_smoothing=0.0, z_loss=0.0, softcap=0.0, temperature=1.0, token_weight=None,
                          token_weight_mean="weights", all_ignored_zero=False, invalid_labels="raise", chunk_rows=0,
-                         memory_mib=0):
+                         memory_mib=0, return_entropy=False, return_logprob=False, return_argmax=False,
+                         plan="auto"):
     """cross_entropy(hidden @ weight.T + bias, labels), fused: the [N, V]
     logits are made a chunk of rows at a time (chunk_rows; 0 = xent's
     default) and never held whole; the scratch memory is at most memory_mib
@@ -380,9 +436,16 @@ def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, i
     plans, as xent.linear_cross_entropy). hidden [..., H], weight [V, H], bias
     [V]; labels integer [...] or probabilities [..., V]; ce_weight: class
     weights [V]. The other options are cross_entropy's (a temperature per
-    row and token_weight shaped like labels' rows). Gradients flow to
-    hidden, weight and bias (soft labels get none); the call makes only
-    those differentiated (a frozen weight costs no GEMM of its own)."""
+    row and token_weight shaped like labels' rows), and so are the
+    per-token outputs return_entropy, return_logprob and return_argmax (of
+    z = logits / temperature; the result is the loss, or a tuple of the loss
+    and what was asked, in that order, each shaped like the rows).
+    Gradients flow to hidden, weight and bias (soft labels get none), the
+    entropy's and the log-prob's included; the call makes only those
+    differentiated (a frozen weight costs no GEMM of its own). plan: "auto"
+    (by memory_mib), or "one_pass", "tiled_hidden_sum", "tiled", "on_chip"
+    (xent.h's xent_linear_ce_plan_kind; "on_chip" wants bf16 integer labels
+    on an sm_90 or sm_100 GPU, and sums its gradients in no fixed order)."""
     _register()
     hidden, weight = jnp.asarray(hidden), jnp.asarray(weight)
     labels = jnp.asarray(labels)
@@ -394,8 +457,12 @@ def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, i
         raise ValueError(f"xent_jax: hidden {hidden.shape} and weight {weight.shape} do not make [..., H] @ [V, H]^T")
     if weight.dtype != hidden.dtype:
         raise TypeError("xent_jax: hidden and weight must have one dtype")
+    if plan not in _LINEAR_PLANS:
+        raise ValueError(f"xent_jax: plan is {plan!r}; one of {', '.join(map(repr, _LINEAR_PLANS))} expected")
     rows = hidden.shape[:-1]
     soft = jnp.issubdtype(labels.dtype, jnp.floating)
+    if soft and (return_logprob or return_argmax):
+        raise ValueError("xent_jax: return_logprob and return_argmax are for integer labels")
     want_labels = rows + (weight.shape[0],) if soft else rows
     if labels.shape != want_labels:
         raise ValueError(f"xent_jax: labels have shape {labels.shape}; {want_labels} expected")
@@ -408,5 +475,8 @@ def linear_cross_entropy(hidden, weight, labels, bias=None, *, ce_weight=None, i
     tw = _optional(token_weight, rows, acc, "token_weight")
     o = (_REDUCTIONS[reduction], int(ignore_index), float(label_smoothing), float(z_loss), float(softcap),
          1.0 if per_row_tau else float(temperature), bool(all_ignored_zero), invalid_labels == "ignore",
-         token_weight_mean == "count", int(chunk_rows), int(memory_mib))
-    return _lce(hidden, weight, bias, labels, ce_weight, tau_rows, tw, o)
+         token_weight_mean == "count", int(chunk_rows), int(memory_mib), _LINEAR_PLANS[plan])
+    stats = (bool(return_entropy), bool(return_logprob), bool(return_argmax))
+    loss, entropy, logprob, argmax = _lce(hidden, weight, bias, labels, ce_weight, tau_rows, tw, o, stats)
+    extra = [v for v, want in zip((entropy, logprob, argmax), stats) if want]
+    return (loss, *extra) if extra else loss

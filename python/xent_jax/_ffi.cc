@@ -12,8 +12,9 @@
 //       -> records                        a vocabulary slice's, for the caller's all_gather
 //   xent_softmax_fwd(x) -> y;  xent_softmax_bwd(y, dy) -> dx
 //                                         attributes: axis, log (log-softmax)
-//   xent_lce(hidden, weight, bias, labels, ce_weight, temperature, token_weight, dloss)
-//       -> (loss, grad_hidden, grad_weight, grad_bias)   the fused linear cross entropy
+//   xent_lce(hidden, weight, bias, labels, ce_weight, temperature, token_weight, dloss, dentropy)
+//       -> (loss, grad_hidden, grad_weight, grad_bias, entropy, label_logprob, argmax)
+//                                         the fused linear cross entropy
 //
 // An optional input (weights, a temperature or token weight per row,
 // dentropy) or output (grad_labels, the per-token outputs) is a buffer of no
@@ -274,15 +275,18 @@ ffi::Error records(xent_backend_kind kind, void* stream, ffi::ScratchAllocator s
 
 // The fused linear cross entropy: logits = hidden @ weight^T (+ bias) a
 // chunk of rows at a time, never whole; every gradient whose buffer is not
-// empty, of sum(dloss * loss) (dloss empty: of the loss itself).
+// empty, of sum(dloss * loss) (dloss empty: of the loss itself) plus
+// sum(dentropy * entropy) where dentropy is given; the per-token outputs
+// whose buffers are not empty.
 ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer hidden,
                   ffi::AnyBuffer weight, ffi::AnyBuffer bias, ffi::AnyBuffer labels, ffi::AnyBuffer ce_weight,
                   ffi::AnyBuffer temperature, ffi::AnyBuffer token_weight, ffi::AnyBuffer dloss,
-                  ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> grad_hidden,
-                  ffi::Result<ffi::AnyBuffer> grad_weight, ffi::Result<ffi::AnyBuffer> grad_bias, int64_t reduction,
-                  int64_t ignore_index, double label_smoothing, double z_loss, double softcap, double tau,
-                  bool all_ignored_zero, bool ignore_invalid_labels, bool token_weight_count, int64_t chunk_rows,
-                  int64_t memory_mib) {
+                  ffi::AnyBuffer dentropy, ffi::Result<ffi::AnyBuffer> loss, ffi::Result<ffi::AnyBuffer> grad_hidden,
+                  ffi::Result<ffi::AnyBuffer> grad_weight, ffi::Result<ffi::AnyBuffer> grad_bias,
+                  ffi::Result<ffi::AnyBuffer> entropy, ffi::Result<ffi::AnyBuffer> logprob,
+                  ffi::Result<ffi::AnyBuffer> argmax, int64_t reduction, int64_t ignore_index, double label_smoothing,
+                  double z_loss, double softcap, double tau, bool all_ignored_zero, bool ignore_invalid_labels,
+                  bool token_weight_count, int64_t chunk_rows, int64_t memory_mib, int64_t plan, bool acc_loss) {
   xent_dtype dtype;
   if (!dtype_of(hidden.element_type(), &dtype) || weight.element_type() != hidden.element_type())
     return ffi::Error::InvalidArgument("xent: hidden and weight must be one float type");
@@ -305,14 +309,18 @@ ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator sc
   d.ce.all_ignored_zero = all_ignored_zero;
   d.ce.invalid_labels = ignore_invalid_labels ? XENT_INVALID_LABELS_IGNORE : XENT_INVALID_LABELS_REPORT;
   d.ce.token_weight_mean = token_weight_count ? XENT_TOKEN_WEIGHT_MEAN_COUNT : XENT_TOKEN_WEIGHT_MEAN_WEIGHTS;
+  if (acc_loss) d.ce.loss_dtype = dtype == XENT_F64 ? XENT_F64 : XENT_F32;  // loss and dloss
   d.chunk_rows = chunk_rows;
   d.memory_mib = memory_mib;
+  d.plan = (int)plan;
   const size_t rows = (size_t)N, n_loss = reduction == XENT_REDUCTION_NONE ? rows : 1;
   if (!sized(labels, label == XENT_PROB ? rows * (size_t)V : rows, false) || !sized(bias, (size_t)V, true) ||
       !sized(ce_weight, (size_t)V, true) || !sized(temperature, rows, true) || !sized(token_weight, rows, true) ||
       !sized(dloss, n_loss, true) || !sized(*loss, n_loss, false) ||
       !sized(*grad_hidden, hidden.element_count(), true) || !sized(*grad_weight, weight.element_count(), true) ||
-      !sized(*grad_bias, (size_t)V, true) || (grad_bias->element_count() && !bias.element_count()))
+      !sized(*grad_bias, (size_t)V, true) || (grad_bias->element_count() && !bias.element_count()) ||
+      !sized(dentropy, rows, true) || !sized(*entropy, rows, true) || !sized(*logprob, rows, true) ||
+      !sized(*argmax, 2 * rows, true))
     return ffi::Error::InvalidArgument("xent: a buffer's size does not match hidden, weight or the rows");
   xent_linear_ce_tensors t;
   memset(&t, 0, sizeof t);
@@ -328,6 +336,10 @@ ffi::Error linear(xent_backend_kind kind, void* stream, ffi::ScratchAllocator sc
   t.grad_hidden = grad_hidden->element_count() ? grad_hidden->untyped_data() : nullptr;
   t.grad_weight = grad_weight->element_count() ? grad_weight->untyped_data() : nullptr;
   t.grad_bias = grad_bias->element_count() ? grad_bias->untyped_data() : nullptr;
+  t.dentropy = optional(dentropy);
+  t.entropy = entropy->element_count() ? entropy->untyped_data() : nullptr;
+  t.label_logprob = logprob->element_count() ? logprob->untyped_data() : nullptr;
+  t.argmax = argmax->element_count() ? (int64_t*)argmax->untyped_data() : nullptr;
   xent_status s;
   xent_handle* h = handle_for(kind, &s);
   if (s != XENT_OK) return xent_error("xent_create");
@@ -458,9 +470,11 @@ auto records_args(B&& b) {
 
 template <class B>
 auto linear_args(B&& b) {
-  return loss_attrs(buffers_out<4>(buffers_in<8>(std::move(b).template Ctx<ffi::ScratchAllocator>())))
+  return loss_attrs(buffers_out<7>(buffers_in<9>(std::move(b).template Ctx<ffi::ScratchAllocator>())))
       .template Attr<int64_t>("chunk_rows")
-      .template Attr<int64_t>("memory_mib");
+      .template Attr<int64_t>("memory_mib")
+      .template Attr<int64_t>("plan")
+      .template Attr<bool>("acc_loss");
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(xent_ce_records_cpu,
