@@ -764,12 +764,14 @@ static XENT_GLOBAL void __launch_bounds__(XENT_LCE_CHIP_THREADS)
       store(0, kept);
       store(1, g2);
     }
-    // G for the tensor cores, every thread's after the loop's first barrier.
+    // G for the tensor cores (and grad_bias), every thread's: a barrier of
+    // its own, for the operands' wait below is an mbarrier's, which orders
+    // no thread's stores before another's products.
     xent_wg_publish_smem();
+    __syncthreads();
     // grad_bias: G's column sums (as stored, the products' operand), a
     // thread a column over the block's rows, one atomic a column.
     if (a.grad_bias) {
-      __syncthreads();
       for (int c = t; c < kClasses; c += XENT_LCE_CHIP_THREADS) {
         float sum = 0.0f;
         for (int r = 0; r < kRows; ++r) sum += xent_load_bf16(smem[xent_wg_address(g_k, B::kG, r, c) / 2]);
