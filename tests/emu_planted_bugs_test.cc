@@ -1,7 +1,8 @@
 // The emulator's own checks, each shown to fire on the bug it exists for and
 // to stay quiet on the corrected kernel: a missing __syncthreads, a divergent
 // barrier, a barrier some threads skip, an out-of-range shared index,
-// lockstep-reliant warp code (a whole warp, and groups of a warp each with
+// an mbarrier's wait taken for a barrier, lockstep-reliant warp code (a
+// whole warp, and groups of a warp each with
 // its own __syncwarp mask), a shuffle with an exited lane, a deadlock
 // between a shuffle and a barrier, launch configurations the hardware
 // refuses, and in thread-block clusters: distributed shared memory read
@@ -79,6 +80,24 @@ __global__ void block_sum(const float* in, float* out, int with_barrier) {
   XENT_SHARED_ARRAY(float, sm, 256);
   sm[threadIdx.x] = in[threadIdx.x];
   if (with_barrier) __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (unsigned i = 0; i < blockDim.x; ++i) s += sm[i];
+    out[0] = s;
+  }
+}
+
+// ---- an mbarrier's wait is no barrier -------------------------------------------
+
+// Every thread stores its value, then waits on an mbarrier (as for a tensor
+// copy), then thread 0 sums all of them: on a GPU the wait orders no
+// thread's stores for another (the sm_90a pass 2's G before its products
+// was such a bug), so a race unless a __syncthreads() comes between.
+__global__ void stores_then_mbarrier_wait(const float* in, float* out, int with_barrier) {
+  XENT_SHARED_ARRAY(float, sm, 64);
+  sm[threadIdx.x] = in[threadIdx.x];
+  if (with_barrier) __syncthreads();
+  xent_emu_mbarrier_wait(__FILE__, __LINE__);
   if (threadIdx.x == 0) {
     float s = 0;
     for (unsigned i = 0; i < blockDim.x; ++i) s += sm[i];
@@ -355,6 +374,9 @@ int main() {
   printf("planted bugs (each must be reported):\n");
   expect_report("missing __syncthreads", LAUNCH(block_sum, 32, XENT_EMU_SMEM_CUDA, (1), (256), 0, in.data(), out.data(), 0),
                 {"kernel block_sum", "block (0,0,0)", "thread (0,0,0)", "shared memory race on sm[", "__syncthreads()"});
+  expect_report("stores, then an mbarrier's wait only",
+                LAUNCH(stores_then_mbarrier_wait, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
+                {"kernel stores_then_mbarrier_wait", "thread (0,0,0)", "shared memory race on sm[", "__syncthreads()"});
   expect_report("mixed views, no __syncthreads", LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 0),
                 {"race on words[5]", "thread 33 read it"});
   expect_report("divergent barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 1),
@@ -395,6 +417,8 @@ int main() {
   expect_clean("scratch reused after a barrier",
                LAUNCH(scratch_reuse, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, out.data(), 1));
   expect(out[0] == 3.0f && out[63] == 3.0f, "scratch_reuse adds 1 + 2");
+  expect_clean("stores, a __syncthreads, then an mbarrier's wait",
+               LAUNCH(stores_then_mbarrier_wait, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 1));
   expect_clean("mixed views, with __syncthreads",
                LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 1));
   expect_clean("uniform barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 0));

@@ -19,10 +19,12 @@
 //   products are both the async proxy's.
 // - The emulator: the issuing thread's boxes are in flight from the issue
 //   (any access to their bytes is reported, as a cp.async's), land at its
-//   wait (the bytes expected checked against the boxes' sum), and the wait
-//   is a block barrier after which every thread checks that the phase it
-//   waits for is the last completed (else a GPU would wait forever, or read
-//   before the bytes land).
+//   wait (the bytes expected checked against the boxes' sum), and every
+//   thread leaves the wait together, each checking that the phase it waits
+//   for is the last completed (else a GPU would wait forever, or read
+//   before the bytes land). The wait orders the boxes' bytes before every
+//   thread's reads, and nothing else: a thread's own stores are ordered
+//   for another only by a block barrier, as on a GPU.
 #pragma once
 
 #include "target.h"
@@ -54,7 +56,7 @@ static inline int xent_tensor_map_bf16(xent_tensor_map* m, const void* base, int
 template <typename Bars>
 XENT_DEVICE void xent_tensor_init(Bars bars, int n) {
   if (threadIdx.x == 0)
-    for (int b = 0; b < n; ++b) bars[b] = 0;  // the phases completed
+    for (int b = 0; b < n; ++b) bars.base()[b] = 0;  // the phases completed
   __syncthreads();
 }
 
@@ -96,7 +98,7 @@ struct xent_tensor_loads {
       int64_t index[XENT_TENSOR_LINE];
       line_of(b.at, r, index);
       xent_emu_shared_async_n(b.base, index, XENT_TENSOR_LINE, b.count, b.name, XENT_EMU_ASYNC_COPY, 0);
-      xent_emu_shared_accesses(b.base, index, XENT_TENSOR_LINE, b.count, b.name, 1);
+      xent_emu_shared_landed(b.base, index, XENT_TENSOR_LINE, b.count, b.name);
       const int64_t row = (int64_t)b.row + r;
       for (int k = 0; k < XENT_TENSOR_LINE; ++k) {
         const int64_t column = (int64_t)b.column + k;
@@ -118,7 +120,9 @@ struct xent_tensor_loads {
 // bit flips.
 template <typename Bars>
 XENT_DEVICE void xent_mbarrier_passed(Bars bars, int b, uint32_t& phases) {
-  const uint64_t done = bars[b];
+  // (The model's state of the mbarrier, an object of the hardware's that
+  // synchronizes: read and written unchecked by the race detector.)
+  const uint64_t done = bars.base()[b];
   const unsigned parity = (phases >> b) & 1u;
   if (done == 0 || ((done - 1) & 1u) != parity)
     xent_emu_fail("mbarrier %s[%d]: a wait for the phase of parity %u, but %llu phases have completed (on a GPU it "
@@ -184,9 +188,9 @@ XENT_DEVICE void xent_tensor_wait(xent_tensor_loads& l, Bars bars, int b) {
     }
     l.n = kept;
     l.arrived[b] = false, l.expected[b] = l.sent[b] = 0;
-    bars[b] = bars[b] + 1;
+    bars.base()[b] += 1;
   }
-  __syncthreads();
+  xent_emu_mbarrier_wait(__FILE__, __LINE__);
   xent_mbarrier_passed(bars, b, l.phases);
 }
 #else

@@ -88,9 +88,9 @@ struct xent_tm_products {
     return e;
   }
   static void in_flight(const issued& p, int begin) {
-    xent_emu_shared_async_n(p.a.base, elements_a(p), XENT_TM_ROWS * 16, p.a.count, p.a.name, XENT_EMU_ASYNC_PRODUCT,
-                            begin);
-    xent_emu_shared_async_n(p.b.base, elements_b(p), p.n * 16, p.b.count, p.b.name, XENT_EMU_ASYNC_PRODUCT, begin);
+    const int kind = XENT_EMU_ASYNC_COMMITTED_PRODUCT;
+    xent_emu_shared_async_n(p.a.base, elements_a(p), XENT_TM_ROWS * 16, p.a.count, p.a.name, kind, begin);
+    xent_emu_shared_async_n(p.b.base, elements_b(p), p.n * 16, p.b.count, p.b.name, kind, begin);
     xent_emu_tensor_product((int)(p.d & 0xFFFFu), p.n, begin ? 1 : -1);
   }
   // D (+)= A B into tensor memory, from the shared memory as it is now.
@@ -98,11 +98,11 @@ struct xent_tm_products {
     in_flight(p, 0);
     static thread_local float a[XENT_TM_ROWS][16], b[256][16];
     const int64_t* ea = elements_a(p);
-    xent_emu_shared_accesses(p.a.base, ea, XENT_TM_ROWS * 16, p.a.count, p.a.name, 0);
+    xent_emu_shared_accesses(p.a.base, ea, XENT_TM_ROWS * 16, p.a.count, p.a.name, XENT_EMU_PRODUCT_READ);
     for (int r = 0; r < XENT_TM_ROWS; ++r)
       for (int k = 0; k < 16; ++k) a[r][k] = xent_bf16_to_float(p.a.base[ea[16 * r + k]]);
     const int64_t* eb = elements_b(p);
-    xent_emu_shared_accesses(p.b.base, eb, p.n * 16, p.b.count, p.b.name, 0);
+    xent_emu_shared_accesses(p.b.base, eb, p.n * 16, p.b.count, p.b.name, XENT_EMU_PRODUCT_READ);
     for (int c = 0; c < p.n; ++c)
       for (int k = 0; k < 16; ++k) b[c][k] = xent_bf16_to_float(p.b.base[eb[16 * c + k]]);
     uint32_t* cells = xent_emu_tensor_memory();
@@ -177,9 +177,11 @@ XENT_DEVICE void xent_tm_wait(xent_tm_products& q, Bars bars, int b) {
     }
     q.n = kept;
     q.arrived[b] = false;
-    bars[b] = bars[b] + 1;
+    bars.base()[b] += 1;
   }
-  __syncthreads();
+  // (Every thread leaves together; the wait orders none of their own
+  // accesses, as on a GPU.)
+  xent_emu_mbarrier_wait(__FILE__, __LINE__);
   xent_mbarrier_passed(bars, b, q.phases);
 }
 

@@ -64,6 +64,7 @@ typedef struct fiber {
      (a cluster sync is one too), warp syncs (__syncwarp) passed, and
      cluster syncs passed. */
   uint32_t bar, ws, cbar;
+  int unordered; /* waiting at an mbarrier's wait, which orders no thread's accesses */
 } fiber;
 
 /* Per element of a shared allocation: the last writer and the two most
@@ -237,6 +238,15 @@ static void block_barrier(fiber* f, int vote, const char* file, int line) {
 
 void xent_emu_syncthreads(const char* file, int line) { block_barrier(self("__syncthreads"), 0, file, line); }
 
+/* An mbarrier's wait, every thread of the block at one site: they leave
+   together (the model's), but it orders none of their own accesses, as on
+   a GPU (only the asynchronous copies and products it waits for). */
+void xent_emu_mbarrier_wait(const char* file, int line) {
+  fiber* f = self("mbarrier wait");
+  f->unordered = 1;
+  block_barrier(f, 0, file, line);
+}
+
 int xent_emu_syncthreads_or(int p, const char* file, int line) {
   fiber* f = self("__syncthreads_or");
   block_barrier(f, p, file, line);
@@ -400,7 +410,8 @@ static void try_complete_barrier(block_state* b) {
     if (g->state == F_BARRIER) {
       g->state = F_RUNNABLE;
       g->result = any;
-      g->bar++;
+      if (!g->unordered) g->bar++;
+      g->unordered = 0;
     }
   }
   b->barrier_waiting = 0;
@@ -689,7 +700,10 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
   for (int k = 0; k < n; ++k) check_access(me, &a->records[first + k], index, name, is_write);
 }
 
-/* One access by `me` to element `index`, whose record is r. */
+/* One access by `me` to element `index`, whose record is r: a read, a
+   write, or the tensor cores' read of an operand (XENT_EMU_PRODUCT_READ:
+   checked as a read, not recorded, for the wait for the products' commit
+   orders it before every thread's later write). */
 static void check_access(fiber* me, access_record* r, int64_t index, const char* name, int is_write) {
   /* Asynchronous accesses in flight: whatever orders this access, the
      copy may land, and the product read, at any time before their wait. */
@@ -699,16 +713,16 @@ static void check_access(fiber* me, access_record* r, int64_t index, const char*
     else snprintf(who, sizeof who, "thread %d's", r->copy_into % L->threads);
     xent_emu_fail("shared memory %s[%lld]: this thread %s it while %s asynchronous copy into it is in flight "
                   "(cp.async or cp.async.bulk.tensor issued, not yet waited for)",
-                  name, (long long)index, is_write ? "writes" : "reads", who);
+                  name, (long long)index, is_write == 1 ? "writes" : "reads", who);
   }
-  if (is_write && r->products)
+  if (is_write == 1 && r->products)
     xent_emu_fail("shared memory %s[%lld]: this thread writes it while %u tensor-core product(s) reading it are in "
                   "flight (wgmma or tcgen05.mma issued, not yet waited for)", name, (long long)index, r->products);
   const sync_stamp* bad = NULL;
   const char* did = "wrote";
   if (!ordered(me, r->writer)) bad = &r->writer;
-  else if (is_write && !ordered(me, r->reader)) bad = &r->reader, did = "read";
-  else if (is_write && !ordered(me, r->reader2)) bad = &r->reader2, did = "read";
+  else if (is_write == 1 && !ordered(me, r->reader)) bad = &r->reader, did = "read";
+  else if (is_write == 1 && !ordered(me, r->reader2)) bad = &r->reader2, did = "read";
   if (bad) {
     /* The other thread, and the sync that would have ordered the two. */
     const int other_rank = bad->who / L->threads;
@@ -721,10 +735,11 @@ static void check_access(fiber* me, access_record* r, int64_t index, const char*
       snprintf(who, sizeof who, "thread %d of block %s (another block of the cluster)", bad->who % L->threads, b);
     }
     xent_emu_fail("shared memory race on %s[%lld]: this thread %s it, %s %s it with no %s between", name,
-                  (long long)index, is_write ? "writes" : "reads", who, did,
+                  (long long)index, is_write == 1 ? "writes" : "reads", who, did,
                   other_rank == me->blk->rank ? "__syncthreads() or __syncwarp()" : "cluster sync");
   }
   const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  if (is_write == XENT_EMU_PRODUCT_READ) return;
   if (is_write) {
     r->writer = now;
   } else {
@@ -748,7 +763,9 @@ void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int6
     const int m = view_records(a, index[i], count, &first);
     for (int k = 0; k < m; ++k) {
       access_record* r = &a->records[first + k];
-      if (begin) check_access(me, r, index[i], name, kind == XENT_EMU_ASYNC_COPY);
+      if (begin)
+        check_access(me, r, index[i], name,
+                     kind == XENT_EMU_ASYNC_COPY ? 1 : kind == XENT_EMU_ASYNC_PRODUCT ? 0 : XENT_EMU_PRODUCT_READ);
       if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
       else r->products += begin ? 1u : (uint32_t)-1;
     }
@@ -765,6 +782,19 @@ void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int
     int64_t first;
     const int m = view_records(a, index[i], count, &first);
     for (int k = 0; k < m; ++k) check_access(me, &a->records[first + k], index[i], name, is_write);
+  }
+}
+
+void xent_emu_shared_landed(const void* base, const int64_t* index, int n, int64_t count, const char* name) {
+  fiber* me = self("shared memory");
+  for (int i = 0; i < n; ++i) check_index(index[i], count, name);
+  shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
+  if (!a) return;
+  const sync_stamp async = {-1, 0, 0, 0};
+  for (int i = 0; i < n; ++i) {
+    int64_t first;
+    const int m = view_records(a, index[i], count, &first);
+    for (int k = 0; k < m; ++k) a->records[first + k].writer = async;
   }
 }
 
@@ -1010,11 +1040,12 @@ void xent_emu_tensor_product(int column, int columns, int delta) {
   tensor_range("tcgen05.mma", column, columns);
   fiber* me = L->current;
   block_state* b = me->blk;
-  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
   for (int c = column; c < column + columns; ++c) {
     access_record* r = &b->tensor_access[c];
     /* Issued: every earlier load of the column ordered before it (the
-       tensor cores may write it at once); done: its writes, as the issuer's. */
+       tensor cores may write it at once); done (at the wait for its
+       commit's mbarrier, which every thread leaves together): its writes,
+       ordered before every load after that wait, as a landed copy's. */
     const sync_stamp* bad = delta < 0                    ? NULL
                             : !ordered(me, r->reader)  ? &r->reader
                             : !ordered(me, r->reader2) ? &r->reader2
@@ -1024,7 +1055,7 @@ void xent_emu_tensor_product(int column, int columns, int delta) {
                     "thread %d's load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
                     "tcgen05.fence::after_thread_sync between)",
                     c, bad->who % L->threads);
-    if (delta < 0) r->writer = now;
+    if (delta < 0) r->writer = (sync_stamp){-1, 0, 0, 0};
     b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
   }
 }

@@ -143,6 +143,12 @@ void xent_emu_cluster_sync(const char* file, int line);
 /* __syncthreads() at file:line. */
 void xent_emu_syncthreads(const char* file, int line);
 
+/* An mbarrier's wait at file:line, every thread of the block at it: the
+   threads leave together, but it orders none of their accesses (a
+   __syncthreads() does); what it orders is the asynchronous copies' bytes
+   landed (xent_emu_shared_landed). */
+void xent_emu_mbarrier_wait(const char* file, int line);
+
 /* __syncthreads_or(p) at file:line: the barrier, and whether p was nonzero
    in any thread of the block (the same answer in all of them). */
 int xent_emu_syncthreads_or(int p, const char* file, int line);
@@ -191,17 +197,27 @@ void xent_emu_shared_access(const void* base, int64_t index, int64_t count, cons
    checked as a write for a copy and a read for a product is) or completes
    (0, at its wait): a copy into it by this thread (a tensor copy,
    kernels/device/tensor_copy.h) or a tensor-core product that reads it
-   (wgmma, warpgroup_mma.h). While one is in flight, any access to a
-   copy's element and any write to a product's is reported, whatever
-   barriers come between: the hardware may land or read it at any time
-   before the wait. */
-enum { XENT_EMU_ASYNC_COPY = 0, XENT_EMU_ASYNC_PRODUCT = 1 };
+   (wgmma, warpgroup_mma.h; XENT_EMU_ASYNC_COMMITTED_PRODUCT: tcgen05's,
+   whose read is not recorded as the issuer's, since the wait for its
+   commit's mbarrier orders it before every waiting thread's later write).
+   While one is in flight, any access to a copy's element and any write to
+   a product's is reported, whatever barriers come between: the hardware
+   may land or read it at any time before the wait. */
+enum { XENT_EMU_ASYNC_COPY = 0, XENT_EMU_ASYNC_PRODUCT = 1, XENT_EMU_ASYNC_COMMITTED_PRODUCT = 2 };
 void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin);
 /* The same for n elements of one array (index[0..n)), the array looked up
    once: the tensor cores' operands, a tensor copy's box. */
 void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int64_t count, const char* name, int kind,
                              int begin);
-/* Accesses to n elements of one array, checked as xent_emu_shared_access's. */
+/* n elements of one array written by an asynchronous copy that has landed:
+   ordered before every access after the wait for its mbarrier (which the
+   model's block-wide wait puts every thread after). */
+void xent_emu_shared_landed(const void* base, const int64_t* index, int n, int64_t count, const char* name);
+/* Accesses to n elements of one array, checked as xent_emu_shared_access's;
+   is_write may also be XENT_EMU_PRODUCT_READ: the tensor cores' read of an
+   operand, checked as a read but not recorded (the wait for their commit
+   orders it before every thread's later write). */
+enum { XENT_EMU_PRODUCT_READ = 2 };
 void xent_emu_shared_accesses(const void* base, const int64_t* index, int n, int64_t count, const char* name,
                               int is_write);
 
