@@ -1,7 +1,8 @@
 // The emulator's own checks, each shown to fire on the bug it exists for and
 // to stay quiet on the corrected kernel: a missing __syncthreads, a divergent
 // barrier, a barrier some threads skip, an out-of-range shared index,
-// an mbarrier's wait taken for a barrier, lockstep-reliant warp code (a
+// an mbarrier's wait taken for a barrier, a store the tensor cores read
+// with no proxy fence, lockstep-reliant warp code (a
 // whole warp, and groups of a warp each with
 // its own __syncwarp mask), a shuffle with an exited lane, a deadlock
 // between a shuffle and a barrier, launch configurations the hardware
@@ -102,6 +103,24 @@ __global__ void stores_then_mbarrier_wait(const float* in, float* out, int with_
     float s = 0;
     for (unsigned i = 0; i < blockDim.x; ++i) s += sm[i];
     out[0] = s;
+  }
+}
+
+// ---- a store the tensor cores read, with no proxy fence ----------------------
+
+// Every thread stores its value and (with_fence) fences the async proxy,
+// a barrier, then thread 0 issues a product over all of them and waits:
+// without the fence the tensor cores may read the old bytes.
+__global__ void product_of_stores(const float* in, int with_fence) {
+  XENT_SHARED_ARRAY(float, sm, 64);
+  sm[threadIdx.x] = in[threadIdx.x];
+  if (with_fence) xent_emu_proxy_fence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int64_t all[64];
+    for (int i = 0; i < 64; ++i) all[i] = i;
+    xent_emu_shared_async_n(sm.base(), all, 64, 64, "sm", XENT_EMU_ASYNC_PRODUCT, 1);
+    xent_emu_shared_async_n(sm.base(), all, 64, 64, "sm", XENT_EMU_ASYNC_PRODUCT, 0);
   }
 }
 
@@ -377,6 +396,9 @@ int main() {
   expect_report("stores, then an mbarrier's wait only",
                 LAUNCH(stores_then_mbarrier_wait, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 0),
                 {"kernel stores_then_mbarrier_wait", "thread (0,0,0)", "shared memory race on sm[", "__syncthreads()"});
+  expect_report("a product of stores, no proxy fence",
+                LAUNCH(product_of_stores, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), 0),
+                {"kernel product_of_stores", "sm[0]", "thread 0's store", "no fence.proxy.async"});
   expect_report("mixed views, no __syncthreads", LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 0),
                 {"race on words[5]", "thread 33 read it"});
   expect_report("divergent barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 1),
@@ -419,6 +441,8 @@ int main() {
   expect(out[0] == 3.0f && out[63] == 3.0f, "scratch_reuse adds 1 + 2");
   expect_clean("stores, a __syncthreads, then an mbarrier's wait",
                LAUNCH(stores_then_mbarrier_wait, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), out.data(), 1));
+  expect_clean("a product of stores, each fenced",
+               LAUNCH(product_of_stores, 32, XENT_EMU_SMEM_CUDA, (1), (64), 0, in.data(), 1));
   expect_clean("mixed views, with __syncthreads",
                LAUNCH(mixed_views, 32, XENT_EMU_SMEM_CUDA, (1), (64), 64, out.data(), 1));
   expect_clean("uniform barrier", LAUNCH(divergent_barrier, 32, XENT_EMU_SMEM_CUDA, (2), (64), 0, 0));

@@ -285,7 +285,9 @@ XENT_DEVICE void xent_wg_wait(xent_wg_acc<N>& acc) {
 // makes every thread's visible (fence.proxy.async). Not needed for bytes a
 // bulk copy wrote.
 XENT_DEVICE void xent_wg_publish_smem() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(XENT_EMU)
+#if defined(XENT_EMU)
+  xent_emu_proxy_fence();  // (a product that reads a store with none after it is reported)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
 #endif
 }

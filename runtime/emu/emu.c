@@ -65,6 +65,7 @@ typedef struct fiber {
      cluster syncs passed. */
   uint32_t bar, ws, cbar;
   int unordered; /* waiting at an mbarrier's wait, which orders no thread's accesses */
+  uint32_t proxy_fences; /* fence.proxy.async executed (xent_emu_proxy_fence) */
 } fiber;
 
 /* Per element of a shared allocation: the last writer and the two most
@@ -75,6 +76,7 @@ typedef struct fiber {
 typedef struct sync_stamp {
   int32_t who;
   uint32_t bar, ws, cbar;
+  uint32_t fences; /* the thread's proxy fences at the access */
 } sync_stamp;
 
 typedef struct access_record {
@@ -520,7 +522,7 @@ static void report_deadlock(void) {
 
 static void init_records(shared_alloc* a) {
   a->records = malloc((a->count ? a->count : 1) * sizeof *a->records);
-  const sync_stamp none = {-1, 0, 0, 0};
+  const sync_stamp none = {-1, 0, 0, 0, 0};
   for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){none, none, none, -1, 0};
 }
 
@@ -738,7 +740,7 @@ static void check_access(fiber* me, access_record* r, int64_t index, const char*
                   (long long)index, is_write == 1 ? "writes" : "reads", who, did,
                   other_rank == me->blk->rank ? "__syncthreads() or __syncwarp()" : "cluster sync");
   }
-  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar, me->proxy_fences};
   if (is_write == XENT_EMU_PRODUCT_READ) return;
   if (is_write) {
     r->writer = now;
@@ -746,6 +748,22 @@ static void check_access(fiber* me, access_record* r, int64_t index, const char*
     if (r->reader.who != me->gid) r->reader2 = r->reader;
     r->reader = now;
   }
+}
+
+void xent_emu_proxy_fence(void) { self("fence.proxy.async")->proxy_fences++; }
+
+/* A product issued over element `index`, whose record is r: a generic store
+   to it must be followed by its thread's fence.proxy.async (and a barrier,
+   which check_access asks for) before the tensor cores, which read through
+   the async proxy, may see it. A copy's landed bytes need none. */
+static void check_published(access_record* r, int64_t index, const char* name) {
+  const sync_stamp w = r->writer;
+  if (w.who < 0) return;
+  const fiber* writer = &L->blocks[w.who / L->threads].fibers[w.who % L->threads];
+  if (writer->proxy_fences > w.fences) return;
+  xent_emu_fail("shared memory %s[%lld]: a tensor-core product reads it, but thread %d's store to it has no "
+                "fence.proxy.async after it (xent_wg_publish_smem, then a barrier): the tensor cores read through "
+                "the async proxy and may see the old bytes", name, (long long)index, w.who % L->threads);
 }
 
 void xent_emu_shared_async(const void* base, int64_t index, int64_t count, const char* name, int kind, int begin) {
@@ -766,6 +784,7 @@ void xent_emu_shared_async_n(const void* base, const int64_t* index, int n, int6
       if (begin)
         check_access(me, r, index[i], name,
                      kind == XENT_EMU_ASYNC_COPY ? 1 : kind == XENT_EMU_ASYNC_PRODUCT ? 0 : XENT_EMU_PRODUCT_READ);
+      if (begin && kind != XENT_EMU_ASYNC_COPY) check_published(r, index[i], name);
       if (kind == XENT_EMU_ASYNC_COPY) r->copy_into = begin ? me->gid : -1;
       else r->products += begin ? 1u : (uint32_t)-1;
     }
@@ -790,7 +809,7 @@ void xent_emu_shared_landed(const void* base, const int64_t* index, int n, int64
   for (int i = 0; i < n; ++i) check_index(index[i], count, name);
   shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
   if (!a) return;
-  const sync_stamp async = {-1, 0, 0, 0};
+  const sync_stamp async = {-1, 0, 0, 0, 0};
   for (int i = 0; i < n; ++i) {
     int64_t first;
     const int m = view_records(a, index[i], count, &first);
@@ -968,7 +987,7 @@ static void free_shared(block_state* b) {
   b->tensor_used = b->tensor_relinquished = 0;
   b->tensor_allocated = 0;
   memset(b->tensor_busy, 0, sizeof b->tensor_busy);
-  const sync_stamp none = {-1, 0, 0, 0};
+  const sync_stamp none = {-1, 0, 0, 0, 0};
   for (int c = 0; c < XENT_EMU_TMEM_COLUMNS; ++c) b->tensor_access[c] = (access_record){none, none, none, -1, 0};
 }
 
@@ -1055,7 +1074,7 @@ void xent_emu_tensor_product(int column, int columns, int delta) {
                     "thread %d's load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
                     "tcgen05.fence::after_thread_sync between)",
                     c, bad->who % L->threads);
-    if (delta < 0) r->writer = (sync_stamp){-1, 0, 0, 0};
+    if (delta < 0) r->writer = (sync_stamp){-1, 0, 0, 0, 0};
     b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
   }
 }
@@ -1064,7 +1083,7 @@ void xent_emu_tensor_read(int column, int columns, const char* what) {
   tensor_range(what, column, columns);
   fiber* me = L->current;
   block_state* b = me->blk;
-  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar};
+  const sync_stamp now = {me->gid, me->bar, me->ws, me->cbar, me->proxy_fences};
   for (int c = column; c < column + columns; ++c) {
     if (b->tensor_busy[c])
       xent_emu_fail("%s: tensor memory column %d read while %u tensor-core product(s) writing it are in flight (the "

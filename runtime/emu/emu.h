@@ -143,6 +143,11 @@ void xent_emu_cluster_sync(const char* file, int line);
 /* __syncthreads() at file:line. */
 void xent_emu_syncthreads(const char* file, int line);
 
+/* fence.proxy.async by the current thread: its shared-memory stores before
+   it may be read by the tensor cores (xent_emu_shared_async_n's products
+   check that each generic store they read was followed by one). */
+void xent_emu_proxy_fence(void);
+
 /* An mbarrier's wait at file:line, every thread of the block at it: the
    threads leave together, but it orders none of their accesses (a
    __syncthreads() does); what it orders is the asynchronous copies' bytes
