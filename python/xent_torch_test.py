@@ -920,6 +920,17 @@ class LinearCrossEntropy(unittest.TestCase):
                 for name, g, e in zip(("hidden", "weight", "bias"), got, wg):
                     close(self, g, e, torch.bfloat16, f"{what} grad of {name}")
 
+    @staticmethod
+    def plan_inputs(seed):
+        """bf16 hidden [70, 72] and weight [200, 72] requiring grad, labels,
+        and whether this device runs plan="on_chip" (an sm_90 GPU)."""
+        torch.manual_seed(seed)
+        N, H, V = 70, 72, 200
+        h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
+        w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
+        y = torch.randint(0, V, (N,))
+        return h, w, y, DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
+
     def test_linear_plans(self):
         """plan= names the xent_linear_ce_plan_kind: each plan's loss,
         entropy and argmax, and the gradients of the loss plus a share of
@@ -929,11 +940,7 @@ class LinearCrossEntropy(unittest.TestCase):
         the device named. An unknown plan is a ValueError."""
         if os.environ.get("XENT_TEST_SKIP_ON_CHIP"):
             self.skipTest("XENT_TEST_SKIP_ON_CHIP: run in its own process (bench/gpu/stage.sh's on_chip)")
-        torch.manual_seed(9)
-        N, H, V = 70, 72, 200
-        h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
-        w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
-        y = torch.randint(0, V, (N,))
+        h, w, y, on_chip = self.plan_inputs(9)
         y[3] = -100
         h64, w64 = [t.detach().to(torch.float64).requires_grad_() for t in (h, w)]
         z64 = F.linear(h64, w64)
@@ -941,7 +948,6 @@ class LinearCrossEntropy(unittest.TestCase):
         want_ent = torch.distributions.Categorical(logits=z64).entropy()
         want_ent = torch.where(y == -100, torch.zeros_like(want_ent), want_ent)
         want_grads = torch.autograd.grad(want + 0.1 * want_ent.sum(), (h64, w64))
-        on_chip = DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
         for plan in ("auto", "one_pass", "tiled_hidden_sum", "tiled", "on_chip"):
             with self.subTest(plan=plan):
                 if plan == "on_chip" and not on_chip:
@@ -968,12 +974,7 @@ class LinearCrossEntropy(unittest.TestCase):
         plan, are deterministic and run."""
         if os.environ.get("XENT_TEST_SKIP_ON_CHIP"):
             self.skipTest("XENT_TEST_SKIP_ON_CHIP: run in its own process (bench/gpu/stage.sh's on_chip)")
-        torch.manual_seed(10)
-        N, H, V = 70, 72, 200
-        h = torch.randn(N, H, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
-        w = (torch.randn(V, H, dtype=torch.float64) / H ** 0.5).to(torch.bfloat16).requires_grad_()
-        y = torch.randint(0, V, (N,))
-        on_chip = DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
+        h, w, y, on_chip = self.plan_inputs(10)
         refused = (xent.XentError, "runs on an sm_90 GPU")
         was, was_warn_only = (torch.are_deterministic_algorithms_enabled(),
                               torch.is_deterministic_algorithms_warn_only_enabled())
