@@ -15,12 +15,12 @@ ROOT = os.path.join(os.environ["TEST_SRCDIR"], "xent")
 
 
 class DryRun(unittest.TestCase):
-    def dry_run(self, script, out, timeout):
+    def dry_run(self, script, out, timeout, *extra):
         """bench/<script> --dry-run writing OUT.*; its JSON report."""
         env = dict(os.environ, XENT_EXTENSION=os.path.join(ROOT, "python", "xent", "_C.so"))
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--dry-run",
                                "--lib", os.path.join(ROOT, "runtime", "libxent_shared.so"), "--out", out,
-                               "--commit", "test"], capture_output=True, text=True, timeout=timeout, env=env)
+                               "--commit", "test", *extra], capture_output=True, text=True, timeout=timeout, env=env)
         print(proc.stdout, proc.stderr)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with open(out + ".json") as f:
@@ -173,7 +173,10 @@ class DryRun(unittest.TestCase):
 
     def test_linear_dry_run(self):
         with tempfile.TemporaryDirectory() as tmp:
-            report = self.dry_run("bench_linear.py", os.path.join(tmp, "linear"), 600)
+            # gemms_best's cuBLASLt calls go to the host stand-in.
+            report = self.dry_run("bench_linear.py", os.path.join(tmp, "linear"), 600, "--cublaslt",
+                                  os.path.join(ROOT, "tests", "libfake_cublaslt.so"))
+            self.assertTrue(report["environment"]["cublaslt"].endswith("libfake_cublaslt.so"))
             self.assertEqual(report["environment"]["commit"], "test")
             self.assertIs(report["complete"], True)
             results = report["results"]
@@ -184,8 +187,8 @@ class DryRun(unittest.TestCase):
                 self.assertEqual(r["logits_bytes"], r["n"] * r["v"] * (2 if r["dtype"] == "bf16" else 4), name)
                 methods = r["methods"]
                 self.assertEqual(set(methods),
-                                 {"xent", "xent_package", "xent_on_chip", "gemms", "torch_eager", "torch_compile",
-                                  "liger", "cce"})
+                                 {"xent", "xent_package", "xent_on_chip", "gemms", "gemms_best", "torch_eager",
+                                  "torch_compile", "liger", "cce"})
                 for m in ("xent", "xent_package", "torch_eager"):
                     self.assertGreater(methods[m]["s"], 0, f"{name} {m}")
                     self.assertEqual(set(methods[m]["errors"]), {"loss", "grad_hidden", "grad_weight"}, name)
@@ -194,10 +197,19 @@ class DryRun(unittest.TestCase):
                     self.assertIsNone(methods[m]["peak_extra_bytes"], name)
                 self.assertGreater(methods["gemms"]["s"], 0, name)
                 self.assertGreater(r["xent_over_gemms"], 0, name)
+                # The GEMMs by cuBLASLt's fastest candidates (the stand-in
+                # offers one): their products PyTorch's, each GEMM's search
+                # kept.
+                self.assertLess(max(methods["gemms_best"]["products_vs_torch"].values()), 0.03, name)
+                self.assertGreater(r["package_over_gemms_best"], 0, name)
+                self.assertEqual([(g["gemm"], g["m"], g["n"], g["k"], g["best"], len(g["candidates"]))
+                                  for g in r["gemms_search"]],
+                                 [("logits", r["n"], r["v"], r["h"], 0, 1), ("grad_hidden", r["n"], r["h"], r["v"], 0, 1),
+                                  ("grad_weight", r["v"], r["h"], r["n"], 0, 1)], name)
                 # Timed interleaved, each with its spread; the package is
                 # the headline, every ratio to it.
                 self.assertGreater(r["package_over_gemms"], 0, name)
-                for m in ("xent_package", "xent", "gemms", "torch_eager"):
+                for m in ("xent_package", "xent", "gemms", "gemms_best", "torch_eager"):
                     t = methods[m]["spread"]
                     self.assertTrue(0 < t["min"] <= t["median"] <= t["max"], f"{name} {m}: {t}")
                     self.assertEqual(t["n"], report["environment"]["timing"]["reps"], f"{name} {m}")

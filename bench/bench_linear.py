@@ -26,8 +26,13 @@ Lines, each a method on the same case:
   xent          one xent_linear_ce_run: the loss and both gradients
                 (workspace from PyTorch's allocator, as the package takes it)
   gemms         the three GEMMs alone, unchunked: hidden @ weight^T, then
-                [N, V] @ weight and [N, V]^T @ hidden: the time the targets
-                compare xent with (issue 62: within 1.05x)
+                [N, V] @ weight and [N, V]^T @ hidden, by PyTorch (`@`)
+  gemms_best    the same three by cuBLASLt's fastest algorithm for each
+                (bench/cublaslt_best.py: the heuristic's first candidates
+                each timed on the case's tensors, every one's time kept in
+                the case's `gemms_search`): with `gemms`, the time the
+                targets compare xent with (issue 62: within 1.05x of the
+                faster)
   torch_eager   F.cross_entropy(F.linear(hidden, weight), target).backward()
   torch_compile the same function under torch.compile, built for each
                 case's shape (dynamic=False), compiled in its check
@@ -51,7 +56,9 @@ gradients): what the step needs besides its inputs and outputs. On the CPU
 shapes) it is not measured and the times mean nothing; every code path, the
 checks and the JSON are exercised (//bench:bench_dry_run_test).
 
-Writes OUT.json. Exit status 1 if a check of xent failed."""
+Writes OUT.json. Exit status 1 if a check of xent failed. On the CPU,
+--cublaslt names a host stand-in of cuBLASLt (tests/fake_blaslt.c) for
+gemms_best, whose products are then checked as on a GPU."""
 
 import argparse
 import ctypes
@@ -66,6 +73,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from bench import Timer, clocks, compiled, environment, level, write_json  # noqa: E402
+import cublaslt_best  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # Against the step in float64 on the same inputs, relative to the largest
@@ -193,6 +201,41 @@ def make_methods(xent, device):
     return methods
 
 
+# cuBLASLt's candidates timed for each GEMM of gemms_best.
+GEMM_CANDIDATES = 8
+
+
+def best_gemms(lt, hidden, weight, device):
+    """gemms_best's step, the three GEMMs by cuBLASLt's fastest candidate
+    for each, and what the search found: [{"gemm", "m", "n", "k", "best",
+    "candidates": [...]}] (cublaslt_best.fastest's, each timed interleaved
+    with the others of its GEMM)."""
+    n, h = hidden.shape
+    v = weight.shape[0]
+    logits = torch.empty(n, v, dtype=hidden.dtype, device=device)
+    gh, gw = torch.empty_like(hidden), torch.empty_like(weight)
+    workspace = torch.empty(cublaslt_best.WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    shapes = [("logits", hidden, weight.t(), logits), ("grad_hidden", logits, weight, gh),
+              ("grad_weight", logits.t(), hidden, gw)]
+    timer = Timer(device, warmup=1, reps=3)
+    plans, search = [], []
+    for name, a, b, out in shapes:
+        gemm = cublaslt_best.Gemm(lt, a, b, out, workspace, GEMM_CANDIDATES)
+        best, times = cublaslt_best.fastest(gemm, (a, b, out), timer)
+        plans.append((gemm, best))
+        search.append(dict(gemm=name, m=a.shape[0], n=b.shape[1], k=a.shape[1], best=best, candidates=times))
+    del logits, gh, gw, shapes
+
+    def step(hidden, weight, target):
+        (g1, b1), (g2, b2), (g3, b3) = plans
+        logits = g1.run(b1, hidden, weight.t(), torch.empty(n, v, dtype=hidden.dtype, device=device))
+        gh = g2.run(b2, logits, weight, torch.empty_like(hidden))
+        gw = g3.run(b3, logits.t(), hidden, torch.empty_like(weight))
+        return None, gh, gw
+    step.plans, step.workspace = plans, workspace
+    return step, search
+
+
 def reference(hidden, weight, target):
     """The step in float64 on the same rounded inputs, REFERENCE_ROWS rows
     at a time: (the mean loss, grad_hidden, grad_weight), from the
@@ -291,7 +334,7 @@ def keep_times(entries, spreads):
             entries[name].update(s=calls["median"], spread=calls, host_s=host["median"])
 
 
-def run_case(case, xent, methods, timer, device):
+def run_case(case, xent, methods, timer, device, lt):
     n, h, v, dtype = case["n"], case["h"], case["v"], case["dtype"]
     gen = torch.Generator(device=device).manual_seed(1234)
     hidden = torch.randn(n, h, generator=gen, device=device).to(DTYPES[dtype])
@@ -320,6 +363,24 @@ def run_case(case, xent, methods, timer, device):
         result["methods"][name] = dict(error=step) if isinstance(step, str) else check(step, name != "gemms")
         if "errors" in result["methods"][name]:
             checked[name] = step
+    # The GEMMs by cuBLASLt's fastest algorithms, their products checked
+    # against PyTorch's (the gemms method's) on the same inputs.
+    if isinstance(lt, str):
+        result["methods"]["gemms_best"] = dict(error=lt)
+    else:
+        try:
+            step, result["gemms_search"] = best_gemms(lt, hidden, weight, device)
+            got, torch_got = step(*args), methods["gemms"](*args)
+            sync(device)
+            err = {k: ((g.double() - w.double()).abs().max() / w.double().abs().max().clamp_min(1e-30)).item()
+                   for k, g, w in zip(("grad_hidden", "grad_weight"), got[1:], torch_got[1:])}
+            del got, torch_got
+            if any(e > TOL[dtype] for e in err.values()):
+                raise RuntimeError(f"its products disagree with PyTorch's: {err}")
+            result["methods"]["gemms_best"] = dict(products_vs_torch=err)
+            checked["gemms_best"] = step
+        except Exception as e:  # noqa: BLE001 -- reported with its reason
+            result["methods"]["gemms_best"] = dict(error=f"{type(e).__name__}: {e}"[:500])
     # The sweep's plans, each checked like a method before it is timed.
     sweep = []
     for desc in case["sweep"] if "xent" in checked else []:
@@ -377,12 +438,14 @@ def run_case(case, xent, methods, timer, device):
             if "s" in m and name != "xent_package":
                 m["over_package"] = m["s"] / head["s"]
                 m["level_with_package"] = level(m["spread"], head["spread"])
-        if "s" in ms["gemms"]:
-            result["package_over_gemms"] = head["s"] / ms["gemms"]["s"]
+        for g in ("gemms", "gemms_best"):
+            if "s" in ms[g]:
+                result[f"package_over_{g}"] = head["s"] / ms[g]["s"]
     xs = ms["xent"].get("s")
     if xs:
-        if "s" in ms["gemms"]:
-            result["xent_over_gemms"] = xs / ms["gemms"]["s"]
+        for g in ("gemms", "gemms_best"):
+            if "s" in ms[g]:
+                result[f"xent_over_{g}"] = xs / ms[g]["s"]
         if ms["xent"].get("peak_extra_bytes") is not None:
             result["xent_extra_over_logits"] = ms["xent"]["peak_extra_bytes"] / result["logits_bytes"]
     result["ok"] = all("s" in ms[m] and "error" not in ms[m] for m in ("xent", "xent_package")) and not any(
@@ -398,6 +461,8 @@ def main():
     p.add_argument("--dry-run", action="store_true", help="CPU backend, tiny shapes")
     p.add_argument("--commit", default=os.environ.get("XENT_COMMIT", "unknown"))
     p.add_argument("--reps", type=int, default=8)
+    p.add_argument("--cublaslt", help="cuBLASLt for gemms_best (default on a GPU: the one PyTorch uses; on the CPU: "
+                   "none, or a host stand-in such as tests/fake_blaslt.c's)")
     args = p.parse_args()
     os.environ["XENT_LIBRARY"] = args.lib
     import xent
@@ -410,9 +475,18 @@ def main():
     env = environment(device, args.commit)
     env["timing"] = dict(warmup=timer.warmup, reps=timer.reps, statistic="median and spread, interleaved",
                          clock="CUDA events" if device == "cuda" else "wall clock")
+    path = args.cublaslt or (cublaslt_best.find_library() if device == "cuda" else None)
+    lt = ("cuBLASLt: CUDA only (--cublaslt names a stand-in on the CPU)" if device != "cuda" else
+          "no libcublasLt found") if path is None else None
+    if lt is None:
+        try:
+            lt = cublaslt_best.CublasLt(path)
+            env["cublaslt"] = path
+        except (OSError, RuntimeError, AttributeError) as e:
+            lt = f"{path}: {type(e).__name__}: {e}"[:500]
     results = []
     for case in dry_cases() if args.dry_run else gpu_cases():
-        r = run_case(case, xent, make_methods(xent, device), timer, device)
+        r = run_case(case, xent, make_methods(xent, device), timer, device, lt)
         results.append(r)
         line = f"N {r['n']} H {r['h']} V {r['v']} {r['dtype']}:"
         for name, m in r["methods"].items():
@@ -433,8 +507,12 @@ def main():
             mem = c["peak_extra_bytes"]
             line += f"\n  xent, {what}: {c['s'] * 1e3:9.3f} ms" + (
                 f", {mem / 2**20:9.1f} MiB extra" if mem is not None else "")
-        if "package_over_gemms" in r:
-            line += f"\n  package / gemms: {r['package_over_gemms']:.3f}"
+        for g in ("gemms", "gemms_best"):
+            if f"package_over_{g}" in r:
+                line += f"\n  package / {g}: {r[f'package_over_{g}']:.3f}"
+        for one in r.get("gemms_search", []):
+            line += (f"\n  {one['gemm']}: cuBLASLt's candidate {one['best']} of {len(one['candidates'])} fastest, "
+                     + ", ".join(f"{c['s'] * 1e3:.3f}" for c in one["candidates"]) + " ms")
         print(line, flush=True)
         # After every case: a run stopped by its time limit keeps what it
         # measured ("complete": false).

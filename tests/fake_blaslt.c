@@ -16,7 +16,10 @@
 
    Knobs for the test (exported): fake_blaslt_no_algorithm makes the
    heuristic find nothing; fake_blaslt_version is what hipblasLtGetVersion
-   reports; fake_blaslt_calls counts successful matmuls. */
+   reports; fake_blaslt_calls counts successful matmuls;
+   fake_blaslt_algorithms is how many algorithms the heuristic offers (the
+   i-th numbered i in it), fake_blaslt_last_algorithm the number of the
+   last one a matmul ran. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,6 +115,8 @@ enum {
 EXPORT int fake_blaslt_no_algorithm = 0;
 EXPORT int fake_blaslt_version = 100200; /* hipBLASLt 1.2.0 */
 EXPORT int fake_blaslt_calls = 0;
+EXPORT int fake_blaslt_algorithms = 1;
+EXPORT int fake_blaslt_last_algorithm = -1;
 
 /* What the handles point to. */
 typedef struct fake_desc {
@@ -270,12 +275,18 @@ EXPORT status_t API(MatmulAlgoGetHeuristic)(handle_t handle, desc_t desc, layout
   if (st != OK) return st;
   *returned = 0;
   if (fake_blaslt_no_algorithm || ((fake_pref*)(void*)pref)->max_workspace < ALGO_WORKSPACE) return OK;
-  /* The algorithm is the result's first member in both libraries. */
-  memset(&results[0], 0xa5, sizeof results[0]);
-  memcpy(&results[0], &ALGO_MAGIC, sizeof ALGO_MAGIC);
+  /* The algorithm is the result's first member in both libraries: the
+     magic, the alignment it needs, its number. */
   const uint32_t need = algo_alignment((fake_pref*)(void*)pref);
-  memcpy((char*)&results[0] + sizeof ALGO_MAGIC, &need, sizeof need);
-  *returned = 1;
+  const int offered = fake_blaslt_algorithms < requested ? fake_blaslt_algorithms : requested;
+  for (int i = 0; i < offered; ++i) {
+    const uint32_t number = (uint32_t)i;
+    memset(&results[i], 0xa5, sizeof results[i]);
+    memcpy(&results[i], &ALGO_MAGIC, sizeof ALGO_MAGIC);
+    memcpy((char*)&results[i] + sizeof ALGO_MAGIC, &need, sizeof need);
+    memcpy((char*)&results[i] + 2 * sizeof ALGO_MAGIC, &number, sizeof number);
+  }
+  *returned = offered;
   return OK;
 }
 
@@ -298,10 +309,13 @@ EXPORT status_t API(Matmul)(handle_t handle, desc_t desc, const void* alpha, con
   if (!handle) return INVALID;
   const status_t st = check(d, la, lb, lc, ld);
   if (st != OK) return st;
-  uint32_t magic, need;
+  uint32_t magic, need, number;
   memcpy(&magic, algo, sizeof magic);
   memcpy(&need, (const char*)algo + sizeof magic, sizeof need);
-  if (magic != ALGO_MAGIC || workspace_bytes < ALGO_WORKSPACE || !workspace) return INVALID;
+  memcpy(&number, (const char*)algo + 2 * sizeof magic, sizeof number);
+  if (magic != ALGO_MAGIC || number >= (uint32_t)fake_blaslt_algorithms || workspace_bytes < ALGO_WORKSPACE ||
+      !workspace)
+    return INVALID;
 #ifdef FAKE_ALIGNMENT_RULES
   if ((uintptr_t)A % need || (uintptr_t)B % need || (uintptr_t)C % need || (uintptr_t)D % need ||
       (uintptr_t)workspace % 256)
@@ -331,5 +345,6 @@ EXPORT status_t API(Matmul)(handle_t handle, desc_t desc, const void* alpha, con
     for (uint64_t i = 0; i < m; ++i) store(ld->type, D, i + j * (uint64_t)ld->ld, out[i + j * m]);
   free(out);
   ++fake_blaslt_calls;
+  fake_blaslt_last_algorithm = (int)number;
   return OK;
 }
