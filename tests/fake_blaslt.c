@@ -19,7 +19,8 @@
    reports; fake_blaslt_calls counts successful matmuls;
    fake_blaslt_algorithms is how many algorithms the heuristic offers (the
    i-th numbered i in it), fake_blaslt_last_algorithm the number of the
-   last one a matmul ran. */
+   last one a matmul ran; fake_blaslt_heuristics counts the heuristic's
+   calls. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -117,6 +118,7 @@ EXPORT int fake_blaslt_version = 100200; /* hipBLASLt 1.2.0 */
 EXPORT int fake_blaslt_calls = 0;
 EXPORT int fake_blaslt_algorithms = 1;
 EXPORT int fake_blaslt_last_algorithm = -1;
+EXPORT int fake_blaslt_heuristics = 0;
 
 /* What the handles point to. */
 typedef struct fake_desc {
@@ -270,6 +272,7 @@ EXPORT status_t API(MatmulAlgoGetHeuristic)(handle_t handle, desc_t desc, layout
                                            layout_t dl, pref_t pref, int requested, result_t results[],
                                            int* returned) {
   if (!handle || requested < 1) return INVALID;
+  ++fake_blaslt_heuristics;
   const status_t st = check((fake_desc*)(void*)desc, (fake_layout*)(void*)a, (fake_layout*)(void*)b,
                             (fake_layout*)(void*)c, (fake_layout*)(void*)dl);
   if (st != OK) return st;

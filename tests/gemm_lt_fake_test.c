@@ -7,7 +7,9 @@
    epilogue must agree, so a mistake in the row-major to column-major
    mapping (gemm_layout.h) fails this on a machine without a GPU. Then the
    errors: no algorithm, a workspace too small, and (hipBLASLt) a library
-   older than the ABI xent declares; and the handle freed.
+   older than the ABI xent declares; and the handle freed. Every case runs
+   twice: the second time by the algorithms the first chose, the heuristic
+   asked once for each kind of GEMM (gemm_algos.h).
 
    argv[1]: the stand-in library. It carries the real library's soname, so
    once loaded here (RTLD_GLOBAL), the runtime's dlopen finds it. */
@@ -137,6 +139,40 @@ static void one_case(xent_handle* h, xent_dtype t, xent_dtype ct, int ta, int tb
   free(mem[0]), free(mem[1]), free(mem[2]), free(bias), free(ra), free(rb), free(rc), free(rbias);
 }
 
+/* Every case of the dtypes types[from] to types[to - 1] once: how many
+   GEMMs. */
+static const xent_dtype types[] = {XENT_F32, XENT_F64, XENT_BF16, XENT_F16};
+static int all_cases(xent_handle* h, int from, int to) {
+  int cases = 0;
+  for (int ti = from; ti < to; ++ti) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        /* m, n, k all different: a swapped operand or dimension does not
+           chain and the library refuses it; the square case catches a
+           transpose lost where the shapes would still chain. */
+        const xent_dtype t = types[ti];
+        one_case(h, t, t, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 0);
+        one_case(h, t, t, ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3, 0);
+        one_case(h, t, t, ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2, 0);
+        one_case(h, t, t, ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1, 0);
+        /* Operands one element off 256-byte alignment (cuBLASLt's stand-in
+           refuses them unless the heuristic was told, and refuses an
+           algorithm chosen for aligned ones), the workspace 8 bytes off. */
+        one_case(h, t, t, ta, tb, 6, 4, 9, 1.0, 1.0, 1, 3, 1);
+        cases += 5;
+        if (t == XENT_BF16 || t == XENT_F16) {
+          /* f16/bf16 operands into f32 (the linear cross entropy's f32
+             gradients and grad_weight's f32 sum): C read and written f32. */
+          one_case(h, t, XENT_F32, ta, tb, 6, 4, 9, 1.0, 1.0, 0, 3, 0);
+          one_case(h, t, XENT_F32, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 1);
+          cases += 2;
+        }
+      }
+    }
+  }
+  return cases;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s LIBFAKE.so\n", argv[0]);
@@ -153,8 +189,9 @@ int main(int argc, char** argv) {
   int* no_algorithm = dlsym(fake, "fake_blaslt_no_algorithm");
   int* version = dlsym(fake, "fake_blaslt_version");
   int* calls = dlsym(fake, "fake_blaslt_calls");
+  int* heuristics = dlsym(fake, "fake_blaslt_heuristics");
   int (*handles_live)(void) = (int (*)(void))dlsym(fake, "fake_blaslt_handles_live");
-  if (!no_algorithm || !version || !calls || !handles_live) {
+  if (!no_algorithm || !version || !calls || !heuristics || !handles_live) {
     fprintf(stderr, "FAIL: the stand-in lacks its knobs\n");
     return 1;
   }
@@ -164,40 +201,58 @@ int main(int argc, char** argv) {
 #ifdef GEMM_CUDA
   h.device = 1;
 #endif
-  const xent_dtype types[] = {XENT_F32, XENT_F64, XENT_BF16, XENT_F16};
-  int cases = 0;
-  for (int ti = 0; ti < 4; ++ti) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        /* m, n, k all different: a swapped operand or dimension does not
-           chain and the library refuses it; the square case catches a
-           transpose lost where the shapes would still chain. */
-        const xent_dtype t = types[ti];
-        one_case(&h, t, t, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 0);
-        one_case(&h, t, t, ta, tb, 6, 4, 9, 1.0, 0.0, 1, 3, 0);
-        one_case(&h, t, t, ta, tb, 4, 4, 4, 0.5, 1.0, 0, 2, 0);
-        one_case(&h, t, t, ta, tb, 1, 9, 2, 1.0, 1.0, 1, 1, 0);
-        /* Operands one element off 256-byte alignment (cuBLASLt's stand-in
-           refuses them unless the heuristic was told), the workspace 8
-           bytes off. */
-        one_case(&h, t, t, ta, tb, 6, 4, 9, 1.0, 1.0, 1, 3, 1);
-        cases += 5;
-        if (t == XENT_BF16 || t == XENT_F16) {
-          /* f16/bf16 operands into f32 (the linear cross entropy's f32
-             gradients and grad_weight's f32 sum): C read and written f32. */
-          one_case(&h, t, XENT_F32, ta, tb, 6, 4, 9, 1.0, 1.0, 0, 3, 0);
-          one_case(&h, t, XENT_F32, ta, tb, 5, 7, 3, 1.0, 0.0, 0, 0, 1);
-          cases += 2;
-        }
-      }
-    }
-  }
+  const int cases = all_cases(&h, 0, 4);
   CHECK(*calls == cases, "the stand-in ran %d GEMMs, the test %d", *calls, cases);
 #ifdef GEMM_CUDA
   CHECK(sets == 2 * cases && current_device == 0,
         "each GEMM makes the handle's device current and puts the caller's back: %d sets for %d GEMMs, device %d "
         "current after", sets, cases, current_device);
+  /* Each case is a kind of GEMM of its own, the shifted ones by their
+     alignments, which cuBLASLt's heuristic is told. */
+  const int kinds = cases;
+#else
+  /* hipBLASLt is told no alignments: a shifted case is its unshifted
+     twin's kind (one of each transpose pair and dtype). */
+  const int kinds = cases - 16;
 #endif
+  CHECK(*heuristics == kinds, "the heuristic asked %d times for %d kinds of GEMM", *heuristics, kinds);
+  /* The f16 cases again (the last 24 or 28 kinds: all kept), each by the
+     algorithm chosen the first time: the same products, no heuristic. */
+  const int f16 = all_cases(&h, 3, 4);
+  CHECK(*calls == cases + f16 && *heuristics == kinds, "f16 again: %d GEMMs run, the heuristic asked %d times, not %d",
+        *calls, *heuristics, kinds);
+  /* The f32 cases again: their kinds were replaced (a handle keeps 32), so
+     asked anew, once each. */
+  const int f32 = all_cases(&h, 0, 1);
+#ifdef GEMM_CUDA
+  const int f32_kinds = f32;
+#else
+  const int f32_kinds = f32 - 4;
+#endif
+  CHECK(*heuristics == kinds + f32_kinds, "f32 again: the heuristic asked %d times, not %d", *heuristics,
+        kinds + f32_kinds);
+
+  /* One kind of GEMM, then the same with its operands one element off
+     256-byte alignment and the same workspace: cuBLASLt's heuristic is
+     asked again (its stand-in's first algorithm needs the alignment it was
+     told), hipBLASLt's is not told alignments. */
+  {
+    static _Alignas(256) float am[3 * 2 + 1], bm[2 * 2 + 1], cm[3 * 2 + 1];
+    static _Alignas(256) unsigned char ws[1 << 16];
+    const int asked = *heuristics;
+    for (int shift = 0; shift < 2; ++shift) {
+      const xent_gemm one = {.a_dtype = XENT_F32, .b_dtype = XENT_F32, .c_dtype = XENT_F32, .m = 3, .n = 2, .k = 2,
+                             .alpha = 1.0, .a = am + shift, .lda = 2, .b = bm + shift, .ldb = 2, .c = cm + shift,
+                             .ldc = 2};
+      const xent_status st = GEMM(&h, "test", &one, ws, sizeof ws, NULL);
+      CHECK(st == XENT_OK, "the GEMM shifted by %d: %s", shift, xent_last_error());
+    }
+#ifdef GEMM_CUDA
+    CHECK(*heuristics == asked + 2, "aligned, then not: the heuristic asked %d times, not 2", *heuristics - asked);
+#else
+    CHECK(*heuristics == asked + 1, "aligned, then not: the heuristic asked %d times, not 1", *heuristics - asked);
+#endif
+  }
 
   /* No algorithm: an XENT_ERROR_BLAS naming the call and the shape. */
   static unsigned char workspace[1 << 16];
@@ -254,7 +309,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
-  printf("OK: %d GEMMs (4 dtypes, f16/bf16 into f32, every transpose, padded rows, beta, bias) and the error paths\n",
-         cases);
+  printf("OK: %d GEMMs (4 dtypes, f16/bf16 into f32, every transpose, padded rows, beta, bias), %d again by the "
+         "algorithms kept, and the error paths\n", cases, f16 + f32);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/backends/cuda/cuda_device.h"
 #include "runtime/base/dynlib.h"
+#include "runtime/backends/gemm_algos.h"
 #include "runtime/backends/gemm_layout.h"
 
 #ifdef XENT_GEMM_FOR_HIP
@@ -83,9 +84,10 @@ static xent_status lt_fail(const char* fn, const char* what, cublasStatus_t st) 
   return xent_fail(XENT_ERROR_BLAS, "%s: cuBLASLt %s failed: %s", fn, what, lt.status_string(st));
 }
 
-/* The handle's cuBLASLt handle, made on first use; two threads sharing an
-   xent handle may race to make it: one keeps its own, the other's is freed. */
-static xent_status lt_handle(xent_handle* h, const char* fn, cublasLtHandle_t* out) {
+/* The handle's cuBLASLt handle and the algorithms chosen so far
+   (gemm_algos.h), made on first use; two threads sharing an xent handle may
+   race to make them: one keeps its own, the other's are freed. */
+static xent_status lt_state(xent_handle* h, const char* fn, xent_gemm_state** out) {
   pthread_once(&lt_once, load);
   if (!lt.loaded) return xent_fail(XENT_ERROR_BLAS, "%s: %s", fn, lt.why);
   void* have = __atomic_load_n(&h->gemm, __ATOMIC_ACQUIRE);
@@ -93,26 +95,28 @@ static xent_status lt_handle(xent_handle* h, const char* fn, cublasLtHandle_t* o
     cublasLtHandle_t made = NULL;
     const cublasStatus_t st = lt.create(&made);
     if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(fn, "cublasLtCreate", st);
-    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)made, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) have = made;
-    else lt.destroy(made);
+    xent_gemm_state* state = xent_gemm_state_new(made);
+    if (!state) {
+      lt.destroy(made);
+      return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for cuBLASLt's state", fn);
+    }
+    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)state, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      have = state;
+    } else {
+      lt.destroy(made);
+      xent_gemm_state_free(state);
+    }
   }
-  *out = (cublasLtHandle_t)have;
+  *out = (xent_gemm_state*)have;
   return XENT_OK;
 }
 
 void GEMM_FREE(xent_handle* h) {
-  if (h->gemm && lt.loaded) lt.destroy((cublasLtHandle_t)h->gemm);
+  xent_gemm_state* state = (xent_gemm_state*)h->gemm;
+  if (!state) return;
+  if (lt.loaded) lt.destroy((cublasLtHandle_t)state->library);
+  xent_gemm_state_free(state);
   h->gemm = NULL;
-}
-
-/* The largest power of two up to 256 that p is aligned to: what the
-   heuristic is told of each operand (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*),
-   since untold it assumes 256 and may pick an algorithm that faults on a
-   chunk's rows, which start anywhere a row does. */
-static uint32_t alignment_of(const void* p) {
-  uint32_t k = 256;
-  while (k > 1 && (uintptr_t)p % k != 0) k /= 2;
-  return k;
 }
 
 static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
@@ -138,9 +142,10 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
   workspace_bytes = skip < workspace_bytes ? workspace_bytes - skip : 0;
   xent_status s = xent_gemm_check_types(fn, "cuBLASLt", g);
   if (s != XENT_OK) return s;
-  cublasLtHandle_t handle = NULL; /* set by lt_handle when it returns XENT_OK */
-  s = lt_handle(h, fn, &handle);
+  xent_gemm_state* state = NULL; /* set by lt_state when it returns XENT_OK */
+  s = lt_state(h, fn, &state);
   if (s != XENT_OK) return s;
+  cublasLtHandle_t handle = (cublasLtHandle_t)state->library;
   const int f64 = g->b_dtype == XENT_F64;
   const xent_gemm_column_major cm = xent_gemm_to_column_major(g);
   const cublasOperation_t op_first = cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -171,9 +176,13 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
     /* C and D: the operands' type, or f32 (f32 compute either way). */
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->c_dtype), cm.rows, cm.cols, cm.ld);
   }
+  _Static_assert(sizeof(cublasLtMatmulHeuristicResult_t) <= XENT_GEMM_ALGO_BYTES, "gemm_algos.h's room");
   cublasLtMatmulHeuristicResult_t best;
   int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS) {
+  /* The heuristic is told each operand's alignment: part of the key. */
+  const xent_gemm_key key = xent_gemm_key_of(g, workspace_bytes, 1);
+  if (st == CUBLAS_STATUS_SUCCESS && xent_gemm_algo_find(state, &key, &best, sizeof best)) found = 1;
+  if (st == CUBLAS_STATUS_SUCCESS && !found) {
     what = "cublasLtMatmulAlgoGetHeuristic";
     const uint64_t max_ws = workspace_bytes;
     st = lt.pref_create(&pref);
@@ -186,12 +195,15 @@ static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void
                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, cm.second.data},
                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g->c},
                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g->c}};
+    /* Untold, the heuristic assumes 256 bytes and may pick an algorithm
+       that faults on a chunk's rows, which start anywhere a row does. */
     for (size_t i = 0; i < sizeof operands / sizeof operands[0] && st == CUBLAS_STATUS_SUCCESS; ++i) {
-      const uint32_t align = alignment_of(operands[i].p);
+      const uint32_t align = xent_gemm_alignment(operands[i].p);
       st = lt.pref_set(pref, operands[i].attr, &align, sizeof align);
     }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.heuristic(handle, desc, la, lb, lc, lc, pref, 1, &best, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (st == CUBLAS_STATUS_SUCCESS) xent_gemm_algo_keep(state, &key, &best, sizeof best);
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
     what = "cublasLtMatmul";

@@ -11,6 +11,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/base/dynlib.h"
+#include "runtime/backends/gemm_algos.h"
 #include "runtime/backends/gemm_layout.h"
 #include "runtime/backends/hip/hipblaslt_abi.h"
 
@@ -80,11 +81,11 @@ static xent_status lt_fail(const char* fn, const char* what, hipblaslt_status st
   return xent_fail(XENT_ERROR_BLAS, "%s: hipBLASLt %s failed: %s (%d)", fn, what, status_name(st), st);
 }
 
-/* The handle's hipBLASLt handle, made on first use (a race between two
-   threads sharing an xent handle keeps one and frees the other). The
-   library's version is checked once per handle: hipblaslt_abi.h holds the
-   ABI of 0.6 and later. */
-static xent_status lt_handle(xent_handle* h, const char* fn, void** out) {
+/* The handle's hipBLASLt handle and the algorithms chosen so far
+   (gemm_algos.h), made on first use (a race between two threads sharing an
+   xent handle keeps one and frees the other). The library's version is
+   checked once per handle: hipblaslt_abi.h holds the ABI of 0.6 and later. */
+static xent_status lt_state(xent_handle* h, const char* fn, xent_gemm_state** out) {
   pthread_once(&lt_once, load);
   if (!lt.loaded) return xent_fail(XENT_ERROR_BLAS, "%s: %s", fn, lt.why);
   void* have = __atomic_load_n(&h->gemm, __ATOMIC_ACQUIRE);
@@ -100,15 +101,27 @@ static xent_status lt_handle(xent_handle* h, const char* fn, void** out) {
       return xent_fail(XENT_ERROR_BLAS, "%s: hipBLASLt %d.%d.%d is older than 0.6 (ROCm 6.0), whose ABI xent uses", fn,
                        version / 100000, version / 100 % 1000, version % 100);
     }
-    if (__atomic_compare_exchange_n(&h->gemm, &have, made, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) have = made;
-    else lt.destroy(made);
+    xent_gemm_state* state = xent_gemm_state_new(made);
+    if (!state) {
+      lt.destroy(made);
+      return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for hipBLASLt's state", fn);
+    }
+    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)state, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      have = state;
+    } else {
+      lt.destroy(made);
+      xent_gemm_state_free(state);
+    }
   }
-  *out = have;
+  *out = (xent_gemm_state*)have;
   return XENT_OK;
 }
 
 void xent_hip_gemm_free(xent_handle* h) {
-  if (h->gemm && lt.loaded) lt.destroy(h->gemm);
+  xent_gemm_state* state = (xent_gemm_state*)h->gemm;
+  if (!state) return;
+  if (lt.loaded) lt.destroy(state->library);
+  xent_gemm_state_free(state);
   h->gemm = NULL;
 }
 
@@ -116,9 +129,10 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
                           void* stream) {
   xent_status s = xent_gemm_check_types(fn, "hipBLASLt", g);
   if (s != XENT_OK) return s;
-  void* handle = NULL; /* set by lt_handle when it returns XENT_OK */
-  s = lt_handle(h, fn, &handle);
+  xent_gemm_state* state = NULL; /* set by lt_state when it returns XENT_OK */
+  s = lt_state(h, fn, &state);
   if (s != XENT_OK) return s;
+  void* handle = state->library;
   const int f64 = g->b_dtype == XENT_F64, type = data_type(g->b_dtype);
   const xent_gemm_column_major cm = xent_gemm_to_column_major(g);
   const int32_t op_first = cm.first.transposed ? HIPBLASLT_ABI_OP_T : HIPBLASLT_ABI_OP_N;
@@ -148,9 +162,13 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
     /* C and D: the operands' type, or f32 (f32 compute either way). */
     if (st == HIPBLASLT_ABI_STATUS_SUCCESS) st = lt.layout_create(&lc, data_type(g->c_dtype), cm.rows, cm.cols, cm.ld);
   }
+  _Static_assert(sizeof(hipblaslt_heuristic_room) <= XENT_GEMM_ALGO_BYTES, "gemm_algos.h's room");
   hipblaslt_heuristic_room best;
   int found = 0;
-  if (st == HIPBLASLT_ABI_STATUS_SUCCESS) {
+  /* hipBLASLt is not told the operands' alignments: not part of the key. */
+  const xent_gemm_key key = xent_gemm_key_of(g, workspace_bytes, 0);
+  if (st == HIPBLASLT_ABI_STATUS_SUCCESS && xent_gemm_algo_find(state, &key, &best, sizeof best)) found = 1;
+  if (st == HIPBLASLT_ABI_STATUS_SUCCESS && !found) {
     what = "hipblasLtMatmulAlgoGetHeuristic";
     const uint64_t max_ws = workspace_bytes;
     st = lt.pref_create(&pref);
@@ -159,6 +177,7 @@ xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, vo
     if (st == HIPBLASLT_ABI_STATUS_SUCCESS) st = lt.heuristic(handle, desc, la, lb, lc, lc, pref, 1, &best, &found);
     /* No algorithm for this shape and type (f64 on some devices). */
     if (st == HIPBLASLT_ABI_STATUS_SUCCESS && found < 1) st = HIPBLASLT_ABI_STATUS_NOT_SUPPORTED;
+    if (st == HIPBLASLT_ABI_STATUS_SUCCESS) xent_gemm_algo_keep(state, &key, &best, sizeof best);
   }
   if (st == HIPBLASLT_ABI_STATUS_SUCCESS) {
     what = "hipblasLtMatmul";
