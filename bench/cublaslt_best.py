@@ -155,9 +155,10 @@ class Gemm:
         la, lb, lc = self.layouts
         lt.check(L.cublasLtMatmulAlgoGetHeuristic(lt.handle, self.desc, la, lb, lc, lc, self.pref, candidates,
                                                   results, ctypes.byref(found)), "cublasLtMatmulAlgoGetHeuristic")
-        if found.value < 1:
+        # Each result's state: whether its algorithm can run the GEMM.
+        self.candidates = [r for r in results[:found.value] if r.state == SUCCESS]
+        if not self.candidates:
             raise RuntimeError(f"cuBLASLt has no algorithm for {tuple(a.shape)} @ {tuple(b.shape)} {a.dtype}")
-        self.candidates = list(results[:found.value])
         self.scalars = (ctypes.c_float(1.0), ctypes.c_float(0.0))
 
     def run(self, i, a, b, out):

@@ -100,6 +100,19 @@ class CublasLtBest(unittest.TestCase):
         self.assertEqual(len(gemm.candidates), 2)
         gemm.close()
 
+    def test_unfit_candidates_are_dropped(self):
+        # A result whose state says it cannot run the GEMM is no candidate.
+        a, b, out = self.step(torch.float32)[0]
+        self.knob("fake_blaslt_unfit_algorithm").value = 1
+        try:
+            gemm = cublaslt_best.Gemm(self.lt, a, b, out, self.workspace, candidates=8)
+        finally:
+            self.knob("fake_blaslt_unfit_algorithm").value = -1
+        self.assertEqual(len(gemm.candidates), 2)
+        gemm.run(1, a, b, out)
+        self.assertEqual(self.knob("fake_blaslt_last_algorithm").value, 2)
+        gemm.close()
+
     def test_errors_are_named(self):
         a, b, out = self.step(torch.float32)[0]
         self.knob("fake_blaslt_no_algorithm").value = 1

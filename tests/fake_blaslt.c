@@ -20,7 +20,8 @@
    fake_blaslt_algorithms is how many algorithms the heuristic offers (the
    i-th numbered i in it), fake_blaslt_last_algorithm the number of the
    last one a matmul ran; fake_blaslt_heuristics counts the heuristic's
-   calls. */
+   calls; the result numbered fake_blaslt_unfit_algorithm (cuBLASLt's) says
+   by its state that it cannot run the GEMM. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -119,6 +120,7 @@ EXPORT int fake_blaslt_calls = 0;
 EXPORT int fake_blaslt_algorithms = 1;
 EXPORT int fake_blaslt_last_algorithm = -1;
 EXPORT int fake_blaslt_heuristics = 0;
+EXPORT int fake_blaslt_unfit_algorithm = -1;
 
 /* What the handles point to. */
 typedef struct fake_desc {
@@ -288,6 +290,11 @@ EXPORT status_t API(MatmulAlgoGetHeuristic)(handle_t handle, desc_t desc, layout
     memcpy(&results[i], &ALGO_MAGIC, sizeof ALGO_MAGIC);
     memcpy((char*)&results[i] + sizeof ALGO_MAGIC, &need, sizeof need);
     memcpy((char*)&results[i] + 2 * sizeof ALGO_MAGIC, &number, sizeof number);
+#ifdef FAKE_CUBLASLT
+    results[i].workspaceSize = ALGO_WORKSPACE;
+    results[i].state = i == fake_blaslt_unfit_algorithm ? UNSUPPORTED : OK; /* OK: the other fields are valid */
+    results[i].wavesCount = 1.0f;
+#endif
   }
   *returned = offered;
   return OK;
