@@ -57,10 +57,13 @@ def find_library():
     return None
 
 
-def alignment(ptr):
-    """The largest power of two to 256 that ptr is aligned to."""
-    k = 256
-    while k > 1 and ptr % k:
+def alignment(t):
+    """What the heuristic is told of tensor t's alignment: the largest power
+    of two to 256 its data is aligned to, and no more than its allocator
+    promises every tensor (PyTorch's: 64 bytes on the CPU, 256 or more on a
+    GPU), so that a plan serves fresh tensors of its shape."""
+    k = 256 if t.is_cuda else 64
+    while k > 1 and t.data_ptr() % k:
         k //= 2
     return k
 
@@ -146,8 +149,9 @@ class Gemm:
         ws = ctypes.c_uint64(self.workspace_bytes)
         lt.check(L.cublasLtMatmulPreferenceSetAttribute(self.pref, PREF_MAX_WORKSPACE_BYTES, ctypes.byref(ws), 8),
                  "cublasLtMatmulPreferenceSetAttribute")
-        for attr, t in zip(PREF_MIN_ALIGNMENT, (b, a, out, out)):
-            align = ctypes.c_uint32(alignment(t.data_ptr()))
+        self.alignments = [alignment(t) for t in (b, a, out)]
+        for attr, k in zip(PREF_MIN_ALIGNMENT, self.alignments + self.alignments[-1:]):
+            align = ctypes.c_uint32(k)
             lt.check(L.cublasLtMatmulPreferenceSetAttribute(self.pref, attr, ctypes.byref(align), 4),
                      "cublasLtMatmulPreferenceSetAttribute")
         results = (HeuristicResult * candidates)()
@@ -162,6 +166,9 @@ class Gemm:
         self.scalars = (ctypes.c_float(1.0), ctypes.c_float(0.0))
 
     def run(self, i, a, b, out):
+        for name, t, k in zip("bao", (b, a, out), self.alignments):
+            if t.data_ptr() % k:
+                raise ValueError(f"operand {name} is less aligned than the plan's {k} bytes")
         L, la, lb, lc = self.lt.lib, *self.layouts
         stream = torch.cuda.current_stream(out.device).cuda_stream if out.is_cuda else None
         alpha, beta = self.scalars

@@ -123,6 +123,11 @@ class CublasLtBest(unittest.TestCase):
             self.knob("fake_blaslt_no_algorithm").value = 0
         with self.assertRaisesRegex(ValueError, "into"):
             cublaslt_best.Gemm(self.lt, a, b, out.t(), self.workspace, candidates=4)
+        # Operands less aligned than the plan: refused before the library.
+        gemm = cublaslt_best.Gemm(self.lt, a, b, out, self.workspace, candidates=4)
+        with self.assertRaisesRegex(ValueError, "less aligned"):
+            gemm.run(0, a, b, torch.empty(out.numel() + 1, dtype=out.dtype)[1:].view(out.shape))
+        gemm.close()
         with self.assertRaisesRegex(ValueError, "strides"):
             cublaslt_best.Gemm(self.lt, a[:, ::2], b[::2], out, self.workspace, candidates=4)
         # A workspace smaller than the fake's algorithm asks: none offered.
