@@ -165,6 +165,18 @@ def linear_table_spread(data):
         over = [r[k] for k in ("package_over_gemms", "package_over_gemms_best") if k in r]
         ratio = f"{max(over):.2f}" if over else "-"
         lines.append(f"| {r['n']} x {r['h']} x {r['v']} {r['dtype']} | " + " | ".join(cells) + f" | {ratio} |")
+    searched = [r for r in data["results"] if r.get("gemms_search")]
+    if searched:
+        # Whether cuBLASLt's first choice, which PyTorch's @ and xent's GEMMs
+        # take, leaves time behind (issue 62: "algorithm choice").
+        lines += ["", "| N x H x V | GEMM (m x n x k) | the heuristic's first | the fastest of its candidates | "
+                  "first / fastest |", "|---|---|---|---|---|"]
+        for r in searched:
+            for g in r["gemms_search"]:
+                first, best = g["candidates"][0], g["candidates"][g["best"]]
+                lines.append(f"| {r['n']} x {r['h']} x {r['v']} {r['dtype']} | {g['gemm']} ({g['m']} x {g['n']} x "
+                             f"{g['k']}) | {linear_cell(first)} | {linear_cell(best)} (candidate {g['best']} of "
+                             f"{len(g['candidates'])}) | {first['s'] / best['s']:.2f} |")
     sweeps = [r for r in data["results"] if any("s" in c for c in r.get("sweep", []))]
     if sweeps:
         lines += ["", "| N x H x V | xent's plan and budget | time, peak | over the default |", "|---|---|---|---|"]

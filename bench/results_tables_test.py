@@ -108,7 +108,8 @@ class ResultsTables(unittest.TestCase):
     def test_linear_table(self):
         """bench_linear.py's table, from a linear.json made here: the
         package first, each method's median (min-max) and peak, a peer that
-        did not run as '-', the package over the faster GEMMs; then the sweep
+        did not run as '-', the package over the faster GEMMs; each GEMM's
+        first cuBLASLt candidate against its fastest; then the sweep
         beside the default's interleaved calls, a failed plan as '-'."""
         env = dict(device="GPU X", commit="abcdef0123", date="2026-01-02T00:00:00")
         t = lambda med, lo, hi, mib=None: dict(  # noqa: E731
@@ -117,8 +118,10 @@ class ResultsTables(unittest.TestCase):
                        gemms_best=t(0.07, 0.069, 0.071), torch_eager=t(0.09, 0.089, 0.091, 4096),
                        liger=dict(error="not installed"))
         sweep = [dict(memory_mib=512, plan=3, **t(0.09, 0.089, 0.092, 300)), dict(memory_mib=1 << 40, error="OOM")]
+        search = [dict(gemm="logits", m=16, n=32, k=8, best=1,
+                       candidates=[dict(rank=0, **t(0.03, 0.029, 0.031)), dict(rank=1, **t(0.024, 0.023, 0.025))])]
         results = [dict(n=16, h=8, v=32, dtype="bf16", methods=methods, package_over_gemms=1.25,
-                        package_over_gemms_best=1.43, sweep=sweep,
+                        package_over_gemms_best=1.43, gemms_search=search, sweep=sweep,
                         sweep_default_spread=dict(min=0.099, median=0.1, max=0.11))]
         text = render(results_tables.tables, "linear.json", env, results)
         self.assertIn("| N x H x V | xent (package) | xent (C call) | the GEMMs alone | the GEMMs, cuBLASLt's "
@@ -126,6 +129,9 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| 16 x 8 x 32 bf16 | 100.0 ms (90.0-120.0), 48 MiB | 95.0 ms (90.0-100.0), 48 MiB | "
                       "80.0 ms (80.0-81.0) | 70.0 ms (69.0-71.0) | 90.0 ms (89.0-91.0), 4096 MiB | - | - | - | 1.43 |",
                       text)
+        # Each GEMM's first candidate against the fastest.
+        self.assertIn("| 16 x 8 x 32 bf16 | logits (16 x 32 x 8) | 30.0 ms (29.0-31.0) | 24.0 ms (23.0-25.0) "
+                      "(candidate 1 of 2) | 1.25 |", text)
         self.assertIn("| 16 x 8 x 32 bf16 | default (64 MiB) | 100.0 ms (99.0-110.0), 48 MiB | 1.00 |", text)
         self.assertIn("| | 512 MiB, TILED | 90.0 ms (89.0-92.0), 300 MiB | 0.90 |", text)
         self.assertIn("| | one pass | - | - |", text)
