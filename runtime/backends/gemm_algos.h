@@ -80,6 +80,32 @@ static inline void xent_gemm_state_free(xent_gemm_state* s) {
   free(s);
 }
 
+/* Makes a state for `library` the handle's (*slot) unless another thread's
+   came first: into *out the state in use, or NULL where memory ran out.
+   1: `library` is the state's now; 0: the caller destroys it. */
+static inline int xent_gemm_state_install(void** slot, void* library, xent_gemm_state** out) {
+  xent_gemm_state* made = xent_gemm_state_new(library);
+  void* have = NULL;
+  if (made && __atomic_compare_exchange_n(slot, &have, (void*)made, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    *out = made;
+    return 1;
+  }
+  if (made) xent_gemm_state_free(made);
+  *out = (xent_gemm_state*)have;
+  return 0;
+}
+
+/* The handle's state freed and its slot emptied: its library handle, for
+   the caller to destroy (NULL: none was made). */
+static inline void* xent_gemm_state_release(void** slot) {
+  xent_gemm_state* s = (xent_gemm_state*)*slot;
+  if (!s) return NULL;
+  void* library = s->library;
+  xent_gemm_state_free(s);
+  *slot = NULL;
+  return library;
+}
+
 /* The algorithm kept for key into algo (bytes of it): 1, or 0 if none. */
 static inline int xent_gemm_algo_find(xent_gemm_state* s, const xent_gemm_key* key, void* algo, size_t bytes) {
   int found = 0;

@@ -79,6 +79,10 @@ typedef struct sync_stamp {
   uint32_t fences; /* the thread's proxy fences at the access */
 } sync_stamp;
 
+/* No thread's access: a record's start, and the writer of bytes the
+   hardware put there (a copy landed, a product's result). */
+static const sync_stamp NO_STAMP = {-1, 0, 0, 0, 0};
+
 typedef struct access_record {
   sync_stamp writer, reader, reader2;
   int32_t copy_into; /* the thread (gid) whose asynchronous copy into it is in flight; -1: none */
@@ -522,8 +526,7 @@ static void report_deadlock(void) {
 
 static void init_records(shared_alloc* a) {
   a->records = malloc((a->count ? a->count : 1) * sizeof *a->records);
-  const sync_stamp none = {-1, 0, 0, 0, 0};
-  for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){none, none, none, -1, 0};
+  for (size_t i = 0; i < a->count; ++i) a->records[i] = (access_record){NO_STAMP, NO_STAMP, NO_STAMP, -1, 0};
 }
 
 /* Block b's allocation `name` at file:line, made on first use. Another
@@ -809,11 +812,10 @@ void xent_emu_shared_landed(const void* base, const int64_t* index, int n, int64
   for (int i = 0; i < n; ++i) check_index(index[i], count, name);
   shared_alloc* a = n > 0 ? alloc_of(me, base, index[0], name) : NULL;
   if (!a) return;
-  const sync_stamp async = {-1, 0, 0, 0, 0};
   for (int i = 0; i < n; ++i) {
     int64_t first;
     const int m = view_records(a, index[i], count, &first);
-    for (int k = 0; k < m; ++k) a->records[first + k].writer = async;
+    for (int k = 0; k < m; ++k) a->records[first + k].writer = NO_STAMP;
   }
 }
 
@@ -987,8 +989,8 @@ static void free_shared(block_state* b) {
   b->tensor_used = b->tensor_relinquished = 0;
   b->tensor_allocated = 0;
   memset(b->tensor_busy, 0, sizeof b->tensor_busy);
-  const sync_stamp none = {-1, 0, 0, 0, 0};
-  for (int c = 0; c < XENT_EMU_TMEM_COLUMNS; ++c) b->tensor_access[c] = (access_record){none, none, none, -1, 0};
+  for (int c = 0; c < XENT_EMU_TMEM_COLUMNS; ++c)
+    b->tensor_access[c] = (access_record){NO_STAMP, NO_STAMP, NO_STAMP, -1, 0};
 }
 
 /* ---- tensor memory (sm_100) ----------------------------------------------- */
@@ -1074,7 +1076,7 @@ void xent_emu_tensor_product(int column, int columns, int delta) {
                     "thread %d's load of it is not ordered before (tcgen05.fence::before_thread_sync, __syncthreads(), "
                     "tcgen05.fence::after_thread_sync between)",
                     c, bad->who % L->threads);
-    if (delta < 0) r->writer = (sync_stamp){-1, 0, 0, 0, 0};
+    if (delta < 0) r->writer = NO_STAMP;
     b->tensor_busy[c] = (uint16_t)(b->tensor_busy[c] + delta);
   }
 }

@@ -95,28 +95,17 @@ static xent_status lt_state(xent_handle* h, const char* fn, xent_gemm_state** ou
     cublasLtHandle_t made = NULL;
     const cublasStatus_t st = lt.create(&made);
     if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(fn, "cublasLtCreate", st);
-    xent_gemm_state* state = xent_gemm_state_new(made);
-    if (!state) {
-      lt.destroy(made);
-      return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for cuBLASLt's state", fn);
-    }
-    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)state, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      have = state;
-    } else {
-      lt.destroy(made);
-      xent_gemm_state_free(state);
-    }
+    if (!xent_gemm_state_install(&h->gemm, (void*)made, out)) lt.destroy(made);
+    if (!*out) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for cuBLASLt's state", fn);
+    return XENT_OK;
   }
   *out = (xent_gemm_state*)have;
   return XENT_OK;
 }
 
 void GEMM_FREE(xent_handle* h) {
-  xent_gemm_state* state = (xent_gemm_state*)h->gemm;
-  if (!state) return;
-  if (lt.loaded) lt.destroy((cublasLtHandle_t)state->library);
-  xent_gemm_state_free(state);
-  h->gemm = NULL;
+  void* library = xent_gemm_state_release(&h->gemm);
+  if (library && lt.loaded) lt.destroy((cublasLtHandle_t)library);
 }
 
 static xent_status gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,

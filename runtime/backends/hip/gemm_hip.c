@@ -101,28 +101,17 @@ static xent_status lt_state(xent_handle* h, const char* fn, xent_gemm_state** ou
       return xent_fail(XENT_ERROR_BLAS, "%s: hipBLASLt %d.%d.%d is older than 0.6 (ROCm 6.0), whose ABI xent uses", fn,
                        version / 100000, version / 100 % 1000, version % 100);
     }
-    xent_gemm_state* state = xent_gemm_state_new(made);
-    if (!state) {
-      lt.destroy(made);
-      return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for hipBLASLt's state", fn);
-    }
-    if (__atomic_compare_exchange_n(&h->gemm, &have, (void*)state, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      have = state;
-    } else {
-      lt.destroy(made);
-      xent_gemm_state_free(state);
-    }
+    if (!xent_gemm_state_install(&h->gemm, made, out)) lt.destroy(made);
+    if (!*out) return xent_fail(XENT_ERROR_OUT_OF_MEMORY, "%s: no memory for hipBLASLt's state", fn);
+    return XENT_OK;
   }
   *out = (xent_gemm_state*)have;
   return XENT_OK;
 }
 
 void xent_hip_gemm_free(xent_handle* h) {
-  xent_gemm_state* state = (xent_gemm_state*)h->gemm;
-  if (!state) return;
-  if (lt.loaded) lt.destroy(state->library);
-  xent_gemm_state_free(state);
-  h->gemm = NULL;
+  void* library = xent_gemm_state_release(&h->gemm);
+  if (library && lt.loaded) lt.destroy(library);
 }
 
 xent_status xent_hip_gemm(xent_handle* h, const char* fn, const xent_gemm* g, void* workspace, size_t workspace_bytes,
